@@ -1,0 +1,1 @@
+//! Analyses: overlap, exposed communication, idle time, steps, sync stalls, SM occupancy.

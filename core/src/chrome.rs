@@ -1,0 +1,1 @@
+//! chrome-json (Trace Event Format) export.

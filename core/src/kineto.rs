@@ -1,0 +1,1 @@
+//! Kineto (torch.profiler) Chrome JSON import.

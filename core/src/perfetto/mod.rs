@@ -1,0 +1,1 @@
+//! Perfetto TrackEvent protobuf: streaming writer and reader.

@@ -1,0 +1,1 @@
+//! Generated traces for tests and benchmarks.
