@@ -1,1 +1,78 @@
 //! Kineto (torch.profiler) Chrome JSON import.
+//!
+//! One file is one rank: host events (pid = process) become thread tracks,
+//! GPU events (pid = device ordinal, tid = stream) become stream tracks under
+//! a GPU track, and launch → kernel flows are rebuilt from CUDA correlation
+//! ids. See `design/FORMATS.md` for the fields read.
+
+mod category;
+mod devices;
+mod import;
+mod json;
+mod time;
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::{Result, TraceError};
+use crate::model::Trace;
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Reads a Kineto trace (`.json`, or gzip-compressed, detected by its magic
+/// bytes rather than its name) of one rank into a trace with one process.
+pub fn read_file(path: &Path) -> Result<Trace> {
+    let bytes = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
+    read_bytes(path, &bytes)
+}
+
+/// Like [`read_file`] on bytes already read; `path` only names the source in
+/// errors and metadata.
+pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Trace> {
+    if bytes.is_empty() {
+        return Err(TraceError::Empty { path: path.to_path_buf() });
+    }
+    if bytes.starts_with(&GZIP_MAGIC) {
+        let mut json = Vec::with_capacity(bytes.len().saturating_mul(8));
+        flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut json).map_err(|e| {
+            TraceError::io(path, std::io::Error::new(e.kind(), format!("corrupt or truncated gzip data: {e}")))
+        })?;
+        import::import(path, &json)
+    } else {
+        import::import(path, bytes)
+    }
+}
+
+/// Cheap sniff for the loader: a JSON object (possibly gzip-compressed)
+/// whose first few MiB name `traceEvents`.
+pub fn looks_like_kineto(bytes: &[u8]) -> bool {
+    const PREFIX_BYTES: u64 = 4 << 20;
+    let mut prefix = Vec::new();
+    let head: &[u8] = if bytes.starts_with(&GZIP_MAGIC) {
+        // A read error (truncation) still leaves the prefix decoded so far.
+        let _ = flate2::read::MultiGzDecoder::new(bytes).take(PREFIX_BYTES).read_to_end(&mut prefix);
+        &prefix
+    } else {
+        &bytes[..bytes.len().min(PREFIX_BYTES as usize)]
+    };
+    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    let starts_object = head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    starts_object && head.windows(13).any(|w| w == b"\"traceEvents\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniff() {
+        assert!(looks_like_kineto(br#" {"schemaVersion": 1, "traceEvents": []}"#));
+        assert!(!looks_like_kineto(br#"[{"ph": "X"}]"#));
+        assert!(!looks_like_kineto(br#"{"other": 1}"#));
+        assert!(!looks_like_kineto(b"\x0a\x0b\x08\x01"));
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, br#"{"traceEvents": []}"#).expect("in-memory write");
+        let gz = gz.finish().expect("in-memory gzip");
+        assert!(looks_like_kineto(&gz));
+    }
+}

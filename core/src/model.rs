@@ -771,6 +771,38 @@ impl Trace {
         self.slices = new;
     }
 
+    /// Rebuilds `flows` from CUDA correlation ids: per process, each GPU
+    /// activity slice (kernel, memcpy, memset) with a nonzero correlation
+    /// gets a flow from the runtime/driver call of that process with the same
+    /// id (the earliest, if several), with the correlation as flow id.
+    pub fn link_flows_by_correlation(&mut self) {
+        self.flows.clear();
+        let sl = &self.slices;
+        let process_of = |i: usize| self.tracks[sl.track[i].0 as usize].process;
+        let mut launch: HashMap<(u32, u32), usize> = HashMap::new();
+        for i in 0..sl.len() {
+            if sl.correlation[i] == 0 || !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
+                continue;
+            }
+            let e = launch.entry((process_of(i), sl.correlation[i])).or_insert(i);
+            if (sl.start_ns[i], i) < (sl.start_ns[*e], *e) {
+                *e = i;
+            }
+        }
+        for i in 0..sl.len() {
+            if sl.correlation[i] == 0 || !sl.kind[i].is_gpu_activity() {
+                continue;
+            }
+            if let Some(&from) = launch.get(&(process_of(i), sl.correlation[i])) {
+                self.flows.push(Flow {
+                    id: u64::from(sl.correlation[i]),
+                    from: SliceId(from as u32),
+                    to: SliceId(i as u32),
+                });
+            }
+        }
+    }
+
     /// Count of slices per kind.
     pub fn count_by_kind(&self) -> Vec<(SliceKind, usize)> {
         let mut counts = [0usize; 10];

@@ -1,0 +1,157 @@
+//! Exact conversion of Kineto's microsecond timestamps to nanoseconds.
+//!
+//! Kineto writes `ts`/`dur` in µs: newer traces as relative values with three
+//! decimals ("4458676522690.655"), older ones as epoch µs (integers, or floats
+//! such as 1682725898236567.0). An epoch time in ns is ~1.7e18, beyond the 53
+//! bits of an f64 mantissa, so going through f64 would round to ~256 ns. We
+//! instead read the decimal text of the JSON number (kept raw by serde_json's
+//! `RawValue`) digit by digit into an integer and scale it by powers of ten.
+
+/// Parses a JSON number (or a quoted number) of microseconds into integer
+/// nanoseconds, rounding half away from zero below 1 ns. `None` when the
+/// text is not a number or the value does not fit an `i64` of ns.
+pub fn us_text_to_ns(text: &str) -> Option<i64> {
+    decimal_to_int_scaled(text.trim().trim_matches('"'), 3)
+}
+
+/// Parses an integer count of nanoseconds (`baseTimeNanoseconds`), exactly.
+pub fn ns_text_to_ns(text: &str) -> Option<i64> {
+    decimal_to_int_scaled(text.trim().trim_matches('"'), 0)
+}
+
+/// The decimal number `s` times 10^`shift`, rounded to an integer.
+fn decimal_to_int_scaled(s: &str, shift: i32) -> Option<i64> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    let negative = match bytes.first() {
+        Some(b'-') => {
+            i += 1;
+            true
+        }
+        Some(b'+') => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    // Mantissa digits; beyond ~36 significant digits the rest cannot matter
+    // at ns resolution for any value that fits an i64, so they only shift
+    // the exponent (integer part) or are dropped (fraction).
+    const MAX_DIGITS: u32 = 36;
+    let mut mantissa: i128 = 0;
+    let mut digits = 0u32;
+    let mut exp: i32 = shift;
+    let mut any_digit = false;
+    while i < bytes.len() && bytes[i].is_ascii_digit() {
+        any_digit = true;
+        if digits < MAX_DIGITS {
+            mantissa = mantissa * 10 + i128::from(bytes[i] - b'0');
+            if mantissa != 0 {
+                digits += 1;
+            }
+        } else {
+            exp += 1;
+        }
+        i += 1;
+    }
+    let mut round_digit = 0u8;
+    if i < bytes.len() && bytes[i] == b'.' {
+        i += 1;
+        while i < bytes.len() && bytes[i].is_ascii_digit() {
+            any_digit = true;
+            if digits < MAX_DIGITS {
+                mantissa = mantissa * 10 + i128::from(bytes[i] - b'0');
+                if mantissa != 0 {
+                    digits += 1;
+                }
+                exp -= 1;
+            } else if round_digit == 0 {
+                round_digit = bytes[i] - b'0';
+            }
+            i += 1;
+        }
+    }
+    if !any_digit {
+        return None;
+    }
+    if i < bytes.len() && (bytes[i] == b'e' || bytes[i] == b'E') {
+        i += 1;
+        let (eneg, start) = match bytes.get(i) {
+            Some(b'-') => (true, i + 1),
+            Some(b'+') => (false, i + 1),
+            _ => (false, i),
+        };
+        let etext = s.get(start..)?;
+        if etext.is_empty() || !etext.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let e: i32 = etext.parse().ok()?;
+        exp = exp.checked_add(if eneg { -e } else { e })?;
+        i = bytes.len();
+    }
+    if i != bytes.len() {
+        return None;
+    }
+    if round_digit >= 5 {
+        mantissa += 1;
+    }
+    let value = if exp >= 0 {
+        if mantissa == 0 {
+            0
+        } else {
+            mantissa.checked_mul(10i128.checked_pow(u32::try_from(exp).ok()?)?)?
+        }
+    } else {
+        let div = match 10i128.checked_pow(exp.unsigned_abs()) {
+            Some(d) => d,
+            None => return Some(0),
+        };
+        let q = mantissa / div;
+        let r = mantissa % div;
+        if r * 2 >= div {
+            q + 1
+        } else {
+            q
+        }
+    };
+    let value = if negative { -value } else { value };
+    i64::try_from(value).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_three_decimals_is_exact() {
+        assert_eq!(us_text_to_ns("4458676522690.655"), Some(4_458_676_522_690_655));
+        assert_eq!(us_text_to_ns("156.777"), Some(156_777));
+        assert_eq!(us_text_to_ns("0.001"), Some(1));
+    }
+
+    #[test]
+    fn epoch_integer_and_float_are_exact() {
+        // 1682725898236567 µs: exact in ns, where f64 ns would be off by up to 128 ns.
+        assert_eq!(us_text_to_ns("1682725898236567"), Some(1_682_725_898_236_567_000));
+        assert_eq!(us_text_to_ns("1682725898236567.0"), Some(1_682_725_898_236_567_000));
+        assert_eq!(us_text_to_ns("1.682725898236567e15"), Some(1_682_725_898_236_567_000));
+        assert_eq!(us_text_to_ns("\"12.5\""), Some(12_500));
+    }
+
+    #[test]
+    fn rounds_below_a_nanosecond() {
+        assert_eq!(us_text_to_ns("0.0004"), Some(0));
+        assert_eq!(us_text_to_ns("0.0005"), Some(1));
+        assert_eq!(us_text_to_ns("-2.0006"), Some(-2001));
+        assert_eq!(us_text_to_ns("1e-3"), Some(1));
+    }
+
+    #[test]
+    fn rejects_non_numbers_and_overflow() {
+        assert_eq!(us_text_to_ns("null"), None);
+        assert_eq!(us_text_to_ns(""), None);
+        assert_eq!(us_text_to_ns("12a"), None);
+        assert_eq!(us_text_to_ns("1e30"), None);
+        assert_eq!(ns_text_to_ns("1711964646000000000"), Some(1_711_964_646_000_000_000));
+    }
+}
