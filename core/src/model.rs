@@ -999,4 +999,45 @@ mod tests {
         assert_eq!(a.str(a.slices.name[1]), "k2");
         assert_eq!(a.launch_of(1).map(|l| l.grid[0]), Some(2));
     }
+
+    #[test]
+    fn flows_link_gpu_work_to_earliest_launch_per_process() {
+        let mut t = Trace::new();
+        let mut tracks = Vec::new();
+        for pid in [1, 2] {
+            let p = t.add_process(Process { pid, ..Default::default() });
+            let d = t.add_device(Device { process: p, ..Default::default() });
+            let host = t.add_track(p, None, TrackKind::Thread { tid: pid }, "t");
+            let stream = t.add_track(p, None, TrackKind::Stream { device: d, stream: 7 }, "s");
+            tracks.push((host, stream));
+        }
+        let n = t.intern("x");
+        let push = |t: &mut Trace, track, kind, start, corr| {
+            let mut s = NewSlice::new(track, kind, n, start, 1);
+            s.correlation = corr;
+            t.push_slice(s)
+        };
+        let (h1, s1) = tracks[0];
+        let (h2, s2) = tracks[1];
+        let late = push(&mut t, h1, SliceKind::Runtime, 50, 9);
+        let early = push(&mut t, h1, SliceKind::Driver, 40, 9);
+        let k1 = push(&mut t, s1, SliceKind::Kernel, 60, 9);
+        let m1 = push(&mut t, s1, SliceKind::Memcpy, 70, 9);
+        let other = push(&mut t, h2, SliceKind::Runtime, 10, 9);
+        let k2 = push(&mut t, s2, SliceKind::Kernel, 20, 9);
+        push(&mut t, s2, SliceKind::Kernel, 30, 0);
+        push(&mut t, s2, SliceKind::Kernel, 31, 77);
+        push(&mut t, h2, SliceKind::CpuOp, 5, 3);
+        push(&mut t, s2, SliceKind::Memset, 32, 3);
+        t.flows.push(Flow { id: 1, from: late, to: late });
+        t.link_flows_by_correlation();
+        assert_eq!(
+            t.flows,
+            vec![
+                Flow { id: 9, from: early, to: k1 },
+                Flow { id: 9, from: early, to: m1 },
+                Flow { id: 9, from: other, to: k2 },
+            ]
+        );
+    }
 }
