@@ -1,1 +1,345 @@
 //! Analyses: overlap, exposed communication, idle time, steps, sync stalls, SM occupancy.
+//!
+//! `analyze` splits the trace per process (rank) in one pass, sorts each
+//! rank's GPU events once, and derives every metric by sweeps over merged
+//! intervals. Definitions and windows: docs/METRICS.md.
+
+pub mod breakdown;
+pub mod collectives;
+pub mod intervals;
+pub mod nccl;
+pub mod occupancy;
+pub mod rank;
+pub mod render;
+pub mod report;
+pub mod steps;
+pub mod sync;
+pub mod waits;
+
+pub use report::*;
+
+use crate::model::Trace;
+use breakdown::Unions;
+use rank::{Ev, RankCtx, NONE};
+use steps::{Step, StepSource};
+
+/// What to analyze and the thresholds used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalysisOptions {
+    /// Only this rank (None = all).
+    pub rank: Option<u32>,
+    /// Only steps `a..=b` for the headline numbers (None = HTA's window).
+    pub steps: Option<(i64, i64)>,
+    /// HTA rounding to whole µs: `None` = for Kineto-sourced ranks only.
+    pub hta_rounding: Option<bool>,
+    /// HTA's consecutive_kernel_delay: gaps below it are "kernel wait".
+    pub consecutive_kernel_delay_ns: i64,
+    /// A sync group costing at least this much GPU idle is a warning.
+    pub sync_gpu_idle_threshold_us: f64,
+    /// How close a compute start must follow a communication end to count as waiting for it.
+    pub stall_tolerance_ns: i64,
+    /// Cap on the points of each SMs-in-use series (max per bucket beyond it).
+    pub sm_series_max_points: usize,
+}
+
+impl Default for AnalysisOptions {
+    fn default() -> Self {
+        AnalysisOptions {
+            rank: None,
+            steps: None,
+            hta_rounding: None,
+            consecutive_kernel_delay_ns: 30,
+            sync_gpu_idle_threshold_us: 50.0,
+            stall_tolerance_ns: 10_000,
+            sm_series_max_points: 100_000,
+        }
+    }
+}
+
+/// Analyzes every rank of `trace`.
+pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
+    let mut ctxs = rank::build(trace, opts.hta_rounding);
+    if let Some(r) = opts.rank {
+        ctxs.retain(|c| c.rank == r);
+    }
+    let hta_filter = hta_filter_active(trace);
+    let mut report = Report {
+        dropped_records: trace.dropped_records(),
+        notes: trace.warnings.clone(),
+        ..Default::default()
+    };
+    if let Some(r) = opts.rank {
+        if ctxs.is_empty() {
+            report.notes.push(format!("no rank {r} in the trace"));
+        }
+    }
+    let nccl = collectives::NcclNames::new(trace);
+    for mut ctx in ctxs {
+        let (steps, source) = steps::detect(trace, &ctx);
+        assign_steps(trace, &mut ctx, &steps);
+        let (window, keep) = headline_window(
+            trace,
+            &ctx,
+            &steps,
+            source,
+            hta_filter,
+            opts,
+            &mut report.notes,
+        );
+        let head: Vec<&Ev> = ctx.gpu.iter().filter(|e| keep(e)).collect();
+        let all: Vec<&Ev> = ctx.gpu.iter().collect();
+        let unions = Unions::of(head.iter().copied());
+        let b = unions.breakdown();
+        let idle_by_stream =
+            waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
+        let (comm_stalls, _) = waits::comm_stalls(trace, &ctx, &head, opts.stall_tolerance_ns);
+        let prefetch = waits::prefetch_slack(
+            &ctx,
+            &head,
+            &unions.compute,
+            |id| nccl.is_all_gather(trace, id),
+            opts.stall_tolerance_ns,
+        );
+        let found = sync::find(trace, &ctx, &steps, opts);
+        report
+            .sync_warnings
+            .extend(found.groups.iter().filter(|s| s.warning.is_some()).cloned());
+        report.steps.extend(step_rows(
+            trace,
+            &ctx,
+            &steps,
+            source,
+            &all,
+            &found.per_step,
+            opts,
+        ));
+        let syncs = found.groups;
+        report
+            .collectives
+            .extend(collectives::stats(trace, &ctx, &head, &nccl));
+        report
+            .occupancy
+            .extend(occupancy::devices(trace, &ctx, opts));
+        let p = &trace.processes[ctx.process as usize];
+        let mut device: Vec<String> = trace
+            .devices_of(ctx.process)
+            .map(|d| trace.devices[d as usize].name.clone())
+            .collect();
+        device.dedup();
+        report.ranks.push(RankReport {
+            rank: ctx.rank,
+            process: ctx.process,
+            label: p.label(),
+            device: device.join(", "),
+            has_gpu_events: !ctx.gpu.is_empty(),
+            window,
+            overlap_pct: b.overlap_pct,
+            exposed_comm_us: b.exposed_comm_us,
+            overlap_efficiency_pct: b.overlap_efficiency_pct,
+            compute_us: b.compute_us,
+            comm_us: b.comm_us,
+            overlap_us: b.overlap_us,
+            kernel_time_us: b.kernel_time_us,
+            idle_us: b.idle_us,
+            non_compute_us: b.non_compute_us,
+            idle_pct: b.idle_pct,
+            compute_pct: b.compute_pct,
+            non_compute_pct: b.non_compute_pct,
+            gpu_events: b.gpu_events,
+            step_source: source.name().to_string(),
+            idle_by_stream,
+            comm_stalls,
+            prefetch,
+            syncs,
+        });
+    }
+    report
+}
+
+/// HTA filters by steps only when the trace names at least two distinct ProfilerStep events.
+fn hta_filter_active(t: &Trace) -> bool {
+    let mut names: Vec<u32> = Vec::new();
+    let sl = &t.slices;
+    let mut is_step = vec![None::<bool>; t.strings.len()];
+    for i in 0..sl.len() {
+        if sl.kind[i].is_gpu_activity() {
+            continue;
+        }
+        let n = sl.name[i].0 as usize;
+        let flag = *is_step[n].get_or_insert_with(|| t.str(sl.name[i]).contains("ProfilerStep"));
+        if flag && !names.contains(&(n as u32)) {
+            names.push(n as u32);
+            if names.len() >= 2 {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Step of each GPU event: by its launch call's start for host-timed steps
+/// (GPU work belongs to the step that launched it), else by its own start.
+fn assign_steps(t: &Trace, ctx: &mut RankCtx, steps: &[Step]) {
+    if steps.is_empty() {
+        return;
+    }
+    let host_time = steps[0].host_time;
+    let launch: Vec<Option<i64>> = if host_time {
+        ctx.gpu
+            .iter()
+            .map(|e| {
+                ctx.corr
+                    .get(t.slices.correlation[e.id as usize])
+                    .map(|h| t.slices.start_ns[h as usize])
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for (k, e) in ctx.gpu.iter_mut().enumerate() {
+        let at = launch
+            .get(k)
+            .copied()
+            .flatten()
+            .unwrap_or(t.slices.start_ns[e.id as usize]);
+        e.step = steps::step_at(steps, at);
+    }
+}
+
+type Keep<'a> = Box<dyn Fn(&Ev) -> bool + 'a>;
+
+/// The window of the headline numbers and the test for GPU events in it.
+fn headline_window<'a>(
+    t: &'a Trace,
+    ctx: &'a RankCtx,
+    steps: &[Step],
+    source: StepSource,
+    hta_filter: bool,
+    opts: &AnalysisOptions,
+    notes: &mut Vec<String>,
+) -> (Window, Keep<'a>) {
+    if let Some((a, b)) = opts.steps {
+        let chosen: Vec<u32> = (0..steps.len() as u32)
+            .filter(|&k| (a..=b).contains(&steps[k as usize].number))
+            .collect();
+        if chosen.is_empty() {
+            notes.push(format!("rank {}: no step in {a}..{b}", ctx.rank));
+        }
+        let w = Window {
+            rule: WindowRule::SelectedSteps,
+            steps: chosen.iter().map(|&k| steps[k as usize].number).collect(),
+            start_ns: chosen.first().map(|&k| steps[k as usize].start_ns),
+            end_ns: chosen.last().map(|&k| steps[k as usize].end_ns),
+            label: format!("steps {a}..{b} ({})", source.name()),
+        };
+        return (
+            w,
+            Box::new(move |e: &Ev| e.step != NONE && chosen.contains(&e.step)),
+        );
+    }
+    let sl = &t.slices;
+    let last_step_start = if hta_filter {
+        ctx.host
+            .iter()
+            .filter(|&&h| t.str(sl.name[h as usize]).contains("ProfilerStep"))
+            .map(|&h| sl.start_ns[h as usize])
+            .max()
+    } else {
+        None
+    };
+    match last_step_start {
+        Some(last) => {
+            let round = |ns: i64| if ctx.rounded { rank::ceil_us(ns) } else { ns };
+            let last_r = round(last);
+            let kept: Vec<i64> = steps
+                .iter()
+                .filter(|s| round(s.start_ns) < last_r)
+                .map(|s| s.number)
+                .collect();
+            let w = Window {
+                rule: WindowRule::HtaSteps,
+                start_ns: steps.first().map(|s| s.start_ns),
+                end_ns: Some(last),
+                label: format!("steps {} (HTA: last step dropped)", step_list(&kept)),
+                steps: kept,
+            };
+            let keep = move |e: &Ev| match sl.correlation[e.id as usize] {
+                0 => true,
+                c => ctx
+                    .corr
+                    .get(c)
+                    .is_some_and(|h| round(sl.start_ns[h as usize]) < last_r),
+            };
+            (w, Box::new(keep))
+        }
+        None => {
+            let w = Window {
+                rule: WindowRule::WholeTrace,
+                steps: steps.iter().map(|s| s.number).collect(),
+                start_ns: None,
+                end_ns: None,
+                label: "whole trace".to_string(),
+            };
+            (w, Box::new(|_: &Ev| true))
+        }
+    }
+}
+
+/// "4, 5" or "2..5" for a run.
+pub fn step_list(v: &[i64]) -> String {
+    match v {
+        [] => "none".to_string(),
+        [a] => a.to_string(),
+        [a, .., b] if v.windows(2).all(|w| w[1] == w[0] + 1) && v.len() > 2 => format!("{a}..{b}"),
+        _ => v
+            .iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+fn step_rows(
+    t: &Trace,
+    ctx: &RankCtx,
+    steps: &[Step],
+    source: StepSource,
+    all: &[&Ev],
+    syncs_per_step: &[(u64, i64)],
+    opts: &AnalysisOptions,
+) -> Vec<StepReport> {
+    if steps.is_empty() {
+        return Vec::new();
+    }
+    let mut buckets: Vec<Vec<&Ev>> = vec![Vec::new(); steps.len()];
+    for e in all {
+        if e.step != NONE {
+            buckets[e.step as usize].push(e);
+        }
+    }
+    let (_, stalls) = waits::comm_stalls(t, ctx, all, opts.stall_tolerance_ns);
+    let mut stall_ns = vec![0i64; steps.len()];
+    for (pos, gap) in stalls {
+        let s = all[pos].step;
+        if s != NONE {
+            stall_ns[s as usize] += gap;
+        }
+    }
+    steps
+        .iter()
+        .enumerate()
+        .map(|(k, s)| StepReport {
+            rank: ctx.rank,
+            step: s.number,
+            name: s.name.clone(),
+            source: source.name().to_string(),
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            duration_us: (s.end_ns - s.start_ns) as f64 / 1000.0,
+            breakdown: Unions::of(buckets[k].iter().copied()).breakdown(),
+            comm_stall_us: stall_ns[k] as f64 / 1000.0,
+            syncs: syncs_per_step.get(k).map_or(0, |p| p.0),
+            sync_host_blocked_us: syncs_per_step.get(k).map_or(0, |p| p.1) as f64 / 1000.0,
+        })
+        .collect()
+}

@@ -1,0 +1,117 @@
+//! Interval unions and intersections: sort once, sweep once.
+//!
+//! Intervals are half-open `[start_ns, end_ns)`; zero-length intervals add
+//! nothing to a measure. Touching intervals merge.
+
+/// Sorts `v` by start and merges it in place into disjoint, ascending intervals.
+pub fn union_in_place(v: &mut Vec<(i64, i64)>) {
+    // Already-sorted runs (one per stream) make this close to a k-way merge.
+    v.sort_unstable_by_key(|&(s, _)| s);
+    let mut w = 0usize;
+    for r in 0..v.len() {
+        let (s, e) = v[r];
+        let e = e.max(s);
+        if w > 0 && s <= v[w - 1].1 {
+            if e > v[w - 1].1 {
+                v[w - 1].1 = e;
+            }
+        } else {
+            v[w] = (s, e);
+            w += 1;
+        }
+    }
+    v.truncate(w);
+}
+
+/// The union of `v`, disjoint and ascending.
+pub fn union(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    union_in_place(&mut v);
+    v
+}
+
+/// Total length of disjoint intervals.
+pub fn measure(u: &[(i64, i64)]) -> i64 {
+    u.iter().map(|&(s, e)| e - s).sum()
+}
+
+/// |a ∩ b| for two disjoint ascending interval lists.
+pub fn intersection_measure(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
+    let (mut i, mut j, mut total) = (0usize, 0usize, 0i64);
+    while i < a.len() && j < b.len() {
+        let lo = a[i].0.max(b[j].0);
+        let hi = a[i].1.min(b[j].1);
+        if hi > lo {
+            total += hi - lo;
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    total
+}
+
+/// Whether `t` lies inside one of the disjoint ascending intervals `u`
+/// (start inclusive, end exclusive).
+pub fn contains(u: &[(i64, i64)], t: i64) -> bool {
+    let k = u.partition_point(|&(s, _)| s <= t);
+    k > 0 && t < u[k - 1].1
+}
+
+/// The idle gap of `u` around `t`: `None` when `t` is inside a busy
+/// interval, else `(end of the busy interval before t, start of the one
+/// after t)`, either side `None` when there is none.
+pub fn gap_around(u: &[(i64, i64)], t: i64) -> Option<(Option<i64>, Option<i64>)> {
+    let k = u.partition_point(|&(s, _)| s <= t);
+    if k > 0 && t < u[k - 1].1 {
+        return None;
+    }
+    let before = if k > 0 { Some(u[k - 1].1) } else { None };
+    let after = u.get(k).map(|&(s, _)| s);
+    Some((before, after))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn touching_and_nested_merge() {
+        let u = union(vec![
+            (10, 20),
+            (20, 30),
+            (12, 15),
+            (40, 40),
+            (35, 50),
+            (0, 5),
+        ]);
+        assert_eq!(u, vec![(0, 5), (10, 30), (35, 50)]);
+        assert_eq!(measure(&u), 5 + 20 + 15);
+    }
+
+    #[test]
+    fn zero_length_adds_nothing() {
+        let u = union(vec![(5, 5), (7, 7)]);
+        assert_eq!(measure(&u), 0);
+    }
+
+    #[test]
+    fn intersections() {
+        let a = union(vec![(0, 10), (20, 30)]);
+        let b = union(vec![(5, 25)]);
+        assert_eq!(intersection_measure(&a, &b), 5 + 5);
+        assert_eq!(intersection_measure(&a, &[]), 0);
+        assert_eq!(intersection_measure(&a, &a), 20);
+    }
+
+    #[test]
+    fn gaps() {
+        let u = vec![(0, 10), (20, 30)];
+        assert_eq!(gap_around(&u, 5), None);
+        assert_eq!(gap_around(&u, 10), Some((Some(10), Some(20))));
+        assert_eq!(gap_around(&u, 35), Some((Some(30), None)));
+        assert_eq!(gap_around(&u, -1), Some((None, Some(0))));
+        assert!(contains(&u, 0) && !contains(&u, 10));
+    }
+}

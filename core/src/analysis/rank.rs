@@ -1,0 +1,242 @@
+//! Per-rank view of a trace: its GPU events (with class, stream, launch
+//! time and µs rounding applied once) and a correlation index to its host
+//! launch calls. Built in one pass over the slices.
+
+use std::collections::HashMap;
+
+use crate::model::{SliceClass, SliceKind, StrId, Trace, TrackKind};
+
+/// No slice / no step.
+pub const NONE: u32 = u32::MAX;
+
+/// Correlation id -> host slice that carries it (the launch call).
+pub enum CorrIndex {
+    Dense(Vec<u32>),
+    Sparse(HashMap<u32, u32>),
+}
+
+impl CorrIndex {
+    fn build(pairs: &[(u32, u32)], sl_kind: &[SliceKind]) -> CorrIndex {
+        let max = pairs.iter().map(|&(c, _)| c).max().unwrap_or(0) as usize;
+        // Runtime/driver calls win over other host slices with the same id.
+        let better = |old: u32, new: u32| {
+            let launch =
+                |i: u32| matches!(sl_kind[i as usize], SliceKind::Runtime | SliceKind::Driver);
+            old == NONE || (!launch(old) && launch(new))
+        };
+        if max <= pairs.len() * 4 + 1024 {
+            let mut v = vec![NONE; max + 1];
+            for &(c, i) in pairs {
+                if better(v[c as usize], i) {
+                    v[c as usize] = i;
+                }
+            }
+            CorrIndex::Dense(v)
+        } else {
+            let mut m = HashMap::with_capacity(pairs.len());
+            for &(c, i) in pairs {
+                let e = m.entry(c).or_insert(NONE);
+                if better(*e, i) {
+                    *e = i;
+                }
+            }
+            CorrIndex::Sparse(m)
+        }
+    }
+
+    /// The host slice with correlation `c` (0 = none).
+    pub fn get(&self, c: u32) -> Option<u32> {
+        if c == 0 {
+            return None;
+        }
+        let v = match self {
+            CorrIndex::Dense(v) => v.get(c as usize).copied().unwrap_or(NONE),
+            CorrIndex::Sparse(m) => m.get(&c).copied().unwrap_or(NONE),
+        };
+        (v != NONE).then_some(v)
+    }
+}
+
+/// One GPU slice (kernel, memcpy, memset) of a rank.
+#[derive(Debug, Clone, Copy)]
+pub struct Ev {
+    /// Start and end, µs-rounded when the rank uses HTA rounding.
+    pub s: i64,
+    pub e: i64,
+    pub id: u32,
+    /// Index into `RankCtx::streams`.
+    pub stream: u16,
+    pub class: SliceClass,
+    /// Index into the rank's steps, or `NONE`.
+    pub step: u32,
+}
+
+/// A (device, stream) pair of a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StreamKey {
+    pub device: u32,
+    pub stream: u32,
+}
+
+pub struct RankCtx {
+    pub process: u32,
+    pub rank: u32,
+    /// Host-side slices (everything that is not GPU activity), in slice order.
+    pub host: Vec<u32>,
+    /// GPU events sorted by (rounded) start.
+    pub gpu: Vec<Ev>,
+    pub streams: Vec<StreamKey>,
+    pub corr: CorrIndex,
+    /// Times are HTA-rounded (ceil start, floor end, in µs).
+    pub rounded: bool,
+}
+
+impl RankCtx {
+    /// Start of the host call that launched GPU slice `id`, rounded like the GPU times.
+    pub fn launch_start(&self, t: &Trace, id: u32) -> Option<i64> {
+        let h = self.corr.get(t.slices.correlation[id as usize])?;
+        let s = t.slices.start_ns[h as usize];
+        Some(if self.rounded { ceil_us(s) } else { s })
+    }
+}
+
+pub fn ceil_us(ns: i64) -> i64 {
+    ns.div_euclid(1000) * 1000 + if ns.rem_euclid(1000) > 0 { 1000 } else { 0 }
+}
+
+pub fn floor_us(ns: i64) -> i64 {
+    ns.div_euclid(1000) * 1000
+}
+
+/// HTA's class of a GPU slice: the stored class, or derived from its name.
+pub fn class_table(t: &Trace) -> impl Fn(usize) -> SliceClass + '_ {
+    let mut by_name: Vec<u8> = vec![u8::MAX; t.strings.len()];
+    let sl = &t.slices;
+    for i in 0..sl.len() {
+        if sl.kind[i].is_gpu_activity() && sl.class[i] == SliceClass::None {
+            let n = sl.name[i].0 as usize;
+            if by_name.get(n) == Some(&u8::MAX) {
+                by_name[n] = SliceClass::of_gpu_name(sl.kind[i], t.str(StrId(n as u32))) as u8;
+            }
+        }
+    }
+    move |i| match sl.class[i] {
+        SliceClass::None => {
+            SliceClass::from_u8(by_name.get(sl.name[i].0 as usize).copied().unwrap_or(0))
+        }
+        c => c,
+    }
+}
+
+/// Whether a process's times came from a µs-resolution source (Kineto),
+/// where HTA rounds to whole µs.
+pub fn uses_hta_rounding(t: &Trace, process: u32) -> bool {
+    let Some(p) = t.processes.get(process as usize) else {
+        return false;
+    };
+    let kineto = p.metadata.iter().any(|(k, v)| {
+        let k = k.to_ascii_lowercase();
+        (k.contains("source") || k.contains("format") || k.contains("importer"))
+            && v.to_ascii_lowercase().contains("kineto")
+    });
+    kineto || p.clock == crate::model::ClockDomain::Realtime
+}
+
+/// Splits the trace into per-process contexts (one pass over the slices).
+pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
+    let np = t.processes.len();
+    let sl = &t.slices;
+    let class_of = class_table(t);
+    let track_proc: Vec<u32> = t.tracks.iter().map(|tr| tr.process).collect();
+    let mut host: Vec<Vec<u32>> = vec![Vec::new(); np];
+    let mut gpu_ids: Vec<Vec<u32>> = vec![Vec::new(); np];
+    let mut corr_pairs: Vec<Vec<(u32, u32)>> = vec![Vec::new(); np];
+    for i in 0..sl.len() {
+        let p = track_proc
+            .get(sl.track[i].0 as usize)
+            .copied()
+            .unwrap_or(u32::MAX) as usize;
+        if p >= np {
+            continue;
+        }
+        if sl.kind[i].is_gpu_activity() {
+            gpu_ids[p].push(i as u32);
+        } else {
+            host[p].push(i as u32);
+            if sl.correlation[i] != 0 {
+                corr_pairs[p].push((sl.correlation[i], i as u32));
+            }
+        }
+    }
+    let mut out = Vec::with_capacity(np);
+    for p in 0..np {
+        let rounded = rounding.unwrap_or_else(|| uses_hta_rounding(t, p as u32));
+        let mut streams: Vec<StreamKey> = Vec::new();
+        let mut stream_of_track: HashMap<u32, u16> = HashMap::new();
+        let mut gpu: Vec<Ev> = Vec::with_capacity(gpu_ids[p].len());
+        for &id in &gpu_ids[p] {
+            let i = id as usize;
+            let tr = sl.track[i].0;
+            let stream = *stream_of_track.entry(tr).or_insert_with(|| {
+                let key = match t.tracks[tr as usize].kind {
+                    TrackKind::Stream { device, stream } => StreamKey { device, stream },
+                    TrackKind::Gpu { device } => StreamKey {
+                        device,
+                        stream: u32::MAX,
+                    },
+                    _ => StreamKey {
+                        device: u32::MAX,
+                        stream: tr,
+                    },
+                };
+                match streams.iter().position(|k| *k == key) {
+                    Some(x) => x as u16,
+                    None => {
+                        streams.push(key);
+                        (streams.len() - 1).min(u16::MAX as usize) as u16
+                    }
+                }
+            });
+            let (mut s, mut e) = (sl.start_ns[i], sl.start_ns[i] + sl.dur_ns[i]);
+            if rounded {
+                s = ceil_us(s);
+                e = floor_us(e).max(s);
+            }
+            gpu.push(Ev {
+                s,
+                e,
+                id,
+                stream,
+                class: class_of(i),
+                step: NONE,
+            });
+        }
+        gpu.sort_by_key(|e| (e.s, e.id));
+        let corr = CorrIndex::build(&corr_pairs[p], &sl.kind);
+        let rank = t.processes[p].rank.unwrap_or(p as u32);
+        out.push(RankCtx {
+            process: p as u32,
+            rank,
+            host: std::mem::take(&mut host[p]),
+            gpu,
+            streams,
+            corr,
+            rounded,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hta_rounding_in_integer_math() {
+        assert_eq!(ceil_us(1_000), 1_000);
+        assert_eq!(ceil_us(1_001), 2_000);
+        assert_eq!(floor_us(1_999), 1_000);
+        assert_eq!(ceil_us(-1), 0);
+        assert_eq!(floor_us(-1), -1_000);
+    }
+}

@@ -1,0 +1,391 @@
+//! Report -> text tables (like `nsys stats`), markdown (for a PR) or JSON.
+//!
+//! Text and markdown are built from the same tables so they never disagree.
+
+use super::report::Report;
+
+/// A titled table of already-formatted cells.
+struct Table {
+    title: String,
+    headers: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+}
+
+fn f1(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |p| format!("{p:.2}"))
+}
+
+fn opt1(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), f1)
+}
+
+fn tables(r: &Report) -> Vec<Table> {
+    let mut out = Vec::new();
+    out.push(Table {
+        title: "Overlap and temporal breakdown (HTA definitions)".into(),
+        headers: vec![
+            "rank",
+            "device",
+            "window",
+            "overlap %",
+            "exposed comm us",
+            "overlap eff %",
+            "compute us",
+            "comm us",
+            "kernel time us",
+            "idle %",
+            "compute %",
+            "non-compute %",
+        ],
+        rows: r
+            .ranks
+            .iter()
+            .map(|k| {
+                if !k.has_gpu_events {
+                    let mut row = vec![
+                        k.rank.to_string(),
+                        k.device.clone(),
+                        "no GPU events".to_string(),
+                    ];
+                    row.extend(std::iter::repeat_n("-".to_string(), 9));
+                    return row;
+                }
+                vec![
+                    k.rank.to_string(),
+                    k.device.clone(),
+                    k.window.label.clone(),
+                    pct(k.overlap_pct),
+                    f1(k.exposed_comm_us),
+                    pct(k.overlap_efficiency_pct),
+                    f1(k.compute_us),
+                    f1(k.comm_us),
+                    f1(k.kernel_time_us),
+                    pct(k.idle_pct),
+                    pct(k.compute_pct),
+                    pct(k.non_compute_pct),
+                ]
+            })
+            .collect(),
+    });
+    if !r.steps.is_empty() {
+        out.push(Table {
+            title: "Per step (GPU work launched in the step)".into(),
+            headers: vec![
+                "rank",
+                "step",
+                "source",
+                "duration us",
+                "overlap %",
+                "exposed comm us",
+                "compute us",
+                "comm us",
+                "idle %",
+                "comm stall us",
+                "syncs",
+            ],
+            rows: r
+                .steps
+                .iter()
+                .map(|s| {
+                    let b = &s.breakdown;
+                    vec![
+                        s.rank.to_string(),
+                        s.step.to_string(),
+                        s.source.clone(),
+                        f1(s.duration_us),
+                        pct(b.overlap_pct),
+                        f1(b.exposed_comm_us),
+                        f1(b.compute_us),
+                        f1(b.comm_us),
+                        pct(b.idle_pct),
+                        f1(s.comm_stall_us),
+                        s.syncs.to_string(),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    let idle_rows: Vec<Vec<String>> = r
+        .ranks
+        .iter()
+        .flat_map(|k| {
+            k.idle_by_stream.iter().map(move |s| {
+                vec![
+                    k.rank.to_string(),
+                    s.device.to_string(),
+                    s.stream.to_string(),
+                    f1(s.host_wait_us),
+                    f1(s.kernel_wait_us),
+                    f1(s.other_us),
+                    f1(s.total_us),
+                ]
+            })
+        })
+        .collect();
+    if !idle_rows.is_empty() {
+        out.push(Table {
+            title: "Idle time per stream (headline window)".into(),
+            headers: vec![
+                "rank",
+                "device",
+                "stream",
+                "host wait us",
+                "kernel wait us",
+                "other us",
+                "total us",
+            ],
+            rows: idle_rows,
+        });
+    }
+    out.push(Table {
+        title: "Communication stalls and all-gather prefetch (headline window)".into(),
+        headers: vec![
+            "rank",
+            "stalls",
+            "stall us",
+            "all-gathers",
+            "late prefetches",
+            "min slack us",
+            "median slack us",
+        ],
+        rows: r
+            .ranks
+            .iter()
+            .map(|k| {
+                vec![
+                    k.rank.to_string(),
+                    k.comm_stalls.count.to_string(),
+                    f1(k.comm_stalls.total_us),
+                    k.prefetch.all_gathers.to_string(),
+                    k.prefetch.late.to_string(),
+                    opt1(k.prefetch.min_us),
+                    opt1(k.prefetch.median_us),
+                ]
+            })
+            .collect(),
+    });
+    if !r.collectives.is_empty() {
+        out.push(Table {
+            title: "Collectives (headline window)".into(),
+            headers: vec![
+                "rank",
+                "collective",
+                "algo",
+                "proto",
+                "dtype",
+                "count",
+                "total us",
+                "mean us",
+                "bytes",
+                "algbw GB/s",
+                "busbw GB/s",
+            ],
+            rows: r
+                .collectives
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.rank.to_string(),
+                        c.collective.clone(),
+                        c.algorithm.clone(),
+                        c.protocol.clone(),
+                        c.dtype.clone(),
+                        c.count.to_string(),
+                        f1(c.total_us),
+                        f1(c.mean_us),
+                        c.bytes.map_or("-".into(), |b| b.to_string()),
+                        c.alg_bw_gbps.map_or("-".into(), |b| format!("{b:.2}")),
+                        c.bus_bw_gbps.map_or("-".into(), |b| format!("{b:.2}")),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    if !r.occupancy.is_empty() {
+        out.push(Table {
+            title: "SM occupancy (whole trace)".into(),
+            headers: vec![
+                "rank",
+                "device",
+                "name",
+                "SMs",
+                "cc",
+                "kernels known",
+                "unknown",
+                "mean compute occupancy %",
+                "NCCL SM share while computing %",
+                "peak SMs in use",
+            ],
+            rows: r
+                .occupancy
+                .iter()
+                .map(|o| {
+                    vec![
+                        o.rank.to_string(),
+                        o.device.to_string(),
+                        o.name.clone(),
+                        o.sm_count.to_string(),
+                        o.compute_capability.clone(),
+                        o.kernels_known.to_string(),
+                        o.kernels_unknown.to_string(),
+                        pct(o.mean_compute_occupancy_pct),
+                        pct(o.nccl_sm_share_pct),
+                        o.sms_in_use
+                            .iter()
+                            .map(|p| p.1)
+                            .max()
+                            .unwrap_or(0)
+                            .to_string(),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    let sync_rows: Vec<Vec<String>> = r
+        .ranks
+        .iter()
+        .flat_map(|k| k.syncs.iter())
+        .map(|s| {
+            vec![
+                s.rank.to_string(),
+                s.pattern.clone(),
+                s.api.clone(),
+                s.where_.clone(),
+                s.count.to_string(),
+                s.per_step.map_or("-".into(), |p| format!("{p:.2}")),
+                f1(s.host_blocked_us),
+                f1(s.gpu_idle_us),
+                s.warning
+                    .clone()
+                    .map_or(String::new(), |w| format!("WARNING: {w}")),
+            ]
+        })
+        .collect();
+    if !sync_rows.is_empty() {
+        out.push(Table {
+            title: "Host synchronizations (whole trace)".into(),
+            headers: vec![
+                "rank",
+                "pattern",
+                "api",
+                "where",
+                "count",
+                "per step",
+                "host blocked us",
+                "GPU idle us",
+                "",
+            ],
+            rows: sync_rows,
+        });
+    }
+    out
+}
+
+fn header_lines(r: &Report) -> Vec<String> {
+    let mut v = vec![format!(
+        "streamscope report: {} rank(s), {} sync warning(s), dropped records: {}",
+        r.ranks.len(),
+        r.sync_warnings.len(),
+        r.dropped_records
+    )];
+    for k in r.ranks.iter().filter(|k| !k.has_gpu_events) {
+        v.push(format!("{} ({}): no GPU events", k.label, k.rank));
+    }
+    v
+}
+
+/// Aligned plain-text tables.
+pub fn text(r: &Report) -> String {
+    let mut s = header_lines(r).join("\n");
+    s.push('\n');
+    for t in tables(r) {
+        let n = t.headers.len();
+        let mut w: Vec<usize> = t.headers.iter().map(|h| h.chars().count()).collect();
+        for row in &t.rows {
+            for (k, c) in row.iter().enumerate().take(n) {
+                w[k] = w[k].max(c.chars().count());
+            }
+        }
+        s.push_str(&format!("\n{}\n\n", t.title));
+        let line = |cells: Vec<&str>| {
+            let mut l = String::new();
+            for (k, c) in cells.iter().enumerate() {
+                let pad = w[k].saturating_sub(c.chars().count());
+                if k > 0 {
+                    l.push_str("  ");
+                }
+                l.push_str(c);
+                l.push_str(&" ".repeat(pad));
+            }
+            l.trim_end().to_string() + "\n"
+        };
+        s.push_str(&line(t.headers.clone()));
+        s.push_str(&line(
+            w.iter()
+                .map(|&x| "-".repeat(x))
+                .collect::<Vec<_>>()
+                .iter()
+                .map(|x| x.as_str())
+                .collect(),
+        ));
+        for row in &t.rows {
+            s.push_str(&line(row.iter().map(|c| c.as_str()).collect()));
+        }
+    }
+    for n in &r.notes {
+        s.push_str(&format!("\nnote: {n}"));
+    }
+    if !r.notes.is_empty() {
+        s.push('\n');
+    }
+    s
+}
+
+fn md_cell(c: &str) -> String {
+    c.replace('|', "\\|").replace('\n', " ")
+}
+
+/// GitHub-flavoured markdown tables.
+pub fn markdown(r: &Report) -> String {
+    let mut s = String::from("## streamscope report\n\n");
+    for l in header_lines(r) {
+        s.push_str(&format!("{l}  \n"));
+    }
+    for t in tables(r) {
+        s.push_str(&format!("\n### {}\n\n", t.title));
+        s.push_str(&format!(
+            "| {} |\n",
+            t.headers
+                .iter()
+                .map(|h| md_cell(h))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ));
+        s.push_str(&format!("|{}\n", "---|".repeat(t.headers.len())));
+        for row in &t.rows {
+            s.push_str(&format!(
+                "| {} |\n",
+                row.iter()
+                    .map(|c| md_cell(c))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ));
+        }
+    }
+    if !r.notes.is_empty() {
+        s.push_str("\n### Notes\n\n");
+        for n in &r.notes {
+            s.push_str(&format!("- {}\n", md_cell(n)));
+        }
+    }
+    s
+}
+
+/// Pretty JSON of the whole report.
+pub fn json(r: &Report) -> String {
+    serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}

@@ -1,0 +1,296 @@
+//! The analysis result: plain serde data, shared by the CLI renderers, the
+//! viewer's panels and the collector's end-of-run summary.
+//!
+//! Times are microseconds as `f64` (`_us`), or nanoseconds as `i64` (`_ns`)
+//! where a value locates something on the timeline. A percentage whose
+//! denominator is zero is `None` (JSON `null`), never NaN.
+
+use serde::Serialize;
+
+/// Everything `analyze` found, over all ranks of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Report {
+    /// One entry per traced process (rank), in trace order.
+    pub ranks: Vec<RankReport>,
+    /// Per-step rows of every rank (rank-major, step order).
+    pub steps: Vec<StepReport>,
+    /// Per-collective statistics of every rank.
+    pub collectives: Vec<CollectiveStats>,
+    /// Per-device SM occupancy.
+    pub occupancy: Vec<DeviceOccupancy>,
+    /// Synchronization groups that deserve attention (repeat in the steady
+    /// state, or cost at least the GPU-idle threshold).
+    pub sync_warnings: Vec<SyncGroup>,
+    /// Records the collector or importer could not deliver, over the trace.
+    pub dropped_records: u64,
+    /// Loader warnings carried over from the trace, and analysis notes.
+    pub notes: Vec<String>,
+}
+
+/// Which part of the timeline a number covers.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Window {
+    /// How the window was chosen.
+    pub rule: WindowRule,
+    /// Step numbers it covers (empty when steps are unknown).
+    pub steps: Vec<i64>,
+    /// Host-time bounds of the window; `None` = unbounded on that side.
+    pub start_ns: Option<i64>,
+    pub end_ns: Option<i64>,
+    /// Human-readable: "whole trace", "steps 4..5 (HTA: last step dropped)".
+    pub label: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowRule {
+    /// Every GPU event of the rank.
+    #[default]
+    WholeTrace,
+    /// HTA's rule: with >= 2 ProfilerStep markers, GPU events launched
+    /// (by correlation) before the last step's start; µs-rounded times.
+    HtaSteps,
+    /// Steps chosen with `--steps A..B`.
+    SelectedSteps,
+    /// One step.
+    Step,
+}
+
+/// HTA-style numbers over one window (all `_us` from merged intervals).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Breakdown {
+    /// Merged compute-kernel time |C|.
+    pub compute_us: f64,
+    /// Merged communication-kernel time |M|.
+    pub comm_us: f64,
+    /// |C ∩ M|.
+    pub overlap_us: f64,
+    /// |M \ C|.
+    pub exposed_comm_us: f64,
+    /// 100 |C ∩ M| / |M|; `None` without communication.
+    pub overlap_pct: Option<f64>,
+    /// 100 |C ∩ M| / min(|C|, |M|); `None` when either is zero.
+    pub overlap_efficiency_pct: Option<f64>,
+    /// Last GPU end − first GPU start.
+    pub kernel_time_us: f64,
+    /// kernel_time − merged busy time of all GPU work.
+    pub idle_us: f64,
+    /// kernel_time − compute − idle (communication, copies not under compute).
+    pub non_compute_us: f64,
+    pub idle_pct: Option<f64>,
+    pub compute_pct: Option<f64>,
+    pub non_compute_pct: Option<f64>,
+    /// GPU slices (kernels, copies, sets) in the window.
+    pub gpu_events: u64,
+}
+
+/// One rank (process).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct RankReport {
+    /// The rank, or the process index when the trace has no rank.
+    pub rank: u32,
+    /// Index of the process in the trace.
+    pub process: u32,
+    pub label: String,
+    /// Device name(s) of the rank ("" when unknown).
+    pub device: String,
+    /// False when the rank has no GPU event at all (every GPU number is 0 / null).
+    pub has_gpu_events: bool,
+    /// Window of the headline (HTA-compatible) numbers below.
+    pub window: Window,
+    pub overlap_pct: Option<f64>,
+    pub exposed_comm_us: f64,
+    pub overlap_efficiency_pct: Option<f64>,
+    pub compute_us: f64,
+    pub comm_us: f64,
+    pub overlap_us: f64,
+    pub kernel_time_us: f64,
+    pub idle_us: f64,
+    pub non_compute_us: f64,
+    pub idle_pct: Option<f64>,
+    pub compute_pct: Option<f64>,
+    pub non_compute_pct: Option<f64>,
+    pub gpu_events: u64,
+    /// Where steps came from: "ProfilerStep", "nvtx", "repetition" or "none".
+    pub step_source: String,
+    /// Idle time per stream by HTA's categories (headline window).
+    pub idle_by_stream: Vec<StreamIdle>,
+    /// Compute streams waiting on communication (headline window).
+    pub comm_stalls: CommStalls,
+    /// All-gather prefetch slack (headline window).
+    pub prefetch: PrefetchSlack,
+    /// Every host-blocking synchronization group of this rank (whole trace).
+    pub syncs: Vec<SyncGroup>,
+}
+
+/// HTA idle categories of one stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct StreamIdle {
+    pub device: u32,
+    pub stream: u32,
+    pub host_wait_us: f64,
+    pub kernel_wait_us: f64,
+    pub other_us: f64,
+    pub total_us: f64,
+}
+
+/// Gaps on compute streams that end when a communication kernel of another
+/// stream ends: compute waited for communication.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct CommStalls {
+    pub count: u64,
+    pub total_us: f64,
+    /// Per compute stream.
+    pub by_stream: Vec<StreamStall>,
+    /// The longest stalls (slice id of the compute kernel that waited).
+    pub worst: Vec<Stall>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct StreamStall {
+    pub device: u32,
+    pub stream: u32,
+    pub count: u64,
+    pub total_us: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Stall {
+    /// The compute kernel that started once the communication ended.
+    pub slice: u32,
+    /// The communication kernel it waited for.
+    pub comm_slice: u32,
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub stall_us: f64,
+}
+
+/// Slack between each all-gather's end and the next compute kernel start
+/// on the same device (negative never: 0 means compute was already waiting).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct PrefetchSlack {
+    pub all_gathers: u64,
+    /// All-gathers that compute started right after (slack below 1 µs): late prefetches.
+    pub late: u64,
+    pub min_us: Option<f64>,
+    pub median_us: Option<f64>,
+    pub mean_us: Option<f64>,
+    /// (all-gather slice id, slack µs), in time order.
+    pub per_all_gather: Vec<(u32, f64)>,
+}
+
+/// One step of one rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct StepReport {
+    pub rank: u32,
+    pub step: i64,
+    pub name: String,
+    /// "ProfilerStep", "nvtx" or "repetition".
+    pub source: String,
+    /// Step bounds (host time for marked steps, GPU time for repetition).
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub duration_us: f64,
+    /// GPU work launched in the step (by correlation), or starting in it.
+    pub breakdown: Breakdown,
+    pub comm_stall_us: f64,
+    pub syncs: u64,
+    pub sync_host_blocked_us: f64,
+}
+
+/// One collective type of one rank.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct CollectiveStats {
+    pub rank: u32,
+    /// AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...
+    pub collective: String,
+    pub algorithm: String,
+    pub protocol: String,
+    pub dtype: String,
+    pub reduce_op: String,
+    pub count: u64,
+    pub total_us: f64,
+    pub mean_us: f64,
+    /// Sum of message bytes, over the kernels whose size is known.
+    pub bytes: Option<u64>,
+    /// Kernels with a known size.
+    pub sized: u64,
+    /// Algorithm bandwidth (bytes / time) over the sized kernels, GB/s.
+    pub alg_bw_gbps: Option<f64>,
+    /// Bus bandwidth (nccl-tests factors), GB/s.
+    pub bus_bw_gbps: Option<f64>,
+}
+
+/// Occupancy of one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct DeviceOccupancy {
+    pub rank: u32,
+    /// Model device index.
+    pub device: u32,
+    pub name: String,
+    pub sm_count: u32,
+    /// "9.0"
+    pub compute_capability: String,
+    /// Kernels whose occupancy could be computed / could not (no launch config or limits).
+    pub kernels_known: u64,
+    pub kernels_unknown: u64,
+    /// Time-weighted mean theoretical occupancy of the compute kernels, %.
+    pub mean_compute_occupancy_pct: Option<f64>,
+    /// Mean share of the SMs held by NCCL kernels while compute kernels run, %.
+    pub nccl_sm_share_pct: Option<f64>,
+    /// Per kernel name and launch configuration, busiest first.
+    pub kernels: Vec<KernelOccupancy>,
+    /// Estimated SMs in use: (ts_ns, sms) step points, value holds until the next point.
+    pub sms_in_use: Vec<(i64, u32)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct KernelOccupancy {
+    pub name: String,
+    pub class: String,
+    pub count: u64,
+    pub total_us: f64,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub registers_per_thread: u32,
+    pub smem_bytes: u32,
+    pub blocks_per_sm: u32,
+    /// Active warps / max warps per SM, %.
+    pub theoretical_occupancy_pct: f64,
+    /// What bounds blocks per SM: "warps", "registers", "shared memory", "blocks".
+    pub limiter: String,
+    /// SMs filled at full occupancy: min(SMs, ceil(blocks / blocks_per_sm)).
+    pub sms_filled: u32,
+    /// SMs the grid touches: min(SMs, blocks).
+    pub sms_touched: u32,
+}
+
+/// Host-blocking synchronizations of one pattern at one call site.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct SyncGroup {
+    pub rank: u32,
+    /// "item-like", "cpu-copy", "device-sync", "stream-sync" or "event-sync".
+    pub pattern: String,
+    /// The API (cudaStreamSynchronize, Stream Sync, Memcpy DtoH, ...).
+    pub api: String,
+    /// Python file:line (function) when known, else the enclosing NVTX range path, else the API.
+    #[serde(rename = "where")]
+    pub where_: String,
+    /// Innermost enclosing NVTX range path ("" when none).
+    pub nvtx: String,
+    /// Python location ("" when the trace has none).
+    pub python: String,
+    pub count: u64,
+    /// Steps (of the rank's step list) it occurs in.
+    pub steps_with: u64,
+    pub per_step: Option<f64>,
+    pub host_blocked_us: f64,
+    pub gpu_idle_us: f64,
+    /// Why it is a warning; `None` when it is not.
+    pub warning: Option<String>,
+    /// Slice ids of the occurrences (first 256).
+    pub slices: Vec<u32>,
+    /// First occurrence bounds.
+    pub start_ns: i64,
+    pub end_ns: i64,
+}

@@ -1,0 +1,422 @@
+//! Host-blocking synchronizations: found, labelled with their likely
+//! pattern, attributed to a call site, grouped, and costed (host time
+//! blocked, GPU idle caused).
+//!
+//! Sources: sync API calls (cudaStreamSynchronize & co.), synchronous
+//! cudaMemcpy / cuMemcpyDtoH, Sync slices (Kineto cuda_sync, CUPTI
+//! synchronization records; deduplicated against their API call by
+//! correlation or time), and device-to-host copies that block the host
+//! (pageable or synchronous) and are not already explained by a sync.
+
+use std::collections::HashMap;
+
+use super::intervals::{gap_around, union};
+use super::rank::{RankCtx, NONE};
+use super::report::SyncGroup;
+use super::steps::{is_step_name, step_at, Step};
+use super::AnalysisOptions;
+use crate::model::{CopyKind, SliceKind, Trace, TrackId};
+
+/// Pattern labels.
+pub const ITEM_LIKE: &str = "item-like";
+pub const CPU_COPY: &str = "cpu-copy";
+pub const DEVICE_SYNC: &str = "device-sync";
+pub const STREAM_SYNC: &str = "stream-sync";
+pub const EVENT_SYNC: &str = "event-sync";
+
+/// Largest D2H copy still read as a scalar (`.item()`).
+pub const ITEM_BYTES: u64 = 8;
+
+fn api_pattern(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "cudaStreamSynchronize"
+        | "cuStreamSynchronize"
+        | "cudaStreamSynchronize_ptsz"
+        | "cuStreamSynchronize_ptsz" => STREAM_SYNC,
+        "cudaDeviceSynchronize" | "cuCtxSynchronize" => DEVICE_SYNC,
+        "cudaEventSynchronize" | "cuEventSynchronize" => EVENT_SYNC,
+        _ => return None,
+    })
+}
+
+fn is_sync_memcpy_api(name: &str) -> bool {
+    matches!(
+        name,
+        "cudaMemcpy"
+            | "cuMemcpyDtoH"
+            | "cuMemcpyDtoH_v2"
+            | "cudaMemcpy_ptds"
+            | "cuMemcpy"
+            | "cuMemcpy_v2"
+    )
+}
+
+fn sync_slice_pattern(name: &str) -> Option<&'static str> {
+    let l = name.to_ascii_lowercase();
+    if l.contains("wait") {
+        return None; // Stream Wait Event: GPU-side, the host does not block.
+    }
+    Some(if l.contains("context") || l.contains("device") {
+        DEVICE_SYNC
+    } else if l.contains("event") {
+        EVENT_SYNC
+    } else {
+        STREAM_SYNC
+    })
+}
+
+fn copy_pattern(bytes: u64) -> &'static str {
+    if bytes <= ITEM_BYTES {
+        ITEM_LIKE
+    } else {
+        CPU_COPY
+    }
+}
+
+/// One host-blocking occurrence.
+struct Occ {
+    /// The slice that blocked (API call, sync slice or the copy).
+    slice: u32,
+    /// Host slice used for location (thread, NVTX, python).
+    host: u32,
+    pattern: &'static str,
+    api: String,
+    start_ns: i64,
+    end_ns: i64,
+    host_blocked_ns: i64,
+}
+
+/// Sync groups of a rank and, per step, (occurrences, host ns blocked).
+pub struct SyncFindings {
+    pub groups: Vec<SyncGroup>,
+    pub per_step: Vec<(u64, i64)>,
+}
+
+pub fn find(t: &Trace, ctx: &RankCtx, steps: &[Step], opts: &AnalysisOptions) -> SyncFindings {
+    let sl = &t.slices;
+    let end = |i: usize| sl.start_ns[i] + sl.dur_ns[i];
+    // Memcpy GPU slices by correlation, for synchronous copies and D2H lookups.
+    let mut copy_by_corr: HashMap<u32, u32> = HashMap::new();
+    let mut d2h: Vec<(u32, u32)> = Vec::new(); // (copy slice, launch host slice or NONE)
+    for e in &ctx.gpu {
+        let i = e.id as usize;
+        if sl.kind[i] != SliceKind::Memcpy {
+            continue;
+        }
+        if sl.correlation[i] != 0 {
+            copy_by_corr.insert(sl.correlation[i], e.id);
+        }
+        if t.copy_of(i)
+            .is_some_and(|c| c.kind == CopyKind::DeviceToHost)
+        {
+            d2h.push((e.id, ctx.corr.get(sl.correlation[i]).unwrap_or(NONE)));
+        }
+    }
+    let mut occs: Vec<Occ> = Vec::new();
+    let mut consumed: HashMap<u32, ()> = HashMap::new();
+    // API calls first: they carry the thread, NVTX context and python location.
+    let mut api_intervals: Vec<(i64, i64)> = Vec::new();
+    for &h in &ctx.host {
+        let i = h as usize;
+        if !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
+            continue;
+        }
+        let name = t.str(sl.name[i]);
+        let pattern = if let Some(p) = api_pattern(name) {
+            p
+        } else if is_sync_memcpy_api(name) {
+            match copy_by_corr
+                .get(&sl.correlation[i])
+                .and_then(|&c| t.copy_of(c as usize).map(|ci| (c, *ci)))
+            {
+                Some((c, ci)) if ci.kind == CopyKind::DeviceToHost => {
+                    consumed.insert(c, ());
+                    copy_pattern(ci.bytes)
+                }
+                Some((c, _)) => {
+                    consumed.insert(c, ());
+                    STREAM_SYNC
+                }
+                None => CPU_COPY,
+            }
+        } else {
+            continue;
+        };
+        api_intervals.push((sl.start_ns[i], end(i)));
+        occs.push(Occ {
+            slice: h,
+            host: h,
+            pattern,
+            api: name.to_string(),
+            start_ns: sl.start_ns[i],
+            end_ns: end(i),
+            host_blocked_ns: sl.dur_ns[i],
+        });
+    }
+    let api_union = union(api_intervals);
+    for &h in &ctx.host {
+        let i = h as usize;
+        if sl.kind[i] != SliceKind::Sync {
+            continue;
+        }
+        let name = t.str(sl.name[i]);
+        let Some(pattern) = sync_slice_pattern(name) else {
+            continue;
+        };
+        let launch = ctx.corr.get(sl.correlation[i]).filter(|&l| l != h);
+        let explained = launch.is_some_and(|l| {
+            let ln = t.str(sl.name[l as usize]);
+            api_pattern(ln).is_some() || is_sync_memcpy_api(ln)
+        });
+        let mid = sl.start_ns[i] + sl.dur_ns[i] / 2;
+        if explained || super::intervals::contains(&api_union, mid) {
+            continue;
+        }
+        occs.push(Occ {
+            slice: h,
+            host: launch.unwrap_or(h),
+            pattern,
+            api: name.to_string(),
+            start_ns: sl.start_ns[i],
+            end_ns: end(i),
+            host_blocked_ns: sl.dur_ns[i],
+        });
+    }
+    refine_with_preceding_copies(t, &mut occs, &d2h, &mut consumed);
+    // Device-to-host copies nothing else explains, when they block the host.
+    for &(c, launch) in &d2h {
+        if consumed.contains_key(&c) {
+            continue;
+        }
+        let ci = t.copy_of(c as usize).copied();
+        let bytes = ci.map_or(0, |x| x.bytes);
+        let pageable = ci.is_some_and(|x| x.pageable);
+        let async_launch = launch != NONE && t.str(sl.name[launch as usize]).contains("Async");
+        if async_launch && !pageable {
+            continue;
+        }
+        let (host, s, e, blocked, api) = if launch != NONE {
+            let l = launch as usize;
+            (
+                launch,
+                sl.start_ns[l],
+                end(l),
+                sl.dur_ns[l],
+                t.str(sl.name[l]).to_string(),
+            )
+        } else {
+            let k = c as usize;
+            (c, sl.start_ns[k], end(k), 0, t.str(sl.name[k]).to_string())
+        };
+        occs.push(Occ {
+            slice: c,
+            host,
+            pattern: copy_pattern(bytes),
+            api,
+            start_ns: s,
+            end_ns: e,
+            host_blocked_ns: blocked,
+        });
+    }
+    group(t, ctx, steps, occs, opts)
+}
+
+/// A sync preceded on its thread by a D2H copy launch (since the previous
+/// sync) waits for that copy: `.item()`-like when it is at most 8 bytes,
+/// `.cpu()`-like otherwise.
+fn refine_with_preceding_copies(
+    t: &Trace,
+    occs: &mut [Occ],
+    d2h: &[(u32, u32)],
+    consumed: &mut HashMap<u32, ()>,
+) {
+    let sl = &t.slices;
+    let mut launches: HashMap<TrackId, Vec<(i64, u32)>> = HashMap::new();
+    for &(c, l) in d2h {
+        if l != NONE && !consumed.contains_key(&c) {
+            launches
+                .entry(sl.track[l as usize])
+                .or_default()
+                .push((sl.start_ns[l as usize], c));
+        }
+    }
+    for v in launches.values_mut() {
+        v.sort_unstable();
+    }
+    let mut order: Vec<usize> = (0..occs.len()).collect();
+    order.sort_by_key(|&k| (sl.track[occs[k].host as usize].0, occs[k].start_ns));
+    let mut prev: Option<(TrackId, i64)> = None;
+    for k in order {
+        let track = sl.track[occs[k].host as usize];
+        let since = match prev {
+            Some((tr, s)) if tr == track => s,
+            _ => i64::MIN,
+        };
+        prev = Some((track, occs[k].start_ns));
+        if !matches!(occs[k].pattern, STREAM_SYNC | DEVICE_SYNC | EVENT_SYNC) {
+            continue;
+        }
+        let Some(v) = launches.get(&track) else {
+            continue;
+        };
+        let upto = v.partition_point(|&(s, _)| s <= occs[k].start_ns);
+        let from = v.partition_point(|&(s, _)| s <= since);
+        if upto > from {
+            let c = v[upto - 1].1;
+            let bytes = t.copy_of(c as usize).map_or(u64::MAX, |ci| ci.bytes);
+            occs[k].pattern = copy_pattern(bytes);
+            for &(_, cc) in &v[from..upto] {
+                consumed.insert(cc, ());
+            }
+        }
+    }
+}
+
+/// Innermost-first NVTX range path around `t_ns` on `track`, step ranges left out.
+fn nvtx_path(t: &Trace, ranges: &[u32], t_ns: i64) -> String {
+    let sl = &t.slices;
+    let k = ranges.partition_point(|&r| sl.start_ns[r as usize] <= t_ns);
+    let mut path: Vec<&str> = Vec::new();
+    for &r in ranges[..k].iter().rev().take(4096) {
+        let i = r as usize;
+        if sl.start_ns[i] + sl.dur_ns[i] >= t_ns {
+            let n = t.str(sl.name[i]);
+            if !is_step_name(n) {
+                path.push(n);
+            }
+        }
+    }
+    path.reverse();
+    path.join(" > ")
+}
+
+fn group(
+    t: &Trace,
+    ctx: &RankCtx,
+    steps: &[Step],
+    occs: Vec<Occ>,
+    opts: &AnalysisOptions,
+) -> SyncFindings {
+    let sl = &t.slices;
+    let busy = union(
+        ctx.gpu
+            .iter()
+            .map(|e| {
+                (
+                    t.slices.start_ns[e.id as usize],
+                    t.slices.end_ns(e.id as usize),
+                )
+            })
+            .collect(),
+    );
+    let mut ranges: HashMap<TrackId, Vec<u32>> = HashMap::new();
+    let tracks: std::collections::HashSet<TrackId> =
+        occs.iter().map(|o| sl.track[o.host as usize]).collect();
+    for &h in &ctx.host {
+        let tr = sl.track[h as usize];
+        if sl.kind[h as usize] == SliceKind::Range && tracks.contains(&tr) {
+            ranges.entry(tr).or_default().push(h);
+        }
+    }
+    for v in ranges.values_mut() {
+        v.sort_by_key(|&r| sl.start_ns[r as usize]);
+    }
+    let mut per_step = vec![(0u64, 0i64); steps.len()];
+    struct Acc {
+        g: SyncGroup,
+        steps: Vec<u32>,
+        blocked_ns: i64,
+        idle_ns: i64,
+    }
+    let mut groups: HashMap<(&'static str, String, String, String), Acc> = HashMap::new();
+    for o in &occs {
+        let python = t
+            .arg_string(o.slice as usize, "python")
+            .or_else(|| t.arg_string(o.host as usize, "python"))
+            .unwrap_or_default();
+        let nvtx = ranges
+            .get(&sl.track[o.host as usize])
+            .map(|r| nvtx_path(t, r, o.start_ns))
+            .unwrap_or_default();
+        let idle_ns = match gap_around(&busy, o.end_ns) {
+            Some((before, Some(after))) => {
+                (after - before.unwrap_or(o.start_ns).max(o.start_ns)).max(0)
+            }
+            _ => 0,
+        };
+        let step = step_at(steps, o.start_ns);
+        if step != NONE {
+            per_step[step as usize].0 += 1;
+            per_step[step as usize].1 += o.host_blocked_ns;
+        }
+        let key = (o.pattern, o.api.clone(), python.clone(), nvtx.clone());
+        let acc = groups.entry(key).or_insert_with(|| Acc {
+            g: SyncGroup {
+                rank: ctx.rank,
+                pattern: o.pattern.to_string(),
+                api: o.api.clone(),
+                where_: if !python.is_empty() {
+                    python.clone()
+                } else if !nvtx.is_empty() {
+                    nvtx.clone()
+                } else {
+                    o.api.clone()
+                },
+                nvtx,
+                python,
+                start_ns: o.start_ns,
+                end_ns: o.end_ns,
+                ..Default::default()
+            },
+            steps: Vec::new(),
+            blocked_ns: 0,
+            idle_ns: 0,
+        });
+        acc.g.count += 1;
+        acc.blocked_ns += o.host_blocked_ns;
+        acc.idle_ns += idle_ns;
+        if acc.g.slices.len() < 256 {
+            acc.g.slices.push(o.slice);
+        }
+        if o.start_ns < acc.g.start_ns {
+            acc.g.start_ns = o.start_ns;
+            acc.g.end_ns = o.end_ns;
+        }
+        if step != NONE && acc.steps.last() != Some(&step) {
+            acc.steps.push(step);
+        }
+    }
+    let mut out: Vec<SyncGroup> = groups
+        .into_values()
+        .map(|mut a| {
+            a.steps.sort_unstable();
+            a.steps.dedup();
+            a.g.steps_with = a.steps.len() as u64;
+            a.g.per_step = (!steps.is_empty()).then(|| a.g.count as f64 / steps.len() as f64);
+            a.g.host_blocked_us = a.blocked_ns as f64 / 1000.0;
+            a.g.gpu_idle_us = a.idle_ns as f64 / 1000.0;
+            // Steady state: every step after the first (warm-up).
+            let steady = a.steps.iter().filter(|&&s| s > 0).count();
+            let mut why: Vec<String> = Vec::new();
+            if steps.len() >= 2 && steady >= 2 {
+                why.push(format!("repeats in {steady} steady-state steps"));
+            } else if steps.len() < 2 && a.g.count >= 2 {
+                why.push(format!("repeats {} times", a.g.count));
+            }
+            if a.g.gpu_idle_us >= opts.sync_gpu_idle_threshold_us {
+                why.push(format!("costs {:.1} µs of GPU idle", a.g.gpu_idle_us));
+            }
+            a.g.warning = (!why.is_empty()).then(|| why.join("; "));
+            a.g
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (b.gpu_idle_us + b.host_blocked_us)
+            .total_cmp(&(a.gpu_idle_us + a.host_blocked_us))
+            .then(a.where_.cmp(&b.where_))
+    });
+    SyncFindings {
+        groups: out,
+        per_step,
+    }
+}
