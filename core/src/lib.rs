@@ -11,6 +11,7 @@ pub mod kineto;
 pub mod chrome;
 pub mod load;
 pub mod synth;
+pub mod dump;
 pub mod analysis;
 
 pub use error::{Result, TraceError};

@@ -1,1 +1,102 @@
-//! Opening a TRACE argument: a .pftrace, a Kineto .json/.json.gz, or a directory of them.
+//! Opening TRACE arguments: a Perfetto file (.pftrace, .perfetto-trace or
+//! any file starting with a TracePacket), a Kineto .json / .json.gz, or a
+//! directory of them (one file per rank). Several arguments load into one
+//! multi-rank [`Trace`].
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Result, TraceError};
+use crate::model::Trace;
+
+/// What a file holds, judged by its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Perfetto,
+    Kineto,
+}
+
+/// Loads every path (files or directories) into one trace.
+pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
+    let mut files = Vec::new();
+    for p in paths {
+        files.extend(expand(p)?);
+    }
+    let mut trace = Trace::new();
+    for (i, f) in files.iter().enumerate() {
+        let t = load_file(f)?;
+        if i == 0 {
+            trace = t;
+        } else {
+            trace.append(t);
+        }
+    }
+    Ok(trace)
+}
+
+/// The trace files `path` stands for: itself, or a directory's trace files
+/// in name order.
+pub fn expand(path: &Path) -> Result<Vec<PathBuf>> {
+    let meta = std::fs::metadata(path).map_err(|e| TraceError::io(path, e))?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| TraceError::io(path, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && is_trace_name(p))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(TraceError::EmptyDirectory { path: path.to_path_buf() });
+    }
+    Ok(files)
+}
+
+fn is_trace_name(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    [".pftrace", ".perfetto-trace", ".json", ".json.gz"].iter().any(|s| name.ends_with(s))
+}
+
+/// Detects the format of one file from its first bytes.
+pub fn sniff(path: &Path) -> Result<Format> {
+    use std::io::Read;
+    let mut head = [0u8; 2];
+    let mut f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let n = f.read(&mut head).map_err(|e| TraceError::io(path, e))?;
+    match (n, head) {
+        (0, _) => Err(TraceError::Empty { path: path.to_path_buf() }),
+        (_, [0x0a, _]) => Ok(Format::Perfetto),
+        (2, [0x1f, 0x8b]) => Ok(Format::Kineto),
+        (_, [b'{', _]) | (_, [b' ' | b'\r' | b'\t', _]) => Ok(Format::Kineto),
+        _ => Err(TraceError::NotATrace {
+            path: path.to_path_buf(),
+            why: "neither a Perfetto protobuf trace nor Kineto JSON".into(),
+        }),
+    }
+}
+
+/// Loads one file, whatever its format.
+pub fn load_file(path: &Path) -> Result<Trace> {
+    match sniff(path)? {
+        Format::Perfetto => crate::perfetto::read_file(path),
+        Format::Kineto => crate::kineto::read_file(path),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_directory_and_unknown_bytes_are_named_errors() {
+        let dir = std::env::temp_dir().join(format!("streamscope-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let e = load_paths(&[dir.clone()]).expect_err("empty dir");
+        assert!(matches!(e, TraceError::EmptyDirectory { .. }), "{e}");
+        let f = dir.join("x.json");
+        std::fs::write(&f, b"\x00\x01binary").expect("write");
+        let e = load_paths(&[f.clone()]).expect_err("binary");
+        assert!(e.to_string().contains("x.json"), "{e}");
+        std::fs::remove_file(&f).ok();
+    }
+}

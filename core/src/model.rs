@@ -130,6 +130,9 @@ pub struct Process {
     /// Capture window, when the collector limited it.
     pub capture_start_ns: Option<i64>,
     pub capture_end_ns: Option<i64>,
+    /// Simultaneous readings of several clocks, as (Perfetto clock id, ns):
+    /// lets Perfetto put this process's clock on its trace clock.
+    pub clock_snapshot: Vec<(u32, i64)>,
     /// Anything else, in order (collector version, source file, NCCL version, ...).
     pub metadata: Vec<(String, String)>,
 }
@@ -769,6 +772,24 @@ impl Trace {
             f.to = SliceId(inverse[f.to.0 as usize]);
         }
         self.slices = new;
+    }
+
+    /// Drops slices, counters, flows and argument sets but keeps processes,
+    /// devices, tracks and strings: the collector's batch after a flush.
+    pub fn clear_events(&mut self) {
+        let sl = &mut self.slices;
+        sl.start_ns.clear();
+        sl.dur_ns.clear();
+        sl.track.clear();
+        sl.name.clear();
+        sl.kind.clear();
+        sl.class.clear();
+        sl.correlation.clear();
+        sl.payload.clear();
+        sl.args.clear();
+        self.arg_sets.clear();
+        self.flows.clear();
+        self.counters = Counters::default();
     }
 
     /// Rebuilds `flows` from CUDA correlation ids: per process, each GPU

@@ -1,1 +1,210 @@
 //! Generated traces for tests and benchmarks.
+//!
+//! [`fsdp_like`] builds what a ZeRO-3/FSDP job looks like to the collector:
+//! per rank a host thread launching kernels (runtime API slices with
+//! correlation ids and flows), a compute stream with GEMM-like kernels, a
+//! communication stream with NCCL all-gathers (forward prefetch) and
+//! reduce-scatters (backward), ProfilerStep ranges, and optionally planted
+//! `.item()`-like synchronizations (a 4-byte D2H copy, then a stream sync
+//! that blocks the host while the GPU drains). Deterministic for a seed.
+
+use crate::model::*;
+
+/// Shape of a generated trace.
+#[derive(Debug, Clone)]
+pub struct SynthOptions {
+    pub ranks: u32,
+    /// Stop adding steps once the trace holds at least this many slices.
+    pub target_slices: usize,
+    pub layers: u32,
+    /// Plant an item-like sync at the end of every step.
+    pub item_sync: bool,
+    pub seed: u64,
+}
+
+impl Default for SynthOptions {
+    fn default() -> Self {
+        SynthOptions { ranks: 2, target_slices: 10_000, layers: 8, item_sync: true, seed: 1 }
+    }
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+    /// `base` ± 10 %.
+    fn jitter(&mut self, base: i64) -> i64 {
+        base + (self.next() as i64 % (base / 5 + 1)) - base / 10
+    }
+}
+
+/// An H200 as CUDA reports it.
+pub fn h200(process: u32, ordinal: u32) -> Device {
+    Device {
+        process,
+        ordinal,
+        name: "NVIDIA H200".into(),
+        compute_major: 9,
+        compute_minor: 0,
+        sm_count: 132,
+        warp_size: 32,
+        max_threads_per_block: 1024,
+        max_threads_per_sm: 2048,
+        max_blocks_per_sm: 32,
+        regs_per_sm: 65536,
+        regs_per_block: 65536,
+        smem_per_sm_bytes: 233472,
+        smem_per_block_bytes: 49152,
+        global_mem_bytes: 150_754_820_096,
+    }
+}
+
+/// Per-rank tracks and counters of a generated trace.
+struct RankTracks {
+    host: TrackId,
+    compute: TrackId,
+    comm: TrackId,
+}
+
+/// Builds an FSDP-like multi-rank trace (see the module docs).
+pub fn fsdp_like(o: &SynthOptions) -> Trace {
+    let mut t = Trace::new();
+    t.reserve_slices(o.target_slices + 1024);
+    let mut rng = Rng(o.seed.max(1));
+    let mut ranks = Vec::new();
+    for r in 0..o.ranks {
+        let p = t.add_process(Process {
+            pid: 1000 + r,
+            name: format!("python train.py (rank {r})"),
+            rank: Some(r),
+            local_rank: Some(r),
+            world_size: Some(o.ranks),
+            hostname: "synth".into(),
+            cmdline: "python train.py".into(),
+            clock: ClockDomain::Boottime,
+            metadata: vec![("generator".into(), "streamscope synth::fsdp_like".into())],
+            ..Default::default()
+        });
+        let d = t.add_device(h200(p, r));
+        let host = t.add_track(p, None, TrackKind::Thread { tid: 1000 + r }, "python");
+        let gpu = t.add_track(p, None, TrackKind::Gpu { device: d }, &format!("GPU {r} · NVIDIA H200"));
+        let compute = t.add_track(p, Some(gpu), TrackKind::Stream { device: d, stream: 7 }, "stream 7");
+        let comm = t.add_track(p, Some(gpu), TrackKind::Stream { device: d, stream: 20 }, "stream 20");
+        ranks.push(RankTracks { host, compute, comm });
+    }
+    let names = Names::new(&mut t, o.layers);
+    let gemm = t.intern_launch(LaunchConfig { grid: [132, 4, 1], block: [256, 1, 1], registers_per_thread: 168, static_smem_bytes: 0, dynamic_smem_bytes: 200704 });
+    let elementwise = t.intern_launch(LaunchConfig { grid: [4096, 1, 1], block: [256, 1, 1], registers_per_thread: 32, static_smem_bytes: 0, dynamic_smem_bytes: 0 });
+    let nccl = t.intern_launch(LaunchConfig { grid: [16, 1, 1], block: [640, 1, 1], registers_per_thread: 96, static_smem_bytes: 4096, dynamic_smem_bytes: 0 });
+    let d2h = t.intern_copy(CopyInfo { bytes: 4, kind: CopyKind::DeviceToHost, pageable: false });
+
+    let t0: i64 = 1_000_000_000;
+    let mut step = 0u32;
+    let mut now = vec![t0; o.ranks as usize];
+    let mut corr = vec![1u32; o.ranks as usize];
+    while t.slices.len() < o.target_slices {
+        for (r, rt) in ranks.iter().enumerate() {
+            let mut cpu = now[r];
+            let step_start = cpu;
+            let mut gpu_compute = cpu + 5_000;
+            let mut gpu_comm = cpu + 2_000;
+            let launch = |t: &mut Trace, cpu: &mut i64, corr: &mut u32, api: StrId| -> u32 {
+                let c = *corr;
+                *corr += 1;
+                t.push_slice_raw(rt.host, *cpu, 4_000, api, SliceKind::Runtime, SliceClass::None, c, NO_PAYLOAD, NO_ARGS);
+                *cpu += 5_000;
+                c
+            };
+            for phase in 0..2 {
+                for l in 0..o.layers {
+                    // Communication: all-gather (forward) or reduce-scatter (backward).
+                    let c = launch(&mut t, &mut cpu, &mut corr[r], names.launch);
+                    let dur = rng.jitter(if phase == 0 { 60_000 } else { 90_000 });
+                    let start = gpu_comm.max(cpu);
+                    let name = if phase == 0 { names.all_gather } else { names.reduce_scatter };
+                    t.push_slice_raw(rt.comm, start, dur, name, SliceKind::Kernel, SliceClass::Communication, c, nccl, NO_ARGS);
+                    gpu_comm = start + dur;
+                    // Compute: the layer's GEMMs and an elementwise kernel;
+                    // it waits for its all-gather in forward.
+                    let ready = if phase == 0 { start + dur } else { gpu_compute };
+                    gpu_compute = gpu_compute.max(ready);
+                    for k in 0..3 {
+                        let c = launch(&mut t, &mut cpu, &mut corr[r], names.launch);
+                        let (name, lc, base) = if k < 2 { (names.gemm[l as usize % names.gemm.len()], gemm, 30_000) } else { (names.gelu, elementwise, 8_000) };
+                        let dur = rng.jitter(base * (phase as i64 + 1));
+                        let start = gpu_compute.max(cpu);
+                        t.push_slice_raw(rt.compute, start, dur, name, SliceKind::Kernel, SliceClass::Compute, c, lc, NO_ARGS);
+                        gpu_compute = start + dur;
+                    }
+                }
+            }
+            if o.item_sync {
+                // loss.item(): a 4-byte D2H copy queued behind the step's
+                // work, then the host blocks until it lands.
+                let c = launch(&mut t, &mut cpu, &mut corr[r], names.memcpy_async);
+                let start = gpu_compute.max(cpu);
+                t.push_slice_raw(rt.compute, start, 2_000, names.memcpy_d2h, SliceKind::Memcpy, SliceClass::Memory, c, d2h, NO_ARGS);
+                gpu_compute = start + 2_000;
+                let sync_end = gpu_compute + 3_000;
+                t.push_slice_raw(rt.host, cpu, sync_end - cpu, names.stream_sync, SliceKind::Runtime, SliceClass::None, 0, NO_PAYLOAD, NO_ARGS);
+                cpu = sync_end + 40_000; // the host prepares the next batch while the GPU idles
+            }
+            let end = cpu.max(gpu_compute).max(gpu_comm);
+            let step_name = t.intern(&format!("ProfilerStep#{step}"));
+            t.push_slice_raw(rt.host, step_start, end - step_start, step_name, SliceKind::Range, SliceClass::None, 0, NO_PAYLOAD, NO_ARGS);
+            now[r] = end + 1_000;
+        }
+        step += 1;
+    }
+    t.sort_slices();
+    t.link_flows_by_correlation();
+    t
+}
+
+struct Names {
+    launch: StrId,
+    memcpy_async: StrId,
+    stream_sync: StrId,
+    memcpy_d2h: StrId,
+    all_gather: StrId,
+    reduce_scatter: StrId,
+    gemm: Vec<StrId>,
+    gelu: StrId,
+}
+
+impl Names {
+    fn new(t: &mut Trace, layers: u32) -> Self {
+        Names {
+            launch: t.intern("cudaLaunchKernel"),
+            memcpy_async: t.intern("cudaMemcpyAsync"),
+            stream_sync: t.intern("cudaStreamSynchronize"),
+            memcpy_d2h: t.intern("Memcpy DtoH (Device -> Pinned)"),
+            all_gather: t.intern("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            reduce_scatter: t.intern("ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+            gemm: (0..layers.clamp(1, 4))
+                .map(|i| t.intern(&format!("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas_{i}")))
+                .collect(),
+            gelu: t.intern("gelu_forward_bf16"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generates_the_requested_size_deterministically() {
+        let o = SynthOptions { target_slices: 5_000, ..Default::default() };
+        let a = fsdp_like(&o);
+        let b = fsdp_like(&o);
+        assert!(a.slices.len() >= 5_000);
+        assert_eq!(a.slices, b.slices);
+        assert_eq!(a.processes.len(), 2);
+        assert!(!a.flows.is_empty());
+        let comm = a.slices.class.iter().filter(|c| **c == SliceClass::Communication).count();
+        assert!(comm > 0);
+    }
+}

@@ -1,0 +1,793 @@
+//! Streaming Perfetto reader.
+//!
+//! Decodes the length-delimited packets one at a time from a buffered reader
+//! (memory holds one packet plus the model being built). A file cut short
+//! loads every whole packet and adds a warning saying where it stopped;
+//! a slice whose end was lost is closed at the last timestamp of its
+//! sequence, with a warning, so nothing recorded is dropped.
+//!
+//! It reads back exactly what [`super::writer`] writes (the round-trip tests
+//! pin this) and, more loosely, other producers' TrackEvent traces: their
+//! tracks become [`TrackKind::Other`] or thread tracks, their slices
+//! [`SliceKind::Other`].
+
+use std::collections::HashMap;
+use std::io::{BufReader, Read};
+use std::path::Path;
+
+use super::schema::*;
+use super::wire::{Dec, Val, WireError};
+use crate::error::{Result, TraceError};
+use crate::model::*;
+
+/// Reads a Perfetto trace file.
+pub fn read_file(path: &Path) -> Result<Trace> {
+    let f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+    read_stream(path, BufReader::with_capacity(1 << 20, f))
+}
+
+/// Reads a Perfetto trace from `input` (`path` names it in errors).
+pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
+    let mut r = Reader::new(path);
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut offset: u64 = 0;
+    loop {
+        let start = offset;
+        let mut first = [0u8; 1];
+        match read_exact_or_eof(&mut input, &mut first).map_err(|e| TraceError::io(path, e))? {
+            0 => break,
+            _ => offset += 1,
+        }
+        if first[0] != 0x0a {
+            if start == 0 {
+                return Err(TraceError::NotATrace {
+                    path: path.to_path_buf(),
+                    why: format!("starts with byte 0x{:02x}, not a Perfetto TracePacket (0x0a)", first[0]),
+                });
+            }
+            return Err(corrupt(path, start, "expected a TracePacket field (0x0a)"));
+        }
+        let len = match read_varint(&mut input, &mut offset) {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                r.truncated(start);
+                break;
+            }
+            Err(e) => return Err(TraceError::io(path, e)),
+        };
+        if len > 256 << 20 {
+            return Err(corrupt(path, start, "packet length over 256 MiB"));
+        }
+        buf.resize(len as usize, 0);
+        let got = read_exact_or_eof(&mut input, &mut buf).map_err(|e| TraceError::io(path, e))?;
+        if got < buf.len() {
+            r.truncated(start);
+            break;
+        }
+        offset += len;
+        r.packet(&buf).map_err(|e| corrupt(path, start + e.offset as u64, e.why))?;
+    }
+    if offset == 0 {
+        return Err(TraceError::Empty { path: path.to_path_buf() });
+    }
+    Ok(r.finish())
+}
+
+fn corrupt(path: &Path, offset: u64, why: &str) -> TraceError {
+    TraceError::Corrupt { path: path.to_path_buf(), offset, why: why.to_string() }
+}
+
+/// Fills `buf` as far as the input goes; returns the bytes read.
+fn read_exact_or_eof<R: Read>(input: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match input.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn read_varint<R: Read>(input: &mut R, offset: &mut u64) -> std::io::Result<Option<u64>> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let mut b = [0u8; 1];
+        if read_exact_or_eof(input, &mut b)? == 0 {
+            return Ok(None);
+        }
+        *offset += 1;
+        v |= ((b[0] & 0x7f) as u64) << shift;
+        if b[0] & 0x80 == 0 {
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
+}
+
+/// Interning state of one packet sequence.
+#[derive(Default)]
+struct SeqState {
+    cleared: bool,
+    names: HashMap<u64, StrId>,
+    annotation_names: HashMap<u64, StrId>,
+    string_values: HashMap<u64, StrId>,
+    last_ts: i64,
+}
+
+/// A track descriptor as read.
+#[derive(Default, Clone)]
+struct Desc {
+    parent: Option<u64>,
+    name: String,
+    description: String,
+    pid: Option<u32>,
+    tid: Option<u32>,
+    is_process: bool,
+    is_counter: bool,
+    process_name: String,
+    cmdline: String,
+    seen_order: usize,
+}
+
+/// A slice being read; `track` is an index into `Reader::uuids`.
+struct Open {
+    slice: u32,
+}
+
+struct Reader {
+    path: std::path::PathBuf,
+    trace: Trace,
+    seqs: HashMap<u32, SeqState>,
+    descs: HashMap<u64, Desc>,
+    /// uuid -> dense index; slices hold the index until tracks are resolved.
+    uuid_index: HashMap<u64, u32>,
+    uuids: Vec<u64>,
+    open: HashMap<u64, Vec<Open>>,
+    /// slice -> sequence, for closing slices whose end was lost.
+    process_meta: HashMap<u64, (Process, Vec<Device>)>,
+    dropped_packets: u64,
+    unmatched_ends: u64,
+    truncated_at: Option<u64>,
+    packets: u64,
+    ours: bool,
+    open_seq: HashMap<u64, u32>,
+}
+
+impl Reader {
+    fn new(path: &Path) -> Self {
+        Reader {
+            path: path.to_path_buf(),
+            trace: Trace::new(),
+            seqs: HashMap::new(),
+            descs: HashMap::new(),
+            uuid_index: HashMap::new(),
+            uuids: Vec::new(),
+            open: HashMap::new(),
+            process_meta: HashMap::new(),
+            dropped_packets: 0,
+            unmatched_ends: 0,
+            truncated_at: None,
+            packets: 0,
+            ours: false,
+            open_seq: HashMap::new(),
+        }
+    }
+
+    fn truncated(&mut self, at: u64) {
+        self.truncated_at = Some(at);
+    }
+
+    fn uuid_idx(&mut self, uuid: u64) -> u32 {
+        if let Some(&i) = self.uuid_index.get(&uuid) {
+            return i;
+        }
+        let i = self.uuids.len() as u32;
+        self.uuids.push(uuid);
+        self.uuid_index.insert(uuid, i);
+        i
+    }
+
+    fn packet(&mut self, buf: &[u8]) -> std::result::Result<(), WireError> {
+        self.packets += 1;
+        let mut d = Dec::new(buf);
+        let mut ts: Option<i64> = None;
+        let mut seq_id = 0u32;
+        let mut flags = 0u64;
+        let mut track_event: Option<&[u8]> = None;
+        let mut interned: Option<&[u8]> = None;
+        let mut descriptor: Option<&[u8]> = None;
+        while let Some((f, v)) = d.next()? {
+            match f {
+                PKT_TIMESTAMP => ts = Some(v.as_u64() as i64),
+                PKT_SEQUENCE_ID => seq_id = v.as_u64() as u32,
+                PKT_SEQUENCE_FLAGS => flags = v.as_u64(),
+                PKT_TRACK_EVENT => track_event = Some(v.as_bytes()),
+                PKT_INTERNED_DATA => interned = Some(v.as_bytes()),
+                PKT_TRACK_DESCRIPTOR => descriptor = Some(v.as_bytes()),
+                _ => {}
+            }
+        }
+        if flags & SEQ_INCREMENTAL_STATE_CLEARED != 0 {
+            let s = self.seqs.entry(seq_id).or_default();
+            s.names.clear();
+            s.annotation_names.clear();
+            s.string_values.clear();
+            s.cleared = true;
+        }
+        if flags & SEQ_NEEDS_INCREMENTAL_STATE != 0 && !self.seqs.get(&seq_id).is_some_and(|s| s.cleared) {
+            self.dropped_packets += 1;
+            return Ok(());
+        }
+        if let Some(b) = interned {
+            self.interned(seq_id, b)?;
+        }
+        if let Some(b) = descriptor {
+            self.descriptor(b)?;
+        }
+        if let Some(b) = track_event {
+            self.track_event(seq_id, ts.unwrap_or(0), b)?;
+        }
+        Ok(())
+    }
+
+    fn interned(&mut self, seq_id: u32, buf: &[u8]) -> std::result::Result<(), WireError> {
+        let mut d = Dec::new(buf);
+        while let Some((f, v)) = d.next()? {
+            if !matches!(f, INTERNED_EVENT_NAMES | INTERNED_DEBUG_ANNOTATION_NAMES | INTERNED_DEBUG_ANNOTATION_STRING_VALUES) {
+                continue;
+            }
+            let mut e = Dec::new(v.as_bytes());
+            let (mut iid, mut s) = (0u64, "");
+            while let Some((ef, ev)) = e.next()? {
+                match ef {
+                    1 => iid = ev.as_u64(),
+                    2 => s = ev.as_str(),
+                    _ => {}
+                }
+            }
+            let id = self.trace.intern(s);
+            let st = self.seqs.entry(seq_id).or_default();
+            let table = match f {
+                INTERNED_EVENT_NAMES => &mut st.names,
+                INTERNED_DEBUG_ANNOTATION_NAMES => &mut st.annotation_names,
+                _ => &mut st.string_values,
+            };
+            table.insert(iid, id);
+        }
+        Ok(())
+    }
+
+    fn descriptor(&mut self, buf: &[u8]) -> std::result::Result<(), WireError> {
+        let mut d = Dec::new(buf);
+        let mut uuid = 0u64;
+        let mut desc = Desc { seen_order: self.descs.len(), ..Default::default() };
+        while let Some((f, v)) = d.next()? {
+            match f {
+                TD_UUID => uuid = v.as_u64(),
+                TD_PARENT_UUID => desc.parent = Some(v.as_u64()),
+                TD_NAME | TD_STATIC_NAME => desc.name = v.as_str().to_string(),
+                TD_DESCRIPTION => desc.description = v.as_str().to_string(),
+                TD_COUNTER => desc.is_counter = true,
+                TD_PROCESS => {
+                    desc.is_process = true;
+                    let mut p = Dec::new(v.as_bytes());
+                    while let Some((pf, pv)) = p.next()? {
+                        match pf {
+                            PD_PID => desc.pid = Some(pv.as_u64() as i32 as u32),
+                            PD_PROCESS_NAME => desc.process_name = pv.as_str().to_string(),
+                            PD_CMDLINE => {
+                                if !desc.cmdline.is_empty() {
+                                    desc.cmdline.push(' ');
+                                }
+                                desc.cmdline.push_str(pv.as_str())
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                TD_THREAD => {
+                    let mut t = Dec::new(v.as_bytes());
+                    while let Some((tf, tv)) = t.next()? {
+                        match tf {
+                            THD_PID => desc.pid = Some(tv.as_u64() as i32 as u32),
+                            THD_TID => desc.tid = Some(tv.as_u64() as i32 as u32),
+                            THD_THREAD_NAME => desc.name = tv.as_str().to_string(),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if desc.description.starts_with("streamscope") {
+            self.ours = true;
+        }
+        // Lane tracks of ours map onto their base track.
+        if let Some(base) = desc.description.strip_prefix("streamscope lane=").and_then(|s| s.split(" of=").nth(1)) {
+            if let Ok(base) = base.parse::<u64>() {
+                let i = self.uuid_idx(base);
+                self.uuid_index.insert(uuid, i);
+                return Ok(());
+            }
+        }
+        self.uuid_idx(uuid);
+        self.descs.entry(uuid).or_insert(desc);
+        Ok(())
+    }
+
+    fn track_event(&mut self, seq_id: u32, ts: i64, buf: &[u8]) -> std::result::Result<(), WireError> {
+        let mut d = Dec::new(buf);
+        let mut ty = 0u64;
+        let mut uuid = 0u64;
+        let mut name: Option<StrId> = None;
+        let mut counter_value = None;
+        let mut annotations: Vec<&[u8]> = Vec::new();
+        while let Some((f, v)) = d.next()? {
+            match f {
+                TE_TYPE => ty = v.as_u64(),
+                TE_TRACK_UUID => uuid = v.as_u64(),
+                TE_NAME_IID => {
+                    name = self.seqs.get(&seq_id).and_then(|s| s.names.get(&v.as_u64()).copied())
+                }
+                TE_NAME => name = Some(self.trace.intern(v.as_str())),
+                TE_DEBUG_ANNOTATIONS => annotations.push(v.as_bytes()),
+                TE_COUNTER_VALUE => counter_value = Some(v.as_u64() as i64 as f64),
+                TE_DOUBLE_COUNTER_VALUE => counter_value = Some(v.as_f64()),
+                _ => {}
+            }
+        }
+        if let Some(s) = self.seqs.get_mut(&seq_id) {
+            s.last_ts = s.last_ts.max(ts);
+        }
+        let idx = self.uuid_idx(uuid);
+        match ty {
+            TE_TYPE_SLICE_END => {
+                let open = self.open.get_mut(&uuid).and_then(|v| v.pop());
+                match open {
+                    Some(o) => {
+                        let i = o.slice as usize;
+                        self.trace.slices.dur_ns[i] = (ts - self.trace.slices.start_ns[i]).max(0);
+                    }
+                    None => self.unmatched_ends += 1,
+                }
+            }
+            TE_TYPE_COUNTER => {
+                if let Some(v) = counter_value {
+                    self.trace.push_counter(TrackId(idx), ts, v);
+                }
+            }
+            TE_TYPE_SLICE_BEGIN | TE_TYPE_INSTANT => {
+                let name = name.unwrap_or(StrId::EMPTY);
+                if ty == TE_TYPE_INSTANT && self.trace.str(name) == PROCESS_METADATA_EVENT {
+                    return self.process_metadata(uuid, seq_id, &annotations);
+                }
+                let mut s = NewSlice::new(TrackId(idx), SliceKind::Other, name, ts, 0);
+                let mut lc = LaunchConfig::default();
+                let mut has_launch = false;
+                let mut copy = CopyInfo { bytes: 0, kind: CopyKind::Unknown, pageable: false };
+                for a in annotations {
+                    self.annotation(seq_id, a, &mut s, &mut lc, &mut has_launch, &mut copy)?;
+                }
+                match s.kind {
+                    SliceKind::Kernel if has_launch => s.launch = Some(lc),
+                    SliceKind::Memcpy | SliceKind::Memset => s.copy = Some(copy),
+                    _ => {}
+                }
+                let id = self.trace.push_slice(s);
+                if ty == TE_TYPE_SLICE_BEGIN {
+                    self.open.entry(uuid).or_default().push(Open { slice: id.0 });
+                    self.open_seq.insert(uuid, seq_id);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn annotation(
+        &mut self,
+        seq_id: u32,
+        buf: &[u8],
+        s: &mut NewSlice,
+        lc: &mut LaunchConfig,
+        has_launch: &mut bool,
+        copy: &mut CopyInfo,
+    ) -> std::result::Result<(), WireError> {
+        let mut d = Dec::new(buf);
+        let mut name_iid = None;
+        let mut name: Option<StrId> = None;
+        let mut value: Option<Val> = None;
+        let mut value_kind = 0u32;
+        let mut dict: Vec<&[u8]> = Vec::new();
+        while let Some((f, v)) = d.next()? {
+            match f {
+                DA_NAME_IID => name_iid = Some(v.as_u64()),
+                DA_NAME => name = Some(self.trace.intern(v.as_str())),
+                DA_BOOL | DA_UINT | DA_INT | DA_DOUBLE | DA_STRING | DA_STRING_VALUE_IID => {
+                    value = Some(v);
+                    value_kind = f;
+                }
+                DA_DICT_ENTRIES => dict.push(v.as_bytes()),
+                _ => {}
+            }
+        }
+        // Reserved names of ours have fixed iids on our sequences.
+        let fixed = if self.ours { name_iid.map(|i| i as u32) } else { None };
+        match fixed {
+            Some(AN_ARGS) => {
+                for e in dict {
+                    if let Some((k, v)) = self.plain_annotation(seq_id, e)? {
+                        s.args.push((k, v));
+                    }
+                }
+                return Ok(());
+            }
+            Some(n @ AN_KIND..=AN_PAGEABLE) => {
+                let v = value.map(|v| v.as_u64()).unwrap_or(0);
+                let text = || if value_kind == DA_STRING_VALUE_IID { FIXED_STRING_VALUES.get(v as usize - 1).copied().unwrap_or("") } else { "" };
+                match n {
+                    AN_KIND => s.kind = SliceKind::from_name(text()).unwrap_or(SliceKind::Other),
+                    AN_CLASS => s.class = SliceClass::from_name(text()).unwrap_or(SliceClass::None),
+                    AN_CORRELATION => s.correlation = v as u32,
+                    AN_GRID | AN_BLOCK => {
+                        let t = self.seqs.get(&seq_id).and_then(|st| st.string_values.get(&v).copied()).unwrap_or(StrId::EMPTY);
+                        let dims = parse_dims(self.trace.str(t));
+                        if n == AN_GRID {
+                            lc.grid = dims;
+                        } else {
+                            lc.block = dims;
+                        }
+                        *has_launch = true;
+                    }
+                    AN_REGISTERS => lc.registers_per_thread = v as u32,
+                    AN_STATIC_SMEM => lc.static_smem_bytes = v as u32,
+                    AN_DYNAMIC_SMEM => lc.dynamic_smem_bytes = v as u32,
+                    AN_BYTES => copy.bytes = v,
+                    AN_COPY_KIND => copy.kind = CopyKind::from_name(text()),
+                    AN_PAGEABLE => copy.pageable = v != 0,
+                    _ => {} // device and stream come from the track
+                }
+                return Ok(());
+            }
+            _ => {}
+        }
+        // A foreign annotation: keep it as an argument.
+        let key = match (name, name_iid) {
+            (Some(n), _) => n,
+            (None, Some(i)) => match self.seqs.get(&seq_id).and_then(|st| st.annotation_names.get(&i).copied()) {
+                Some(n) => n,
+                None => return Ok(()),
+            },
+            _ => return Ok(()),
+        };
+        if let Some(v) = value.and_then(|v| self.arg_value(seq_id, value_kind, v)) {
+            s.args.push((key, v));
+        }
+        Ok(())
+    }
+
+    /// A dict entry of ours: a named scalar.
+    fn plain_annotation(&mut self, seq_id: u32, buf: &[u8]) -> std::result::Result<Option<(StrId, ArgValue)>, WireError> {
+        let mut d = Dec::new(buf);
+        let mut name = None;
+        let mut value = None;
+        while let Some((f, v)) = d.next()? {
+            match f {
+                DA_NAME => name = Some(self.trace.intern(v.as_str())),
+                DA_NAME_IID => {
+                    name = self.seqs.get(&seq_id).and_then(|st| st.annotation_names.get(&v.as_u64()).copied())
+                }
+                DA_BOOL | DA_UINT | DA_INT | DA_DOUBLE | DA_STRING | DA_STRING_VALUE_IID => value = Some((f, v)),
+                _ => {}
+            }
+        }
+        Ok(match (name, value) {
+            (Some(n), Some((f, v))) => self.arg_value(seq_id, f, v).map(|v| (n, v)),
+            _ => None,
+        })
+    }
+
+    fn arg_value(&mut self, seq_id: u32, field: u32, v: Val) -> Option<ArgValue> {
+        Some(match field {
+            DA_BOOL => ArgValue::Bool(v.as_u64() != 0),
+            DA_UINT => ArgValue::UInt(v.as_u64()),
+            DA_INT => ArgValue::Int(v.as_u64() as i64),
+            DA_DOUBLE => ArgValue::Double(v.as_f64()),
+            DA_STRING => ArgValue::Str(self.trace.intern(v.as_str())),
+            DA_STRING_VALUE_IID => {
+                ArgValue::Str(self.seqs.get(&seq_id).and_then(|st| st.string_values.get(&v.as_u64()).copied())?)
+            }
+            _ => return None,
+        })
+    }
+
+    /// The `streamscope.process` instant: process fields and devices.
+    fn process_metadata(&mut self, uuid: u64, seq_id: u32, annotations: &[&[u8]]) -> std::result::Result<(), WireError> {
+        self.ours = true;
+        let mut p = Process::default();
+        let mut devices = Vec::new();
+        for a in annotations {
+            let mut d = Dec::new(a);
+            let mut name_iid = 0u64;
+            let mut entries = Vec::new();
+            while let Some((f, v)) = d.next()? {
+                match f {
+                    DA_NAME_IID => name_iid = v.as_u64(),
+                    DA_DICT_ENTRIES => entries.push(v.as_bytes()),
+                    _ => {}
+                }
+            }
+            let mut kv: Vec<(String, ArgValue)> = Vec::new();
+            for e in entries {
+                if let Some((k, v)) = self.plain_annotation(seq_id, e)? {
+                    kv.push((self.trace.str(k).to_string(), v));
+                }
+            }
+            let text = |v: &ArgValue, t: &Trace| match v {
+                ArgValue::Str(s) => t.str(*s).to_string(),
+                other => t.arg_value_string(other),
+            };
+            let num = |v: &ArgValue| match v {
+                ArgValue::UInt(x) => *x as i64,
+                ArgValue::Int(x) => *x,
+                _ => 0,
+            };
+            match name_iid as u32 {
+                AN_PROCESS => {
+                    for (k, v) in &kv {
+                        match k.as_str() {
+                            "pid" => p.pid = num(v) as u32,
+                            "name" => p.name = text(v, &self.trace),
+                            "rank" => p.rank = Some(num(v) as u32),
+                            "local_rank" => p.local_rank = Some(num(v) as u32),
+                            "world_size" => p.world_size = Some(num(v) as u32),
+                            "hostname" => p.hostname = text(v, &self.trace),
+                            "cmdline" => p.cmdline = text(v, &self.trace),
+                            "clock" => {
+                                p.clock = match text(v, &self.trace).as_str() {
+                                    "realtime" => ClockDomain::Realtime,
+                                    "monotonic" => ClockDomain::Monotonic,
+                                    _ => ClockDomain::Boottime,
+                                }
+                            }
+                            "dropped_records" => p.dropped_records = num(v) as u64,
+                            "capture_start_ns" => p.capture_start_ns = Some(num(v)),
+                            "capture_end_ns" => p.capture_end_ns = Some(num(v)),
+                            k => {
+                                if let Some(c) = k.strip_prefix("clock_snapshot.") {
+                                    p.clock_snapshot.push((c.parse().unwrap_or(0), num(v)));
+                                } else if let Some(m) = k.strip_prefix("meta.") {
+                                    p.metadata.push((m.to_string(), text(v, &self.trace)));
+                                }
+                            }
+                        }
+                    }
+                }
+                AN_DEVICE_PROPS => {
+                    let mut dev = Device::default();
+                    for (k, v) in &kv {
+                        let n = num(v);
+                        match k.as_str() {
+                            "ordinal" => dev.ordinal = n as u32,
+                            "name" => dev.name = text(v, &self.trace),
+                            "compute_major" => dev.compute_major = n as u32,
+                            "compute_minor" => dev.compute_minor = n as u32,
+                            "sm_count" => dev.sm_count = n as u32,
+                            "warp_size" => dev.warp_size = n as u32,
+                            "max_threads_per_block" => dev.max_threads_per_block = n as u32,
+                            "max_threads_per_sm" => dev.max_threads_per_sm = n as u32,
+                            "max_blocks_per_sm" => dev.max_blocks_per_sm = n as u32,
+                            "regs_per_sm" => dev.regs_per_sm = n as u32,
+                            "regs_per_block" => dev.regs_per_block = n as u32,
+                            "smem_per_sm_bytes" => dev.smem_per_sm_bytes = n as u64,
+                            "smem_per_block_bytes" => dev.smem_per_block_bytes = n as u64,
+                            "global_mem_bytes" => dev.global_mem_bytes = n as u64,
+                            _ => {}
+                        }
+                    }
+                    devices.push(dev);
+                }
+                _ => {}
+            }
+        }
+        // The last metadata event of a process wins (it has the final counts).
+        self.process_meta.insert(uuid, (p, devices));
+        Ok(())
+    }
+
+    /// Resolves tracks, processes and devices, closes what was left open.
+    fn finish(mut self) -> Trace {
+        // Slices whose end was lost: close them at the last timestamp seen.
+        let mut unterminated = 0u64;
+        for (uuid, stack) in std::mem::take(&mut self.open) {
+            let last = self.open_seq.get(&uuid).and_then(|s| self.seqs.get(s)).map(|s| s.last_ts).unwrap_or(0);
+            for o in stack {
+                let i = o.slice as usize;
+                self.trace.slices.dur_ns[i] = (last - self.trace.slices.start_ns[i]).max(0);
+                unterminated += 1;
+            }
+        }
+
+        // Processes: one per process descriptor, in uuid order for our files
+        // (the writer numbers them), else in the order seen.
+        let mut proc_uuids: Vec<u64> = self.descs.iter().filter(|(_, d)| d.is_process).map(|(u, _)| *u).collect();
+        if self.ours {
+            proc_uuids.sort_unstable();
+        } else {
+            proc_uuids.sort_by_key(|u| self.descs[u].seen_order);
+        }
+        let mut proc_of_uuid: HashMap<u64, u32> = HashMap::new();
+        let mut proc_of_pid: HashMap<u32, u32> = HashMap::new();
+        let mut device_of: HashMap<(u32, u32), u32> = HashMap::new();
+        for u in &proc_uuids {
+            let d = &self.descs[u];
+            let (mut p, devices) = self.process_meta.remove(u).unwrap_or_default();
+            if p.pid == 0 {
+                p.pid = d.pid.unwrap_or(0);
+            }
+            if p.name.is_empty() && !self.ours {
+                p.name = d.process_name.clone();
+            }
+            if p.cmdline.is_empty() && !self.ours {
+                p.cmdline = d.cmdline.clone();
+            }
+            let pi = self.trace.add_process(p);
+            for mut dev in devices {
+                dev.process = pi;
+                let ord = dev.ordinal;
+                let di = self.trace.add_device(dev);
+                device_of.insert((pi, ord), di);
+            }
+            proc_of_uuid.insert(*u, pi);
+            if let Some(pid) = d.pid {
+                proc_of_pid.entry(pid).or_insert(pi);
+            }
+        }
+
+        // Tracks: every uuid that is a descriptor (not a process) or that
+        // events used without a descriptor.
+        let mut order: Vec<(u64, u32)> = Vec::new(); // (sort key, dense index)
+        for (i, &uuid) in self.uuids.iter().enumerate() {
+            if self.uuid_index.get(&uuid) != Some(&(i as u32)) {
+                continue;
+            }
+            if self.descs.get(&uuid).is_some_and(|d| d.is_process) {
+                continue;
+            }
+            let key = match self.descs.get(&uuid) {
+                Some(_) if self.ours => uuid & 0xffff_ffff,
+                Some(d) => d.seen_order as u64,
+                None => u64::MAX - (self.uuids.len() - i) as u64,
+            };
+            order.push((key, i as u32));
+        }
+        order.sort_unstable();
+        let mut track_of_index: Vec<Option<TrackId>> = vec![None; self.uuids.len()];
+        // Process tracks keep their events (metadata only for ours): foreign
+        // events on a process track go to a track named after the process.
+        let find_process = |uuid: u64, descs: &HashMap<u64, Desc>| -> Option<u32> {
+            let mut u = uuid;
+            for _ in 0..64 {
+                let d = descs.get(&u)?;
+                if d.is_process {
+                    return proc_of_uuid.get(&u).copied();
+                }
+                if d.tid.is_some() {
+                    if let Some(p) = d.pid.and_then(|pid| proc_of_pid.get(&pid)) {
+                        return Some(*p);
+                    }
+                }
+                u = d.parent?;
+            }
+            None
+        };
+        let mut fallback_process: Option<u32> = None;
+        for &(_, i) in &order {
+            let uuid = self.uuids[i as usize];
+            let desc = self.descs.get(&uuid).cloned().unwrap_or_default();
+            let process = match find_process(uuid, &self.descs) {
+                Some(p) => p,
+                None => *fallback_process.get_or_insert_with(|| {
+                    self.trace.add_process(Process { name: "unknown process".into(), ..Default::default() })
+                }),
+            };
+            let field = |key: &str| -> Option<u32> {
+                desc.description.split_whitespace().find_map(|w| w.strip_prefix(key)).and_then(|v| v.parse().ok())
+            };
+            let mut dev = |ord: Option<u32>, t: &mut Trace| -> u32 {
+                let ord = ord.unwrap_or(0);
+                *device_of.entry((process, ord)).or_insert_with(|| {
+                    t.add_device(Device { process, ordinal: ord, name: "unknown".into(), ..Default::default() })
+                })
+            };
+            let kind = if let Some(tid) = desc.tid {
+                TrackKind::Thread { tid }
+            } else if desc.description.starts_with("streamscope gpu") {
+                TrackKind::Gpu { device: dev(field("device="), &mut self.trace) }
+            } else if desc.description.starts_with("streamscope stream") {
+                TrackKind::Stream { device: dev(field("device="), &mut self.trace), stream: field("stream=").unwrap_or(0) }
+            } else if desc.description.starts_with("streamscope counter") {
+                TrackKind::Counter { device: field("device=").map(|o| dev(Some(o), &mut self.trace)) }
+            } else if desc.is_counter {
+                TrackKind::Counter { device: None }
+            } else {
+                TrackKind::Other
+            };
+            let name = if desc.name.is_empty() { format!("track {uuid}") } else { desc.name.clone() };
+            let id = self.trace.add_track(process, None, kind, &name);
+            track_of_index[i as usize] = Some(id);
+        }
+        // Parents (after all tracks exist).
+        for &(_, i) in &order {
+            let uuid = self.uuids[i as usize];
+            let Some(id) = track_of_index[i as usize] else { continue };
+            let parent = self.descs.get(&uuid).and_then(|d| d.parent);
+            if let Some(pu) = parent {
+                if let Some(&pi) = self.uuid_index.get(&pu) {
+                    self.trace.tracks[id.0 as usize].parent = track_of_index[pi as usize];
+                }
+            }
+        }
+        // Events on process tracks (foreign traces): give them a track.
+        let n = self.trace.slices.len();
+        for s in 0..n {
+            let i = self.trace.slices.track[s].0 as usize;
+            let t = match track_of_index[i] {
+                Some(t) => t,
+                None => {
+                    let uuid = self.uuids[i];
+                    let process = proc_of_uuid.get(&uuid).copied().unwrap_or_else(|| {
+                        *fallback_process.get_or_insert_with(|| {
+                            self.trace.add_process(Process { name: "unknown process".into(), ..Default::default() })
+                        })
+                    });
+                    let t = self.trace.add_track(process, None, TrackKind::Other, "process events");
+                    track_of_index[i] = Some(t);
+                    t
+                }
+            };
+            self.trace.slices.track[s] = t;
+        }
+        for c in 0..self.trace.counters.len() {
+            let i = self.trace.counters.track[c].0 as usize;
+            if let Some(t) = track_of_index[i] {
+                self.trace.counters.track[c] = t;
+            }
+        }
+        self.trace.sort_slices();
+        self.trace.link_flows_by_correlation();
+
+        let path = self.path.display().to_string();
+        if let Some(at) = self.truncated_at {
+            self.trace.warnings.push(format!(
+                "{path}: truncated at byte {at}: loaded the {} whole packets before it",
+                self.packets
+            ));
+        }
+        if unterminated > 0 {
+            self.trace.warnings.push(format!("{path}: {unterminated} slices had no end; closed at the last timestamp of their sequence"));
+        }
+        if self.dropped_packets > 0 {
+            self.trace.warnings.push(format!(
+                "{path}: {} packets needed incremental state their sequence never cleared; skipped",
+                self.dropped_packets
+            ));
+        }
+        if self.unmatched_ends > 0 {
+            self.trace.warnings.push(format!("{path}: {} slice ends had no matching begin", self.unmatched_ends));
+        }
+        self.trace
+    }
+}
+
+fn parse_dims(s: &str) -> [u32; 3] {
+    let mut out = [0u32; 3];
+    for (i, p) in s.split('x').take(3).enumerate() {
+        out[i] = p.parse().unwrap_or(0);
+    }
+    out
+}

@@ -1,0 +1,269 @@
+//! Perfetto writer/reader: round trips, Perfetto's own schema, its rules,
+//! and bad input.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use protobuf::Message;
+use streamscope_core::dump::dump;
+use streamscope_core::perfetto::{read_file, read_stream, write_trace, PerfettoWriter};
+use streamscope_core::synth::{fsdp_like, h200, SynthOptions};
+use streamscope_core::*;
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("streamscope-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
+
+fn to_bytes(t: &Trace) -> Vec<u8> {
+    write_trace(t, Vec::new()).expect("write to memory")
+}
+
+fn from_bytes(b: &[u8]) -> Trace {
+    read_stream(Path::new("mem.pftrace"), b).expect("read back")
+}
+
+/// A trace exercising every model feature: overlapping kernels on one
+/// stream, nested and zero-length ranges, copies, args of every type,
+/// counters, devices, metadata, a realtime clock, two processes.
+fn kitchen_sink() -> Trace {
+    let mut t = Trace::new();
+    for r in 0..2u32 {
+        let p = t.add_process(Process {
+            pid: 40 + r,
+            name: format!("rank {r} · host · {}", 40 + r),
+            rank: Some(r),
+            local_rank: Some(r),
+            world_size: Some(2),
+            hostname: "h".into(),
+            cmdline: "python train.py --x".into(),
+            clock: if r == 0 { ClockDomain::Realtime } else { ClockDomain::Monotonic },
+            dropped_records: 3 * r as u64,
+            capture_start_ns: Some(1_000),
+            capture_end_ns: Some(900_000),
+            clock_snapshot: if r == 1 { vec![(3, 500), (6, 700)] } else { vec![] },
+            metadata: vec![("collector".into(), "0.1.0".into()), ("nccl".into(), "2.28.3".into())],
+        });
+        let d = t.add_device(h200(p, r));
+        let host = t.add_track(p, None, TrackKind::Thread { tid: 7 }, "python");
+        let gpu = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0 · NVIDIA H200");
+        let s7 = t.add_track(p, Some(gpu), TrackKind::Stream { device: d, stream: 7 }, "stream 7");
+        let ctr = t.add_track(p, Some(gpu), TrackKind::Counter { device: Some(d) }, "SMs in use");
+        let step = t.intern("ProfilerStep#1");
+        let fwd = t.intern("forward");
+        let mark = t.intern("mark");
+        let launch = t.intern("cudaLaunchKernel");
+        let k = t.intern("gemm");
+        let nccl = t.intern("ncclDevKernel_AllGather_RING_LL");
+        t.push_slice(NewSlice::new(host, SliceKind::Range, step, 1_000, 100_000));
+        t.push_slice(NewSlice::new(host, SliceKind::Range, fwd, 1_000, 50_000));
+        t.push_slice(NewSlice::new(host, SliceKind::Range, mark, 51_000, 0));
+        // Two ranges that partially overlap: must land on a lane each.
+        t.push_slice(NewSlice::new(host, SliceKind::Range, fwd, 90_000, 20_000));
+        let mut a = NewSlice::new(host, SliceKind::Runtime, launch, 2_000, 3_000);
+        a.correlation = 11;
+        let sa = t.intern("python");
+        let sv = t.intern("train.py:42 (step)");
+        a.args = vec![(sa, ArgValue::Str(sv))];
+        t.push_slice(a);
+        let mut kern = NewSlice::new(s7, SliceKind::Kernel, k, 6_000, 10_000);
+        kern.class = SliceClass::Compute;
+        kern.correlation = 11;
+        kern.launch = Some(LaunchConfig { grid: [132, 2, 1], block: [256, 1, 1], registers_per_thread: 168, static_smem_bytes: 16, dynamic_smem_bytes: 200_000 });
+        let (ki, ku, kd, kb) = (t.intern("i"), t.intern("u"), t.intern("d"), t.intern("b"));
+        kern.args = vec![(ki, ArgValue::Int(-5)), (ku, ArgValue::UInt(u64::MAX)), (kd, ArgValue::Double(0.25)), (kb, ArgValue::Bool(true))];
+        t.push_slice(kern);
+        // Concurrent kernels on one stream (programmatic dependent launch).
+        let mut k2 = NewSlice::new(s7, SliceKind::Kernel, nccl, 12_000, 10_000);
+        k2.class = SliceClass::Communication;
+        k2.launch = Some(LaunchConfig { grid: [16, 1, 1], block: [640, 1, 1], ..Default::default() });
+        t.push_slice(k2);
+        let mut k3 = NewSlice::new(s7, SliceKind::Kernel, k, 30_000, 0);
+        k3.class = SliceClass::Compute;
+        t.push_slice(k3);
+        let name = t.intern("Memcpy DtoH");
+        let mut cp = NewSlice::new(s7, SliceKind::Memcpy, name, 40_000, 1_000);
+        cp.class = SliceClass::Memory;
+        cp.copy = Some(CopyInfo { bytes: 4, kind: CopyKind::DeviceToHost, pageable: true });
+        t.push_slice(cp);
+        let name = t.intern("Memset");
+        let mut ms = NewSlice::new(s7, SliceKind::Memset, name, 42_000, 500);
+        ms.copy = Some(CopyInfo { bytes: 4096, kind: CopyKind::Unknown, pageable: false });
+        t.push_slice(ms);
+        let sync = t.intern("Stream Sync");
+        t.push_slice(NewSlice::new(s7, SliceKind::Sync, sync, 41_000, 2_000));
+        t.push_counter(ctr, 6_000, 132.0);
+        t.push_counter(ctr, 16_000, 0.0);
+    }
+    t.sort_slices();
+    t.link_flows_by_correlation();
+    t
+}
+
+#[test]
+fn round_trip_kitchen_sink_is_identical() {
+    let t = kitchen_sink();
+    let back = from_bytes(&to_bytes(&t));
+    assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+    assert_eq!(dump(&back), dump(&t));
+    assert_eq!(back.flows.len(), 2);
+}
+
+#[test]
+fn round_trip_generated_traces_is_identical() {
+    for seed in 1..4 {
+        let t = fsdp_like(&SynthOptions { ranks: seed as u32, target_slices: 3_000, seed, ..Default::default() });
+        let back = from_bytes(&to_bytes(&t));
+        assert_eq!(dump(&back), dump(&t), "seed {seed}");
+    }
+}
+
+#[test]
+fn streaming_batches_give_the_same_trace_as_one_write() {
+    // The collector writes batch by batch, clearing events after each.
+    let full = fsdp_like(&SynthOptions { target_slices: 4_000, ..Default::default() });
+    let mut batch = full.clone();
+    batch.clear_events();
+    let mut w = PerfettoWriter::new(Vec::new());
+    let n = full.slices.len();
+    let chunk = 333;
+    let mut i = 0;
+    // Feed slices in time order, as CUPTI buffers arrive.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| full.slices.start_ns[i]);
+    while i < n {
+        for &j in &order[i..(i + chunk).min(n)] {
+            let s = &full.slices;
+            batch.push_slice_raw(s.track[j], s.start_ns[j], s.dur_ns[j], s.name[j], s.kind[j], s.class[j], s.correlation[j], s.payload[j], s.args[j]);
+        }
+        w.write_batch(&batch).expect("batch");
+        batch.clear_events();
+        i += chunk;
+    }
+    let bytes = w.finish(&batch).expect("finish");
+    let back = from_bytes(&bytes);
+    assert_eq!(dump(&back), dump(&full));
+}
+
+/// Decodes with Perfetto's own generated types and checks the rules
+/// trace_processor enforces (FORMATS.md).
+fn check_perfetto_rules(bytes: &[u8]) -> usize {
+    let trace = perfetto_protos::trace::Trace::parse_from_bytes(bytes).expect("decodes with Perfetto's schema");
+    let mut cleared: HashSet<u32> = HashSet::new();
+    let mut uuids: HashSet<u64> = HashSet::new();
+    let mut counter_tracks: HashSet<u64> = HashSet::new();
+    let mut parents: Vec<u64> = Vec::new();
+    let mut events: Vec<(u64, u64, i32, usize)> = Vec::new(); // (track, ts, type, order)
+    for (n, p) in trace.packet.iter().enumerate() {
+        let seq = p.trusted_packet_sequence_id();
+        assert!(seq != 0, "packet {n} without a sequence id");
+        if p.sequence_flags() & 1 != 0 {
+            cleared.insert(seq);
+        }
+        if p.sequence_flags() & 2 != 0 {
+            assert!(cleared.contains(&seq), "packet {n} needs incremental state its sequence never cleared");
+        }
+        if p.has_track_descriptor() {
+            let td = p.track_descriptor();
+            assert!(uuids.insert(td.uuid()), "duplicate track uuid {}", td.uuid());
+            if td.has_parent_uuid() {
+                parents.push(td.parent_uuid());
+            }
+            if td.process.is_some() {
+                assert!(td.process.has_pid(), "process descriptor without pid");
+            }
+            if td.counter.is_some() {
+                counter_tracks.insert(td.uuid());
+            }
+        }
+        if p.has_track_event() {
+            assert!(p.has_timestamp(), "track event without timestamp");
+            let te = p.track_event();
+            events.push((te.track_uuid(), p.timestamp(), te.type_() as i32, n));
+        }
+    }
+    for pu in parents {
+        assert!(uuids.contains(&pu), "parent uuid {pu} names no track");
+    }
+    // Nesting per track, in timestamp order (what trace_processor sorts by).
+    events.sort_by_key(|e| (e.0, e.1, e.3));
+    let mut stacks: HashMap<u64, Vec<u64>> = HashMap::new();
+    for (track, ts, ty, _) in &events {
+        assert!(uuids.contains(track), "event on unknown track {track}");
+        if counter_tracks.contains(track) {
+            assert_eq!(*ty, 4, "non-counter event on a counter track");
+            continue;
+        }
+        match ty {
+            1 => stacks.entry(*track).or_default().push(*ts),
+            2 => {
+                let open = stacks.get_mut(track).and_then(|s| s.pop());
+                assert!(open.is_some_and(|b| b <= *ts), "misplaced end on track {track} at {ts}");
+            }
+            _ => {}
+        }
+    }
+    assert!(stacks.values().all(|s| s.is_empty()), "slices left open");
+    trace.packet.len()
+}
+
+#[test]
+fn output_decodes_with_perfettos_schema_and_keeps_its_rules() {
+    assert!(check_perfetto_rules(&to_bytes(&kitchen_sink())) > 10);
+    let synth = fsdp_like(&SynthOptions { target_slices: 5_000, ..Default::default() });
+    check_perfetto_rules(&to_bytes(&synth));
+}
+
+#[test]
+fn kineto_export_keeps_perfetto_rules_and_kernel_counts() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/peer-traces/hta/tests/data/nccl_parser_config/nccl_data.json.gz");
+    let t = streamscope_core::kineto::read_file(&src).expect("kineto import");
+    let bytes = to_bytes(&t);
+    check_perfetto_rules(&bytes);
+    let back = from_bytes(&bytes);
+    assert_eq!(back.count_by_kind(), t.count_by_kind());
+    assert_eq!(dump(&back), dump(&t));
+}
+
+#[test]
+fn truncated_file_loads_every_whole_packet_with_a_warning() {
+    let t = fsdp_like(&SynthOptions { target_slices: 2_000, ..Default::default() });
+    let bytes = to_bytes(&t);
+    let full = from_bytes(&bytes).slices.len();
+    let mut last = 0;
+    for frac in [0.3, 0.6, 0.9] {
+        let cut = (bytes.len() as f64 * frac) as usize;
+        let back = read_stream(Path::new("cut.pftrace"), &bytes[..cut]).expect("truncated loads");
+        assert!(back.warnings.iter().any(|w| w.contains("truncated at byte")), "{:?}", back.warnings);
+        assert!(back.slices.len() >= last && back.slices.len() <= full);
+        assert!(back.slices.dur_ns.iter().all(|d| *d >= 0));
+        last = back.slices.len();
+    }
+    assert!(last > full / 2);
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let empty = tmp("empty.pftrace");
+    std::fs::write(&empty, b"").expect("write");
+    let e = read_file(&empty).expect_err("empty");
+    assert!(e.to_string().contains("empty.pftrace") && e.to_string().contains("empty"), "{e}");
+
+    let text = tmp("notes.pftrace");
+    std::fs::write(&text, b"hello, I am not a trace").expect("write");
+    let e = read_file(&text).expect_err("text");
+    assert!(matches!(e, TraceError::NotATrace { .. }), "{e}");
+
+    // A whole packet whose content is not protobuf.
+    let bad = tmp("corrupt.pftrace");
+    let mut bytes = to_bytes(&kitchen_sink());
+    bytes.extend_from_slice(&[0x0a, 0x03, 0xff, 0xff, 0xff]);
+    std::fs::write(&bad, &bytes).expect("write");
+    let e = read_file(&bad).expect_err("corrupt");
+    assert!(matches!(e, TraceError::Corrupt { .. }) && e.to_string().contains("corrupt.pftrace"), "{e}");
+
+    let missing = tmp("missing.pftrace");
+    let e = read_file(&missing).expect_err("missing");
+    assert!(e.to_string().contains("missing.pftrace"), "{e}");
+}
