@@ -1,0 +1,124 @@
+//! HTA parity: the headline numbers on HTA's own sample traces match what
+//! HTA 0.5 computes (../shared/peer-traces/hta/EXPECTED.md) within 0.05
+//! percentage points, and the µs figures within 1 µs.
+
+use std::path::PathBuf;
+
+use streamscope_core::analysis::{analyze, AnalysisOptions, WindowRule};
+
+fn trace(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/peer-traces/hta/tests/data").join(rel)
+}
+
+struct Expected {
+    file: &'static str,
+    rank: u32,
+    steps: &'static [i64],
+    overlap_pct: f64,
+    comm_us: f64,
+    overlap_us: f64,
+    idle_us: f64,
+    compute_us: f64,
+    non_compute_us: f64,
+    kernel_time_us: f64,
+    idle_pct: f64,
+    compute_pct: f64,
+    non_compute_pct: f64,
+}
+
+const EXPECTED: [Expected; 4] = [
+    Expected {
+        file: "trace_filter/sampled_rank-0.json.gz",
+        rank: 0,
+        steps: &[551],
+        overlap_pct: 11.81,
+        comm_us: 195327.0,
+        overlap_us: 23068.0,
+        idle_us: 321378.0,
+        compute_us: 106252.0,
+        non_compute_us: 172428.0,
+        kernel_time_us: 600058.0,
+        idle_pct: 53.56,
+        compute_pct: 17.71,
+        non_compute_pct: 28.74,
+    },
+    Expected {
+        file: "trace_filter/sampled_rank-1.json.gz",
+        rank: 1,
+        steps: &[551],
+        overlap_pct: 20.05,
+        comm_us: 168027.0,
+        overlap_us: 33691.0,
+        idle_us: 328671.0,
+        compute_us: 135548.0,
+        non_compute_us: 136455.0,
+        kernel_time_us: 600674.0,
+        idle_pct: 54.72,
+        compute_pct: 22.57,
+        non_compute_pct: 22.72,
+    },
+    Expected {
+        file: "nccl_parser_config/nccl_data.json.gz",
+        rank: 0,
+        steps: &[4, 5],
+        overlap_pct: 14.31,
+        comm_us: 24278.0,
+        overlap_us: 3473.0,
+        idle_us: 338781.0,
+        compute_us: 75169.0,
+        non_compute_us: 21636.0,
+        kernel_time_us: 435586.0,
+        idle_pct: 77.78,
+        compute_pct: 17.26,
+        non_compute_pct: 4.97,
+    },
+    Expected {
+        file: "df_index_resolver/df_index_resolver.json.gz",
+        rank: 1,
+        steps: &[2, 3, 4, 5],
+        overlap_pct: 0.0,
+        comm_us: 238274.0,
+        overlap_us: 0.0,
+        idle_us: 643612.0,
+        compute_us: 496485.0,
+        non_compute_us: 256572.0,
+        kernel_time_us: 1396669.0,
+        idle_pct: 46.08,
+        compute_pct: 35.55,
+        non_compute_pct: 18.37,
+    },
+];
+
+fn close(what: &str, file: &str, got: Option<f64>, want: f64, tol: f64) {
+    let got = got.unwrap_or(f64::NAN);
+    assert!((got - want).abs() <= tol, "{file}: {what} = {got}, HTA says {want}");
+}
+
+#[test]
+fn matches_hta_on_its_sample_traces() {
+    for e in &EXPECTED {
+        let t = match streamscope_core::kineto::read_file(&trace(e.file)) {
+            Ok(t) => t,
+            Err(err) => panic!("{}: {err}", e.file),
+        };
+        let r = analyze(&t, &AnalysisOptions::default());
+        assert_eq!(r.ranks.len(), 1, "{}", e.file);
+        let k = &r.ranks[0];
+        let f = e.file;
+        assert_eq!(k.rank, e.rank, "{f}");
+        assert!(k.has_gpu_events, "{f}");
+        assert_eq!(k.window.rule, WindowRule::HtaSteps, "{f}");
+        assert_eq!(k.window.steps, e.steps, "{f}");
+        close("overlap %", f, k.overlap_pct, e.overlap_pct, 0.05);
+        close("idle %", f, k.idle_pct, e.idle_pct, 0.05);
+        close("compute %", f, k.compute_pct, e.compute_pct, 0.05);
+        close("non-compute %", f, k.non_compute_pct, e.non_compute_pct, 0.05);
+        close("comm us", f, Some(k.comm_us), e.comm_us, 1.0);
+        close("overlap us", f, Some(k.overlap_us), e.overlap_us, 1.0);
+        close("idle us", f, Some(k.idle_us), e.idle_us, 1.0);
+        close("compute us", f, Some(k.compute_us), e.compute_us, 1.0);
+        close("non-compute us", f, Some(k.non_compute_us), e.non_compute_us, 1.0);
+        close("kernel time us", f, Some(k.kernel_time_us), e.kernel_time_us, 1.0);
+        close("exposed comm us", f, Some(k.exposed_comm_us), e.comm_us - e.overlap_us, 1.0);
+    }
+}
