@@ -1,1 +1,71 @@
-//! viewer
+//! streamscope's desktop timeline viewer (egui/eframe).
+//!
+//! [`app::ViewerApp`] is the whole UI; [`run`] opens it in a window (or, with
+//! `screenshot`, renders the first frame to a PNG and exits).
+
+pub mod app;
+pub mod load;
+pub mod model;
+pub mod panels;
+mod screenshot;
+pub mod style;
+pub mod timeline;
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context as _};
+
+pub use app::ViewerApp;
+
+/// `streamscope view` arguments.
+#[derive(Debug, Clone, Default)]
+pub struct ViewOptions {
+    /// Trace files or folders; empty opens the bundled trace.
+    pub traces: Vec<PathBuf>,
+    /// Render the first frame to this PNG and exit.
+    pub screenshot: Option<PathBuf>,
+    /// Window size in points (width, height).
+    pub size: Option<(u32, u32)>,
+}
+
+/// Opens the viewer window and blocks until it is closed.
+pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
+    let (w, h) = opts.size.unwrap_or((1600, 1000));
+    let mut app = ViewerApp::open(opts.traces);
+    let result = screenshot::new_result_slot();
+    if let Some(path) = &opts.screenshot {
+        app.screenshot = Some(app::ScreenshotJob {
+            path: path.clone(),
+            frames: 0,
+            requested: false,
+            result: result.clone(),
+        });
+    }
+    let native = eframe::NativeOptions {
+        viewport: egui::ViewportBuilder::default()
+            .with_title("streamscope")
+            .with_inner_size([w as f32, h as f32])
+            .with_drag_and_drop(true),
+        renderer: eframe::Renderer::Glow,
+        ..Default::default()
+    };
+    eframe::run_native("streamscope", native, Box::new(|_cc| Ok(Box::new(app))))
+        .map_err(|e| anyhow!("cannot open the viewer window: {e}"))?;
+    if let Some(path) = &opts.screenshot {
+        let written = result
+            .lock()
+            .map_err(|_| anyhow!("screenshot state poisoned"))?
+            .clone();
+        match written {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(anyhow!(e)).context("writing the screenshot"),
+            None => {
+                return Err(anyhow!(
+                    "{}: the window closed before the screenshot was taken",
+                    path.display()
+                ))
+            }
+        }
+    }
+    Ok(())
+}

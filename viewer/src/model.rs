@@ -1,0 +1,65 @@
+//! What the viewer shows of one loaded trace set: the trace (sorted), the
+//! analysis report, the drawing index and lane tree, and top kernels.
+
+use streamscope_core::analysis::{analyze, AnalysisOptions, Report};
+use streamscope_core::{Trace, TrackKind};
+
+use crate::panels::top_kernels::TopKernels;
+use crate::timeline::index::TimelineIndex;
+use crate::timeline::layout::LaneTree;
+
+pub struct Model {
+    pub trace: Trace,
+    pub report: Report,
+    pub index: TimelineIndex,
+    pub lanes: LaneTree,
+    pub top: TopKernels,
+}
+
+impl Model {
+    /// Sorts the trace (slice ids are stable from here on, and the report's
+    /// slice ids refer to this order), analyzes it and preprocesses it.
+    pub fn new(mut trace: Trace) -> Self {
+        trace.sort_slices();
+        let report = analyze(&trace, &AnalysisOptions::default());
+        add_sm_counters(&mut trace, &report);
+        let index = TimelineIndex::build(&trace);
+        let lanes = LaneTree::build(&trace, &index);
+        let top = TopKernels::compute(&trace);
+        Model {
+            trace,
+            report,
+            index,
+            lanes,
+            top,
+        }
+    }
+}
+
+/// Gives each device without a counter track the analysis's estimated
+/// "SMs in use" series as one (counters do not move slice ids).
+fn add_sm_counters(trace: &mut Trace, report: &Report) {
+    for occ in &report.occupancy {
+        let d = occ.device;
+        let Some(dev) = trace.devices.get(d as usize) else {
+            continue;
+        };
+        if occ.sms_in_use.is_empty()
+            || trace
+                .find_track(dev.process, TrackKind::Counter { device: Some(d) })
+                .is_some()
+        {
+            continue;
+        }
+        let process = dev.process;
+        let track = trace.add_track(
+            process,
+            None,
+            TrackKind::Counter { device: Some(d) },
+            "SMs in use (estimated)",
+        );
+        for &(ts, sms) in &occ.sms_in_use {
+            trace.push_counter(track, ts, sms as f64);
+        }
+    }
+}

@@ -1,0 +1,7 @@
+//! Side panels over the loaded trace and its analysis.
+
+pub mod details;
+pub mod overlap;
+pub mod search;
+pub mod syncs;
+pub mod top_kernels;

@@ -1,0 +1,215 @@
+//! One-off preprocessing of a loaded trace for drawing: slices split into
+//! rows (track, nesting depth) whose slices are disjoint and sorted by start,
+//! and counter samples grouped per track in time order.
+//!
+//! Within one row both starts and ends increase, so the visible window of a
+//! row is two binary searches, whatever the row's length (see `lod.rs`).
+
+use std::ops::Range;
+
+use streamscope_core::{Trace, TrackId};
+
+/// The slices of one row, as positions into the trace's slice columns.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RowSlices {
+    /// A track without nesting: its contiguous slice range is the row.
+    Range(Range<u32>),
+    /// A nested track's depth: slice ids in start order.
+    List(Vec<u32>),
+}
+
+/// A row: one depth of one track.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub track: TrackId,
+    pub depth: u8,
+    pub slices: RowSlices,
+}
+
+impl Row {
+    pub fn len(&self) -> usize {
+        match &self.slices {
+            RowSlices::Range(r) => (r.end - r.start) as usize,
+            RowSlices::List(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Slice id at row position `pos`.
+    #[inline]
+    pub fn slice(&self, pos: usize) -> usize {
+        match &self.slices {
+            RowSlices::Range(r) => r.start as usize + pos,
+            RowSlices::List(v) => v[pos] as usize,
+        }
+    }
+}
+
+/// Nesting depths deeper than this share the last row (keeps rows bounded).
+pub const MAX_DEPTH: u8 = 31;
+
+/// Drawing index of a trace; built once per load.
+#[derive(Debug, Clone, Default)]
+pub struct TimelineIndex {
+    pub rows: Vec<Row>,
+    /// Rows of each track (indexed by track id).
+    pub track_rows: Vec<Range<u32>>,
+    /// Nesting depth of every slice (row = track_rows[track].start + depth).
+    pub depth: Vec<u8>,
+    /// Counter sample ids per track, in time order (indexed by track id).
+    pub counter_samples: Vec<Vec<u32>>,
+    /// Largest counter value per track, for the lane scale.
+    pub counter_max: Vec<f64>,
+    /// First start and last end of the whole trace.
+    pub span_ns: (i64, i64),
+}
+
+impl TimelineIndex {
+    /// Builds the index. `trace` must be sorted ([`Trace::sort_slices`]).
+    pub fn build(trace: &Trace) -> Self {
+        let sl = &trace.slices;
+        let n = sl.len();
+        let ntracks = trace.tracks.len();
+        let mut depth = vec![0u8; n];
+        let mut rows = Vec::new();
+        let mut track_rows = vec![0..0; ntracks];
+        let mut stack: Vec<i64> = Vec::new();
+        let mut i = 0usize;
+        while i < n {
+            let track = sl.track[i];
+            let mut j = i;
+            while j < n && sl.track[j] == track {
+                j += 1;
+            }
+            // Stack sweep: a slice sits one deeper than the slices still open
+            // at its start. A slice is popped only once a later start passes
+            // its end, so slices of one depth never overlap.
+            stack.clear();
+            let mut max_depth = 0u8;
+            for k in i..j {
+                let start = sl.start_ns[k];
+                while stack.last().is_some_and(|&end| end <= start) {
+                    stack.pop();
+                }
+                let d = stack.len().min(MAX_DEPTH as usize) as u8;
+                depth[k] = d;
+                max_depth = max_depth.max(d);
+                // Past MAX_DEPTH, slices share the last row (which may then
+                // overlap); the deepest open end grows instead of the stack.
+                if stack.len() > MAX_DEPTH as usize {
+                    if let Some(top) = stack.last_mut() {
+                        *top = (*top).max(start + sl.dur_ns[k]);
+                    }
+                } else {
+                    stack.push(start + sl.dur_ns[k]);
+                }
+            }
+            let first_row = rows.len() as u32;
+            if max_depth == 0 {
+                rows.push(Row {
+                    track,
+                    depth: 0,
+                    slices: RowSlices::Range(i as u32..j as u32),
+                });
+            } else {
+                let mut lists: Vec<Vec<u32>> = vec![Vec::new(); max_depth as usize + 1];
+                for k in i..j {
+                    lists[depth[k] as usize].push(k as u32);
+                }
+                for (d, list) in lists.into_iter().enumerate() {
+                    rows.push(Row {
+                        track,
+                        depth: d as u8,
+                        slices: RowSlices::List(list),
+                    });
+                }
+            }
+            if let Some(r) = track_rows.get_mut(track.0 as usize) {
+                *r = first_row..rows.len() as u32;
+            }
+            i = j;
+        }
+
+        let mut counter_samples: Vec<Vec<u32>> = vec![Vec::new(); ntracks];
+        let mut counter_max = vec![0f64; ntracks];
+        let c = &trace.counters;
+        for k in 0..c.len() {
+            let t = c.track[k].0 as usize;
+            if let Some(list) = counter_samples.get_mut(t) {
+                list.push(k as u32);
+                counter_max[t] = counter_max[t].max(c.value[k]);
+            }
+        }
+        for list in &mut counter_samples {
+            list.sort_by_key(|&k| c.ts_ns[k as usize]);
+        }
+
+        let mut span = trace.time_span().unwrap_or((0, 0));
+        if let (Some(lo), Some(hi)) = (c.ts_ns.iter().min(), c.ts_ns.iter().max()) {
+            if sl.is_empty() {
+                span = (*lo, *hi);
+            } else {
+                span = (span.0.min(*lo), span.1.max(*hi));
+            }
+        }
+        if span.1 <= span.0 {
+            span.1 = span.0 + 1;
+        }
+        TimelineIndex {
+            rows,
+            track_rows,
+            depth,
+            counter_samples,
+            counter_max,
+            span_ns: span,
+        }
+    }
+
+    /// Row holding slice `i`.
+    pub fn row_of(&self, trace: &Trace, i: usize) -> Option<u32> {
+        let r = self.track_rows.get(trace.slices.track[i].0 as usize)?;
+        let row = r.start + self.depth[i] as u32;
+        (row < r.end).then_some(row)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use streamscope_core::{NewSlice, Process, SliceKind, TrackKind};
+
+    #[test]
+    fn nested_slices_get_depths_and_disjoint_rows() {
+        let mut t = Trace::new();
+        let p = t.add_process(Process::default());
+        let th = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
+        let st = t.add_track(
+            p,
+            None,
+            TrackKind::Stream {
+                device: 0,
+                stream: 7,
+            },
+            "stream 7",
+        );
+        let n = t.intern("x");
+        for (s, d) in [(0, 100), (10, 20), (15, 5), (40, 10), (200, 10)] {
+            t.push_slice(NewSlice::new(th, SliceKind::Range, n, s, d));
+        }
+        for s in 0..5 {
+            t.push_slice(NewSlice::new(st, SliceKind::Kernel, n, s * 10, 5));
+        }
+        t.sort_slices();
+        let ix = TimelineIndex::build(&t);
+        assert_eq!(&ix.depth[..5], &[0, 1, 2, 1, 0]);
+        assert_eq!(ix.track_rows[th.0 as usize], 0..3);
+        assert_eq!(ix.track_rows[st.0 as usize], 3..4);
+        assert_eq!(ix.rows[3].slices, RowSlices::Range(5..10));
+        assert_eq!(ix.rows[1].slices, RowSlices::List(vec![1, 3]));
+        assert_eq!(ix.row_of(&t, 2), Some(2));
+        assert_eq!(ix.span_ns, (0, 210));
+    }
+}

@@ -1,0 +1,449 @@
+//! The timeline: lanes, ruler, selection, zoom and pan.
+//!
+//! Each frame: flatten the lane tree, fold the visible window of every
+//! visible row (`lod`), put every rectangle into one mesh (`paint`), then
+//! text, ruler and overlays. Nothing here walks all slices.
+
+pub mod flows;
+pub mod index;
+pub mod layout;
+pub mod lod;
+pub mod paint;
+
+mod interact;
+
+use std::collections::HashSet;
+
+use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, StrokeKind, Ui, UiBuilder, Vec2};
+use streamscope_core::TrackId;
+
+use crate::model::Model;
+use index::TimelineIndex;
+use layout::{GroupKey, Line, LineKind};
+use lod::{Item, TimeMap};
+
+pub const RULER_H: f32 = 22.0;
+pub const LABEL_W: f32 = 230.0;
+
+/// A time range to point at (a sync warning), on one track when known.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Highlight {
+    pub start_ns: i64,
+    pub end_ns: i64,
+    pub track: Option<TrackId>,
+}
+
+/// View and selection state of the timeline.
+#[derive(Debug, Clone, Default)]
+pub struct TimelineState {
+    /// Visible window, relative to the trace start; `view_dur_ns == 0` means
+    /// "fit everything" at the next frame.
+    pub view_start_rel_ns: f64,
+    pub view_dur_ns: f64,
+    pub scroll_y: f32,
+    pub collapsed: HashSet<GroupKey>,
+    pub selected: Option<u32>,
+    /// (launch, GPU work) pairs linked to the selection.
+    pub links: Vec<(u32, u32)>,
+    /// Range selected with shift-drag or right-drag, absolute ns.
+    pub range_ns: Option<(i64, i64)>,
+    pub highlight: Option<Highlight>,
+    /// Scroll this track into view at the next frame.
+    pub reveal: Option<TrackId>,
+    /// Width of the lane area at the last frame (for zoom_to before a frame).
+    pub last_width_px: f32,
+    /// Lines of the last frame, for tests and hit testing.
+    pub lines: Vec<Line>,
+    drag_range_from: Option<i64>,
+    items: Vec<Item>,
+    /// (row, first item, end item, screen y) per painted row of the last frame.
+    row_items: Vec<(u32, u32, u32, f32)>,
+}
+
+impl TimelineState {
+    /// Visible window in absolute ns (after the first frame).
+    pub fn window_ns(&self, index: &TimelineIndex) -> (i64, i64) {
+        let o = index.span_ns.0;
+        (
+            o + self.view_start_rel_ns as i64,
+            o + (self.view_start_rel_ns + self.view_dur_ns) as i64,
+        )
+    }
+
+    pub fn fit(&mut self, index: &TimelineIndex) {
+        let (a, b) = index.span_ns;
+        self.view_start_rel_ns = 0.0;
+        self.view_dur_ns = (b - a).max(1) as f64;
+        self.clamp(index);
+    }
+
+    /// Shows `start_ns..end_ns` (absolute) with a margin on both sides.
+    pub fn zoom_to(&mut self, index: &TimelineIndex, start_ns: i64, end_ns: i64) {
+        let dur = ((end_ns - start_ns).max(1) as f64) * 1.5;
+        let mid = (start_ns - index.span_ns.0) as f64 + (end_ns - start_ns) as f64 / 2.0;
+        self.view_dur_ns = dur.max(100.0);
+        self.view_start_rel_ns = mid - self.view_dur_ns / 2.0;
+        self.clamp(index);
+    }
+
+    /// Keeps the view within the trace (plus a margin) and above 10 ns wide.
+    fn clamp(&mut self, index: &TimelineIndex) {
+        let span = (index.span_ns.1 - index.span_ns.0).max(1) as f64;
+        let margin = span * 0.05;
+        self.view_dur_ns = self.view_dur_ns.clamp(10.0, span + 2.0 * margin);
+        self.view_start_rel_ns = self
+            .view_start_rel_ns
+            .clamp(-margin, span + margin - self.view_dur_ns);
+    }
+
+    /// Zooms by `factor` (<1 zooms in) keeping the time under `frac` of the
+    /// width (0 = left edge) in place.
+    pub fn zoom_by(&mut self, index: &TimelineIndex, factor: f64, frac: f64) {
+        let anchor = self.view_start_rel_ns + self.view_dur_ns * frac;
+        self.view_dur_ns *= factor;
+        self.view_start_rel_ns = anchor - self.view_dur_ns * frac;
+        self.clamp(index);
+    }
+
+    pub fn pan_by(&mut self, index: &TimelineIndex, frac: f64) {
+        self.view_start_rel_ns += self.view_dur_ns * frac;
+        self.clamp(index);
+    }
+
+    /// Selects slice `s`: links it to its launch/GPU work, opens the groups
+    /// that hide it and scrolls its lane into view.
+    pub fn select(&mut self, model: &Model, s: Option<u32>) {
+        self.selected = s;
+        self.links.clear();
+        if let Some(s) = s {
+            self.links = flows::linked(&model.trace, s as usize);
+            let track = model.trace.slices.track[s as usize];
+            for g in model.lanes.groups_of(track) {
+                self.collapsed.remove(&g);
+            }
+            self.reveal = Some(track);
+        }
+    }
+
+    /// Selects `s` and centres the view on it (zooming in only if it is
+    /// narrower than a few pixels).
+    pub fn select_and_show(&mut self, model: &Model, s: u32) {
+        self.select(model, Some(s));
+        let sl = &model.trace.slices;
+        let (st, dur) = (sl.start_ns[s as usize], sl.dur_ns[s as usize]);
+        let width = self.last_width_px.max(200.0) as f64;
+        if self.view_dur_ns <= 0.0
+            || (dur as f64) < self.view_dur_ns / width * 20.0
+            || dur as f64 > self.view_dur_ns
+        {
+            self.zoom_to(&model.index, st, st + dur);
+        } else {
+            let mid = (st - model.index.span_ns.0) as f64 + dur as f64 / 2.0;
+            self.view_start_rel_ns = mid - self.view_dur_ns / 2.0;
+            self.clamp(&model.index);
+        }
+    }
+
+    fn time_map(&self, index: &TimelineIndex, rect: Rect) -> TimeMap {
+        TimeMap {
+            origin_ns: index.span_ns.0,
+            start_rel_ns: self.view_start_rel_ns,
+            ns_per_px: self.view_dur_ns / rect.width().max(1.0) as f64,
+            left_px: rect.left() as f64,
+            width_px: rect.width() as f64,
+        }
+    }
+
+    /// Number of painted rows at the last frame with at least one item.
+    pub fn painted_rows(&self) -> usize {
+        self.row_items.iter().filter(|r| r.2 > r.1).count()
+    }
+}
+
+/// Draws the timeline into all of `ui`'s remaining space.
+pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
+    let full = ui.available_rect_before_wrap();
+    ui.allocate_rect(full, Sense::hover());
+    let ruler = Rect::from_min_max(
+        Pos2::new(full.left() + LABEL_W, full.top()),
+        Pos2::new(full.right(), full.top() + RULER_H),
+    );
+    let labels = Rect::from_min_max(
+        Pos2::new(full.left(), full.top() + RULER_H),
+        Pos2::new(full.left() + LABEL_W, full.bottom()),
+    );
+    let lanes = Rect::from_min_max(
+        Pos2::new(full.left() + LABEL_W, full.top() + RULER_H),
+        full.max,
+    );
+    if lanes.width() < 10.0 || lanes.height() < 10.0 {
+        return;
+    }
+    st.last_width_px = lanes.width();
+    if st.view_dur_ns <= 0.0 {
+        st.fit(&model.index);
+    }
+
+    st.lines = model.lanes.lines(&model.index, &st.collapsed);
+    let total_h = st.lines.last().map(|l| l.y + l.h).unwrap_or(0.0);
+    if let Some(track) = st.reveal.take() {
+        if let Some(line) = st
+            .lines
+            .iter()
+            .find(|l| line_track(model, l) == Some(track))
+        {
+            if line.y < st.scroll_y || line.y + line.h > st.scroll_y + lanes.height() {
+                st.scroll_y = line.y - lanes.height() / 3.0;
+            }
+        }
+    }
+
+    let response = ui.interact(
+        lanes.union(ruler),
+        ui.scope_id().with("timeline"),
+        Sense::click_and_drag(),
+    );
+    let label_hover = ui.rect_contains_pointer(labels);
+    interact::handle(ui, model, st, &response, lanes, label_hover);
+    st.scroll_y = st
+        .scroll_y
+        .clamp(0.0, (total_h - lanes.height() + 20.0).max(0.0));
+
+    let map = st.time_map(&model.index, lanes);
+    let painter = ui.painter_at(lanes);
+    let visuals = ui.visuals().clone();
+    let text_color = visuals.text_color();
+
+    // Lines: header bands and rows.
+    st.items.clear();
+    st.row_items.clear();
+    let mut mesh = Mesh::default();
+    let mut row_y = vec![f32::NAN; model.index.rows.len()];
+    for line in &st.lines {
+        let y = lanes.top() + line.y - st.scroll_y;
+        if y + line.h < lanes.top() || y > lanes.bottom() {
+            continue;
+        }
+        match line.kind {
+            LineKind::Header { .. } => {
+                let band = Rect::from_min_max(
+                    Pos2::new(lanes.left(), y),
+                    Pos2::new(lanes.right(), y + line.h),
+                );
+                mesh.add_colored_rect(band, visuals.faint_bg_color);
+            }
+            LineKind::Row { row, .. } => {
+                row_y[row as usize] = y;
+                let first = st.items.len();
+                lod::fold_row(
+                    &model.trace.slices,
+                    &model.index.rows[row as usize],
+                    &map,
+                    &mut st.items,
+                );
+                st.row_items
+                    .push((row, first as u32, st.items.len() as u32, y));
+                paint::mesh_items(
+                    &mut mesh,
+                    &model.trace,
+                    &st.items[first..],
+                    y,
+                    line.h,
+                    lanes.left(),
+                    lanes.right(),
+                );
+            }
+            LineKind::Counter { track } => {
+                let r = Rect::from_min_max(
+                    Pos2::new(lanes.left(), y),
+                    Pos2::new(lanes.right(), y + line.h),
+                );
+                paint::mesh_counter(&mut mesh, &model.trace, &model.index, track.0, &map, r);
+            }
+        }
+    }
+    painter.add(Shape::mesh(mesh));
+    for &(_, a, b, y) in &st.row_items {
+        paint::label_items(
+            &painter,
+            &model.trace,
+            &st.items[a as usize..b as usize],
+            y,
+            layout::ROW_H,
+            lanes.left(),
+            lanes.right(),
+        );
+    }
+
+    overlays_ui(ui, model, st, &map, lanes, &row_y);
+    let ruler_painter = ui.painter_at(ruler.union(lanes));
+    ruler_painter.rect_filled(ruler, 0.0, visuals.extreme_bg_color);
+    paint::paint_ruler(&ruler_painter, &map, ruler, lanes, text_color);
+    if let Some((a, b)) = st.range_ns {
+        let (x0, x1) = (map.x(a) as f32, map.x(b) as f32);
+        ruler_painter.text(
+            Pos2::new((x0 + x1) / 2.0, ruler.bottom() - 2.0),
+            egui::Align2::CENTER_BOTTOM,
+            crate::style::fmt_ns((b - a) as f64),
+            egui::FontId::proportional(12.0),
+            Color32::YELLOW,
+        );
+    }
+    labels_ui(ui, st, labels, lanes.top());
+}
+
+fn line_track(model: &Model, l: &Line) -> Option<TrackId> {
+    match l.kind {
+        LineKind::Row { row, .. } => Some(model.index.rows[row as usize].track),
+        LineKind::Counter { track } => Some(track),
+        LineKind::Header { .. } => None,
+    }
+}
+
+/// Selection outline, flow arrows, sync highlight and range selection.
+fn overlays_ui(
+    ui: &Ui,
+    model: &Model,
+    st: &TimelineState,
+    map: &TimeMap,
+    lanes: Rect,
+    row_y: &[f32],
+) {
+    let painter = ui.painter_at(lanes);
+    let sl = &model.trace.slices;
+    let slice_rect = |s: usize| -> Option<Rect> {
+        let row = model.index.row_of(&model.trace, s)?;
+        let y = *row_y.get(row as usize)?;
+        if y.is_nan() {
+            return None;
+        }
+        let x0 = (map.x(sl.start_ns[s]) as f32).clamp(lanes.left() - 5.0, lanes.right() + 5.0);
+        let x1 = (map.x(sl.end_ns(s)) as f32)
+            .clamp(lanes.left() - 5.0, lanes.right() + 5.0)
+            .max(x0 + 2.0);
+        Some(Rect::from_min_max(
+            Pos2::new(x0, y),
+            Pos2::new(x1, y + layout::ROW_H),
+        ))
+    };
+    if let Some(h) = st.highlight {
+        let x0 = (map.x(h.start_ns) as f32).max(lanes.left() - 5.0);
+        let x1 = (map.x(h.end_ns) as f32)
+            .min(lanes.right() + 5.0)
+            .max(x0 + 3.0);
+        let ys = match h
+            .track
+            .and_then(|t| model.index.track_rows.get(t.0 as usize))
+        {
+            Some(rows) if !rows.is_empty() && !row_y[rows.start as usize].is_nan() => {
+                let y = row_y[rows.start as usize];
+                (y, y + layout::ROW_H * rows.len() as f32)
+            }
+            _ => (lanes.top(), lanes.bottom()),
+        };
+        let r = Rect::from_min_max(Pos2::new(x0, ys.0), Pos2::new(x1, ys.1));
+        painter.rect_filled(
+            lanes.intersect(Rect::from_x_y_ranges(r.x_range(), lanes.y_range())),
+            0.0,
+            Color32::from_rgba_unmultiplied(255, 60, 60, 28),
+        );
+        painter.rect_stroke(
+            r.expand(2.0),
+            2.0,
+            Stroke::new(2.0, Color32::from_rgb(255, 80, 80)),
+            StrokeKind::Outside,
+        );
+    }
+    if let Some((a, b)) = st.range_ns {
+        let x0 = (map.x(a) as f32).max(lanes.left());
+        let x1 = (map.x(b) as f32).min(lanes.right());
+        if x1 > x0 {
+            painter.rect_filled(
+                Rect::from_x_y_ranges(x0..=x1, lanes.y_range()),
+                0.0,
+                Color32::from_rgba_unmultiplied(255, 255, 120, 24),
+            );
+            painter.vline(x0, lanes.y_range(), Stroke::new(1.0, Color32::YELLOW));
+            painter.vline(x1, lanes.y_range(), Stroke::new(1.0, Color32::YELLOW));
+        }
+    }
+    if let Some(s) = st.selected {
+        if let Some(r) = slice_rect(s as usize) {
+            painter.rect_stroke(
+                r,
+                1.0,
+                Stroke::new(2.0, ui.visuals().strong_text_color()),
+                StrokeKind::Outside,
+            );
+        }
+        for &(from, to) in &st.links {
+            if let (Some(a), Some(b)) = (slice_rect(from as usize), slice_rect(to as usize)) {
+                let (p0, p1) = if a.center().y < b.center().y {
+                    (a.left_bottom(), b.left_top())
+                } else {
+                    (a.left_top(), b.left_bottom())
+                };
+                paint::paint_flow(&painter, p0, p1, Color32::from_rgb(250, 220, 90));
+            }
+        }
+    }
+}
+
+/// The label column: collapsible group headers (buttons) and lane names.
+fn labels_ui(ui: &mut Ui, st: &mut TimelineState, labels: Rect, lanes_top: f32) {
+    let mut child = ui.new_child(UiBuilder::new().max_rect(labels));
+    child.set_clip_rect(labels);
+    let mut toggle = None;
+    for line in &st.lines {
+        let y = lanes_top + line.y - st.scroll_y;
+        if y + line.h < labels.top() || y > labels.bottom() {
+            continue;
+        }
+        let x = labels.left() + 4.0 + line.indent as f32 * layout::INDENT;
+        let r = Rect::from_min_size(Pos2::new(x, y), Vec2::new(labels.right() - x - 4.0, line.h));
+        match line.kind {
+            LineKind::Header { key, collapsed } => {
+                // The open/closed triangle is painted: the bundled font has no arrows.
+                let c = Pos2::new(r.left() + 5.0, r.center().y);
+                let tri = if collapsed {
+                    vec![
+                        c + Vec2::new(-3.0, -5.0),
+                        c + Vec2::new(4.0, 0.0),
+                        c + Vec2::new(-3.0, 5.0),
+                    ]
+                } else {
+                    vec![
+                        c + Vec2::new(-5.0, -3.0),
+                        c + Vec2::new(5.0, -3.0),
+                        c + Vec2::new(0.0, 4.0),
+                    ]
+                };
+                let color = child.visuals().text_color();
+                child
+                    .painter()
+                    .add(Shape::convex_polygon(tri, color, Stroke::NONE));
+                let br = Rect::from_min_max(Pos2::new(r.left() + 12.0, r.top()), r.max);
+                let b = egui::Button::new(egui::RichText::new(&line.label).strong()).frame(false);
+                if child
+                    .put(br, b)
+                    .on_hover_text("collapse / expand")
+                    .clicked()
+                {
+                    toggle = Some(key);
+                }
+            }
+            LineKind::Row { first: true, .. } | LineKind::Counter { .. } => {
+                child.put(
+                    r,
+                    egui::Label::new(egui::RichText::new(&line.label).small()).truncate(),
+                );
+            }
+            LineKind::Row { .. } => {}
+        }
+    }
+    if let Some(k) = toggle {
+        if !st.collapsed.remove(&k) {
+            st.collapsed.insert(k);
+        }
+    }
+}

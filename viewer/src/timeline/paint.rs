@@ -1,0 +1,262 @@
+//! Turning folded items into pixels: every rectangle of a frame goes into one
+//! [`Mesh`] (one shape, cheap to tessellate); text only where it fits.
+
+use egui::{Align2, Color32, FontId, Mesh, Painter, Pos2, Rect, Stroke, Vec2};
+use streamscope_core::Trace;
+
+use super::index::TimelineIndex;
+use super::lod::{Item, TimeMap};
+use crate::style::{fmt_ns, folded_color, plural_kind, slice_color};
+
+/// Approximate width of one character of the slice font, to truncate names
+/// without laying them out first.
+const CHAR_PX: f32 = 6.2;
+/// Slices narrower than this get no text.
+const MIN_TEXT_PX: f32 = 28.0;
+pub const SLICE_FONT: f32 = 10.5;
+
+/// Clamps x into the visible range (plus a margin) so f32 stays precise.
+#[inline]
+fn clamp_x(x: f32, left: f32, right: f32) -> f32 {
+    x.clamp(left - 2.0, right + 2.0)
+}
+
+/// Adds the rectangles of one row's items to `mesh`.
+pub fn mesh_items(
+    mesh: &mut Mesh,
+    trace: &Trace,
+    items: &[Item],
+    y: f32,
+    h: f32,
+    left: f32,
+    right: f32,
+) {
+    let sl = &trace.slices;
+    for it in items {
+        let (x0, x1, color) = match *it {
+            Item::Slice { slice, x0, x1 } => {
+                let s = slice as usize;
+                (x0, x1, slice_color(sl.kind[s], sl.class[s]))
+            }
+            Item::Folded {
+                first_slice,
+                x0,
+                x1,
+                ..
+            } => {
+                let s = first_slice as usize;
+                (x0, x1, folded_color(slice_color(sl.kind[s], sl.class[s])))
+            }
+        };
+        let x0 = clamp_x(x0, left, right);
+        let x1 = clamp_x(x1, left, right).max(x0 + 1.0);
+        // A 1-pt gap at the right edge separates neighbours when wide enough.
+        let x1v = if x1 - x0 > 3.0 { x1 - 1.0 } else { x1 };
+        mesh.add_colored_rect(
+            Rect::from_min_max(Pos2::new(x0, y + 1.0), Pos2::new(x1v, y + h - 1.0)),
+            color,
+        );
+    }
+}
+
+fn truncate(text: &str, width_px: f32) -> Option<String> {
+    let max_chars = ((width_px - 4.0) / CHAR_PX).floor() as usize;
+    if max_chars < 2 {
+        return None;
+    }
+    if text.chars().count() <= max_chars {
+        return Some(text.to_string());
+    }
+    let mut s: String = text.chars().take(max_chars - 1).collect();
+    s.push('…');
+    Some(s)
+}
+
+/// Names on the items wide enough to hold them.
+pub fn label_items(
+    painter: &Painter,
+    trace: &Trace,
+    items: &[Item],
+    y: f32,
+    h: f32,
+    left: f32,
+    right: f32,
+) {
+    let sl = &trace.slices;
+    let font = FontId::proportional(SLICE_FONT);
+    for it in items {
+        let (x0, x1, text) = match *it {
+            Item::Slice { slice, x0, x1 } if x1 - x0 >= MIN_TEXT_PX => {
+                (x0, x1, trace.str(sl.name[slice as usize]).to_string())
+            }
+            Item::Folded {
+                first_slice,
+                count,
+                x0,
+                x1,
+            } if x1 - x0 >= MIN_TEXT_PX => (
+                x0,
+                x1,
+                format!("{count} {}", plural_kind(sl.kind[first_slice as usize])),
+            ),
+            _ => continue,
+        };
+        let x0 = clamp_x(x0, left, right);
+        let x1 = clamp_x(x1, left, right);
+        if let Some(t) = truncate(&text, x1 - x0) {
+            painter.text(
+                Pos2::new(x0 + 2.0, y + h / 2.0),
+                Align2::LEFT_CENTER,
+                t,
+                font.clone(),
+                Color32::WHITE,
+            );
+        }
+    }
+}
+
+/// A counter track as a step area: one value per 2-px column, found by
+/// binary search, so the cost is independent of the sample count.
+pub fn mesh_counter(
+    mesh: &mut Mesh,
+    trace: &Trace,
+    index: &TimelineIndex,
+    track: u32,
+    map: &TimeMap,
+    rect: Rect,
+) {
+    let Some(samples) = index.counter_samples.get(track as usize) else {
+        return;
+    };
+    let max = index
+        .counter_max
+        .get(track as usize)
+        .copied()
+        .unwrap_or(0.0);
+    if samples.is_empty() || max <= 0.0 {
+        return;
+    }
+    let c = &trace.counters;
+    let ts = |k: usize| c.ts_ns[samples[k] as usize];
+    let color = Color32::from_rgb(90, 170, 110);
+    let step = 2.0f32;
+    let mut x = rect.left();
+    let mut run: Option<(f32, f64)> = None;
+    while x < rect.right() {
+        let t = map.t(x as f64);
+        let t_next = map.t((x + step) as f64);
+        // Largest value inside the column, or the value carried into it.
+        let first = samples.partition_point(|&k| c.ts_ns[k as usize] <= t);
+        let mut v = if first > 0 {
+            c.value[samples[first - 1] as usize]
+        } else {
+            0.0
+        };
+        let mut k = first;
+        while k < samples.len() && ts(k) < t_next && k < first + 8 {
+            v = v.max(c.value[samples[k] as usize]);
+            k += 1;
+        }
+        match run {
+            Some((_, rv)) if rv == v => {}
+            Some((rx, rv)) => {
+                push_bar(mesh, rect, rx, x, rv / max, color);
+                run = Some((x, v));
+            }
+            None => run = Some((x, v)),
+        }
+        x += step;
+    }
+    if let Some((rx, rv)) = run {
+        push_bar(mesh, rect, rx, rect.right(), rv / max, color);
+    }
+}
+
+fn push_bar(mesh: &mut Mesh, rect: Rect, x0: f32, x1: f32, frac: f64, color: Color32) {
+    if frac <= 0.0 {
+        return;
+    }
+    let top = rect.bottom() - (rect.height() - 2.0) * frac.min(1.0) as f32;
+    mesh.add_colored_rect(
+        Rect::from_min_max(Pos2::new(x0, top), Pos2::new(x1, rect.bottom())),
+        color,
+    );
+}
+
+/// A "nice" tick step (1, 2, 5 × 10^k ns) at least `min_ns` long.
+pub fn tick_step_ns(min_ns: f64) -> f64 {
+    let mut step = 1.0;
+    loop {
+        for m in [1.0, 2.0, 5.0] {
+            if step * m >= min_ns {
+                return step * m;
+            }
+        }
+        step *= 10.0;
+    }
+}
+
+/// Time ruler: ticks with times relative to the trace start, and grid lines
+/// down through `grid` (the lane area).
+pub fn paint_ruler(painter: &Painter, map: &TimeMap, rect: Rect, grid: Rect, text: Color32) {
+    let step = tick_step_ns(map.ns_per_px * 110.0);
+    let first = (map.start_rel_ns / step).floor() * step;
+    let font = FontId::proportional(11.0);
+    let line = Stroke::new(1.0, text.gamma_multiply(0.25));
+    let mut t = first;
+    let end = map.end_rel_ns();
+    while t <= end {
+        let x = (map.left_px + (t - map.start_rel_ns) / map.ns_per_px) as f32;
+        if x >= rect.left() {
+            painter.vline(
+                x,
+                rect.y_range(),
+                Stroke::new(1.0, text.gamma_multiply(0.6)),
+            );
+            painter.vline(x, grid.y_range(), line);
+            painter.text(
+                Pos2::new(x + 3.0, rect.top() + 2.0),
+                Align2::LEFT_TOP,
+                fmt_ns(t),
+                font.clone(),
+                text,
+            );
+        }
+        t += step;
+    }
+}
+
+/// Arrow from the launch call to its GPU work.
+pub fn paint_flow(painter: &Painter, from: Pos2, to: Pos2, color: Color32) {
+    let stroke = Stroke::new(1.5, color);
+    painter.line_segment([from, to], stroke);
+    let dir = (to - from).normalized();
+    if dir.is_finite() {
+        let back = -dir * 8.0;
+        let side = Vec2::new(-dir.y, dir.x) * 4.0;
+        painter.line_segment([to, to + back + side], stroke);
+        painter.line_segment([to, to + back - side], stroke);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(tick_step_ns(3.0), 5.0);
+        assert_eq!(tick_step_ns(120.0), 200.0);
+        assert_eq!(tick_step_ns(1_000_001.0), 2_000_000.0);
+    }
+
+    #[test]
+    fn names_truncate_to_width() {
+        assert_eq!(
+            truncate("ampere_sgemm", 100.0).as_deref(),
+            Some("ampere_sgemm")
+        );
+        assert_eq!(truncate("ampere_sgemm", 40.0).as_deref(), Some("ampe…"));
+        assert_eq!(truncate("ampere_sgemm", 10.0), None);
+    }
+}

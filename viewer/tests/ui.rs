@@ -1,0 +1,189 @@
+//! UI tests with egui_kittest (no display, no GPU): the real app over a
+//! generated two-rank trace, driven by clicks on labelled widgets.
+
+mod common;
+
+use egui_kittest::kittest::Queryable;
+use egui_kittest::Harness;
+use streamscope_core::analysis::{analyze, AnalysisOptions};
+use streamscope_viewer::app::Tab;
+use streamscope_viewer::timeline::layout::{GroupKey, LineKind};
+use streamscope_viewer::ViewerApp;
+
+fn harness(app: ViewerApp) -> Harness<'static, ViewerApp> {
+    Harness::builder()
+        .with_size([1500.0, 950.0])
+        .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app)
+}
+
+fn app() -> ViewerApp {
+    ViewerApp::from_trace(common::two_rank_trace())
+}
+
+fn rows_of_process(app: &ViewerApp, process: u32) -> usize {
+    let Some(model) = &app.model else { return 0 };
+    app.timeline
+        .lines
+        .iter()
+        .filter(|l| match l.kind {
+            LineKind::Row { row, .. } => {
+                let track = model.index.rows[row as usize].track;
+                model.trace.track(track).process == process
+            }
+            _ => false,
+        })
+        .count()
+}
+
+#[test]
+fn clicking_a_sync_warning_moves_the_view_onto_it() {
+    let mut h = harness(app());
+    h.run();
+    let full = {
+        let app = h.state();
+        let m = app.model.as_ref().expect("trace loaded");
+        app.timeline.window_ns(&m.index)
+    };
+    let warning = {
+        let m = h.state().model.as_ref().expect("trace loaded");
+        let w = m
+            .report
+            .sync_warnings
+            .iter()
+            .find(|g| g.pattern == "item-like");
+        w.cloned().expect("the planted item-like sync is a warning")
+    };
+    h.state_mut().tab = Tab::Syncs;
+    h.run();
+    let title = streamscope_viewer::panels::syncs::group_title(&warning);
+    h.get_by_label(&title).click();
+    h.run();
+    let app = h.state();
+    let m = app.model.as_ref().expect("trace loaded");
+    let (a, b) = app.timeline.window_ns(&m.index);
+    let first = warning.slices[0] as usize;
+    let (s, e) = (m.trace.slices.start_ns[first], m.trace.slices.end_ns(first));
+    assert!(
+        a <= s && e <= b,
+        "window {a}..{b} does not show the sync {s}..{e}"
+    );
+    assert!(
+        b - a < (full.1 - full.0) / 10,
+        "the view did not zoom in: {a}..{b} vs {full:?}"
+    );
+    assert_eq!(app.timeline.selected, Some(first as u32));
+    let hl = app.timeline.highlight.expect("the sync is highlighted");
+    assert_eq!((hl.start_ns, hl.end_ns), (s, e));
+}
+
+#[test]
+fn search_finds_a_kernel_and_selects_it() {
+    let mut h = harness(app());
+    h.run();
+    h.state_mut().search.query = "UNIQUE_softmax".into();
+    h.get_by_label("next").click();
+    h.run();
+    let app = h.state();
+    let m = app.model.as_ref().expect("trace loaded");
+    let sel = app.timeline.selected.expect("a match is selected") as usize;
+    assert_eq!(m.trace.str(m.trace.slices.name[sel]), common::UNIQUE_KERNEL);
+    let (a, b) = app.timeline.window_ns(&m.index);
+    assert!(a <= m.trace.slices.start_ns[sel] && m.trace.slices.end_ns(sel) <= b);
+    assert_eq!(m.trace.slice_process(sel), 1);
+    // The details panel names the selection and its launch call.
+    assert!(h.query_by_label("launched by").is_some());
+    assert!(h.query_by_label("1 of 1").is_some());
+}
+
+#[test]
+fn overlap_panel_shows_the_analysis_numbers() {
+    let report = analyze(
+        &{
+            let mut t = common::two_rank_trace();
+            t.sort_slices();
+            t
+        },
+        &AnalysisOptions::default(),
+    );
+    let mut h = harness(app());
+    h.run();
+    for r in &report.ranks {
+        let pct = r.overlap_pct.expect("the ranks communicate");
+        assert!(pct > 0.0 && pct < 100.0, "{pct}");
+        let text = format!("{pct:.1}% of communication hidden");
+        assert!(
+            !h.query_all_by_label(&text).collect::<Vec<_>>().is_empty(),
+            "missing {text}"
+        );
+        let eff = format!(
+            "{:.1}%",
+            r.overlap_efficiency_pct.expect("both compute and comm")
+        );
+        assert!(h.query_all_by_label(&eff).next().is_some(), "missing {eff}");
+    }
+}
+
+#[test]
+fn collapsing_a_rank_hides_its_lanes() {
+    let mut h = harness(app());
+    h.run();
+    let before = rows_of_process(h.state(), 1);
+    assert!(
+        before >= 3,
+        "rank 1 shows its thread and both streams: {before}"
+    );
+    let label = h
+        .state()
+        .timeline
+        .lines
+        .iter()
+        .find(|l| {
+            matches!(
+                l.kind,
+                LineKind::Header {
+                    key: GroupKey::Process(1),
+                    ..
+                }
+            )
+        })
+        .map(|l| l.label.clone())
+        .expect("a header for rank 1");
+    h.get_by_label(&label).click();
+    h.run();
+    assert_eq!(rows_of_process(h.state(), 1), 0);
+    assert!(rows_of_process(h.state(), 0) > 0, "rank 0 stays open");
+    assert!(h.state().timeline.collapsed.contains(&GroupKey::Process(1)));
+    h.get_by_label(&label).click();
+    h.run();
+    assert_eq!(rows_of_process(h.state(), 1), before);
+}
+
+#[test]
+fn streams_are_labelled_by_content() {
+    let mut h = harness(app());
+    h.run();
+    assert!(h.query_all_by_label("stream 7 · compute").next().is_some());
+    assert!(h.query_all_by_label("stream 20 · NCCL").next().is_some());
+    // Both slices and folds were drawn.
+    assert!(h.state().timeline.painted_rows() >= 6);
+}
+
+#[test]
+fn keys_zoom_and_pan() {
+    let mut h = harness(app());
+    h.run();
+    let (d0, s0) = (
+        h.state().timeline.view_dur_ns,
+        h.state().timeline.view_start_rel_ns,
+    );
+    h.key_press(egui::Key::W);
+    h.run();
+    let d1 = h.state().timeline.view_dur_ns;
+    assert!(d1 < d0 * 0.9, "W zooms in: {d0} -> {d1}");
+    h.key_press(egui::Key::D);
+    h.run();
+    assert!(h.state().timeline.view_start_rel_ns > s0, "D pans right");
+    h.key_press(egui::Key::S);
+    h.run();
+    assert!(h.state().timeline.view_dur_ns > d1, "S zooms out");
+}
