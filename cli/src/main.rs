@@ -1,1 +1,248 @@
-fn main() {}
+//! `streamscope`: record, report, view, export and inspect GPU traces.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand, ValueEnum};
+use streamscope_core::{load::load_paths, SliceKind, Trace, TrackKind};
+
+mod report;
+
+#[derive(Parser)]
+#[command(name = "streamscope", version, about = "GPU timeline profiler for distributed training")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Overlap, exposed communication, idle time, steps, sync stalls and SM occupancy.
+    Report(report::ReportArgs),
+    /// Open the timeline viewer (the bundled trace when no TRACE is given).
+    View(ViewArgs),
+    /// Convert a trace to Perfetto protobuf or chrome-json.
+    Export(ExportArgs),
+    /// Ranks, devices, streams, counts per kind, time span and dropped records.
+    Info(InfoArgs),
+}
+
+#[derive(clap::Args)]
+struct ViewArgs {
+    /// Trace files or directories (Perfetto or Kineto); several ranks at once.
+    traces: Vec<PathBuf>,
+    /// Render the first frame to this PNG and exit (headless under Xvfb).
+    #[arg(long)]
+    screenshot: Option<PathBuf>,
+    /// Window size for the screenshot, WxH.
+    #[arg(long, value_parser = parse_size)]
+    size: Option<(u32, u32)>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ExportFormat {
+    /// Perfetto TrackEvent protobuf (.pftrace), opens in ui.perfetto.dev.
+    Perfetto,
+    /// Trace Event Format JSON (chrome://tracing).
+    ChromeJson,
+}
+
+#[derive(clap::Args)]
+struct ExportArgs {
+    /// A .pftrace, a Kineto .json/.json.gz, or a directory of them.
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long = "to", value_enum)]
+    to: ExportFormat,
+    /// Output file.
+    #[arg(short, long)]
+    output: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct InfoArgs {
+    /// A .pftrace, a Kineto .json/.json.gz, or a directory of them.
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+}
+
+fn parse_size(s: &str) -> Result<(u32, u32), String> {
+    let (w, h) = s.split_once('x').ok_or_else(|| format!("expected WxH, got {s:?}"))?;
+    let n = |v: &str| v.trim().parse::<u32>().map_err(|_| format!("expected WxH, got {s:?}"));
+    Ok((n(w)?, n(h)?))
+}
+
+/// Loads traces with a spinner on a terminal, and prints load warnings.
+pub fn load_with_progress(paths: &[PathBuf]) -> Result<Trace> {
+    let spinner = std::io::stderr().is_terminal().then(|| {
+        let pb = indicatif::ProgressBar::new_spinner();
+        pb.set_message(format!("loading {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")));
+        pb.enable_steady_tick(std::time::Duration::from_millis(120));
+        pb
+    });
+    let trace = load_paths(paths);
+    if let Some(pb) = spinner {
+        pb.finish_and_clear();
+    }
+    let trace = trace?;
+    for w in &trace.warnings {
+        eprintln!("streamscope: warning: {w}");
+    }
+    Ok(trace)
+}
+
+fn export(args: &ExportArgs) -> Result<()> {
+    let t0 = Instant::now();
+    let trace = load_with_progress(&args.traces)?;
+    match args.to {
+        ExportFormat::Perfetto => streamscope_core::perfetto::write_file(&trace, &args.output)?,
+        ExportFormat::ChromeJson => streamscope_core::chrome::write_file(&trace, &args.output)?,
+    }
+    let bytes = std::fs::metadata(&args.output).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "streamscope: wrote {} ({} slices, {:.1} MB) in {:.2} s",
+        args.output.display(),
+        trace.slices.len(),
+        bytes as f64 / 1e6,
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn fmt_ns(ns: i64) -> String {
+    let a = ns.unsigned_abs() as f64;
+    match a {
+        a if a >= 1e9 => format!("{:.3} s", ns as f64 / 1e9),
+        a if a >= 1e6 => format!("{:.3} ms", ns as f64 / 1e6),
+        a if a >= 1e3 => format!("{:.3} µs", ns as f64 / 1e3),
+        _ => format!("{ns} ns"),
+    }
+}
+
+fn info(args: &InfoArgs) -> Result<()> {
+    let trace = load_with_progress(&args.traces)?;
+    print!("{}", info_text(&trace));
+    Ok(())
+}
+
+/// The `info` summary of a trace.
+fn info_text(t: &Trace) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(o, "processes: {}   slices: {}   flows: {}   counter samples: {}", t.processes.len(), t.slices.len(), t.flows.len(), t.counters.len());
+    if let Some((a, b)) = t.time_span() {
+        let _ = writeln!(o, "time span: {} ({} .. {} ns)", fmt_ns(b - a), a, b);
+    }
+    let _ = writeln!(o, "dropped records: {}", t.dropped_records());
+    let _ = writeln!(o, "counts per kind:");
+    for (k, n) in t.count_by_kind() {
+        let _ = writeln!(o, "  {:<10} {n}", k.name());
+    }
+    // Per-track slice counts and kernels, in one pass.
+    let mut per_track = vec![(0usize, 0usize); t.tracks.len()];
+    for i in 0..t.slices.len() {
+        let e = &mut per_track[t.slices.track[i].0 as usize];
+        e.0 += 1;
+        if t.slices.kind[i] == SliceKind::Kernel {
+            e.1 += 1;
+        }
+    }
+    for (pi, p) in t.processes.iter().enumerate() {
+        let rank = p.rank.map(|r| format!("rank {r}")).unwrap_or_else(|| "rank ?".into());
+        let world = p.world_size.map(|w| format!(" of {w}")).unwrap_or_default();
+        let _ = writeln!(o, "\n{rank}{world} · pid {} · {} · clock {}", p.pid, if p.name.is_empty() { "-" } else { &p.name }, p.clock.name());
+        if p.dropped_records > 0 {
+            let _ = writeln!(o, "  dropped records: {}", p.dropped_records);
+        }
+        for d in t.devices.iter().filter(|d| d.process == pi as u32) {
+            let _ = writeln!(o, "  GPU {}: {} (sm_{}{}, {} SMs)", d.ordinal, d.name, d.compute_major, d.compute_minor, d.sm_count);
+        }
+        for (ti, tr) in t.tracks.iter().enumerate() {
+            if tr.process != pi as u32 {
+                continue;
+            }
+            let (n, kernels) = per_track[ti];
+            match tr.kind {
+                TrackKind::Stream { device, stream } => {
+                    let ord = t.devices.get(device as usize).map(|d| d.ordinal).unwrap_or(device);
+                    let _ = writeln!(o, "  stream {stream:<5} GPU {ord}: {n} slices, {kernels} kernels");
+                }
+                TrackKind::Thread { tid } => {
+                    let _ = writeln!(o, "  thread {tid:<5} {}: {n} slices", t.str(tr.name));
+                }
+                _ => {}
+            }
+        }
+    }
+    if !t.warnings.is_empty() {
+        let _ = writeln!(o, "\nwarnings:");
+        for w in &t.warnings {
+            let _ = writeln!(o, "  {w}");
+        }
+    }
+    o
+}
+
+fn view(args: &ViewArgs) -> Result<()> {
+    streamscope_viewer::run(streamscope_viewer::ViewOptions {
+        traces: args.traces.clone(),
+        screenshot: args.screenshot.clone(),
+        size: args.size,
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Report(a) => report::run(a),
+        Command::View(a) => view(a),
+        Command::Export(a) => export(a),
+        Command::Info(a) => info(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("streamscope: error: {}", error_line(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// One line: the error and its causes, without repeating what the outer
+/// message already says.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let c = cause.to_string();
+        if !line.contains(&c) {
+            line.push_str(": ");
+            line.push_str(&c);
+        }
+    }
+    line.replace('\n', " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_lists_streams_and_counts() {
+        let t = streamscope_core::synth::fsdp_like(&streamscope_core::synth::SynthOptions { target_slices: 500, ..Default::default() });
+        let s = info_text(&t);
+        assert!(s.contains("rank 0 of 2"), "{s}");
+        assert!(s.contains("stream 7"), "{s}");
+        assert!(s.contains("kernel"), "{s}");
+        assert!(s.contains("GPU 0: NVIDIA H200 (sm_90, 132 SMs)"), "{s}");
+    }
+
+    #[test]
+    fn size_parses() {
+        assert_eq!(parse_size("1600x1000"), Ok((1600, 1000)));
+        assert!(parse_size("big").is_err());
+    }
+}
