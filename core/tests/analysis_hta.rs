@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use streamscope_core::analysis::{analyze, AnalysisOptions, WindowRule};
 
 fn trace(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/peer-traces/hta/tests/data").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/peer-traces/hta/tests/data")
+        .join(rel)
 }
 
 struct Expected {
@@ -91,7 +93,10 @@ const EXPECTED: [Expected; 4] = [
 
 fn close(what: &str, file: &str, got: Option<f64>, want: f64, tol: f64) {
     let got = got.unwrap_or(f64::NAN);
-    assert!((got - want).abs() <= tol, "{file}: {what} = {got}, HTA says {want}");
+    assert!(
+        (got - want).abs() <= tol,
+        "{file}: {what} = {got}, HTA says {want}"
+    );
 }
 
 #[test]
@@ -112,13 +117,37 @@ fn matches_hta_on_its_sample_traces() {
         close("overlap %", f, k.overlap_pct, e.overlap_pct, 0.05);
         close("idle %", f, k.idle_pct, e.idle_pct, 0.05);
         close("compute %", f, k.compute_pct, e.compute_pct, 0.05);
-        close("non-compute %", f, k.non_compute_pct, e.non_compute_pct, 0.05);
+        close(
+            "non-compute %",
+            f,
+            k.non_compute_pct,
+            e.non_compute_pct,
+            0.05,
+        );
         close("comm us", f, Some(k.comm_us), e.comm_us, 1.0);
         close("overlap us", f, Some(k.overlap_us), e.overlap_us, 1.0);
         close("idle us", f, Some(k.idle_us), e.idle_us, 1.0);
         close("compute us", f, Some(k.compute_us), e.compute_us, 1.0);
-        close("non-compute us", f, Some(k.non_compute_us), e.non_compute_us, 1.0);
-        close("kernel time us", f, Some(k.kernel_time_us), e.kernel_time_us, 1.0);
-        close("exposed comm us", f, Some(k.exposed_comm_us), e.comm_us - e.overlap_us, 1.0);
+        close(
+            "non-compute us",
+            f,
+            Some(k.non_compute_us),
+            e.non_compute_us,
+            1.0,
+        );
+        close(
+            "kernel time us",
+            f,
+            Some(k.kernel_time_us),
+            e.kernel_time_us,
+            1.0,
+        );
+        close(
+            "exposed comm us",
+            f,
+            Some(k.exposed_comm_us),
+            e.comm_us - e.overlap_us,
+            1.0,
+        );
     }
 }

@@ -259,9 +259,7 @@ fn tables(r: &Report) -> Vec<Table> {
                 s.per_step.map_or("-".into(), |p| format!("{p:.2}")),
                 f1(s.host_blocked_us),
                 f1(s.gpu_idle_us),
-                s.warning
-                    .clone()
-                    .map_or(String::new(), |w| format!("WARNING: {w}")),
+                s.warning.clone().unwrap_or_default(),
             ]
         })
         .collect();
@@ -277,7 +275,7 @@ fn tables(r: &Report) -> Vec<Table> {
                 "per step",
                 "host blocked us",
                 "GPU idle us",
-                "",
+                "warning",
             ],
             rows: sync_rows,
         });

@@ -123,7 +123,7 @@ pub fn comm_stalls(
         .collect();
     let stalls = CommStalls {
         count: by_stream.iter().map(|s| s.count).sum(),
-        total_us: by_stream.iter().map(|s| s.total_us).sum(),
+        total_us: per_stream.iter().map(|p| p.1).sum::<i64>() as f64 / 1000.0,
         by_stream,
         worst: stalls,
     };

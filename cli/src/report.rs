@@ -1,0 +1,121 @@
+//! `streamscope report TRACE...`: load, analyze, print text / markdown / JSON.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use streamscope_core::analysis::{analyze, render, AnalysisOptions};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned tables, like `nsys stats`.
+    Text,
+    /// JSON with `ranks`, `steps`, `collectives`, `occupancy`, `sync_warnings`, `dropped_records`.
+    Json,
+    /// Markdown tables for a pull request.
+    Markdown,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// Trace files (.pftrace, Kineto .json/.json.gz) or directories of them; several = one multi-rank trace.
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Only this rank.
+    #[arg(long)]
+    pub rank: Option<u32>,
+    /// Headline numbers over steps A..B (inclusive step numbers, e.g. 4..6 or 5); default: HTA's window.
+    #[arg(long, value_parser = parse_steps)]
+    pub steps: Option<(i64, i64)>,
+    /// A sync pattern costing at least this much GPU idle (µs) is a warning.
+    #[arg(long, default_value_t = 50.0)]
+    pub sync_idle_threshold_us: f64,
+    /// Idle gaps shorter than this (ns) count as kernel wait (HTA's consecutive_kernel_delay).
+    #[arg(long, default_value_t = 30)]
+    pub kernel_wait_ns: i64,
+}
+
+/// "A..B", "A..=B" or "A".
+pub fn parse_steps(s: &str) -> Result<(i64, i64), String> {
+    let num = |x: &str| {
+        x.trim()
+            .parse::<i64>()
+            .map_err(|e| format!("bad step number {x:?}: {e}"))
+    };
+    let (a, b) = match s.split_once("..") {
+        Some((a, b)) => (num(a)?, num(b.trim_start_matches('='))?),
+        None => {
+            let a = num(s)?;
+            (a, a)
+        }
+    };
+    if b < a {
+        return Err(format!("empty step range {s:?}"));
+    }
+    Ok((a, b))
+}
+
+pub fn options(args: &ReportArgs) -> anyhow::Result<AnalysisOptions> {
+    if !(args.sync_idle_threshold_us >= 0.0) {
+        bail!("--sync-idle-threshold-us must be a non-negative number");
+    }
+    Ok(AnalysisOptions {
+        rank: args.rank,
+        steps: args.steps,
+        sync_gpu_idle_threshold_us: args.sync_idle_threshold_us,
+        consecutive_kernel_delay_ns: args.kernel_wait_ns,
+        ..AnalysisOptions::default()
+    })
+}
+
+/// Renders the report of the traces in `args` as a string.
+pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
+    let opts = options(args)?;
+    let trace = streamscope_core::load::load_paths(&args.traces)
+        .with_context(|| format!("loading {}", display_paths(&args.traces)))?;
+    let report = analyze(&trace, &opts);
+    if let Some(r) = args.rank {
+        if report.ranks.is_empty() {
+            bail!("rank {r} is not in {}", display_paths(&args.traces));
+        }
+    }
+    Ok(match args.format {
+        Format::Text => render::text(&report),
+        Format::Json => render::json(&report) + "\n",
+        Format::Markdown => render::markdown(&report),
+    })
+}
+
+pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
+    let out = render_report(args)?;
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(out.as_bytes()) {
+        // `streamscope report ... | head` is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing the report"),
+    }
+}
+
+fn display_paths(p: &[PathBuf]) -> String {
+    p.iter()
+        .map(|x| x.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_ranges() {
+        assert_eq!(parse_steps("4..6"), Ok((4, 6)));
+        assert_eq!(parse_steps("4..=6"), Ok((4, 6)));
+        assert_eq!(parse_steps("5"), Ok((5, 5)));
+        assert!(parse_steps("6..4").is_err());
+        assert!(parse_steps("x..4").is_err());
+    }
+}
