@@ -30,16 +30,38 @@ pub fn read_file(path: &Path) -> Result<Trace> {
 /// errors and metadata.
 pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Trace> {
     if bytes.is_empty() {
-        return Err(TraceError::Empty { path: path.to_path_buf() });
+        return Err(TraceError::Empty {
+            path: path.to_path_buf(),
+        });
     }
     if bytes.starts_with(&GZIP_MAGIC) {
-        let mut json = Vec::with_capacity(bytes.len().saturating_mul(8));
-        flate2::read::MultiGzDecoder::new(bytes).read_to_end(&mut json).map_err(|e| {
-            TraceError::io(path, std::io::Error::new(e.kind(), format!("corrupt or truncated gzip data: {e}")))
-        })?;
+        let mut json = Vec::with_capacity(gzip_size_hint(bytes));
+        flate2::read::MultiGzDecoder::new(bytes)
+            .read_to_end(&mut json)
+            .map_err(|e| {
+                TraceError::io(
+                    path,
+                    std::io::Error::new(e.kind(), format!("corrupt or truncated gzip data: {e}")),
+                )
+            })?;
         import::import(path, &json)
     } else {
         import::import(path, bytes)
+    }
+}
+
+/// Decompressed size from the gzip trailer (ISIZE, the size mod 2^32 of the
+/// last member), bounded so a corrupt trailer cannot ask for absurd memory.
+fn gzip_size_hint(gz: &[u8]) -> usize {
+    let fallback = gz.len().saturating_mul(8);
+    let Some(tail) = gz.len().checked_sub(4).and_then(|i| gz.get(i..)) else {
+        return fallback;
+    };
+    let isize = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
+    if isize >= gz.len() && isize <= gz.len().saturating_mul(64) {
+        isize
+    } else {
+        fallback
     }
 }
 
@@ -50,7 +72,9 @@ pub fn looks_like_kineto(bytes: &[u8]) -> bool {
     let mut prefix = Vec::new();
     let head: &[u8] = if bytes.starts_with(&GZIP_MAGIC) {
         // A read error (truncation) still leaves the prefix decoded so far.
-        let _ = flate2::read::MultiGzDecoder::new(bytes).take(PREFIX_BYTES).read_to_end(&mut prefix);
+        let _ = flate2::read::MultiGzDecoder::new(bytes)
+            .take(PREFIX_BYTES)
+            .read_to_end(&mut prefix);
         &prefix
     } else {
         &bytes[..bytes.len().min(PREFIX_BYTES as usize)]
@@ -66,7 +90,9 @@ mod tests {
 
     #[test]
     fn sniff() {
-        assert!(looks_like_kineto(br#" {"schemaVersion": 1, "traceEvents": []}"#));
+        assert!(looks_like_kineto(
+            br#" {"schemaVersion": 1, "traceEvents": []}"#
+        ));
         assert!(!looks_like_kineto(br#"[{"ph": "X"}]"#));
         assert!(!looks_like_kineto(br#"{"other": 1}"#));
         assert!(!looks_like_kineto(b"\x0a\x0b\x08\x01"));

@@ -4,10 +4,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use streamscope_core::kineto::{looks_like_kineto, read_bytes, read_file};
-use streamscope_core::{ArgValue, ClockDomain, CopyKind, SliceClass, SliceKind, Trace, TraceError, TrackKind};
+use streamscope_core::{
+    ArgValue, ClockDomain, CopyKind, SliceClass, SliceKind, Trace, TraceError, TrackKind,
+};
 
 fn hta(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/peer-traces/hta/tests/data").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/peer-traces/hta/tests/data")
+        .join(rel)
 }
 
 fn load(rel: &str) -> Trace {
@@ -36,19 +40,31 @@ fn streams(t: &Trace) -> Vec<u32> {
     let mut s: Vec<u32> = t
         .tracks
         .iter()
-        .filter_map(|tr| if let TrackKind::Stream { stream, .. } = tr.kind { Some(stream) } else { None })
+        .filter_map(|tr| {
+            if let TrackKind::Stream { stream, .. } = tr.kind {
+                Some(stream)
+            } else {
+                None
+            }
+        })
         .collect();
     s.sort();
     s
 }
 
 fn meta<'a>(t: &'a Trace, key: &str) -> Option<&'a str> {
-    t.processes[0].metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    t.processes[0]
+        .metadata
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
 }
 
 fn ranges(t: &Trace, prefix: &str) -> Vec<String> {
     let mut v: Vec<String> = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Range && t.str(t.slices.name[i]).starts_with(prefix))
+        .filter(|&i| {
+            t.slices.kind[i] == SliceKind::Range && t.str(t.slices.name[i]).starts_with(prefix)
+        })
         .map(|i| t.str(t.slices.name[i]).to_string())
         .collect();
     v.sort();
@@ -67,7 +83,10 @@ fn nccl_data_rank0() {
     assert_eq!(meta(&t, "schemaVersion"), Some("1"));
     assert_eq!(meta(&t, "distributed.backend"), Some("nccl"));
     assert_eq!(meta(&t, "distributed.nccl_version"), Some("2.17.1"));
-    assert_eq!(meta(&t, "distributed.pg_config"), Some("0 (default_pg): cuda:nccl, size 2, ranks [0,1]"));
+    assert_eq!(
+        meta(&t, "distributed.pg_config"),
+        Some("0 (default_pg): cuda:nccl, size 2, ranks [0,1]")
+    );
     // 26933 complete events, less the profiler's own span (the capture window).
     assert_eq!(t.slices.len(), 26932);
     assert!(p.capture_start_ns.is_some() && p.capture_end_ns > p.capture_start_ns);
@@ -76,17 +95,39 @@ fn nccl_data_rank0() {
     assert_eq!(t.devices.len(), 1);
     let d = &t.devices[0];
     assert!(d.name.contains("A100"), "{}", d.name);
-    assert_eq!((d.ordinal, d.sm_count, d.compute_major, d.compute_minor), (0, 108, 8, 0));
-    assert_eq!((d.max_threads_per_sm, d.max_blocks_per_sm, d.regs_per_sm), (2048, 32, 65536));
-    assert_eq!((d.smem_per_sm_bytes, d.global_mem_bytes), (167936, 42297524224));
+    assert_eq!(
+        (d.ordinal, d.sm_count, d.compute_major, d.compute_minor),
+        (0, 108, 8, 0)
+    );
+    assert_eq!(
+        (d.max_threads_per_sm, d.max_blocks_per_sm, d.regs_per_sm),
+        (2048, 32, 65536)
+    );
+    assert_eq!(
+        (d.smem_per_sm_bytes, d.global_mem_bytes),
+        (167936, 42297524224)
+    );
     assert_eq!(streams(&t), vec![7, 40]);
-    let gpu = t.tracks.iter().find(|tr| tr.kind == TrackKind::Gpu { device: 0 }).expect("GPU track");
+    let gpu = t
+        .tracks
+        .iter()
+        .find(|tr| tr.kind == TrackKind::Gpu { device: 0 })
+        .expect("GPU track");
     assert_eq!(t.str(gpu.name), "GPU 0 · NVIDIA A100-PG509-200");
-    for tr in t.tracks.iter().filter(|tr| matches!(tr.kind, TrackKind::Stream { .. })) {
-        assert_eq!(tr.parent.map(|p| t.track(p).kind), Some(TrackKind::Gpu { device: 0 }));
+    for tr in t
+        .tracks
+        .iter()
+        .filter(|tr| matches!(tr.kind, TrackKind::Stream { .. }))
+    {
+        assert_eq!(
+            tr.parent.map(|p| t.track(p).kind),
+            Some(TrackKind::Gpu { device: 0 })
+        );
     }
     // Thread names come from the thread_name metadata (the last one wins).
-    let main = t.find_track(0, TrackKind::Thread { tid: 2910249 }).expect("main thread");
+    let main = t
+        .find_track(0, TrackKind::Thread { tid: 2910249 })
+        .expect("main thread");
     assert_eq!(t.track_name(main), "thread 2910249 (pt_main_thread)");
 
     let nccl = kernels_named(&t, "ncclKernel");
@@ -99,45 +140,91 @@ fn nccl_data_rank0() {
     }
     // HTA's assertion: the longest NCCL kernel is an allreduce of 2049000
     // elements on process group "0".
-    let longest = *nccl.iter().max_by_key(|&&i| t.slices.dur_ns[i]).expect("nccl kernels");
+    let longest = *nccl
+        .iter()
+        .max_by_key(|&&i| t.slices.dur_ns[i])
+        .expect("nccl kernels");
     assert_eq!(t.slices.dur_ns[longest], 5_993_392);
-    assert_eq!(t.arg(longest, "In msg nelems"), Some(&ArgValue::Int(2049000)));
-    assert_eq!(t.arg(longest, "Out msg nelems"), Some(&ArgValue::Int(2049000)));
-    assert_eq!(t.arg_string(longest, "Collective name").as_deref(), Some("allreduce"));
-    assert_eq!(t.arg_string(longest, "Process Group Name").as_deref(), Some("0"));
-    assert_eq!(t.arg_string(longest, "Process Group Ranks").as_deref(), Some("[0, 1]"));
+    assert_eq!(
+        t.arg(longest, "In msg nelems"),
+        Some(&ArgValue::Int(2049000))
+    );
+    assert_eq!(
+        t.arg(longest, "Out msg nelems"),
+        Some(&ArgValue::Int(2049000))
+    );
+    assert_eq!(
+        t.arg_string(longest, "Collective name").as_deref(),
+        Some("allreduce")
+    );
+    assert_eq!(
+        t.arg_string(longest, "Process Group Name").as_deref(),
+        Some("0")
+    );
+    assert_eq!(
+        t.arg_string(longest, "Process Group Ranks").as_deref(),
+        Some("[0, 1]")
+    );
     assert_eq!(t.arg(longest, "Group size"), Some(&ArgValue::Int(2)));
     assert_eq!(t.arg_string(longest, "dtype").as_deref(), Some("Float"));
     assert_eq!(t.arg(longest, "External id"), Some(&ArgValue::Int(9459)));
     assert_eq!(t.slices.correlation[longest], 56027);
     let lc = t.launch_of(longest).expect("launch config");
-    assert_eq!((lc.grid, lc.block, lc.registers_per_thread, lc.static_smem_bytes), ([8, 1, 1], [544, 1, 1], 96, 87568));
+    assert_eq!(
+        (
+            lc.grid,
+            lc.block,
+            lc.registers_per_thread,
+            lc.static_smem_bytes
+        ),
+        ([8, 1, 1], [544, 1, 1], 96, 87568)
+    );
     // Consumed args are not repeated in the arg set.
     assert!(t.arg(longest, "grid").is_none() && t.arg(longest, "correlation").is_none());
     // Newer trace: ts is µs relative to baseTimeNanoseconds, read exactly.
-    assert_eq!(t.slices.start_ns[longest], 1_711_964_646_000_000_000 + 4_458_676_965_734_014);
+    assert_eq!(
+        t.slices.start_ns[longest],
+        1_711_964_646_000_000_000 + 4_458_676_965_734_014
+    );
 
     // Every GPU activity has its launch call (3774 in the file).
-    let gpu_work = (0..t.slices.len()).filter(|&i| t.slices.kind[i].is_gpu_activity()).count();
+    let gpu_work = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i].is_gpu_activity())
+        .count();
     assert_eq!(gpu_work, 3774);
     assert_eq!(t.flows.len(), 3774);
     for f in &t.flows {
         let (a, b) = (f.from.0 as usize, f.to.0 as usize);
-        assert!(matches!(t.slices.kind[a], SliceKind::Runtime | SliceKind::Driver));
+        assert!(matches!(
+            t.slices.kind[a],
+            SliceKind::Runtime | SliceKind::Driver
+        ));
         assert!(t.slices.kind[b].is_gpu_activity());
         assert_eq!(u64::from(t.slices.correlation[b]), f.id);
         assert_eq!(t.slices.correlation[a], t.slices.correlation[b]);
         assert!(t.slices.start_ns[a] <= t.slices.start_ns[b]);
     }
-    assert_eq!(ranges(&t, "ProfilerStep#"), vec!["ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]);
-    let gpu_ranges = (0..t.slices.len()).filter(|&i| t.slices.kind[i] == SliceKind::GpuRange).count();
+    assert_eq!(
+        ranges(&t, "ProfilerStep#"),
+        vec!["ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]
+    );
+    let gpu_ranges = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::GpuRange)
+        .count();
     assert_eq!(gpu_ranges, 30);
-    let memcpys: Vec<usize> = (0..t.slices.len()).filter(|&i| t.slices.kind[i] == SliceKind::Memcpy).collect();
+    let memcpys: Vec<usize> = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::Memcpy)
+        .collect();
     assert_eq!(memcpys.len(), 960);
-    assert!(memcpys.iter().all(|&i| t.copy_of(i).map(|c| c.kind) == Some(CopyKind::DeviceToDevice)));
-    assert!(memcpys.iter().all(|&i| t.slices.class[i] == SliceClass::Memory));
+    assert!(memcpys
+        .iter()
+        .all(|&i| t.copy_of(i).map(|c| c.kind) == Some(CopyKind::DeviceToDevice)));
+    assert!(memcpys
+        .iter()
+        .all(|&i| t.slices.class[i] == SliceClass::Memory));
     let sorted = (1..t.slices.len()).all(|i| {
-        (t.slices.track[i - 1], t.slices.start_ns[i - 1]) <= (t.slices.track[i], t.slices.start_ns[i])
+        (t.slices.track[i - 1], t.slices.start_ns[i - 1])
+            <= (t.slices.track[i], t.slices.start_ns[i])
     });
     assert!(sorted, "slices sorted by track then start");
     assert!(t.warnings.is_empty(), "{:?}", t.warnings);
@@ -145,30 +232,52 @@ fn nccl_data_rank0() {
 
 #[test]
 fn sampled_ranks_0_and_1() {
-    for (rank, file, host_pid) in [(0, "sampled_rank-0.json.gz", 4037), (1, "sampled_rank-1.json.gz", 4045)] {
+    for (rank, file, host_pid) in [
+        (0, "sampled_rank-0.json.gz", 4037),
+        (1, "sampled_rank-1.json.gz", 4045),
+    ] {
         let t = load(&format!("trace_filter/{file}"));
         let p = &t.processes[0];
-        assert_eq!((p.pid, p.rank, p.world_size), (host_pid, Some(rank), Some(128)));
+        assert_eq!(
+            (p.pid, p.rank, p.world_size),
+            (host_pid, Some(rank), Some(128))
+        );
         assert_eq!(p.name, format!("pyper:trainer:0:{rank}"));
         assert_eq!(streams(&t), vec![7, 23, 25, 84, 203]);
         // No deviceProperties: the device still exists, unnamed, with zeros.
         assert_eq!(t.devices.len(), 1);
-        assert_eq!((t.devices[0].name.as_str(), t.devices[0].sm_count), ("unknown", 0));
+        assert_eq!(
+            (t.devices[0].name.as_str(), t.devices[0].sm_count),
+            ("unknown", 0)
+        );
         let nccl = kernels_named(&t, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t");
         assert_eq!(nccl.len(), 10);
-        assert!(nccl.iter().all(|&i| t.slices.class[i] == SliceClass::Communication));
+        assert!(nccl
+            .iter()
+            .all(|&i| t.slices.class[i] == SliceClass::Communication));
         // SOURCE.md says all ten are on stream 84; the files put 8 there and 2 on 203.
-        let on = |s| nccl.iter().filter(|&&i| stream_of(&t, i) == Some(s)).count();
+        let on = |s| {
+            nccl.iter()
+                .filter(|&&i| stream_of(&t, i) == Some(s))
+                .count()
+        };
         assert_eq!((on(84), on(203)), (8, 2));
-        assert_eq!(ranges(&t, "ProfilerStep#"), vec!["ProfilerStep#551", "ProfilerStep#552"]);
+        assert_eq!(
+            ranges(&t, "ProfilerStep#"),
+            vec!["ProfilerStep#551", "ProfilerStep#552"]
+        );
         // Older trace: integer epoch µs.
         let (lo, _) = t.time_span().expect("slices");
         assert!(lo > 1_682_725_897_000_000_000 && lo % 1000 == 0, "{lo}");
         let pageable = (0..t.slices.len())
-            .filter(|&i| t.slices.kind[i] == SliceKind::Memcpy && t.copy_of(i).is_some_and(|c| c.pageable))
+            .filter(|&i| {
+                t.slices.kind[i] == SliceKind::Memcpy && t.copy_of(i).is_some_and(|c| c.pageable)
+            })
             .count();
         assert_eq!(pageable, 24);
-        let gpu_work = (0..t.slices.len()).filter(|&i| t.slices.kind[i].is_gpu_activity()).count();
+        let gpu_work = (0..t.slices.len())
+            .filter(|&i| t.slices.kind[i].is_gpu_activity())
+            .count();
         assert_eq!(t.flows.len(), gpu_work);
     }
 }
@@ -182,16 +291,36 @@ fn df_index_resolver_allreduce() {
     let ar = kernels_named(&t, "ncclKernel_AllReduce_RING_LL_Sum_float");
     assert_eq!(ar.len(), 2020);
     assert!(ar.iter().all(|&i| stream_of(&t, i) == Some(14)));
-    assert!(ar.iter().all(|&i| t.slices.class[i] == SliceClass::Communication));
+    assert!(ar
+        .iter()
+        .all(|&i| t.slices.class[i] == SliceClass::Communication));
     assert_eq!(streams(&t), vec![7, 14]);
     // Rank 1 ran on GPU 1 (a V100, compute 7.0: 32 resident blocks per SM by the table).
     assert_eq!(t.devices.len(), 1);
-    assert_eq!((t.devices[0].ordinal, t.devices[0].sm_count, t.devices[0].max_blocks_per_sm), (1, 80, 32));
+    assert_eq!(
+        (
+            t.devices[0].ordinal,
+            t.devices[0].sm_count,
+            t.devices[0].max_blocks_per_sm
+        ),
+        (1, 80, 32)
+    );
     assert_eq!(ranges(&t, "ProfilerStep#").len(), 5);
     // profile_memory=True: allocator totals become counters on GPU 1.
-    let mem = t.tracks.iter().position(|tr| t.str(tr.name) == "GPU 1 memory allocated (bytes)").expect("memory counter");
+    let mem = t
+        .tracks
+        .iter()
+        .position(|tr| t.str(tr.name) == "GPU 1 memory allocated (bytes)")
+        .expect("memory counter");
     assert_eq!(t.tracks[mem].kind, TrackKind::Counter { device: Some(0) });
-    assert!(t.counters.track.iter().filter(|tr| tr.0 as usize == mem).count() > 1000);
+    assert!(
+        t.counters
+            .track
+            .iter()
+            .filter(|tr| tr.0 as usize == mem)
+            .count()
+            > 1000
+    );
     assert_eq!(t.flows.len(), 22290);
 }
 
@@ -218,17 +347,40 @@ fn error_of(name: &str, bytes: &[u8]) -> TraceError {
 
 #[test]
 fn bad_input_is_a_clear_error() {
-    assert!(matches!(error_of("empty.json", b""), TraceError::Empty { .. }));
-    assert!(matches!(error_of("blank.json", b"  \n"), TraceError::Empty { .. }));
-    assert!(matches!(error_of("garbage.json", b"this is not json"), TraceError::Json { .. }));
-    assert!(matches!(error_of("cut.json", br#"{"traceEvents": [{"ph": "X""#), TraceError::Json { .. }));
-    assert!(matches!(error_of("array.json", b"[1, 2]"), TraceError::NotATrace { .. }));
-    assert!(matches!(error_of("noevents.json", br#"{"schemaVersion": 1}"#), TraceError::NotATrace { .. }));
+    assert!(matches!(
+        error_of("empty.json", b""),
+        TraceError::Empty { .. }
+    ));
+    assert!(matches!(
+        error_of("blank.json", b"  \n"),
+        TraceError::Empty { .. }
+    ));
+    assert!(matches!(
+        error_of("garbage.json", b"this is not json"),
+        TraceError::Json { .. }
+    ));
+    assert!(matches!(
+        error_of("cut.json", br#"{"traceEvents": [{"ph": "X""#),
+        TraceError::Json { .. }
+    ));
+    assert!(matches!(
+        error_of("array.json", b"[1, 2]"),
+        TraceError::NotATrace { .. }
+    ));
+    assert!(matches!(
+        error_of("noevents.json", br#"{"schemaVersion": 1}"#),
+        TraceError::NotATrace { .. }
+    ));
     let e = error_of("notarray.json", br#"{"traceEvents": {"ph": "X"}}"#);
-    assert!(matches!(e, TraceError::NotATrace { .. }) && e.to_string().contains("not an array"), "{e}");
+    assert!(
+        matches!(e, TraceError::NotATrace { .. })
+            && e.to_string().contains("traceEvents to be an array"),
+        "{e}"
+    );
     let missing = error_of("missing.json", b"").to_string();
     assert!(missing.contains("empty"), "{missing}");
-    let gone = read_file(Path::new("/nonexistent/streamscope/none.json")).err().expect("missing file");
+    let gone =
+        read_file(Path::new("/nonexistent/streamscope/none.json")).expect_err("missing file");
     assert!(matches!(gone, TraceError::Io { .. }) && gone.to_string().contains("none.json"));
 
     // A truncated .json.gz (the real trace cut in half).
@@ -236,7 +388,10 @@ fn bad_input_is_a_clear_error() {
     let e = error_of("truncated.json.gz", &real[..real.len() / 2]);
     assert!(matches!(e, TraceError::Io { .. }), "{e}");
     // Gzip of garbage is a JSON error naming the file.
-    assert!(matches!(error_of("zipped.json.gz", &gzip(b"nope")), TraceError::Json { .. }));
+    assert!(matches!(
+        error_of("zipped.json.gz", &gzip(b"nope")),
+        TraceError::Json { .. }
+    ));
 }
 
 #[test]
@@ -254,33 +409,88 @@ fn events_without_ts_are_skipped_with_a_warning() {
         {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 2, "tid": 7, "ts": 104, "dur": 1,
          "args": {"cuda_sync_kind": "Stream Sync", "stream": 7, "device": 2, "correlation": 9}},
         42,
+        {"ph": "X", "cat": "cuda_event", "name": "cudaEventRecord", "pid": 2, "tid": 7, "ts": 105, "dur": 0,
+         "args": {"device": 2, "stream": 7, "correlation": 12}},
+        {"ph": "X", "cat": "mystery", "name": "m", "pid": 99, "tid": 1, "ts": 105, "dur": 1},
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": "99", "dur": 5}
       ]}"#;
     let t = read_bytes(Path::new("mini.json"), json).expect("loads");
     assert_eq!(t.processes[0].pid, 10);
-    assert_eq!((t.processes[0].rank, t.processes[0].world_size), (Some(3), Some(4)));
-    assert_eq!(t.slices.len(), 5);
-    assert!(t.warnings.iter().any(|w| w.contains("mini.json") && w.contains("1 events without a valid ts")), "{:?}", t.warnings);
-    assert!(t.warnings.iter().any(|w| w.contains("1 malformed")), "{:?}", t.warnings);
+    assert_eq!(
+        (t.processes[0].rank, t.processes[0].world_size),
+        (Some(3), Some(4))
+    );
+    assert_eq!(t.slices.len(), 6);
+    assert!(
+        t.warnings
+            .iter()
+            .any(|w| w.contains("unknown categories") && w.contains("mystery (1)")),
+        "{:?}",
+        t.warnings
+    );
+    assert!(
+        t.warnings
+            .iter()
+            .any(|w| w.contains("mini.json") && w.contains("1 events without a valid ts")),
+        "{:?}",
+        t.warnings
+    );
+    assert!(
+        t.warnings.iter().any(|w| w.contains("1 malformed")),
+        "{:?}",
+        t.warnings
+    );
     // The device is not in deviceProperties: it exists with an unknown name.
     assert_eq!(t.devices.len(), 1);
-    assert_eq!((t.devices[0].ordinal, t.devices[0].name.as_str()), (2, "unknown"));
+    assert_eq!(
+        (t.devices[0].ordinal, t.devices[0].name.as_str()),
+        (2, "unknown")
+    );
     let k = kernels_named(&t, "gemm")[0];
     assert_eq!((t.slices.start_ns[k], t.slices.dur_ns[k]), (101_000, 1_250));
     assert_eq!(t.arg(k, "flag"), Some(&ArgValue::Bool(true)));
     assert!(t.arg(k, "note").is_none());
     let lc = t.launch_of(k).expect("launch");
-    assert_eq!((lc.blocks(), lc.threads_per_block(), lc.static_smem_bytes), (8, 128, 1024));
+    assert_eq!(
+        (lc.blocks(), lc.threads_per_block(), lc.static_smem_bytes),
+        (8, 128, 1024)
+    );
     assert_eq!(t.flows.len(), 1);
-    assert_eq!(t.str(t.slices.name[t.flows[0].from.0 as usize]), "cudaLaunchKernel");
+    assert_eq!(
+        t.str(t.slices.name[t.flows[0].from.0 as usize]),
+        "cudaLaunchKernel"
+    );
     // A context sync (no stream) lands on the thread that made the call.
-    let find = |n: &str| (0..t.slices.len()).find(|&i| t.str(t.slices.name[i]) == n).expect(n);
+    let find = |n: &str| {
+        (0..t.slices.len())
+            .find(|&i| t.str(t.slices.name[i]) == n)
+            .expect(n)
+    };
     let cs = find("Context Sync");
     assert_eq!(t.slices.kind[cs], SliceKind::Sync);
-    assert_eq!(t.track(t.slices.track[cs]).kind, TrackKind::Thread { tid: 11 });
+    assert_eq!(
+        t.track(t.slices.track[cs]).kind,
+        TrackKind::Thread { tid: 11 }
+    );
     let ss = find("Stream Sync");
-    assert_eq!(t.track(t.slices.track[ss]).kind, TrackKind::Stream { device: 0, stream: 7 });
+    assert_eq!(
+        t.track(t.slices.track[ss]).kind,
+        TrackKind::Stream {
+            device: 0,
+            stream: 7
+        }
+    );
     assert_eq!(t.slices.start_ns[find("aten::mm")], 99_000);
+    // A GPU-side record of another category stays on its stream.
+    let ev = find("cudaEventRecord");
+    assert_eq!(t.slices.kind[ev], SliceKind::Other);
+    assert_eq!(
+        t.track(t.slices.track[ev]).kind,
+        TrackKind::Stream {
+            device: 0,
+            stream: 7
+        }
+    );
 }
 
 #[test]

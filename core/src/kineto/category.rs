@@ -46,14 +46,20 @@ impl Cat {
 
     /// Events recorded on a host thread (pid = process, tid = thread).
     pub fn is_host(self) -> bool {
-        matches!(self, Cat::Runtime | Cat::Driver | Cat::CpuOp | Cat::PythonFunction | Cat::Annotation)
+        matches!(
+            self,
+            Cat::Runtime | Cat::Driver | Cat::CpuOp | Cat::PythonFunction | Cat::Annotation
+        )
     }
 
     /// The slice kind; ProfilerStep#N is always a range, whatever its
     /// category (older traces record it as a cpu_op), so step detection
     /// needs to look at one kind only.
     pub fn slice_kind(self, name: &str) -> SliceKind {
-        if name.starts_with("ProfilerStep#") && !self.is_gpu_activity() && self != Cat::GpuAnnotation {
+        if name.starts_with("ProfilerStep#")
+            && !self.is_gpu_activity()
+            && self != Cat::GpuAnnotation
+        {
             return SliceKind::Range;
         }
         match self {
@@ -75,7 +81,10 @@ impl Cat {
 /// and whether host memory was pageable.
 pub fn copy_kind_of(name: &str) -> (CopyKind, bool) {
     let pageable = name.contains("Pageable");
-    let token = name.strip_prefix("Memcpy ").and_then(|r| r.split_whitespace().next()).unwrap_or("");
+    let token = name
+        .strip_prefix("Memcpy ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or("");
     (CopyKind::from_name(token), pageable)
 }
 
@@ -85,19 +94,40 @@ mod tests {
 
     #[test]
     fn copy_names() {
-        assert_eq!(copy_kind_of("Memcpy DtoH (Device -> Pinned)"), (CopyKind::DeviceToHost, false));
-        assert_eq!(copy_kind_of("Memcpy HtoD (Pageable -> Device)"), (CopyKind::HostToDevice, true));
-        assert_eq!(copy_kind_of("Memcpy DtoD (Device -> Device)"), (CopyKind::DeviceToDevice, false));
-        assert_eq!(copy_kind_of("Memcpy PtoP (Device -> Device)"), (CopyKind::PeerToPeer, false));
+        assert_eq!(
+            copy_kind_of("Memcpy DtoH (Device -> Pinned)"),
+            (CopyKind::DeviceToHost, false)
+        );
+        assert_eq!(
+            copy_kind_of("Memcpy HtoD (Pageable -> Device)"),
+            (CopyKind::HostToDevice, true)
+        );
+        assert_eq!(
+            copy_kind_of("Memcpy DtoD (Device -> Device)"),
+            (CopyKind::DeviceToDevice, false)
+        );
+        assert_eq!(
+            copy_kind_of("Memcpy PtoP (Device -> Device)"),
+            (CopyKind::PeerToPeer, false)
+        );
         assert_eq!(copy_kind_of("Memset (Device)"), (CopyKind::Unknown, false));
     }
 
     #[test]
     fn step_markers_are_ranges() {
-        assert_eq!(Cat::of("cpu_op").slice_kind("ProfilerStep#3"), SliceKind::Range);
-        assert_eq!(Cat::of("user_annotation").slice_kind("ProfilerStep#3"), SliceKind::Range);
+        assert_eq!(
+            Cat::of("cpu_op").slice_kind("ProfilerStep#3"),
+            SliceKind::Range
+        );
+        assert_eq!(
+            Cat::of("user_annotation").slice_kind("ProfilerStep#3"),
+            SliceKind::Range
+        );
         assert_eq!(Cat::of("cpu_op").slice_kind("aten::mm"), SliceKind::CpuOp);
         assert_eq!(Cat::of("kernel").slice_kind("x"), SliceKind::Kernel);
-        assert_eq!(Cat::of("cuda_sync").slice_kind("Stream Sync"), SliceKind::Sync);
+        assert_eq!(
+            Cat::of("cuda_sync").slice_kind("Stream Sync"),
+            SliceKind::Sync
+        );
     }
 }

@@ -11,10 +11,19 @@ pub fn parse_device_properties(v: &Value) -> HashMap<u32, Device> {
     let mut out = HashMap::new();
     let Some(list) = v.as_array() else { return out };
     for d in list {
-        let Some(id) = d.get("id").and_then(Value::as_u64).and_then(|i| u32::try_from(i).ok()) else {
+        let Some(id) = d
+            .get("id")
+            .and_then(Value::as_u64)
+            .and_then(|i| u32::try_from(i).ok())
+        else {
             continue;
         };
-        let u32_of = |k: &str| d.get(k).and_then(Value::as_u64).and_then(|x| u32::try_from(x).ok()).unwrap_or(0);
+        let u32_of = |k: &str| {
+            d.get(k)
+                .and_then(Value::as_u64)
+                .and_then(|x| u32::try_from(x).ok())
+                .unwrap_or(0)
+        };
         let u64_of = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
         let major = u32_of("computeMajor");
         let minor = u32_of("computeMinor");
@@ -27,7 +36,11 @@ pub fn parse_device_properties(v: &Value) -> HashMap<u32, Device> {
             Device {
                 process: 0,
                 ordinal: id,
-                name: d.get("name").and_then(Value::as_str).unwrap_or("unknown").to_string(),
+                name: d
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_string(),
                 compute_major: major,
                 compute_minor: minor,
                 sm_count: u32_of("numSms"),
@@ -48,7 +61,11 @@ pub fn parse_device_properties(v: &Value) -> HashMap<u32, Device> {
 
 /// A device the GPU events use but `deviceProperties` does not describe.
 pub fn unknown_device(ordinal: u32) -> Device {
-    Device { ordinal, name: "unknown".to_string(), ..Default::default() }
+    Device {
+        ordinal,
+        name: "unknown".to_string(),
+        ..Default::default()
+    }
 }
 
 /// Maximum resident blocks per SM by compute capability, for traces whose
@@ -90,7 +107,10 @@ mod tests {
         assert_eq!((a.ordinal, a.sm_count, a.max_blocks_per_sm), (1, 108, 32));
         assert_eq!(a.smem_per_sm_bytes, 167936);
         assert_eq!(a.global_mem_bytes, 42297524224);
-        assert_eq!(m[&2].max_blocks_per_sm, 20, "listed value wins over the table");
+        assert_eq!(
+            m[&2].max_blocks_per_sm, 20,
+            "listed value wins over the table"
+        );
         assert_eq!(max_blocks_per_sm(7, 5), 16);
         assert_eq!(max_blocks_per_sm(8, 6), 16);
         assert_eq!(max_blocks_per_sm(8, 9), 24);

@@ -12,8 +12,8 @@ use super::json::{ArgJson, Event, Id, Top};
 use super::time::{ns_text_to_ns, us_text_to_ns};
 use crate::error::{Result, TraceError};
 use crate::model::{
-    ArgSet, ArgValue, ClockDomain, CopyInfo, Device, LaunchConfig, NewSlice, Process, SliceClass, SliceKind,
-    Trace, TrackId, TrackKind,
+    ArgSet, ArgValue, ClockDomain, CopyInfo, Device, LaunchConfig, NewSlice, Process, SliceClass,
+    SliceKind, Trace, TrackId, TrackKind,
 };
 
 /// Where an event goes.
@@ -25,8 +25,15 @@ enum Place {
 }
 
 /// Args the model keeps in columns or payloads, so not repeated in the arg set.
-const KERNEL_CONSUMED: &[&str] =
-    &["device", "stream", "correlation", "grid", "block", "registers per thread", "shared memory"];
+const KERNEL_CONSUMED: &[&str] = &[
+    "device",
+    "stream",
+    "correlation",
+    "grid",
+    "block",
+    "registers per thread",
+    "shared memory",
+];
 const COPY_CONSUMED: &[&str] = &["device", "stream", "correlation", "bytes"];
 const OTHER_CONSUMED: &[&str] = &["correlation"];
 
@@ -40,23 +47,23 @@ struct Skipped {
 }
 
 pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
-    let top = parse_top(path, json)?;
-    let Some(raw_events) = top.trace_events else {
+    let mut top = parse_top(path, json)?;
+    let Some(parsed) = top.trace_events.take() else {
         return Err(not_a_trace(path, "no traceEvents"));
     };
-    let raw: Vec<&RawValue> = serde_json::from_str(raw_events.get())
-        .map_err(|_| not_a_trace(path, "traceEvents is not an array"))?;
-    let mut skipped = Skipped::default();
-    let mut events: Vec<Event> = Vec::with_capacity(raw.len());
-    for r in &raw {
-        match serde_json::from_str::<Event>(r.get()) {
-            Ok(e) => events.push(e),
-            Err(_) => skipped.malformed += 1,
-        }
-    }
-    drop(raw);
-    let label = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let base_ns = top.base_time_ns.and_then(|r| ns_text_to_ns(r.get())).unwrap_or(0);
+    let events = parsed.events;
+    let mut skipped = Skipped {
+        malformed: parsed.malformed,
+        ..Default::default()
+    };
+    let label = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base_ns = top
+        .base_time_ns
+        .and_then(|r| ns_text_to_ns(r.get()))
+        .unwrap_or(0);
     let mut b = Builder::new(&label, base_ns, &events);
     b.read_process(&top);
     b.read_devices(&top);
@@ -66,23 +73,36 @@ pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
 }
 
 fn not_a_trace(path: &Path, why: &str) -> TraceError {
-    TraceError::NotATrace { path: path.to_path_buf(), why: why.to_string() }
+    TraceError::NotATrace {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    }
 }
 
 fn parse_top<'a>(path: &Path, json: &'a [u8]) -> Result<Top<'a>> {
     let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
     let Some(first) = json.iter().find(|b| !b.is_ascii_whitespace()) else {
-        return Err(TraceError::Empty { path: path.to_path_buf() });
+        return Err(TraceError::Empty {
+            path: path.to_path_buf(),
+        });
     };
     if *first != b'{' {
-        return Err(match serde_json::from_slice::<serde::de::IgnoredAny>(json) {
-            Ok(_) => not_a_trace(path, "top level is not a JSON object"),
-            Err(e) => TraceError::Json { path: path.to_path_buf(), why: e.to_string() },
-        });
+        return Err(
+            match serde_json::from_slice::<serde::de::IgnoredAny>(json) {
+                Ok(_) => not_a_trace(path, "top level is not a JSON object"),
+                Err(e) => TraceError::Json {
+                    path: path.to_path_buf(),
+                    why: e.to_string(),
+                },
+            },
+        );
     }
     serde_json::from_slice::<Top>(json).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => not_a_trace(path, &e.to_string()),
-        _ => TraceError::Json { path: path.to_path_buf(), why: e.to_string() },
+        _ => TraceError::Json {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        },
     })
 }
 
@@ -135,9 +155,10 @@ impl Builder {
         };
         b.host_pid = host_pid(events);
         for e in events.iter().filter(|e| e.ph() == "M") {
-            let (Some(pid), Some(name)) =
-                (e.pid.as_ref().and_then(Id::num), e.arg("name").and_then(ArgJson::as_str))
-            else {
+            let (Some(pid), Some(name)) = (
+                e.pid.as_ref().and_then(Id::num),
+                e.arg("name").and_then(ArgJson::as_str),
+            ) else {
                 continue;
             };
             match e.name() {
@@ -153,7 +174,10 @@ impl Builder {
                 _ => {}
             }
         }
-        for e in events.iter().filter(|e| e.ph() == "X" && matches!(Cat::of(e.cat()), Cat::Runtime | Cat::Driver)) {
+        for e in events
+            .iter()
+            .filter(|e| e.ph() == "X" && matches!(Cat::of(e.cat()), Cat::Runtime | Cat::Driver))
+        {
             if let (Some(c), Some(tid)) = (correlation(e), e.tid.as_ref()) {
                 if c != 0 {
                     let tid = b.tid_of(tid);
@@ -179,7 +203,11 @@ impl Builder {
     fn read_process(&mut self, top: &Top) {
         let mut p = Process {
             pid: self.host_pid as u32,
-            name: self.process_names.get(&self.host_pid).cloned().unwrap_or_default(),
+            name: self
+                .process_names
+                .get(&self.host_pid)
+                .cloned()
+                .unwrap_or_default(),
             clock: ClockDomain::Realtime,
             ..Default::default()
         };
@@ -194,14 +222,23 @@ impl Builder {
         if let Some(v) = raw_text(top.base_time_ns) {
             p.metadata.push(("baseTimeNanoseconds".into(), v));
         }
-        let dist = top.distributed_info.and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
+        let dist = top
+            .distributed_info
+            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
         if let Some(d) = dist.as_ref().filter(|d| d.is_object()) {
-            let num = |k: &str| d.get(k).and_then(Value::as_u64).and_then(|x| u32::try_from(x).ok());
+            let num = |k: &str| {
+                d.get(k)
+                    .and_then(Value::as_u64)
+                    .and_then(|x| u32::try_from(x).ok())
+            };
             p.rank = num("rank");
             p.world_size = num("world_size");
             for key in ["backend", "nccl_version", "pg_count"] {
                 if let Some(v) = d.get(key).filter(|v| !v.is_null()) {
-                    let text = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+                    let text = v
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string());
                     p.metadata.push((format!("distributed.{key}"), text));
                 }
             }
@@ -213,10 +250,15 @@ impl Builder {
     }
 
     fn read_devices(&mut self, top: &Top) {
-        let Some(raw) = top.device_properties else { return };
+        let Some(raw) = top.device_properties else {
+            return;
+        };
         match serde_json::from_str::<Value>(raw.get()) {
             Ok(v) => self.props = parse_device_properties(&v),
-            Err(e) => self.trace.warnings.push(format!("{}: deviceProperties unreadable: {e}", self.label)),
+            Err(e) => self
+                .trace
+                .warnings
+                .push(format!("{}: deviceProperties unreadable: {e}", self.label)),
         }
     }
 
@@ -239,7 +281,10 @@ impl Builder {
                         return Some(Place::Stream(d, s));
                     }
                 }
-                if let Some(t) = correlation(e).filter(|&c| c != 0).and_then(|c| self.corr_thread.get(&c)) {
+                if let Some(t) = correlation(e)
+                    .filter(|&c| c != 0)
+                    .and_then(|c| self.corr_thread.get(&c))
+                {
                     return Some(Place::Thread(*t));
                 }
                 if pid == Some(self.host_pid) {
@@ -251,7 +296,12 @@ impl Builder {
             _ if cat.is_host() || pid == Some(self.host_pid) => {
                 e.tid.as_ref().map(|t| Place::Thread(self.tid_of(t)))
             }
-            _ => None,
+            // Other GPU-side records (cuda_event, ...) that name their stream.
+            _ => {
+                let device = arg("device").and_then(to_u32)?;
+                let stream = arg("stream").and_then(to_u32)?;
+                Some(Place::Stream(device, stream))
+            }
         }
     }
 
@@ -277,21 +327,41 @@ impl Builder {
         }
         // Host threads first, the main thread (tid = pid) leading.
         let host = self.host_pid as u32;
-        let mut threads: Vec<u32> =
-            places.iter().filter_map(|p| if let Place::Thread(t) = p { Some(*t) } else { None }).collect();
+        let mut threads: Vec<u32> = places
+            .iter()
+            .filter_map(|p| {
+                if let Place::Thread(t) = p {
+                    Some(*t)
+                } else {
+                    None
+                }
+            })
+            .collect();
         threads.sort_by_key(|&t| (t != host, t));
         for t in threads {
-            let name = self.thread_names.get(&t).cloned().unwrap_or_else(|| format!("thread {}", thread_label(t)));
-            let id = self.trace.add_track(0, None, TrackKind::Thread { tid: t }, &name);
+            let name = self
+                .thread_names
+                .get(&t)
+                .cloned()
+                .unwrap_or_else(|| format!("thread {}", thread_label(t)));
+            let id = self
+                .trace
+                .add_track(0, None, TrackKind::Thread { tid: t }, &name);
             self.tracks.insert(Place::Thread(t), id);
         }
         for ordinal in device_ids {
-            let mut dev = self.props.get(&ordinal).cloned().unwrap_or_else(|| unknown_device(ordinal));
+            let mut dev = self
+                .props
+                .get(&ordinal)
+                .cloned()
+                .unwrap_or_else(|| unknown_device(ordinal));
             dev.process = 0;
             let name = format!("GPU {ordinal} · {}", dev.name);
             let d = self.trace.add_device(dev);
             self.devices.insert(ordinal, d);
-            let gpu = self.trace.add_track(0, None, TrackKind::Gpu { device: d }, &name);
+            let gpu = self
+                .trace
+                .add_track(0, None, TrackKind::Gpu { device: d }, &name);
             self.tracks.insert(Place::Gpu(ordinal), gpu);
             for p in places.iter() {
                 if let Place::Stream(o, s) = *p {
@@ -299,7 +369,10 @@ impl Builder {
                         let id = self.trace.add_track(
                             0,
                             Some(gpu),
-                            TrackKind::Stream { device: d, stream: s },
+                            TrackKind::Stream {
+                                device: d,
+                                stream: s,
+                            },
                             &format!("stream {s}"),
                         );
                         self.tracks.insert(Place::Stream(o, s), id);
@@ -368,7 +441,11 @@ impl Builder {
             SliceKind::Memcpy | SliceKind::Memset => {
                 let (copy_kind, pageable) = copy_kind_of(name);
                 let bytes = e.arg("bytes").and_then(ArgJson::as_u64).unwrap_or(0);
-                s.copy = Some(CopyInfo { bytes, kind: copy_kind, pageable });
+                s.copy = Some(CopyInfo {
+                    bytes,
+                    kind: copy_kind,
+                    pageable,
+                });
                 COPY_CONSUMED
             }
             _ => OTHER_CONSUMED,
@@ -381,7 +458,9 @@ impl Builder {
     }
 
     fn arg_set(&mut self, e: &Event, consumed: &[&str]) -> ArgSet {
-        let Some(args) = e.args.as_ref() else { return Vec::new() };
+        let Some(args) = e.args.as_ref() else {
+            return Vec::new();
+        };
         let mut out = Vec::with_capacity(args.0.len());
         for (k, v) in &args.0 {
             if consumed.contains(&k.as_str()) {
@@ -407,7 +486,9 @@ impl Builder {
         }
         let device = ordinal.and_then(|o| self.devices.get(&o).copied());
         let parent = ordinal.and_then(|o| self.tracks.get(&Place::Gpu(o)).copied());
-        let t = self.trace.add_track(0, parent, TrackKind::Counter { device }, &name);
+        let t = self
+            .trace
+            .add_track(0, parent, TrackKind::Counter { device }, &name);
         self.counters.insert((name, ordinal), t);
         t
     }
@@ -424,7 +505,11 @@ impl Builder {
             .0
             .iter()
             .filter_map(|(k, v)| {
-                let name = if single { e.name().to_string() } else { format!("{} {}", e.name(), k.as_str()) };
+                let name = if single {
+                    e.name().to_string()
+                } else {
+                    format!("{} {}", e.name(), k.as_str())
+                };
                 v.as_f64().map(|x| (name, x))
             })
             .collect();
@@ -446,7 +531,10 @@ impl Builder {
             Some(o) => format!("GPU {o}"),
             None => "CPU".to_string(),
         };
-        for (key, what) in [("Total Allocated", "allocated"), ("Total Reserved", "reserved")] {
+        for (key, what) in [
+            ("Total Allocated", "allocated"),
+            ("Total Reserved", "reserved"),
+        ] {
             if let Some(v) = e.arg(key).and_then(ArgJson::as_f64) {
                 let t = self.counter_track(format!("{who} memory {what} (bytes)"), ordinal);
                 self.trace.push_counter(t, ts, v);
@@ -458,17 +546,33 @@ impl Builder {
         let l = &self.label;
         let w = &mut self.trace.warnings;
         if skipped.malformed > 0 {
-            w.push(format!("{l}: {} malformed events skipped", skipped.malformed));
+            w.push(format!(
+                "{l}: {} malformed events skipped",
+                skipped.malformed
+            ));
         }
         if skipped.no_ts > 0 {
-            w.push(format!("{l}: {} events without a valid ts skipped", skipped.no_ts));
+            w.push(format!(
+                "{l}: {} events without a valid ts skipped",
+                skipped.no_ts
+            ));
         }
         if skipped.unplaced > 0 {
-            w.push(format!("{l}: {} events without a device/stream or thread skipped", skipped.unplaced));
+            w.push(format!(
+                "{l}: {} events without a device/stream or thread skipped",
+                skipped.unplaced
+            ));
         }
         if !skipped.unknown_cats.is_empty() {
-            let cats: Vec<String> = skipped.unknown_cats.iter().map(|(c, n)| format!("{c} ({n})")).collect();
-            w.push(format!("{l}: events of unknown categories off the host process skipped: {}", cats.join(", ")));
+            let cats: Vec<String> = skipped
+                .unknown_cats
+                .iter()
+                .map(|(c, n)| format!("{c} ({n})"))
+                .collect();
+            w.push(format!(
+                "{l}: events of unknown categories off the host process skipped: {}",
+                cats.join(", ")
+            ));
         }
         self.trace.link_flows_by_correlation();
         self.trace.sort_slices();
@@ -483,30 +587,45 @@ fn thread_label(t: u32) -> String {
 
 /// The CUDA correlation id, when present and within u32.
 fn correlation(e: &Event) -> Option<u32> {
-    e.arg("correlation").and_then(ArgJson::as_u64).and_then(|c| u32::try_from(c).ok())
+    e.arg("correlation")
+        .and_then(ArgJson::as_u64)
+        .and_then(|c| u32::try_from(c).ok())
 }
 
 /// The host process: the pid most host-side events carry (GPU rows use the
 /// device ordinal as pid); ties go to the smaller pid.
 fn host_pid(events: &[Event]) -> i64 {
     let mut counts: HashMap<i64, usize> = HashMap::new();
-    for e in events.iter().filter(|e| e.ph() == "X" && Cat::of(e.cat()).is_host()) {
+    for e in events
+        .iter()
+        .filter(|e| e.ph() == "X" && Cat::of(e.cat()).is_host())
+    {
         if let Some(p) = e.pid.as_ref().and_then(Id::num) {
             *counts.entry(p).or_default() += 1;
         }
     }
-    if let Some((&p, _)) = counts.iter().max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p))) {
+    if let Some((&p, _)) = counts
+        .iter()
+        .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))
+    {
         return p;
     }
     events
         .iter()
-        .find(|e| e.name() == "process_labels" && e.arg("labels").and_then(ArgJson::as_str) == Some("CPU"))
+        .find(|e| {
+            e.name() == "process_labels" && e.arg("labels").and_then(ArgJson::as_str) == Some("CPU")
+        })
         .and_then(|e| e.pid.as_ref().and_then(Id::num))
         .unwrap_or(0)
 }
 
 fn launch_config(e: &Event) -> LaunchConfig {
-    let u32_arg = |k: &str| e.arg(k).and_then(ArgJson::as_u64).and_then(|x| u32::try_from(x).ok()).unwrap_or(0);
+    let u32_arg = |k: &str| {
+        e.arg(k)
+            .and_then(ArgJson::as_u64)
+            .and_then(|x| u32::try_from(x).ok())
+            .unwrap_or(0)
+    };
     LaunchConfig {
         grid: e.arg("grid").and_then(ArgJson::as_dim3).unwrap_or([0; 3]),
         block: e.arg("block").and_then(ArgJson::as_dim3).unwrap_or([0; 3]),
@@ -527,7 +646,9 @@ fn gpu_memory_device(e: &Event) -> Option<u32> {
     if e.arg("Device Type").and_then(ArgJson::as_i64) != Some(1) {
         return None;
     }
-    e.arg("Device Id").and_then(ArgJson::as_i64).and_then(to_u32)
+    e.arg("Device Id")
+        .and_then(ArgJson::as_i64)
+        .and_then(to_u32)
 }
 
 /// "0 (default_pg): cuda:nccl, size 2, ranks [0, 1]; ..." for at most 16 groups.
@@ -538,7 +659,13 @@ fn pg_config_summary(v: &Value) -> Option<String> {
         .iter()
         .take(SHOWN)
         .map(|pg| {
-            let s = |k: &str| pg.get(k).map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()));
+            let s = |k: &str| {
+                pg.get(k).map(|v| {
+                    v.as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string())
+                })
+            };
             let mut text = s("pg_name").unwrap_or_default();
             if let Some(d) = s("pg_desc") {
                 text.push_str(&format!(" ({d})"));

@@ -76,7 +76,9 @@ impl<'de: 'a, 'a> Visitor<'de> for IdVisitor<'a> {
         Ok(Id::Num(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        i64::try_from(v).map(Id::Num).map_err(|_| E::custom(format!("id {v} out of range")))
+        i64::try_from(v)
+            .map(Id::Num)
+            .map_err(|_| E::custom(format!("id {v} out of range")))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
         if v.fract() == 0.0 && v.abs() < 9.0e15 {
@@ -154,7 +156,9 @@ impl ArgJson<'_> {
 
     /// Three unsigned components of an array such as "grid": [8, 1, 1].
     pub fn as_dim3(&self) -> Option<[u32; 3]> {
-        let ArgJson::Json(serde_json::Value::Array(a)) = self else { return None };
+        let ArgJson::Json(serde_json::Value::Array(a)) = self else {
+            return None;
+        };
         let mut out = [1u32; 3];
         for (slot, v) in out.iter_mut().zip(a.iter()) {
             *slot = u32::try_from(v.as_u64()?).ok()?;
@@ -177,7 +181,9 @@ impl<'de: 'a, 'a> Visitor<'de> for ArgVisitor<'a> {
         Ok(ArgJson::Int(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(i64::try_from(v).map(ArgJson::Int).unwrap_or(ArgJson::UInt(v)))
+        Ok(i64::try_from(v)
+            .map(ArgJson::Int)
+            .unwrap_or(ArgJson::UInt(v)))
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
         Ok(ArgJson::Double(v))
@@ -217,7 +223,10 @@ pub struct Args<'a>(pub Vec<(Text<'a>, ArgJson<'a>)>);
 
 impl<'a> Args<'a> {
     pub fn get(&self, key: &str) -> Option<&ArgJson<'a>> {
-        self.0.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+        self.0
+            .iter()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, v)| v)
     }
 }
 
@@ -288,7 +297,7 @@ impl<'a> Event<'a> {
 #[derive(Debug, serde::Deserialize)]
 pub struct Top<'a> {
     #[serde(rename = "traceEvents", borrow, default)]
-    pub trace_events: Option<&'a RawValue>,
+    pub trace_events: Option<Events<'a>>,
     #[serde(rename = "schemaVersion", borrow, default)]
     pub schema_version: Option<&'a RawValue>,
     #[serde(rename = "deviceProperties", borrow, default)]
@@ -299,4 +308,41 @@ pub struct Top<'a> {
     pub base_time_ns: Option<&'a RawValue>,
     #[serde(rename = "traceName", borrow, default)]
     pub trace_name: Option<&'a RawValue>,
+}
+
+/// `traceEvents`, parsed in the same pass as the top level: each element is
+/// first delimited as raw text, then read as an [`Event`], so one malformed
+/// element is counted and skipped instead of failing the file.
+#[derive(Debug, Default)]
+pub struct Events<'a> {
+    pub events: Vec<Event<'a>>,
+    pub malformed: usize,
+}
+
+struct EventsVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for EventsVisitor<'a> {
+    type Value = Events<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("traceEvents to be an array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut out = Events {
+            events: Vec::with_capacity(seq.size_hint().unwrap_or(1 << 16)),
+            malformed: 0,
+        };
+        while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+            match serde_json::from_str::<Event<'de>>(raw.get()) {
+                Ok(e) => out.events.push(e),
+                Err(_) => out.malformed += 1,
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Events<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_seq(EventsVisitor(PhantomData))
+    }
 }

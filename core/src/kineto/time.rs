@@ -124,7 +124,10 @@ mod tests {
 
     #[test]
     fn relative_three_decimals_is_exact() {
-        assert_eq!(us_text_to_ns("4458676522690.655"), Some(4_458_676_522_690_655));
+        assert_eq!(
+            us_text_to_ns("4458676522690.655"),
+            Some(4_458_676_522_690_655)
+        );
         assert_eq!(us_text_to_ns("156.777"), Some(156_777));
         assert_eq!(us_text_to_ns("0.001"), Some(1));
     }
@@ -132,9 +135,18 @@ mod tests {
     #[test]
     fn epoch_integer_and_float_are_exact() {
         // 1682725898236567 µs: exact in ns, where f64 ns would be off by up to 128 ns.
-        assert_eq!(us_text_to_ns("1682725898236567"), Some(1_682_725_898_236_567_000));
-        assert_eq!(us_text_to_ns("1682725898236567.0"), Some(1_682_725_898_236_567_000));
-        assert_eq!(us_text_to_ns("1.682725898236567e15"), Some(1_682_725_898_236_567_000));
+        assert_eq!(
+            us_text_to_ns("1682725898236567"),
+            Some(1_682_725_898_236_567_000)
+        );
+        assert_eq!(
+            us_text_to_ns("1682725898236567.0"),
+            Some(1_682_725_898_236_567_000)
+        );
+        assert_eq!(
+            us_text_to_ns("1.682725898236567e15"),
+            Some(1_682_725_898_236_567_000)
+        );
         assert_eq!(us_text_to_ns("\"12.5\""), Some(12_500));
     }
 
@@ -152,6 +164,9 @@ mod tests {
         assert_eq!(us_text_to_ns(""), None);
         assert_eq!(us_text_to_ns("12a"), None);
         assert_eq!(us_text_to_ns("1e30"), None);
-        assert_eq!(ns_text_to_ns("1711964646000000000"), Some(1_711_964_646_000_000_000));
+        assert_eq!(
+            ns_text_to_ns("1711964646000000000"),
+            Some(1_711_964_646_000_000_000)
+        );
     }
 }
