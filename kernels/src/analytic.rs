@@ -215,6 +215,10 @@ mod tests {
         let a = model(&plan(2, 4096, 1024, 8), 600.0, 350.0);
         let gain = a.predicted_serial_ms - a.predicted_overlap_ms;
         assert!(gain > 0.0);
-        assert!(gain <= a.overlap_ceiling_ms + 1e-9, "{gain} > {}", a.overlap_ceiling_ms);
+        assert!(
+            gain <= a.overlap_ceiling_ms + 1e-9,
+            "{gain} > {}",
+            a.overlap_ceiling_ms
+        );
     }
 }

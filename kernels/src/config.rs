@@ -97,7 +97,11 @@ pub struct Args {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ConfigError {
     #[error("--{name} must be at least {min} (got {got})")]
-    TooSmall { name: &'static str, min: usize, got: usize },
+    TooSmall {
+        name: &'static str,
+        min: usize,
+        got: usize,
+    },
     #[error("--dim {dim} must be a multiple of 8 (bf16 tensor-core GEMM alignment)")]
     DimAlignment { dim: usize },
     #[error(
@@ -157,6 +161,24 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// Device bytes one rank allocates (buffers only; cuBLAS and NCCL add their own).
+    pub fn device_bytes(&self) -> usize {
+        let shard = self.shard.shard_params;
+        let f32_shards = match self.optimizer {
+            Optimizer::Adamw => 4, // master, grad, m, v
+            Optimizer::Sgd => 3,   // master, grad, momentum
+        };
+        let per_layer_state = shard * (4 * f32_shards + 2);
+        let gathered = self.gather_slots() * self.shard.gather_bytes();
+        let grads = self.grad_slots() * self.shard.reduce_scatter_bytes();
+        let td = self.tokens_local * self.dim * 2;
+        let th = self.tokens_local * 4 * self.dim * 2;
+        let activations = (self.layers + 1) * td + self.layers * 2 * th + 2 * td + th;
+        self.layers * per_layer_state + gathered + grads + activations
+    }
+}
+
 fn at_least(name: &'static str, got: usize, min: usize) -> Result<(), ConfigError> {
     if got < min {
         return Err(ConfigError::TooSmall { name, min, got });
@@ -166,7 +188,10 @@ fn at_least(name: &'static str, got: usize, min: usize) -> Result<(), ConfigErro
 
 fn positive(name: &'static str, v: f64) -> Result<(), ConfigError> {
     if !(v.is_finite() && v > 0.0) {
-        return Err(ConfigError::NotPositive { name, got: v.to_string() });
+        return Err(ConfigError::NotPositive {
+            name,
+            got: v.to_string(),
+        });
     }
     Ok(())
 }
@@ -187,21 +212,33 @@ pub fn plan(args: &Args, world: usize) -> Result<Plan, ConfigError> {
         return Err(ConfigError::DimAlignment { dim: args.dim });
     }
     if args.prefetch > args.layers {
-        return Err(ConfigError::PrefetchTooDeep { prefetch: args.prefetch, layers: args.layers });
+        return Err(ConfigError::PrefetchTooDeep {
+            prefetch: args.prefetch,
+            layers: args.layers,
+        });
     }
     let shard = ShardLayout::new(args.dim, world)?;
     let tokens_global = args.batch * args.seq;
     if tokens_global % world != 0 {
-        return Err(ConfigError::TokensNotDivisible { tokens: tokens_global, world });
+        return Err(ConfigError::TokensNotDivisible {
+            tokens: tokens_global,
+            world,
+        });
     }
     let tokens_local = tokens_global / world;
     let limit = i32::MAX as usize;
     let biggest = tokens_local * 4 * args.dim;
     if biggest > limit {
-        return Err(ConfigError::TooLarge { what: "tokens_local*4*dim", value: biggest });
+        return Err(ConfigError::TooLarge {
+            what: "tokens_local*4*dim",
+            value: biggest,
+        });
     }
     if shard.block_params > limit {
-        return Err(ConfigError::TooLarge { what: "8*dim^2", value: shard.block_params });
+        return Err(ConfigError::TooLarge {
+            what: "8*dim^2",
+            value: shard.block_params,
+        });
     }
     Ok(Plan {
         mode: args.mode,
@@ -243,6 +280,24 @@ mod tests {
     }
 
     #[test]
+    fn device_bytes_counts_every_buffer() {
+        // d=8, 1 rank, 2 tokens, 1 layer, AdamW, prefetch 1 (2 gather slots, 2 grad slots).
+        let p = plan(
+            &args(&["--dim", "8", "--batch", "1", "--seq", "2", "--layers", "1"]),
+            1,
+        )
+        .expect("valid");
+        let shard = 512;
+        let state = shard * (4 * 4 + 2);
+        let gathered = 2 * 512 * 2;
+        let grads = 2 * 512 * 4;
+        let td = 2 * 8 * 2;
+        let th = 2 * 32 * 2;
+        let act = 2 * td + 2 * th + 2 * td + th;
+        assert_eq!(p.device_bytes(), state + gathered + grads + act);
+    }
+
+    #[test]
     fn serial_uses_single_buffers() {
         let p = plan(&args(&["--mode", "serial", "--prefetch", "3"]), 1).expect("valid");
         assert_eq!(p.gather_slots(), 1);
@@ -252,7 +307,13 @@ mod tests {
     #[test]
     fn rejects_tokens_not_divisible_by_world() {
         let e = plan(&args(&["--batch", "1", "--seq", "5"]), 2).unwrap_err();
-        assert_eq!(e, ConfigError::TokensNotDivisible { tokens: 5, world: 2 });
+        assert_eq!(
+            e,
+            ConfigError::TokensNotDivisible {
+                tokens: 5,
+                world: 2
+            }
+        );
         assert!(e.to_string().contains("world size 2"));
     }
 
@@ -260,7 +321,13 @@ mod tests {
     fn rejects_params_not_divisible_by_world() {
         // 8 * 8^2 = 512 is not a multiple of 3.
         let e = plan(&args(&["--dim", "8", "--batch", "3", "--seq", "1"]), 3).unwrap_err();
-        assert_eq!(e, ConfigError::ParamsNotDivisible { params: 512, world: 3 });
+        assert_eq!(
+            e,
+            ConfigError::ParamsNotDivisible {
+                params: 512,
+                world: 3
+            }
+        );
     }
 
     #[test]
@@ -282,12 +349,22 @@ mod tests {
     #[test]
     fn rejects_prefetch_deeper_than_model() {
         let e = plan(&args(&["--layers", "2", "--prefetch", "3"]), 1).unwrap_err();
-        assert_eq!(e, ConfigError::PrefetchTooDeep { prefetch: 3, layers: 2 });
+        assert_eq!(
+            e,
+            ConfigError::PrefetchTooDeep {
+                prefetch: 3,
+                layers: 2
+            }
+        );
     }
 
     #[test]
     fn rejects_counts_past_i32() {
-        let e = plan(&args(&["--dim", "65536", "--batch", "64", "--seq", "1024"]), 1).unwrap_err();
+        let e = plan(
+            &args(&["--dim", "65536", "--batch", "64", "--seq", "1024"]),
+            1,
+        )
+        .unwrap_err();
         assert!(matches!(e, ConfigError::TooLarge { .. }));
     }
 

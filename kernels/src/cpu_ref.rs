@@ -47,7 +47,13 @@ pub fn init_block_params(seed: u64, layer: usize, dim: usize) -> Vec<f32> {
 }
 
 /// Input or target rows [first_token, first_token + tokens) as bf16-rounded values.
-pub fn init_rows(seed: u64, stream: u64, first_token: usize, tokens: usize, dim: usize) -> Vec<f32> {
+pub fn init_rows(
+    seed: u64,
+    stream: u64,
+    first_token: usize,
+    tokens: usize,
+    dim: usize,
+) -> Vec<f32> {
     let offset = (first_token * dim) as u64;
     (0..tokens * dim)
         .map(|i| round_bf16(uniform_pm1(seed, stream, offset + i as u64)))
@@ -184,7 +190,15 @@ pub fn block_forward_backward(
             dx[i * dim + c] = r.apply(dy[i * dim + c] + s);
         }
     }
-    BlockResult { a, g, y, loss, dy, dw, dx }
+    BlockResult {
+        a,
+        g,
+        y,
+        loss,
+        dy,
+        dw,
+        dx,
+    }
 }
 
 /// Largest |a - b| / (atol + rtol |b|) over two tensors: <= 1 means they agree.
@@ -232,7 +246,11 @@ mod tests {
         for x in [-3.0f32, -1.0, -0.1, 0.0, 0.3, 1.7, 4.0] {
             let h = 1e-2f32;
             let fd = (gelu(x + h) - gelu(x - h)) / (2.0 * h);
-            assert!((fd - gelu_grad(x)).abs() < 1e-3, "x={x}: {fd} vs {}", gelu_grad(x));
+            assert!(
+                (fd - gelu_grad(x)).abs() < 1e-3,
+                "x={x}: {fd} vs {}",
+                gelu_grad(x)
+            );
         }
     }
 
@@ -250,15 +268,25 @@ mod tests {
         let r = block_forward_backward(&x, &w, &t, tokens, dim, inv, Rounding::Exact);
         let h = 1e-2f32;
         // Weight gradients: a few entries of W1 and of W2.
-        for &i in &[0usize, 17, 4 * dim * dim - 1, 4 * dim * dim, 8 * dim * dim - 3] {
+        for &i in &[
+            0usize,
+            17,
+            4 * dim * dim - 1,
+            4 * dim * dim,
+            8 * dim * dim - 3,
+        ] {
             let mut wp = w.clone();
             wp[i] += h;
             let mut wm = w.clone();
             wm[i] -= h;
-            let fd = (loss_of(&x, &wp, &t, tokens, dim, inv) - loss_of(&x, &wm, &t, tokens, dim, inv))
+            let fd = (loss_of(&x, &wp, &t, tokens, dim, inv)
+                - loss_of(&x, &wm, &t, tokens, dim, inv))
                 / (2.0 * h as f64);
             let an = r.dw[i] as f64;
-            assert!((fd - an).abs() < 1e-4 + 1e-2 * an.abs(), "dw[{i}]: fd {fd} vs {an}");
+            assert!(
+                (fd - an).abs() < 1e-4 + 1e-2 * an.abs(),
+                "dw[{i}]: fd {fd} vs {an}"
+            );
         }
         // Input gradient.
         for &i in &[0usize, 5, tokens * dim - 1] {
@@ -266,10 +294,14 @@ mod tests {
             xp[i] += h;
             let mut xm = x.clone();
             xm[i] -= h;
-            let fd = (loss_of(&xp, &w, &t, tokens, dim, inv) - loss_of(&xm, &w, &t, tokens, dim, inv))
+            let fd = (loss_of(&xp, &w, &t, tokens, dim, inv)
+                - loss_of(&xm, &w, &t, tokens, dim, inv))
                 / (2.0 * h as f64);
             let an = r.dx[i] as f64;
-            assert!((fd - an).abs() < 1e-4 + 1e-2 * an.abs(), "dx[{i}]: fd {fd} vs {an}");
+            assert!(
+                (fd - an).abs() < 1e-4 + 1e-2 * an.abs(),
+                "dx[{i}]: fd {fd} vs {an}"
+            );
         }
     }
 
@@ -279,7 +311,10 @@ mod tests {
         let inv = 1.0 / (tokens * dim) as f32;
         let x = init_rows(9, INPUT_STREAM, 0, tokens, dim);
         let t = init_rows(9, TARGET_STREAM, 0, tokens, dim);
-        let w: Vec<f32> = init_block_params(9, 0, dim).into_iter().map(round_bf16).collect();
+        let w: Vec<f32> = init_block_params(9, 0, dim)
+            .into_iter()
+            .map(round_bf16)
+            .collect();
         let e = block_forward_backward(&x, &w, &t, tokens, dim, inv, Rounding::Exact);
         let b = block_forward_backward(&x, &w, &t, tokens, dim, inv, Rounding::Bf16);
         assert!(worst_mismatch(&b.y, &e.y, 1e-2, 2e-2) <= 1.0);

@@ -10,6 +10,8 @@ pub mod analytic;
 pub mod bf16;
 pub mod config;
 pub mod cpu_ref;
+pub mod gpu;
 pub mod nvtx;
 pub mod rendezvous;
+pub mod report;
 pub mod shard;

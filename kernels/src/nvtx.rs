@@ -71,7 +71,11 @@ impl Slots {
     fn new() -> Self {
         let modules: Vec<Vec<AtomicPtr<c_void>>> = MODULE_SIZES
             .iter()
-            .map(|&n| (0..=n).map(|_| AtomicPtr::new(std::ptr::null_mut())).collect())
+            .map(|&n| {
+                (0..=n)
+                    .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                    .collect()
+            })
             .collect();
         let tables = modules
             .iter()
@@ -229,9 +233,15 @@ impl Drop for Range {
 }
 
 fn push_with(injection: Option<Injection>, name: &str) -> Range {
-    let Some(inj) = injection else { return Range { pop: None } };
-    let (Some(push), Some(pop)) = (inj.push_a, inj.pop) else { return Range { pop: None } };
-    let Ok(c) = CString::new(name.replace('\0', " ")) else { return Range { pop: None } };
+    let Some(inj) = injection else {
+        return Range { pop: None };
+    };
+    let (Some(push), Some(pop)) = (inj.push_a, inj.pop) else {
+        return Range { pop: None };
+    };
+    let Ok(c) = CString::new(name.replace('\0', " ")) else {
+        return Range { pop: None };
+    };
     // SAFETY: handler installed for nvtxRangePushA; `c` outlives the call
     // (NVTX injections copy the message).
     unsafe {
@@ -247,8 +257,12 @@ pub fn range(name: &str) -> Range {
 
 /// Names the calling OS thread (e.g. "rank 1") in the trace.
 pub fn name_current_thread(name: &str) {
-    let Some(f) = active().and_then(|i| i.name_os_thread_a) else { return };
-    let Ok(c) = CString::new(name.replace('\0', " ")) else { return };
+    let Some(f) = active().and_then(|i| i.name_os_thread_a) else {
+        return;
+    };
+    let Ok(c) = CString::new(name.replace('\0', " ")) else {
+        return;
+    };
     // SAFETY: gettid has no preconditions.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
     // SAFETY: handler installed for nvtxNameOsThreadA; `c` outlives the call.
@@ -265,7 +279,9 @@ mod tests {
 
     unsafe extern "C" fn fake_push(msg: *const c_char) -> c_int {
         // SAFETY: the client passes a NUL-terminated string.
-        let s = unsafe { CStr::from_ptr(msg) }.to_string_lossy().into_owned();
+        let s = unsafe { CStr::from_ptr(msg) }
+            .to_string_lossy()
+            .into_owned();
         SEEN.lock().expect("lock").push(format!("push {s}"));
         0
     }
@@ -327,10 +343,19 @@ mod tests {
         // SAFETY: calling our own extern functions with valid/null pointers.
         unsafe {
             assert!(get_export_table(2).is_null());
-            assert_eq!(get_module_function_table(0, std::ptr::null_mut(), std::ptr::null_mut()), 0);
-            assert_eq!(get_module_function_table(7, std::ptr::null_mut(), std::ptr::null_mut()), 0);
+            assert_eq!(
+                get_module_function_table(0, std::ptr::null_mut(), std::ptr::null_mut()),
+                0
+            );
+            assert_eq!(
+                get_module_function_table(7, std::ptr::null_mut(), std::ptr::null_mut()),
+                0
+            );
             let mut size: c_uint = 0;
-            assert_eq!(get_module_function_table(5, std::ptr::null_mut(), &mut size), 1);
+            assert_eq!(
+                get_module_function_table(5, std::ptr::null_mut(), &mut size),
+                1
+            );
             assert_eq!(size, 16);
         }
     }

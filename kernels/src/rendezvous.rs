@@ -23,14 +23,27 @@ pub enum RendezvousError {
     #[error("cannot resolve rendezvous address {addr}: {reason}")]
     Resolve { addr: String, reason: String },
     #[error("rank 0 cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error(
         "rendezvous timed out after {waited_s} s: {arrived} of {expected} other ranks arrived \
          (missing ranks {missing:?})"
     )]
-    Missing { waited_s: u64, arrived: usize, expected: usize, missing: Vec<usize> },
+    Missing {
+        waited_s: u64,
+        arrived: usize,
+        expected: usize,
+        missing: Vec<usize>,
+    },
     #[error("rank {rank} could not reach rank 0 at {addr} within {waited_s} s: {last_error}")]
-    Unreachable { rank: usize, addr: String, waited_s: u64, last_error: String },
+    Unreachable {
+        rank: usize,
+        addr: String,
+        waited_s: u64,
+        last_error: String,
+    },
     #[error("rendezvous protocol error: {0}")]
     Protocol(String),
     #[error("rendezvous I/O error: {0}")]
@@ -47,14 +60,15 @@ pub struct ProcessLaunch {
     pub addr: String,
 }
 
-fn parse_usize(env: &BTreeMap<String, String>, key: &str) -> Result<Option<usize>, RendezvousError> {
+fn parse_usize(
+    env: &BTreeMap<String, String>,
+    key: &str,
+) -> Result<Option<usize>, RendezvousError> {
     match env.get(key) {
         None => Ok(None),
-        Some(v) => v
-            .trim()
-            .parse::<usize>()
-            .map(Some)
-            .map_err(|_| RendezvousError::Env(format!("{key}={v:?} is not a non-negative integer"))),
+        Some(v) => v.trim().parse::<usize>().map(Some).map_err(|_| {
+            RendezvousError::Env(format!("{key}={v:?} is not a non-negative integer"))
+        }),
     }
 }
 
@@ -65,7 +79,9 @@ fn parse_usize(env: &BTreeMap<String, String>, key: &str) -> Result<Option<usize
 /// torchrun's agent already serves its own store on MASTER_PORT
 /// (TORCHELASTIC_USE_AGENT_STORE=True), so fsdp-ref then uses MASTER_PORT+1;
 /// FSDP_REF_PORT overrides both.
-pub fn launch_from_env(env: &BTreeMap<String, String>) -> Result<Option<ProcessLaunch>, RendezvousError> {
+pub fn launch_from_env(
+    env: &BTreeMap<String, String>,
+) -> Result<Option<ProcessLaunch>, RendezvousError> {
     let rank = match parse_usize(env, "RANK")? {
         Some(r) => r,
         None => match parse_usize(env, "SLURM_PROCID")? {
@@ -77,19 +93,25 @@ pub fn launch_from_env(env: &BTreeMap<String, String>) -> Result<Option<ProcessL
         .or(parse_usize(env, "SLURM_NTASKS")?)
         .ok_or_else(|| RendezvousError::Env("RANK is set but WORLD_SIZE is not".into()))?;
     if world == 0 || rank >= world {
-        return Err(RendezvousError::Env(format!("RANK {rank} is outside WORLD_SIZE {world}")));
+        return Err(RendezvousError::Env(format!(
+            "RANK {rank} is outside WORLD_SIZE {world}"
+        )));
     }
     let local_rank = parse_usize(env, "LOCAL_RANK")?
         .or(parse_usize(env, "SLURM_LOCALID")?)
         .unwrap_or(rank);
-    let host = env.get("MASTER_ADDR").cloned().unwrap_or_else(|| "127.0.0.1".into());
+    let host = env
+        .get("MASTER_ADDR")
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1".into());
     let port = match parse_usize(env, "FSDP_REF_PORT")? {
         Some(p) => p,
         None => {
             let base = parse_usize(env, "MASTER_PORT")?
                 .ok_or_else(|| RendezvousError::Env("RANK is set but MASTER_PORT is not".into()))?;
-            let agent_store =
-                env.get("TORCHELASTIC_USE_AGENT_STORE").map(|v| v.eq_ignore_ascii_case("true"));
+            let agent_store = env
+                .get("TORCHELASTIC_USE_AGENT_STORE")
+                .map(|v| v.eq_ignore_ascii_case("true"));
             if agent_store == Some(true) {
                 base + 1
             } else {
@@ -98,16 +120,29 @@ pub fn launch_from_env(env: &BTreeMap<String, String>) -> Result<Option<ProcessL
         }
     };
     if port == 0 || port > 65535 {
-        return Err(RendezvousError::Env(format!("rendezvous port {port} is out of range")));
+        return Err(RendezvousError::Env(format!(
+            "rendezvous port {port} is out of range"
+        )));
     }
-    Ok(Some(ProcessLaunch { rank, world, local_rank, addr: format!("{host}:{port}") }))
+    Ok(Some(ProcessLaunch {
+        rank,
+        world,
+        local_rank,
+        addr: format!("{host}:{port}"),
+    }))
 }
 
 fn resolve(addr: &str) -> Result<SocketAddr, RendezvousError> {
     addr.to_socket_addrs()
-        .map_err(|e| RendezvousError::Resolve { addr: addr.into(), reason: e.to_string() })?
+        .map_err(|e| RendezvousError::Resolve {
+            addr: addr.into(),
+            reason: e.to_string(),
+        })?
         .next()
-        .ok_or_else(|| RendezvousError::Resolve { addr: addr.into(), reason: "no address".into() })
+        .ok_or_else(|| RendezvousError::Resolve {
+            addr: addr.into(),
+            reason: "no address".into(),
+        })
 }
 
 /// Binds rank 0's listener on `addr` (all interfaces at its port when the
@@ -119,7 +154,10 @@ pub fn listen(addr: &str) -> Result<TcpListener, RendezvousError> {
     } else {
         SocketAddr::from(([0, 0, 0, 0], target.port()))
     };
-    TcpListener::bind(bind_addr).map_err(|source| RendezvousError::Bind { addr: bind_addr, source })
+    TcpListener::bind(bind_addr).map_err(|source| RendezvousError::Bind {
+        addr: bind_addr,
+        source,
+    })
 }
 
 /// Rank 0: waits for ranks 1..world to connect, then sends each `id`.
@@ -159,7 +197,9 @@ pub fn serve(
                     )));
                 }
                 if peers.insert(rank, stream).is_some() {
-                    return Err(RendezvousError::Protocol(format!("rank {rank} connected twice")));
+                    return Err(RendezvousError::Protocol(format!(
+                        "rank {rank} connected twice"
+                    )));
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -177,7 +217,11 @@ pub fn serve(
 
 /// Ranks 1..: connects to rank 0 (retrying until the deadline, since rank 0
 /// may start later), says its rank and reads the id.
-pub fn fetch(addr: &str, rank: usize, timeout: Duration) -> Result<[u8; ID_BYTES], RendezvousError> {
+pub fn fetch(
+    addr: &str,
+    rank: usize,
+    timeout: Duration,
+) -> Result<[u8; ID_BYTES], RendezvousError> {
     let start = Instant::now();
     let target = resolve(addr)?;
     let mut last_error = String::from("no attempt");
@@ -203,16 +247,20 @@ pub fn fetch(addr: &str, rank: usize, timeout: Duration) -> Result<[u8; ID_BYTES
     hello[..8].copy_from_slice(MAGIC);
     hello[8..].copy_from_slice(&(rank as u64).to_le_bytes());
     stream.write_all(&hello)?;
-    let left = timeout.saturating_sub(start.elapsed()).max(Duration::from_millis(1));
+    let left = timeout
+        .saturating_sub(start.elapsed())
+        .max(Duration::from_millis(1));
     stream.set_read_timeout(Some(left))?;
     let mut id = [0u8; ID_BYTES];
     stream.read_exact(&mut id).map_err(|e| match e.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => RendezvousError::Unreachable {
-            rank,
-            addr: addr.into(),
-            waited_s: timeout.as_secs(),
-            last_error: "rank 0 never sent the NCCL id (another rank is missing?)".into(),
-        },
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => {
+            RendezvousError::Unreachable {
+                rank,
+                addr: addr.into(),
+                waited_s: timeout.as_secs(),
+                last_error: "rank 0 never sent the NCCL id (another rank is missing?)".into(),
+            }
+        }
         std::io::ErrorKind::UnexpectedEof => RendezvousError::Protocol(
             "rank 0 closed the connection before sending the NCCL id (it gave up or failed)".into(),
         ),
@@ -226,7 +274,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -246,7 +297,15 @@ mod tests {
         ]))
         .expect("ok")
         .expect("multi-process");
-        assert_eq!(l, ProcessLaunch { rank: 1, world: 2, local_rank: 1, addr: "10.0.0.1:29501".into() });
+        assert_eq!(
+            l,
+            ProcessLaunch {
+                rank: 1,
+                world: 2,
+                local_rank: 1,
+                addr: "10.0.0.1:29501".into()
+            }
+        );
     }
 
     #[test]
@@ -268,7 +327,12 @@ mod tests {
 
     #[test]
     fn bad_environment_is_an_error() {
-        assert!(launch_from_env(&env(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("MASTER_PORT", "1")])).is_err());
+        assert!(launch_from_env(&env(&[
+            ("RANK", "2"),
+            ("WORLD_SIZE", "2"),
+            ("MASTER_PORT", "1")
+        ]))
+        .is_err());
         assert!(launch_from_env(&env(&[("RANK", "x")])).is_err());
         assert!(launch_from_env(&env(&[("RANK", "0"), ("MASTER_PORT", "1")])).is_err());
         assert!(launch_from_env(&env(&[("RANK", "0"), ("WORLD_SIZE", "1")])).is_err());
@@ -302,7 +366,12 @@ mod tests {
         let client = thread::spawn(move || fetch(&addr, 1, Duration::from_secs(3)));
         let err = serve(&listener, 3, &[0u8; ID_BYTES], Duration::from_millis(500)).unwrap_err();
         match err {
-            RendezvousError::Missing { arrived, expected, missing, .. } => {
+            RendezvousError::Missing {
+                arrived,
+                expected,
+                missing,
+                ..
+            } => {
                 assert_eq!((arrived, expected), (1, 2));
                 assert_eq!(missing, vec![2]);
             }
@@ -316,8 +385,15 @@ mod tests {
     #[test]
     fn unreachable_rank_zero_times_out() {
         // Bind then drop to get a port with (almost certainly) nobody listening.
-        let port = listen("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+        let port = listen("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
         let err = fetch(&format!("127.0.0.1:{port}"), 1, Duration::from_millis(400)).unwrap_err();
-        assert!(matches!(err, RendezvousError::Unreachable { rank: 1, .. }), "{err}");
+        assert!(
+            matches!(err, RendezvousError::Unreachable { rank: 1, .. }),
+            "{err}"
+        );
     }
 }

@@ -29,7 +29,10 @@ impl ShardLayout {
     pub fn new(dim: usize, world: usize) -> Result<Self, ConfigError> {
         let block_params = 8 * dim * dim;
         if world == 0 || block_params % world != 0 {
-            return Err(ConfigError::ParamsNotDivisible { params: block_params, world });
+            return Err(ConfigError::ParamsNotDivisible {
+                params: block_params,
+                world,
+            });
         }
         Ok(Self {
             dim,
