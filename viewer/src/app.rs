@@ -119,6 +119,7 @@ impl ViewerApp {
                 .show(ui, |ui| self.analysis_ui(ui));
             egui::Panel::bottom("details")
                 .default_size(190.0)
+                .min_size(150.0)
                 .resizable(true)
                 .show(ui, |ui| self.details_ui(ui));
         }

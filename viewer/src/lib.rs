@@ -30,8 +30,14 @@ pub struct ViewOptions {
 
 /// Opens the viewer window and blocks until it is closed.
 pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
+    let app = ViewerApp::open(opts.traces.clone());
+    run_app(app, &opts)
+}
+
+/// Runs an already built app (e.g. over a generated trace); `opts.traces`
+/// is ignored.
+pub fn run_app(mut app: ViewerApp, opts: &ViewOptions) -> anyhow::Result<()> {
     let (w, h) = opts.size.unwrap_or((1600, 1000));
-    let mut app = ViewerApp::open(opts.traces);
     let result = screenshot::new_result_slot();
     if let Some(path) = &opts.screenshot {
         app.screenshot = Some(app::ScreenshotJob {

@@ -139,53 +139,60 @@ fn step_bar(ui: &mut Ui, b: &Breakdown, width: f32) {
 }
 
 /// The panel; returns a step window (absolute ns) to zoom to when clicked.
+/// Steps are a virtual list (`show_rows`): a long trace has thousands.
 pub fn overlap_ui(ui: &mut Ui, report: &Report) -> Option<(i64, i64)> {
     let mut zoom = None;
     legend(ui);
     egui::ScrollArea::vertical()
-        .id_salt("overlap")
+        .id_salt("overlap_ranks")
+        .max_height(ui.available_height() * 0.55)
         .show(ui, |ui| {
             for r in &report.ranks {
                 rank_ui(ui, r);
-                let steps: Vec<_> = report.steps.iter().filter(|s| s.rank == r.rank).collect();
-                if !steps.is_empty() {
-                    egui::CollapsingHeader::new(format!(
-                        "{} steps ({})",
-                        steps.len(),
-                        r.step_source
-                    ))
-                    .id_salt(("steps", r.process))
-                    .default_open(true)
-                    .show(ui, |ui| {
-                        egui::Grid::new(("steps_grid", r.process))
-                            .striped(true)
-                            .num_columns(5)
-                            .show(ui, |ui| {
-                                for h in ["step", "duration", "overlap", "exposed", "breakdown"] {
-                                    ui.strong(h);
-                                }
-                                ui.end_row();
-                                for s in steps {
-                                    if ui
-                                        .link(&s.name)
-                                        .on_hover_text("zoom to this step")
-                                        .clicked()
-                                    {
-                                        zoom = Some((s.start_ns, s.end_ns));
-                                    }
-                                    ui.label(fmt_ns(s.duration_us * 1e3));
-                                    ui.label(pct(s.breakdown.overlap_pct));
-                                    ui.label(fmt_ns(s.breakdown.exposed_comm_us * 1e3));
-                                    step_bar(ui, &s.breakdown, 110.0);
-                                    ui.end_row();
-                                }
-                            });
-                    });
-                }
                 ui.separator();
             }
             for n in &report.notes {
                 ui.label(RichText::new(n).small().weak());
+            }
+        });
+    if report.steps.is_empty() {
+        return None;
+    }
+    ui.separator();
+    ui.strong(format!(
+        "{} steps (click one to zoom to it)",
+        report.steps.len()
+    ));
+    let cols = [110.0, 70.0, 55.0, 70.0];
+    ui.horizontal(|ui| {
+        for (h, w) in ["step", "duration", "overlap", "exposed"].iter().zip(cols) {
+            ui.add_sized([w, 16.0], egui::Label::new(RichText::new(*h).strong()));
+        }
+        ui.strong("breakdown");
+    });
+    let row_h = 18.0;
+    egui::ScrollArea::vertical()
+        .id_salt("overlap_steps")
+        .show_rows(ui, row_h, report.steps.len(), |ui, range| {
+            for s in &report.steps[range] {
+                ui.horizontal(|ui| {
+                    let name = format!("r{} {}", s.rank, s.name);
+                    let link = ui.add_sized([cols[0], row_h], egui::Link::new(name));
+                    if link.on_hover_text("zoom to this step").clicked() {
+                        zoom = Some((s.start_ns, s.end_ns));
+                    }
+                    ui.add_sized(
+                        [cols[1], row_h],
+                        egui::Label::new(fmt_ns(s.duration_us * 1e3)),
+                    );
+                    ui.add_sized(
+                        [cols[2], row_h],
+                        egui::Label::new(pct(s.breakdown.overlap_pct)),
+                    );
+                    let exposed = fmt_ns(s.breakdown.exposed_comm_us * 1e3);
+                    ui.add_sized([cols[3], row_h], egui::Label::new(exposed));
+                    step_bar(ui, &s.breakdown, 100.0);
+                });
             }
         });
     zoom

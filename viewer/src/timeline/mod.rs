@@ -424,8 +424,7 @@ fn labels_ui(ui: &mut Ui, st: &mut TimelineState, labels: Rect, lanes_top: f32) 
                     .add(Shape::convex_polygon(tri, color, Stroke::NONE));
                 let br = Rect::from_min_max(Pos2::new(r.left() + 12.0, r.top()), r.max);
                 let b = egui::Button::new(egui::RichText::new(&line.label).strong()).frame(false);
-                if child
-                    .put(br, b)
+                if left_aligned(&mut child, br, b)
                     .on_hover_text("collapse / expand")
                     .clicked()
                 {
@@ -433,7 +432,8 @@ fn labels_ui(ui: &mut Ui, st: &mut TimelineState, labels: Rect, lanes_top: f32) 
                 }
             }
             LineKind::Row { first: true, .. } | LineKind::Counter { .. } => {
-                child.put(
+                left_aligned(
+                    &mut child,
                     r,
                     egui::Label::new(egui::RichText::new(&line.label).small()).truncate(),
                 );
@@ -446,4 +446,13 @@ fn labels_ui(ui: &mut Ui, st: &mut TimelineState, labels: Rect, lanes_top: f32) 
             st.collapsed.insert(k);
         }
     }
+}
+
+/// Adds `widget` at the left of `rect`, vertically centred.
+fn left_aligned(ui: &mut Ui, rect: Rect, widget: impl egui::Widget) -> egui::Response {
+    let layout = egui::Layout::left_to_right(egui::Align::Center);
+    ui.scope_builder(UiBuilder::new().max_rect(rect).layout(layout), |ui| {
+        ui.add(widget)
+    })
+    .inner
 }
