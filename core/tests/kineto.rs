@@ -409,6 +409,8 @@ fn events_without_ts_are_skipped_with_a_warning() {
         {"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "pid": 2, "tid": 7, "ts": 104, "dur": 1,
          "args": {"cuda_sync_kind": "Stream Sync", "stream": 7, "device": 2, "correlation": 9}},
         42,
+        {"ph": "X", "cat": "cpu_op", "name": 5, "pid": 10, "tid": 11, "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "odd args", "pid": 10, "tid": 11, "ts": 1, "dur": 1, "args": [1]},
         {"ph": "X", "cat": "cuda_event", "name": "cudaEventRecord", "pid": 2, "tid": 7, "ts": 105, "dur": 0,
          "args": {"device": 2, "stream": 7, "correlation": 12}},
         {"ph": "X", "cat": "mystery", "name": "m", "pid": 99, "tid": 1, "ts": 105, "dur": 1},
@@ -436,7 +438,7 @@ fn events_without_ts_are_skipped_with_a_warning() {
         t.warnings
     );
     assert!(
-        t.warnings.iter().any(|w| w.contains("1 malformed")),
+        t.warnings.iter().any(|w| w.contains("3 malformed")),
         "{:?}",
         t.warnings
     );

@@ -65,45 +65,6 @@ impl Id<'_> {
     }
 }
 
-struct IdVisitor<'a>(PhantomData<&'a ()>);
-
-impl<'de: 'a, 'a> Visitor<'de> for IdVisitor<'a> {
-    type Value = Id<'a>;
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a number or a string")
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(Id::Num(v))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        i64::try_from(v)
-            .map(Id::Num)
-            .map_err(|_| E::custom(format!("id {v} out of range")))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        if v.fract() == 0.0 && v.abs() < 9.0e15 {
-            Ok(Id::Num(v as i64))
-        } else {
-            Err(E::custom(format!("id {v} is not an integer")))
-        }
-    }
-    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Id::Text(Cow::Borrowed(v)))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Id::Text(Cow::Owned(v.to_owned())))
-    }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
-        Ok(Id::Text(Cow::Owned(v)))
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Id<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(IdVisitor(PhantomData))
-    }
-}
-
 /// One argument value as Kineto writes it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ArgJson<'a> {
@@ -230,51 +191,236 @@ impl<'a> Args<'a> {
     }
 }
 
-struct ArgsVisitor<'a>(PhantomData<&'a ()>);
+/// One element of `traceEvents`, with the fields the importer reads (flow
+/// ids, `s`, `bp` are not read: flows are rebuilt from correlation ids).
+#[derive(Debug, Clone, Default)]
+pub struct Event<'a> {
+    pub ph: Option<Text<'a>>,
+    pub cat: Option<Text<'a>>,
+    pub name: Option<Text<'a>>,
+    pub pid: Option<Id<'a>>,
+    pub tid: Option<Id<'a>>,
+    pub ts: Option<&'a RawValue>,
+    pub dur: Option<&'a RawValue>,
+    pub args: Option<Args<'a>>,
+}
 
-impl<'de: 'a, 'a> Visitor<'de> for ArgsVisitor<'a> {
-    type Value = Args<'a>;
+/// A field that had the expected JSON type, was absent (or null), or had
+/// another type. Reading never fails on a wrong type, so one odd event
+/// cannot abort the single pass over `traceEvents`.
+#[derive(Debug, Clone, Default)]
+enum Field<T> {
+    #[default]
+    Absent,
+    Value(T),
+    Wrong,
+}
+
+impl<T> Field<T> {
+    /// `Err(())` for a wrong type.
+    fn into_option(self) -> Result<Option<T>, ()> {
+        match self {
+            Field::Absent => Ok(None),
+            Field::Value(v) => Ok(Some(v)),
+            Field::Wrong => Err(()),
+        }
+    }
+}
+
+/// Visitor methods answering `Field::Wrong` (after draining containers).
+macro_rules! wrong_type {
+    (scalars: $($method:ident($ty:ty)),*) => {
+        $(fn $method<E: de::Error>(self, _: $ty) -> Result<Self::Value, E> {
+            Ok(Field::Wrong)
+        })*
+    };
+    (seq) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+            Ok(Field::Wrong)
+        }
+    };
+    (map) => {
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            while map.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
+            Ok(Field::Wrong)
+        }
+    };
+}
+
+struct TextField<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for TextField<'a> {
+    type Value = Field<Text<'a>>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an args object")
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Field::Value(Text(Cow::Borrowed(v))))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Field::Value(Text(Cow::Owned(v.to_owned()))))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok(Args::default())
+        Ok(Field::Absent)
+    }
+    wrong_type!(scalars: visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64));
+    wrong_type!(seq);
+    wrong_type!(map);
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Field<Text<'a>> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(TextField(PhantomData))
+    }
+}
+
+struct IdField<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for IdField<'a> {
+    type Value = Field<Id<'a>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Field::Value(Id::Num(v)))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(i64::try_from(v)
+            .map(|v| Field::Value(Id::Num(v)))
+            .unwrap_or(Field::Wrong))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        if v.fract() == 0.0 && v.abs() < 9.0e15 {
+            Ok(Field::Value(Id::Num(v as i64)))
+        } else {
+            Ok(Field::Wrong)
+        }
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Field::Value(Id::Text(Cow::Borrowed(v))))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Field::Value(Id::Text(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Field::Absent)
+    }
+    wrong_type!(scalars: visit_bool(bool));
+    wrong_type!(seq);
+    wrong_type!(map);
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Field<Id<'a>> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(IdField(PhantomData))
+    }
+}
+
+struct ArgsField<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for ArgsField<'a> {
+    type Value = Field<Args<'a>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
         while let Some((k, v)) = map.next_entry::<Text<'a>, ArgJson<'a>>()? {
             out.push((k, v));
         }
-        Ok(Args(out))
+        Ok(Field::Value(Args(out)))
     }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Field::Absent)
+    }
+    wrong_type!(scalars: visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str));
+    wrong_type!(seq);
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
+impl<'de: 'a, 'a> Deserialize<'de> for Field<Args<'a>> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(ArgsVisitor(PhantomData))
+        d.deserialize_any(ArgsField(PhantomData))
     }
 }
 
-/// One element of `traceEvents` (flow ids, `s`, `bp` are not read: flows
-/// are rebuilt from correlation ids).
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct Event<'a> {
-    #[serde(borrow, default)]
-    pub ph: Option<Text<'a>>,
-    #[serde(borrow, default)]
-    pub cat: Option<Text<'a>>,
-    #[serde(borrow, default)]
-    pub name: Option<Text<'a>>,
-    #[serde(borrow, default)]
-    pub pid: Option<Id<'a>>,
-    #[serde(borrow, default)]
-    pub tid: Option<Id<'a>>,
-    #[serde(borrow, default)]
-    pub ts: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    pub dur: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    pub args: Option<Args<'a>>,
+/// An element of `traceEvents`: `None` when it is not an object or a field
+/// has the wrong type.
+struct MaybeEvent<'a>(Option<Event<'a>>);
+
+struct MaybeEventVisitor<'a>(PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for MaybeEventVisitor<'a> {
+    type Value = MaybeEvent<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut ph = Field::Absent;
+        let mut cat = Field::Absent;
+        let mut name = Field::Absent;
+        let mut pid = Field::Absent;
+        let mut tid = Field::Absent;
+        let mut args = Field::Absent;
+        let mut ts = None;
+        let mut dur = None;
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            match key.as_str() {
+                "ph" => ph = map.next_value()?,
+                "cat" => cat = map.next_value()?,
+                "name" => name = map.next_value()?,
+                "pid" => pid = map.next_value()?,
+                "tid" => tid = map.next_value()?,
+                "ts" => ts = map.next_value::<Option<&'de RawValue>>()?,
+                "dur" => dur = map.next_value::<Option<&'de RawValue>>()?,
+                "args" => args = map.next_value()?,
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        let event = (|| {
+            Ok::<_, ()>(Event {
+                ph: ph.into_option()?,
+                cat: cat.into_option()?,
+                name: name.into_option()?,
+                pid: pid.into_option()?,
+                tid: tid.into_option()?,
+                ts,
+                dur,
+                args: args.into_option()?,
+            })
+        })();
+        Ok(MaybeEvent(event.ok()))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(MaybeEvent(None))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(MaybeEvent(None))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(MaybeEvent(None))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(MaybeEvent(None))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(MaybeEvent(None))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(MaybeEvent(None))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+        Ok(MaybeEvent(None))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for MaybeEvent<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(MaybeEventVisitor(PhantomData))
+    }
 }
 
 impl<'a> Event<'a> {
@@ -310,9 +456,9 @@ pub struct Top<'a> {
     pub trace_name: Option<&'a RawValue>,
 }
 
-/// `traceEvents`, parsed in the same pass as the top level: each element is
-/// first delimited as raw text, then read as an [`Event`], so one malformed
-/// element is counted and skipped instead of failing the file.
+/// `traceEvents`, parsed in the same pass as the top level; elements that
+/// are not objects, or have a field of the wrong type, are counted and
+/// skipped instead of failing the file (a JSON syntax error still fails it).
 #[derive(Debug, Default)]
 pub struct Events<'a> {
     pub events: Vec<Event<'a>>,
@@ -331,10 +477,10 @@ impl<'de: 'a, 'a> Visitor<'de> for EventsVisitor<'a> {
             events: Vec::with_capacity(seq.size_hint().unwrap_or(1 << 16)),
             malformed: 0,
         };
-        while let Some(raw) = seq.next_element::<&'de RawValue>()? {
-            match serde_json::from_str::<Event<'de>>(raw.get()) {
-                Ok(e) => out.events.push(e),
-                Err(_) => out.malformed += 1,
+        while let Some(MaybeEvent(e)) = seq.next_element::<MaybeEvent<'a>>()? {
+            match e {
+                Some(e) => out.events.push(e),
+                None => out.malformed += 1,
             }
         }
         Ok(out)
