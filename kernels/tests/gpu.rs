@@ -182,7 +182,7 @@ fn one_block_matches_the_cpu_reference() {
 fn small_plan(world: usize, extra: &[&str]) -> Plan {
     let mut v = vec![
         "fsdp-ref", "--layers", "3", "--dim", "256", "--batch", "4", "--seq", "64", "--steps", "5",
-        "--warmup", "0", "--lr", "1e-3",
+        "--warmup", "0", "--lr", "1e-4",
     ];
     v.extend_from_slice(extra);
     plan(&Args::try_parse_from(v).expect("parse"), world).expect("valid plan")
