@@ -51,7 +51,7 @@ pub fn collective_ms(bytes: f64, world: usize, busbw_gbs: f64) -> f64 {
 
 /// Bus bandwidth achieved by a collective over `bytes` that took `ms`.
 pub fn bus_bandwidth_gbs(bytes: f64, world: usize, ms: f64) -> Option<f64> {
-    if world <= 1 || !(ms > 0.0) {
+    if world <= 1 || ms.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return None;
     }
     let moved = bytes * (world as f64 - 1.0) / world as f64;

@@ -208,7 +208,7 @@ pub fn plan(args: &Args, world: usize) -> Result<Plan, ConfigError> {
     positive("--model-tflops", args.model_tflops)?;
     positive("--model-busbw-gbs", args.model_busbw_gbs)?;
     positive("--peak-tflops", args.peak_tflops)?;
-    if args.dim % 8 != 0 {
+    if !args.dim.is_multiple_of(8) {
         return Err(ConfigError::DimAlignment { dim: args.dim });
     }
     if args.prefetch > args.layers {
@@ -219,7 +219,7 @@ pub fn plan(args: &Args, world: usize) -> Result<Plan, ConfigError> {
     }
     let shard = ShardLayout::new(args.dim, world)?;
     let tokens_global = args.batch * args.seq;
-    if tokens_global % world != 0 {
+    if !tokens_global.is_multiple_of(world) {
         return Err(ConfigError::TokensNotDivisible {
             tokens: tokens_global,
             world,
@@ -260,6 +260,7 @@ pub fn plan(args: &Args, world: usize) -> Result<Plan, ConfigError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -270,6 +270,7 @@ pub fn fetch(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -28,7 +28,7 @@ impl ShardLayout {
     /// Rejects a world size that does not divide the block evenly.
     pub fn new(dim: usize, world: usize) -> Result<Self, ConfigError> {
         let block_params = 8 * dim * dim;
-        if world == 0 || block_params % world != 0 {
+        if world == 0 || !block_params.is_multiple_of(world) {
             return Err(ConfigError::ParamsNotDivisible {
                 params: block_params,
                 world,
