@@ -115,12 +115,15 @@ pub fn model(plan: &Plan, tflops: f64, busbw_gbs: f64) -> Analytic {
     let comm_layer = 2.0 * ag + rs;
     let compute_layer = fwd + bwd;
     let serial = layers * (compute_layer + comm_layer);
+    // Pipeline: the first gather of each phase is exposed, then each layer
+    // costs the longer of its compute and the communication queued beside it,
+    // and the last block's compute (and reduce-scatter) trail.
+    let steady = (layers - 1.0).max(0.0);
     let overlap = if plan.prefetch == 0 {
         // Nothing is gathered ahead: gathers are exposed, reduce-scatters still overlap.
-        layers * (ag + fwd) + layers * (ag + bwd.max(rs)) + rs.min(bwd)
+        layers * (ag + fwd) + layers * ag + steady * bwd.max(rs) + bwd + rs
     } else {
-        // Pipeline fill (the first gather) plus the steady state per layer.
-        ag + layers * fwd.max(ag) + ag + layers * bwd.max(ag + rs) + rs
+        ag + steady * fwd.max(ag) + fwd + ag + steady * bwd.max(ag + rs) + bwd + rs
     };
     Analytic {
         tflops,
@@ -133,7 +136,7 @@ pub fn model(plan: &Plan, tflops: f64, busbw_gbs: f64) -> Analytic {
         backward_regime: Regime::classify(ag + rs, bwd),
         regime: Regime::classify(comm_layer, compute_layer),
         predicted_serial_ms: serial,
-        predicted_overlap_ms: overlap.min(serial),
+        predicted_overlap_ms: overlap,
         overlap_ceiling_ms: layers * (fwd.min(ag) + bwd.min(ag + rs)),
     }
 }
@@ -208,6 +211,33 @@ mod tests {
         // Behind the wall the step cannot beat its communication time.
         let comm = 8.0 * (2.0 * small.t_all_gather_ms + small.t_reduce_scatter_ms);
         assert!(small.predicted_overlap_ms >= comm);
+    }
+
+    #[test]
+    fn the_configs_of_scripts_gpu_fsdp_ref_sh() {
+        // Modest: 2 ranks x 2048 tokens, d=4096, 8 blocks (the README's numbers).
+        let a = model(&plan(2, 4096, 2048, 8), 600.0, 350.0);
+        assert!((a.t_fwd_compute_ms - 0.916).abs() < 1e-3);
+        assert!((a.t_all_gather_ms - 0.383).abs() < 1e-3);
+        assert!((a.t_reduce_scatter_ms - 0.767).abs() < 1e-3);
+        assert!((a.predicted_serial_ms - 34.26).abs() < 0.01, "{}", a.predicted_serial_ms);
+        assert!((a.predicted_overlap_ms - 23.52).abs() < 0.01, "{}", a.predicted_overlap_ms);
+        assert_eq!(a.regime, Regime::CommunicationHidden);
+        // Wall: 2 ranks x 64 tokens: overlap can only hide the little compute there is.
+        let w = model(&plan(2, 4096, 64, 8), 600.0, 350.0);
+        assert_eq!(w.regime, Regime::NetworkWall);
+        assert!((w.predicted_serial_ms - 12.96).abs() < 0.01, "{}", w.predicted_serial_ms);
+        assert!((w.predicted_overlap_ms - 12.36).abs() < 0.01, "{}", w.predicted_overlap_ms);
+    }
+
+    #[test]
+    fn prefetch_zero_exposes_the_gathers() {
+        let mut p = plan(2, 4096, 2048, 8);
+        let deep = model(&p, 600.0, 350.0);
+        p.prefetch = 0;
+        let none = model(&p, 600.0, 350.0);
+        assert!(none.predicted_overlap_ms > deep.predicted_overlap_ms);
+        assert!(none.predicted_overlap_ms < none.predicted_serial_ms);
     }
 
     #[test]
