@@ -220,14 +220,30 @@ mod tests {
         assert!((a.t_fwd_compute_ms - 0.916).abs() < 1e-3);
         assert!((a.t_all_gather_ms - 0.383).abs() < 1e-3);
         assert!((a.t_reduce_scatter_ms - 0.767).abs() < 1e-3);
-        assert!((a.predicted_serial_ms - 34.26).abs() < 0.01, "{}", a.predicted_serial_ms);
-        assert!((a.predicted_overlap_ms - 23.52).abs() < 0.01, "{}", a.predicted_overlap_ms);
+        assert!(
+            (a.predicted_serial_ms - 34.26).abs() < 0.01,
+            "{}",
+            a.predicted_serial_ms
+        );
+        assert!(
+            (a.predicted_overlap_ms - 23.52).abs() < 0.01,
+            "{}",
+            a.predicted_overlap_ms
+        );
         assert_eq!(a.regime, Regime::CommunicationHidden);
         // Wall: 2 ranks x 64 tokens: overlap can only hide the little compute there is.
         let w = model(&plan(2, 4096, 64, 8), 600.0, 350.0);
         assert_eq!(w.regime, Regime::NetworkWall);
-        assert!((w.predicted_serial_ms - 12.96).abs() < 0.01, "{}", w.predicted_serial_ms);
-        assert!((w.predicted_overlap_ms - 12.36).abs() < 0.01, "{}", w.predicted_overlap_ms);
+        assert!(
+            (w.predicted_serial_ms - 12.96).abs() < 0.01,
+            "{}",
+            w.predicted_serial_ms
+        );
+        assert!(
+            (w.predicted_overlap_ms - 12.36).abs() < 0.01,
+            "{}",
+            w.predicted_overlap_ms
+        );
     }
 
     #[test]
