@@ -9,6 +9,7 @@ mod category;
 mod devices;
 mod import;
 mod json;
+mod order;
 mod time;
 
 use std::io::Read;

@@ -414,6 +414,7 @@ fn events_without_ts_are_skipped_with_a_warning() {
         {"ph": "X", "cat": "cuda_event", "name": "cudaEventRecord", "pid": 2, "tid": 7, "ts": 105, "dur": 0,
          "args": {"device": 2, "stream": 7, "correlation": 12}},
         {"ph": "X", "cat": "mystery", "name": "m", "pid": 99, "tid": 1, "ts": 105, "dur": 1},
+        {"ph": "X", "cat": "overhead", "name": "CUPTI overhead", "pid": 10, "tid": 11, "ts": 106, "dur": 1},
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": "99", "dur": 5}
       ]}"#;
     let t = read_bytes(Path::new("mini.json"), json).expect("loads");
@@ -422,7 +423,7 @@ fn events_without_ts_are_skipped_with_a_warning() {
         (t.processes[0].rank, t.processes[0].world_size),
         (Some(3), Some(4))
     );
-    assert_eq!(t.slices.len(), 6);
+    assert_eq!(t.slices.len(), 7);
     assert!(
         t.warnings
             .iter()
@@ -483,6 +484,13 @@ fn events_without_ts_are_skipped_with_a_warning() {
         }
     );
     assert_eq!(t.slices.start_ns[find("aten::mm")], 99_000);
+    // Unknown categories of the host process stay on their thread.
+    let ov = find("CUPTI overhead");
+    assert_eq!(t.slices.kind[ov], SliceKind::Other);
+    assert_eq!(
+        t.track(t.slices.track[ov]).kind,
+        TrackKind::Thread { tid: 11 }
+    );
     // A GPU-side record of another category stays on its stream.
     let ev = find("cudaEventRecord");
     assert_eq!(t.slices.kind[ev], SliceKind::Other);
@@ -500,4 +508,21 @@ fn sniffs_real_traces() {
     let gz = std::fs::read(hta("nccl_parser_config/nccl_data.json.gz")).expect("read");
     assert!(looks_like_kineto(&gz));
     assert!(!looks_like_kineto(b"\x0a\x02\x08\x01 perfetto-ish bytes"));
+}
+
+#[test]
+fn time_base_may_follow_the_events_and_is_not_added_twice() {
+    let relative = br#"{"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 12.345, "dur": 0.001}
+      ], "baseTimeNanoseconds": 1700000000000000000}"#;
+    let t = read_bytes(Path::new("rel.json"), relative).expect("loads");
+    assert_eq!(t.slices.start_ns[0], 1_700_000_000_000_012_345);
+    assert_eq!(t.slices.dur_ns[0], 1);
+    assert_eq!(meta(&t, "baseTimeNanoseconds"), Some("1700000000000000000"));
+    // Epoch µs next to a base: already absolute.
+    let absolute = br#"{"baseTimeNanoseconds": 1700000000000000000, "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1700000000000012.5, "dur": 1}
+      ]}"#;
+    let t = read_bytes(Path::new("abs.json"), absolute).expect("loads");
+    assert_eq!(t.slices.start_ns[0], 1_700_000_000_000_012_500);
 }

@@ -1,6 +1,13 @@
 //! Kineto events → [`Trace`]: one process per file (one rank).
+//!
+//! Events are mapped as the parser delivers them (see `json::parse_document`),
+//! so memory holds the JSON text and the growing trace, never a list of all
+//! events. What can only be known at the end is settled in `finish`: the
+//! time base (`baseTimeNanoseconds` follows the events), which pid is the
+//! host process, device properties, thread names, the few events whose
+//! placement depends on those, and the display order of tracks.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde_json::value::RawValue;
@@ -8,16 +15,18 @@ use serde_json::Value;
 
 use super::category::{copy_kind_of, Cat};
 use super::devices::{parse_device_properties, unknown_device};
-use super::json::{ArgJson, Event, Id, Top};
+use super::json::{parse_document, ArgJson, Event, EventSink, Id, TopInfo};
+use super::order::reorder;
 use super::time::{ns_text_to_ns, us_text_to_ns};
 use crate::error::{Result, TraceError};
 use crate::model::{
-    ArgSet, ArgValue, ClockDomain, CopyInfo, Device, LaunchConfig, NewSlice, Process, SliceClass,
+    ArgSet, ArgValue, ClockDomain, CopyInfo, LaunchConfig, NewSlice, Process, SliceClass,
     SliceKind, Trace, TrackId, TrackKind,
 };
 
-/// Where an event goes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Where an event goes: a host thread, a GPU's own track, or a stream
+/// (devices and streams by CUDA ordinal and stream id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Place {
     Thread(u32),
     Gpu(u32),
@@ -47,39 +56,6 @@ struct Skipped {
 }
 
 pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
-    let mut top = parse_top(path, json)?;
-    let Some(parsed) = top.trace_events.take() else {
-        return Err(not_a_trace(path, "no traceEvents"));
-    };
-    let events = parsed.events;
-    let mut skipped = Skipped {
-        malformed: parsed.malformed,
-        ..Default::default()
-    };
-    let label = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let base_ns = top
-        .base_time_ns
-        .and_then(|r| ns_text_to_ns(r.get()))
-        .unwrap_or(0);
-    let mut b = Builder::new(&label, base_ns, &events);
-    b.read_process(&top);
-    b.read_devices(&top);
-    b.create_tracks(&events);
-    b.push_events(&events, &mut skipped);
-    b.finish(skipped)
-}
-
-fn not_a_trace(path: &Path, why: &str) -> TraceError {
-    TraceError::NotATrace {
-        path: path.to_path_buf(),
-        why: why.to_string(),
-    }
-}
-
-fn parse_top<'a>(path: &Path, json: &'a [u8]) -> Result<Top<'a>> {
     let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
     let Some(first) = json.iter().find(|b| !b.is_ascii_whitespace()) else {
         return Err(TraceError::Empty {
@@ -90,102 +66,106 @@ fn parse_top<'a>(path: &Path, json: &'a [u8]) -> Result<Top<'a>> {
         return Err(
             match serde_json::from_slice::<serde::de::IgnoredAny>(json) {
                 Ok(_) => not_a_trace(path, "top level is not a JSON object"),
-                Err(e) => TraceError::Json {
-                    path: path.to_path_buf(),
-                    why: e.to_string(),
-                },
+                Err(e) => json_error(path, e),
             },
         );
     }
-    serde_json::from_slice::<Top>(json).map_err(|e| match e.classify() {
+    let label = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut b = Builder::new(label);
+    let info = parse_document(json, &mut b).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => not_a_trace(path, &e.to_string()),
-        _ => TraceError::Json {
-            path: path.to_path_buf(),
-            why: e.to_string(),
-        },
-    })
+        _ => json_error(path, e),
+    })?;
+    if !info.has_events {
+        return Err(not_a_trace(path, "no traceEvents"));
+    }
+    Ok(b.finish(&info))
 }
 
-fn raw_text(r: Option<&RawValue>) -> Option<String> {
-    let r = r?;
-    match serde_json::from_str::<Value>(r.get()) {
-        Ok(Value::String(s)) => Some(s),
-        Ok(Value::Null) | Err(_) => None,
-        Ok(v) => Some(v.to_string()),
+fn not_a_trace(path: &Path, why: &str) -> TraceError {
+    TraceError::NotATrace {
+        path: path.to_path_buf(),
+        why: why.to_string(),
     }
 }
 
-fn to_u32(n: i64) -> Option<u32> {
-    u32::try_from(n).ok()
+fn json_error(path: &Path, e: serde_json::Error) -> TraceError {
+    TraceError::Json {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    }
 }
 
-struct Builder {
+struct Builder<'de> {
     trace: Trace,
     label: String,
-    base_ns: i64,
-    host_pid: i64,
+    /// Host-side events per pid: the most frequent is the host process.
+    host_events: HashMap<i64, usize>,
+    /// The pid Kineto labels "CPU", for traces without host events.
+    cpu_labelled: Option<i64>,
     process_names: HashMap<i64, String>,
-    thread_names: HashMap<u32, String>,
+    thread_names: HashMap<(i64, u32), String>,
     /// Text tids (rare) get ids from the top of the u32 range.
     text_tids: HashMap<String, u32>,
     /// Correlation id → host thread of the runtime call, to place
     /// stream-less syncs (context/device synchronize) on the calling thread.
     corr_thread: HashMap<u32, u32>,
-    props: HashMap<u32, Device>,
-    devices: BTreeMap<u32, u32>,
+    /// CUDA ordinal → model device index.
+    devices: HashMap<u32, u32>,
     tracks: HashMap<Place, TrackId>,
     counters: HashMap<(String, Option<u32>), TrackId>,
+    /// Events whose track depends on the host pid or on correlations seen
+    /// later (stream-less syncs, unknown categories): few, placed at the end.
+    deferred: Vec<Event<'de>>,
+    /// The profiler's span, relative to the time base.
+    capture: Option<(i64, i64)>,
+    skipped: Skipped,
 }
 
-impl Builder {
-    fn new(label: &str, base_ns: i64, events: &[Event]) -> Builder {
-        let mut b = Builder {
-            trace: Trace::new(),
-            label: label.to_string(),
-            base_ns,
-            host_pid: 0,
+impl<'de> EventSink<'de> for Builder<'de> {
+    fn event(&mut self, e: Event<'de>) {
+        match e.ph() {
+            "X" => self.complete(e),
+            "M" => self.metadata(&e),
+            "C" => self.counter(&e),
+            "i" | "I" if is_memory_event(&e) => self.memory(&e),
+            // Flow events (ac2g, fwdbwd) are rebuilt from correlation ids;
+            // other instants carry nothing the analyses use.
+            _ => {}
+        }
+    }
+
+    fn malformed(&mut self) {
+        self.skipped.malformed += 1;
+    }
+}
+
+impl<'de> Builder<'de> {
+    fn new(label: String) -> Builder<'de> {
+        let mut trace = Trace::new();
+        trace.add_process(Process {
+            clock: ClockDomain::Realtime,
+            ..Default::default()
+        });
+        Builder {
+            trace,
+            label,
+            host_events: HashMap::new(),
+            cpu_labelled: None,
             process_names: HashMap::new(),
             thread_names: HashMap::new(),
             text_tids: HashMap::new(),
             corr_thread: HashMap::new(),
-            props: HashMap::new(),
-            devices: BTreeMap::new(),
+            devices: HashMap::new(),
             tracks: HashMap::new(),
             counters: HashMap::new(),
-        };
-        b.host_pid = host_pid(events);
-        for e in events.iter().filter(|e| e.ph() == "M") {
-            let (Some(pid), Some(name)) = (
-                e.pid.as_ref().and_then(Id::num),
-                e.arg("name").and_then(ArgJson::as_str),
-            ) else {
-                continue;
-            };
-            match e.name() {
-                "process_name" => {
-                    b.process_names.insert(pid, name.to_string());
-                }
-                "thread_name" if pid == b.host_pid => {
-                    if let Some(tid) = e.tid.as_ref() {
-                        let tid = b.tid_of(tid);
-                        b.thread_names.insert(tid, name.trim().to_string());
-                    }
-                }
-                _ => {}
-            }
+            deferred: Vec::new(),
+            capture: None,
+            skipped: Skipped::default(),
         }
-        for e in events
-            .iter()
-            .filter(|e| e.ph() == "X" && matches!(Cat::of(e.cat()), Cat::Runtime | Cat::Driver))
-        {
-            if let (Some(c), Some(tid)) = (correlation(e), e.tid.as_ref()) {
-                if c != 0 {
-                    let tid = b.tid_of(tid);
-                    b.corr_thread.entry(c).or_insert(tid);
-                }
-            }
-        }
-        b
     }
 
     fn tid_of(&mut self, tid: &Id) -> u32 {
@@ -200,238 +180,176 @@ impl Builder {
         }
     }
 
-    fn read_process(&mut self, top: &Top) {
-        let mut p = Process {
-            pid: self.host_pid as u32,
-            name: self
-                .process_names
-                .get(&self.host_pid)
-                .cloned()
-                .unwrap_or_default(),
-            clock: ClockDomain::Realtime,
-            ..Default::default()
-        };
-        p.metadata.push(("source_file".into(), self.label.clone()));
-        p.metadata.push(("format".into(), "kineto".into()));
-        if let Some(v) = raw_text(top.schema_version) {
-            p.metadata.push(("schemaVersion".into(), v));
-        }
-        if let Some(v) = raw_text(top.trace_name) {
-            p.metadata.push(("traceName".into(), v));
-        }
-        if let Some(v) = raw_text(top.base_time_ns) {
-            p.metadata.push(("baseTimeNanoseconds".into(), v));
-        }
-        let dist = top
-            .distributed_info
-            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
-        if let Some(d) = dist.as_ref().filter(|d| d.is_object()) {
-            let num = |k: &str| {
-                d.get(k)
-                    .and_then(Value::as_u64)
-                    .and_then(|x| u32::try_from(x).ok())
-            };
-            p.rank = num("rank");
-            p.world_size = num("world_size");
-            for key in ["backend", "nccl_version", "pg_count"] {
-                if let Some(v) = d.get(key).filter(|v| !v.is_null()) {
-                    let text = v
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string());
-                    p.metadata.push((format!("distributed.{key}"), text));
-                }
-            }
-            if let Some(s) = d.get("pg_config").and_then(pg_config_summary) {
-                p.metadata.push(("distributed.pg_config".into(), s));
-            }
-        }
-        self.trace.add_process(p);
-    }
-
-    fn read_devices(&mut self, top: &Top) {
-        let Some(raw) = top.device_properties else {
+    fn metadata(&mut self, e: &Event) {
+        let Some(pid) = e.pid.as_ref().and_then(Id::num) else {
             return;
         };
-        match serde_json::from_str::<Value>(raw.get()) {
-            Ok(v) => self.props = parse_device_properties(&v),
-            Err(e) => self
-                .trace
-                .warnings
-                .push(format!("{}: deviceProperties unreadable: {e}", self.label)),
-        }
-    }
-
-    /// Where event `e` of category `cat` goes; `None` when it cannot be placed.
-    fn place(&mut self, e: &Event, cat: Cat) -> Option<Place> {
-        let pid = e.pid.as_ref().and_then(Id::num);
-        let tid = e.tid.as_ref().and_then(Id::num);
-        let arg = |k: &str| e.arg(k).and_then(ArgJson::as_i64);
-        match cat {
-            Cat::Kernel | Cat::Memcpy | Cat::Memset | Cat::GpuAnnotation => {
-                let device = arg("device").or(pid).and_then(to_u32)?;
-                let stream = arg("stream").or(tid).and_then(to_u32)?;
-                Some(Place::Stream(device, stream))
-            }
-            Cat::Sync => {
-                let stream = arg("stream").or(tid);
-                let device = arg("device").or(pid).and_then(to_u32);
-                if let (Some(d), Some(s)) = (device, stream.and_then(to_u32)) {
-                    if pid != Some(self.host_pid) {
-                        return Some(Place::Stream(d, s));
-                    }
+        match e.name() {
+            "process_name" => {
+                if let Some(n) = e.arg("name").and_then(ArgJson::as_str) {
+                    self.process_names.insert(pid, n.to_string());
                 }
-                if let Some(t) = correlation(e)
-                    .filter(|&c| c != 0)
-                    .and_then(|c| self.corr_thread.get(&c))
+            }
+            "process_labels" if e.arg("labels").and_then(ArgJson::as_str) == Some("CPU") => {
+                self.cpu_labelled.get_or_insert(pid);
+            }
+            "thread_name" => {
+                if let (Some(n), Some(tid)) =
+                    (e.arg("name").and_then(ArgJson::as_str), e.tid.as_ref())
                 {
-                    return Some(Place::Thread(*t));
+                    let name = n.trim().to_string();
+                    let tid = self.tid_of(tid);
+                    self.thread_names.insert((pid, tid), name);
                 }
-                if pid == Some(self.host_pid) {
-                    return e.tid.as_ref().map(|t| Place::Thread(self.tid_of(t)));
-                }
-                device.map(Place::Gpu)
             }
-            Cat::ProfilerSpan => None,
-            _ if cat.is_host() || pid == Some(self.host_pid) => {
-                e.tid.as_ref().map(|t| Place::Thread(self.tid_of(t)))
-            }
-            // Other GPU-side records (cuda_event, ...) that name their stream.
-            _ => {
-                let device = arg("device").and_then(to_u32)?;
-                let stream = arg("stream").and_then(to_u32)?;
-                Some(Place::Stream(device, stream))
-            }
+            _ => {}
         }
     }
 
-    fn create_tracks(&mut self, events: &[Event]) {
-        let mut places = BTreeSet::new();
-        for e in events.iter().filter(|e| e.ph() == "X") {
-            let cat = Cat::of(e.cat());
-            if let Some(p) = self.place(e, cat) {
-                places.insert(p);
+    fn rel_ns(r: Option<&RawValue>) -> Option<i64> {
+        us_text_to_ns(r?.get())
+    }
+
+    fn complete(&mut self, e: Event<'de>) {
+        let cat = Cat::of(e.cat());
+        let pid = e.pid.as_ref().and_then(Id::num);
+        if cat.is_host() {
+            if let Some(p) = pid {
+                *self.host_events.entry(p).or_default() += 1;
             }
         }
-        let mut device_ids: BTreeSet<u32> = places
-            .iter()
-            .filter_map(|p| match p {
-                Place::Gpu(d) | Place::Stream(d, _) => Some(*d),
-                Place::Thread(_) => None,
-            })
-            .collect();
-        for e in events.iter().filter(|e| is_memory_event(e)) {
-            if let Some(d) = gpu_memory_device(e) {
-                device_ids.insert(d);
+        if matches!(cat, Cat::Runtime | Cat::Driver) {
+            if let (Some(c), Some(tid)) = (correlation(&e).filter(|&c| c != 0), e.tid.as_ref()) {
+                let tid = self.tid_of(tid);
+                self.corr_thread.entry(c).or_insert(tid);
             }
         }
-        // Host threads first, the main thread (tid = pid) leading.
-        let host = self.host_pid as u32;
-        let mut threads: Vec<u32> = places
-            .iter()
-            .filter_map(|p| {
-                if let Place::Thread(t) = p {
-                    Some(*t)
-                } else {
-                    None
-                }
-            })
-            .collect();
-        threads.sort_by_key(|&t| (t != host, t));
-        for t in threads {
-            let name = self
-                .thread_names
-                .get(&t)
-                .cloned()
-                .unwrap_or_else(|| format!("thread {}", thread_label(t)));
-            let id = self
-                .trace
-                .add_track(0, None, TrackKind::Thread { tid: t }, &name);
-            self.tracks.insert(Place::Thread(t), id);
+        let Some(start) = Self::rel_ns(e.ts) else {
+            self.skipped.no_ts += 1;
+            return;
+        };
+        if cat == Cat::ProfilerSpan {
+            let dur = Self::rel_ns(e.dur).unwrap_or(0);
+            self.capture
+                .get_or_insert((start, start.saturating_add(dur)));
+            return;
         }
-        for ordinal in device_ids {
-            let mut dev = self
-                .props
-                .get(&ordinal)
-                .cloned()
-                .unwrap_or_else(|| unknown_device(ordinal));
-            dev.process = 0;
-            let name = format!("GPU {ordinal} · {}", dev.name);
-            let d = self.trace.add_device(dev);
-            self.devices.insert(ordinal, d);
-            let gpu = self
-                .trace
-                .add_track(0, None, TrackKind::Gpu { device: d }, &name);
-            self.tracks.insert(Place::Gpu(ordinal), gpu);
-            for p in places.iter() {
-                if let Place::Stream(o, s) = *p {
-                    if o == ordinal {
-                        let id = self.trace.add_track(
-                            0,
-                            Some(gpu),
-                            TrackKind::Stream {
-                                device: d,
-                                stream: s,
-                            },
-                            &format!("stream {s}"),
-                        );
-                        self.tracks.insert(Place::Stream(o, s), id);
+        let arg = |k: &str| e.arg(k).and_then(ArgJson::as_i64);
+        let tid = e.tid.as_ref().and_then(Id::num);
+        let place = match cat {
+            Cat::Kernel | Cat::Memcpy | Cat::Memset | Cat::GpuAnnotation => {
+                match (
+                    arg("device").or(pid).and_then(to_u32),
+                    arg("stream").or(tid).and_then(to_u32),
+                ) {
+                    (Some(d), Some(s)) => Place::Stream(d, s),
+                    _ => {
+                        self.skipped.unplaced += 1;
+                        return;
                     }
                 }
             }
-        }
+            _ if cat.is_host() => match e.tid.as_ref() {
+                Some(t) => Place::Thread(self.tid_of(t)),
+                None => {
+                    self.skipped.unplaced += 1;
+                    return;
+                }
+            },
+            // Syncs with a stream, and GPU-side records of other categories
+            // (cuda_event, ...) that name their stream, go on that stream.
+            _ => {
+                // (cuda_sync rows also use pid = device, tid = stream, but
+                // args are the unambiguous source.)
+                let stream = arg("stream");
+                let device = if cat == Cat::Sync {
+                    arg("device").or(pid)
+                } else {
+                    arg("device")
+                };
+                match (device.and_then(to_u32), stream.and_then(to_u32)) {
+                    (Some(d), Some(s)) => Place::Stream(d, s),
+                    _ => {
+                        self.deferred.push(e);
+                        return;
+                    }
+                }
+            }
+        };
+        self.push_slice(&e, cat, place, start);
     }
 
-    fn ts_ns(&self, r: Option<&RawValue>) -> Option<i64> {
-        us_text_to_ns(r?.get())?.checked_add(self.base_ns)
+    /// Places a deferred event once the host pid and all correlations are known.
+    fn place_deferred(&mut self, e: &Event, host_pid: i64) -> Option<Place> {
+        let pid = e.pid.as_ref().and_then(Id::num);
+        let on_host_thread = |b: &mut Self| e.tid.as_ref().map(|t| Place::Thread(b.tid_of(t)));
+        if Cat::of(e.cat()) == Cat::Sync {
+            if let Some(&t) = correlation(e)
+                .filter(|&c| c != 0)
+                .and_then(|c| self.corr_thread.get(&c))
+            {
+                return Some(Place::Thread(t));
+            }
+            if pid == Some(host_pid) {
+                return on_host_thread(self);
+            }
+            let device = e
+                .arg("device")
+                .and_then(ArgJson::as_i64)
+                .or(pid)
+                .and_then(to_u32);
+            return device.map(Place::Gpu);
+        }
+        if pid == Some(host_pid) {
+            return on_host_thread(self);
+        }
+        *self
+            .skipped
+            .unknown_cats
+            .entry(e.cat().to_string())
+            .or_default() += 1;
+        None
     }
 
-    fn push_events(&mut self, events: &[Event], skipped: &mut Skipped) {
-        self.trace.reserve_slices(events.len());
-        for e in events {
-            match e.ph() {
-                "X" => self.push_complete(e, skipped),
-                "C" => self.push_counter(e, skipped),
-                "i" | "I" if is_memory_event(e) => self.push_memory(e, skipped),
-                // Metadata was read up front; flow events (ac2g, fwdbwd) are
-                // rebuilt from correlation ids; other instants carry nothing
-                // the analyses use.
-                _ => {}
-            }
+    fn device(&mut self, ordinal: u32) -> u32 {
+        if let Some(&d) = self.devices.get(&ordinal) {
+            return d;
         }
+        let d = self.trace.add_device(unknown_device(ordinal));
+        self.devices.insert(ordinal, d);
+        d
     }
 
-    fn push_complete(&mut self, e: &Event, skipped: &mut Skipped) {
-        let cat = Cat::of(e.cat());
-        let Some(start_ns) = self.ts_ns(e.ts) else {
-            skipped.no_ts += 1;
-            return;
-        };
-        let dur_ns = e.dur.and_then(|r| us_text_to_ns(r.get())).unwrap_or(0);
-        if cat == Cat::ProfilerSpan {
-            let p = &mut self.trace.processes[0];
-            if p.capture_start_ns.is_none() {
-                p.capture_start_ns = Some(start_ns);
-                p.capture_end_ns = Some(start_ns + dur_ns);
-            }
-            return;
+    /// The track for `place`, created on first use (named and ordered in `finish`).
+    fn track(&mut self, place: Place) -> TrackId {
+        if let Some(&t) = self.tracks.get(&place) {
+            return t;
         }
-        let Some(place) = self.place(e, cat) else {
-            if cat == Cat::Other {
-                *skipped.unknown_cats.entry(e.cat().to_string()).or_default() += 1;
-            } else {
-                skipped.unplaced += 1;
+        let t = match place {
+            Place::Thread(tid) => self.trace.add_track(0, None, TrackKind::Thread { tid }, ""),
+            Place::Gpu(o) => {
+                let device = self.device(o);
+                self.trace.add_track(0, None, TrackKind::Gpu { device }, "")
             }
-            return;
+            Place::Stream(o, stream) => {
+                let gpu = self.track(Place::Gpu(o));
+                let device = self.device(o);
+                let kind = TrackKind::Stream { device, stream };
+                self.trace
+                    .add_track(0, Some(gpu), kind, &format!("stream {stream}"))
+            }
         };
-        let Some(&track) = self.tracks.get(&place) else {
-            skipped.unplaced += 1;
-            return;
-        };
+        self.tracks.insert(place, t);
+        t
+    }
+
+    fn push_slice(&mut self, e: &Event, cat: Cat, place: Place, start_rel_ns: i64) {
+        let track = self.track(place);
+        let dur_ns = Self::rel_ns(e.dur).unwrap_or(0);
         let name = e.name();
         let kind = cat.slice_kind(name);
         let name_id = self.trace.intern(name);
-        let mut s = NewSlice::new(track, kind, name_id, start_ns, dur_ns);
+        let mut s = NewSlice::new(track, kind, name_id, start_rel_ns, dur_ns);
         s.correlation = correlation(e).unwrap_or(0);
         let consumed = match kind {
             SliceKind::Kernel => {
@@ -484,8 +402,8 @@ impl Builder {
         if let Some(&t) = self.counters.get(&(name.clone(), ordinal)) {
             return t;
         }
-        let device = ordinal.and_then(|o| self.devices.get(&o).copied());
-        let parent = ordinal.and_then(|o| self.tracks.get(&Place::Gpu(o)).copied());
+        let parent = ordinal.map(|o| self.track(Place::Gpu(o)));
+        let device = ordinal.map(|o| self.device(o));
         let t = self
             .trace
             .add_track(0, parent, TrackKind::Counter { device }, &name);
@@ -494,26 +412,20 @@ impl Builder {
     }
 
     /// Chrome counter events: one series per (event name, arg key).
-    fn push_counter(&mut self, e: &Event, skipped: &mut Skipped) {
-        let Some(ts) = self.ts_ns(e.ts) else {
-            skipped.no_ts += 1;
+    fn counter(&mut self, e: &Event) {
+        let Some(ts) = Self::rel_ns(e.ts) else {
+            self.skipped.no_ts += 1;
             return;
         };
         let Some(args) = e.args.as_ref() else { return };
         let single = args.0.len() == 1;
-        let series: Vec<(String, f64)> = args
-            .0
-            .iter()
-            .filter_map(|(k, v)| {
-                let name = if single {
-                    e.name().to_string()
-                } else {
-                    format!("{} {}", e.name(), k.as_str())
-                };
-                v.as_f64().map(|x| (name, x))
-            })
-            .collect();
-        for (name, value) in series {
+        for (k, v) in &args.0 {
+            let Some(value) = v.as_f64() else { continue };
+            let name = if single {
+                e.name().to_string()
+            } else {
+                format!("{} {}", e.name(), k.as_str())
+            };
             let t = self.counter_track(name, None);
             self.trace.push_counter(t, ts, value);
         }
@@ -521,9 +433,9 @@ impl Builder {
 
     /// "[memory]" instants (profile_memory=True): allocator totals after each
     /// allocation or free, as counters per device.
-    fn push_memory(&mut self, e: &Event, skipped: &mut Skipped) {
-        let Some(ts) = self.ts_ns(e.ts) else {
-            skipped.no_ts += 1;
+    fn memory(&mut self, e: &Event) {
+        let Some(ts) = Self::rel_ns(e.ts) else {
+            self.skipped.no_ts += 1;
             return;
         };
         let ordinal = gpu_memory_device(e);
@@ -542,29 +454,178 @@ impl Builder {
         }
     }
 
-    fn finish(mut self, skipped: Skipped) -> Result<Trace> {
-        let l = &self.label;
-        let w = &mut self.trace.warnings;
-        if skipped.malformed > 0 {
-            w.push(format!(
-                "{l}: {} malformed events skipped",
-                skipped.malformed
-            ));
+    /// The host process: the pid most host-side events carry (GPU rows use
+    /// the device ordinal as pid), ties to the smaller pid; else the pid
+    /// labelled "CPU".
+    fn host_pid(&self) -> i64 {
+        self.host_events
+            .iter()
+            .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))
+            .map(|(p, _)| *p)
+            .or(self.cpu_labelled)
+            .unwrap_or(0)
+    }
+
+    fn finish(mut self, info: &TopInfo) -> Trace {
+        let host_pid = self.host_pid();
+        for e in std::mem::take(&mut self.deferred) {
+            if let Some(place) = self.place_deferred(&e, host_pid) {
+                let start = Self::rel_ns(e.ts).unwrap_or(0);
+                self.push_slice(&e, Cat::of(e.cat()), place, start);
+            }
         }
-        if skipped.no_ts > 0 {
+        self.shift_to_epoch(info);
+        self.fill_process(info, host_pid);
+        self.fill_devices(info);
+        self.name_tracks(host_pid);
+        reorder(&mut self.trace, host_pid as u32);
+        self.warn();
+        self.trace.link_flows_by_correlation();
+        self.trace.sort_slices();
+        self.trace
+    }
+
+    /// Newer traces give ts relative to `baseTimeNanoseconds`; older ones
+    /// give epoch µs and no base. A base with ts that already look like
+    /// epoch times (at least half the base) is not added twice.
+    fn shift_to_epoch(&mut self, info: &TopInfo) {
+        let Some(base) = info.base_time_ns.and_then(|r| ns_text_to_ns(r.get())) else {
+            return;
+        };
+        let first = self
+            .trace
+            .slices
+            .start_ns
+            .iter()
+            .min()
+            .copied()
+            .unwrap_or(0);
+        if base <= 0 || first >= base / 2 {
+            return;
+        }
+        for t in self
+            .trace
+            .slices
+            .start_ns
+            .iter_mut()
+            .chain(self.trace.counters.ts_ns.iter_mut())
+        {
+            *t = t.saturating_add(base);
+        }
+        if let Some((s, e)) = self.capture.as_mut() {
+            *s = s.saturating_add(base);
+            *e = e.saturating_add(base);
+        }
+    }
+
+    fn fill_process(&mut self, info: &TopInfo, host_pid: i64) {
+        let p = &mut self.trace.processes[0];
+        p.pid = host_pid as u32;
+        p.name = self
+            .process_names
+            .get(&host_pid)
+            .cloned()
+            .unwrap_or_default();
+        p.capture_start_ns = self.capture.map(|c| c.0);
+        p.capture_end_ns = self.capture.map(|c| c.1);
+        p.metadata.push(("source_file".into(), self.label.clone()));
+        p.metadata.push(("format".into(), "kineto".into()));
+        for (key, raw) in [
+            ("schemaVersion", info.schema_version),
+            ("traceName", info.trace_name),
+            ("baseTimeNanoseconds", info.base_time_ns),
+        ] {
+            if let Some(v) = raw_text(raw) {
+                p.metadata.push((key.into(), v));
+            }
+        }
+        let dist = info
+            .distributed_info
+            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
+        if let Some(d) = dist.as_ref().filter(|d| d.is_object()) {
+            let num = |k: &str| {
+                d.get(k)
+                    .and_then(Value::as_u64)
+                    .and_then(|x| u32::try_from(x).ok())
+            };
+            p.rank = num("rank");
+            p.world_size = num("world_size");
+            for key in ["backend", "nccl_version", "pg_count"] {
+                if let Some(v) = d.get(key).filter(|v| !v.is_null()) {
+                    let text = v
+                        .as_str()
+                        .map(str::to_string)
+                        .unwrap_or_else(|| v.to_string());
+                    p.metadata.push((format!("distributed.{key}"), text));
+                }
+            }
+            if let Some(s) = d.get("pg_config").and_then(pg_config_summary) {
+                p.metadata.push(("distributed.pg_config".into(), s));
+            }
+        }
+    }
+
+    /// Only the devices this rank's events use become devices (Kineto lists
+    /// every visible GPU); their properties come from `deviceProperties`.
+    fn fill_devices(&mut self, info: &TopInfo) {
+        let Some(raw) = info.device_properties else {
+            return;
+        };
+        let props = match serde_json::from_str::<Value>(raw.get()) {
+            Ok(v) => parse_device_properties(&v),
+            Err(e) => {
+                self.trace
+                    .warnings
+                    .push(format!("{}: deviceProperties unreadable: {e}", self.label));
+                return;
+            }
+        };
+        for (ordinal, &d) in &self.devices {
+            if let Some(p) = props.get(ordinal) {
+                self.trace.devices[d as usize] = p.clone();
+            }
+        }
+    }
+
+    fn name_tracks(&mut self, host_pid: i64) {
+        for i in 0..self.trace.tracks.len() {
+            let name = match self.trace.tracks[i].kind {
+                TrackKind::Thread { tid } => self
+                    .thread_names
+                    .get(&(host_pid, tid))
+                    .cloned()
+                    .unwrap_or_else(|| format!("thread {}", tid as i32)),
+                TrackKind::Gpu { device } => {
+                    let d = &self.trace.devices[device as usize];
+                    format!("GPU {} · {}", d.ordinal, d.name)
+                }
+                _ => continue,
+            };
+            self.trace.tracks[i].name = self.trace.intern(&name);
+        }
+    }
+
+    fn warn(&mut self) {
+        let l = &self.label;
+        let s = &self.skipped;
+        let w = &mut self.trace.warnings;
+        if s.malformed > 0 {
+            w.push(format!("{l}: {} malformed events skipped", s.malformed));
+        }
+        if s.no_ts > 0 {
             w.push(format!(
                 "{l}: {} events without a valid ts skipped",
-                skipped.no_ts
+                s.no_ts
             ));
         }
-        if skipped.unplaced > 0 {
+        if s.unplaced > 0 {
             w.push(format!(
                 "{l}: {} events without a device/stream or thread skipped",
-                skipped.unplaced
+                s.unplaced
             ));
         }
-        if !skipped.unknown_cats.is_empty() {
-            let cats: Vec<String> = skipped
+        if !s.unknown_cats.is_empty() {
+            let cats: Vec<String> = s
                 .unknown_cats
                 .iter()
                 .map(|(c, n)| format!("{c} ({n})"))
@@ -574,15 +635,11 @@ impl Builder {
                 cats.join(", ")
             ));
         }
-        self.trace.link_flows_by_correlation();
-        self.trace.sort_slices();
-        Ok(self.trace)
     }
 }
 
-/// A tid as Kineto wrote it: tids above i32::MAX came from negative numbers.
-fn thread_label(t: u32) -> String {
-    (t as i32).to_string()
+fn to_u32(n: i64) -> Option<u32> {
+    u32::try_from(n).ok()
 }
 
 /// The CUDA correlation id, when present and within u32.
@@ -590,33 +647,6 @@ fn correlation(e: &Event) -> Option<u32> {
     e.arg("correlation")
         .and_then(ArgJson::as_u64)
         .and_then(|c| u32::try_from(c).ok())
-}
-
-/// The host process: the pid most host-side events carry (GPU rows use the
-/// device ordinal as pid); ties go to the smaller pid.
-fn host_pid(events: &[Event]) -> i64 {
-    let mut counts: HashMap<i64, usize> = HashMap::new();
-    for e in events
-        .iter()
-        .filter(|e| e.ph() == "X" && Cat::of(e.cat()).is_host())
-    {
-        if let Some(p) = e.pid.as_ref().and_then(Id::num) {
-            *counts.entry(p).or_default() += 1;
-        }
-    }
-    if let Some((&p, _)) = counts
-        .iter()
-        .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))
-    {
-        return p;
-    }
-    events
-        .iter()
-        .find(|e| {
-            e.name() == "process_labels" && e.arg("labels").and_then(ArgJson::as_str) == Some("CPU")
-        })
-        .and_then(|e| e.pid.as_ref().and_then(Id::num))
-        .unwrap_or(0)
 }
 
 fn launch_config(e: &Event) -> LaunchConfig {
@@ -651,7 +681,14 @@ fn gpu_memory_device(e: &Event) -> Option<u32> {
         .and_then(to_u32)
 }
 
-/// "0 (default_pg): cuda:nccl, size 2, ranks [0, 1]; ..." for at most 16 groups.
+fn raw_text(r: Option<&RawValue>) -> Option<String> {
+    let r = r?;
+    match serde_json::from_str::<Value>(r.get()) {
+        Ok(Value::String(s)) => Some(s),
+        Ok(Value::Null) | Err(_) => None,
+        Ok(v) => Some(v.to_string()),
+    }
+}
 fn pg_config_summary(v: &Value) -> Option<String> {
     let list = v.as_array()?;
     const SHOWN: usize = 16;

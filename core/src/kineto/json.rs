@@ -1,10 +1,11 @@
-//! Borrowed JSON shapes of a Kineto trace.
+//! Borrowed JSON shapes of a Kineto trace and the one-pass document parser.
 //!
-//! Events are deserialized one at a time from their raw text, borrowing
-//! strings from the (decompressed) input, so a malformed event can be
-//! skipped without failing the whole file and no per-event `Value` tree is
-//! built. Timestamps stay raw text ([`RawValue`]) so `time` can convert them
-//! to integer nanoseconds exactly.
+//! Strings are borrowed from the (decompressed) input when they hold no
+//! escapes, and each event is handed to an [`EventSink`] as soon as it is
+//! read, so no per-event `Value` tree or list of all events is built.
+//! Timestamps stay raw text ([`RawValue`]) so `time` can convert them to
+//! integer nanoseconds exactly. Fields of an unexpected JSON type make the
+//! event count as malformed instead of failing the file.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -438,57 +439,107 @@ impl<'a> Event<'a> {
     }
 }
 
-/// The top-level object. Every field stays raw so a malformed optional
+/// Receives `traceEvents` one by one while the file is parsed.
+pub trait EventSink<'de> {
+    fn event(&mut self, e: Event<'de>);
+    /// An element that is not an object or has a field of the wrong type.
+    fn malformed(&mut self);
+}
+
+/// The top level besides `traceEvents`, kept raw so a malformed optional
 /// section (device properties, distributed info) costs a warning, not the file.
-#[derive(Debug, serde::Deserialize)]
-pub struct Top<'a> {
-    #[serde(rename = "traceEvents", borrow, default)]
-    pub trace_events: Option<Events<'a>>,
-    #[serde(rename = "schemaVersion", borrow, default)]
+#[derive(Debug, Default)]
+pub struct TopInfo<'a> {
+    pub has_events: bool,
     pub schema_version: Option<&'a RawValue>,
-    #[serde(rename = "deviceProperties", borrow, default)]
     pub device_properties: Option<&'a RawValue>,
-    #[serde(rename = "distributedInfo", borrow, default)]
     pub distributed_info: Option<&'a RawValue>,
-    #[serde(rename = "baseTimeNanoseconds", borrow, default)]
     pub base_time_ns: Option<&'a RawValue>,
-    #[serde(rename = "traceName", borrow, default)]
     pub trace_name: Option<&'a RawValue>,
 }
 
-/// `traceEvents`, parsed in the same pass as the top level; elements that
-/// are not objects, or have a field of the wrong type, are counted and
-/// skipped instead of failing the file (a JSON syntax error still fails it).
-#[derive(Debug, Default)]
-pub struct Events<'a> {
-    pub events: Vec<Event<'a>>,
-    pub malformed: usize,
+/// Parses a whole Kineto document in one pass, handing each event to `sink`
+/// as soon as it is read (so events are never all held at once; the
+/// top-level keys may come in any order, `baseTimeNanoseconds` usually after
+/// the events).
+pub fn parse_document<'de, S: EventSink<'de>>(
+    json: &'de [u8],
+    sink: &mut S,
+) -> Result<TopInfo<'de>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let info = de::Deserializer::deserialize_map(
+        &mut de,
+        TopVisitor {
+            sink,
+            _de: PhantomData,
+        },
+    )?;
+    de.end()?;
+    Ok(info)
 }
 
-struct EventsVisitor<'a>(PhantomData<&'a ()>);
+struct TopVisitor<'s, 'de, S> {
+    sink: &'s mut S,
+    _de: PhantomData<&'de ()>,
+}
 
-impl<'de: 'a, 'a> Visitor<'de> for EventsVisitor<'a> {
-    type Value = Events<'a>;
+impl<'de, S: EventSink<'de>> Visitor<'de> for TopVisitor<'_, 'de, S> {
+    type Value = TopInfo<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Kineto trace object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut info = TopInfo::default();
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            let slot = match key.as_str() {
+                "traceEvents" => {
+                    map.next_value_seed(EventsSeed {
+                        sink: &mut *self.sink,
+                        _de: PhantomData,
+                    })?;
+                    info.has_events = true;
+                    continue;
+                }
+                "schemaVersion" => &mut info.schema_version,
+                "deviceProperties" => &mut info.device_properties,
+                "distributedInfo" => &mut info.distributed_info,
+                "baseTimeNanoseconds" => &mut info.base_time_ns,
+                "traceName" => &mut info.trace_name,
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = map.next_value::<Option<&'de RawValue>>()?;
+        }
+        Ok(info)
+    }
+}
+
+struct EventsSeed<'s, 'de, S> {
+    sink: &'s mut S,
+    _de: PhantomData<&'de ()>,
+}
+
+impl<'de, S: EventSink<'de>> de::DeserializeSeed<'de> for EventsSeed<'_, 'de, S> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, S: EventSink<'de>> Visitor<'de> for EventsSeed<'_, 'de, S> {
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("traceEvents to be an array")
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut out = Events {
-            events: Vec::with_capacity(seq.size_hint().unwrap_or(1 << 16)),
-            malformed: 0,
-        };
-        while let Some(MaybeEvent(e)) = seq.next_element::<MaybeEvent<'a>>()? {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(MaybeEvent(e)) = seq.next_element::<MaybeEvent<'de>>()? {
             match e {
-                Some(e) => out.events.push(e),
-                None => out.malformed += 1,
+                Some(e) => self.sink.event(e),
+                None => self.sink.malformed(),
             }
         }
-        Ok(out)
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Events<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_seq(EventsVisitor(PhantomData))
+        Ok(())
     }
 }

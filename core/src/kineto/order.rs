@@ -1,0 +1,167 @@
+//! Puts devices and tracks of an imported process in display order.
+//!
+//! The importer creates them as events first mention them (file order);
+//! afterwards devices go by CUDA ordinal and tracks go: host threads (main
+//! thread first, then by tid), then per device its GPU track, its streams by
+//! number and its counters, then counters of no device.
+
+use crate::model::{Trace, TrackId, TrackKind};
+
+pub fn reorder(trace: &mut Trace, main_tid: u32) {
+    reorder_devices(trace);
+    reorder_tracks(trace, main_tid);
+}
+
+fn reorder_devices(trace: &mut Trace) {
+    let mut order: Vec<usize> = (0..trace.devices.len()).collect();
+    order.sort_by_key(|&i| (trace.devices[i].process, trace.devices[i].ordinal));
+    let mut new_of_old = vec![0u32; order.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_of_old[old] = new as u32;
+    }
+    trace.devices = order.iter().map(|&i| trace.devices[i].clone()).collect();
+    let map = |d: u32| new_of_old.get(d as usize).copied().unwrap_or(d);
+    for t in &mut trace.tracks {
+        t.kind = match t.kind {
+            TrackKind::Gpu { device } => TrackKind::Gpu {
+                device: map(device),
+            },
+            TrackKind::Stream { device, stream } => TrackKind::Stream {
+                device: map(device),
+                stream,
+            },
+            TrackKind::Counter { device } => TrackKind::Counter {
+                device: device.map(map),
+            },
+            k => k,
+        };
+    }
+}
+
+fn reorder_tracks(trace: &mut Trace, main_tid: u32) {
+    let key = |i: usize| {
+        let t = &trace.tracks[i];
+        let name = trace.str(t.name).to_string();
+        match t.kind {
+            TrackKind::Thread { tid } => (0, u32::from(tid != main_tid), 0, tid, String::new()),
+            TrackKind::Gpu { device } => (1, device, 0, 0, String::new()),
+            TrackKind::Stream { device, stream } => (1, device, 1, stream, String::new()),
+            TrackKind::Counter {
+                device: Some(device),
+            } => (1, device, 2, 0, name),
+            TrackKind::Counter { device: None } => (2, 0, 0, 0, name),
+            TrackKind::Other => (3, 0, 0, i as u32, String::new()),
+        }
+    };
+    let mut order: Vec<usize> = (0..trace.tracks.len()).collect();
+    order.sort_by_cached_key(|&i| key(i));
+    let mut new_of_old = vec![TrackId(0); order.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_of_old[old] = TrackId(new as u32);
+    }
+    let map = |t: TrackId| new_of_old[t.0 as usize];
+    trace.tracks = order
+        .iter()
+        .map(|&i| {
+            let mut t = trace.tracks[i].clone();
+            t.parent = t.parent.map(map);
+            t
+        })
+        .collect();
+    for t in trace
+        .slices
+        .track
+        .iter_mut()
+        .chain(trace.counters.track.iter_mut())
+    {
+        *t = map(*t);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Device, NewSlice, Process, SliceKind};
+
+    #[test]
+    fn devices_by_ordinal_tracks_grouped_and_remapped() {
+        let mut t = Trace::new();
+        let p = t.add_process(Process {
+            pid: 5,
+            ..Default::default()
+        });
+        let d3 = t.add_device(Device {
+            ordinal: 3,
+            ..Default::default()
+        });
+        let d1 = t.add_device(Device {
+            ordinal: 1,
+            ..Default::default()
+        });
+        let g3 = t.add_track(p, None, TrackKind::Gpu { device: d3 }, "GPU 3");
+        let s3 = t.add_track(
+            p,
+            Some(g3),
+            TrackKind::Stream {
+                device: d3,
+                stream: 9,
+            },
+            "stream 9",
+        );
+        let worker = t.add_track(p, None, TrackKind::Thread { tid: 7 }, "worker");
+        let g1 = t.add_track(p, None, TrackKind::Gpu { device: d1 }, "GPU 1");
+        let _s1b = t.add_track(
+            p,
+            Some(g1),
+            TrackKind::Stream {
+                device: d1,
+                stream: 20,
+            },
+            "stream 20",
+        );
+        let _s1a = t.add_track(
+            p,
+            Some(g1),
+            TrackKind::Stream {
+                device: d1,
+                stream: 7,
+            },
+            "stream 7",
+        );
+        let main = t.add_track(p, None, TrackKind::Thread { tid: 5 }, "main");
+        let n = t.intern("k");
+        t.push_slice(NewSlice::new(s3, SliceKind::Kernel, n, 1, 1));
+        t.push_slice(NewSlice::new(main, SliceKind::Runtime, n, 1, 1));
+        t.push_counter(worker, 1, 2.0);
+        reorder(&mut t, 5);
+        assert_eq!(
+            t.devices.iter().map(|d| d.ordinal).collect::<Vec<_>>(),
+            vec![1, 3]
+        );
+        let names: Vec<&str> = t.tracks.iter().map(|tr| t.str(tr.name)).collect();
+        assert_eq!(
+            names,
+            vec![
+                "main",
+                "worker",
+                "GPU 1",
+                "stream 7",
+                "stream 20",
+                "GPU 3",
+                "stream 9"
+            ]
+        );
+        assert_eq!(
+            t.tracks[6].kind,
+            TrackKind::Stream {
+                device: 1,
+                stream: 9
+            }
+        );
+        assert_eq!(t.tracks[6].parent, Some(TrackId(5)));
+        assert_eq!(t.tracks[3].parent, Some(TrackId(2)));
+        assert_eq!(t.track_name(t.slices.track[0]), "stream 9");
+        assert_eq!(t.track_name(t.slices.track[1]), "main");
+        assert_eq!(t.track_name(t.counters.track[0]), "worker");
+    }
+}
