@@ -12,7 +12,7 @@
 //! [`SliceKind::Other`].
 
 use std::collections::HashMap;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 
 use super::schema::*;
@@ -23,97 +23,153 @@ use crate::model::*;
 /// Reads a Perfetto trace file.
 pub fn read_file(path: &Path) -> Result<Trace> {
     let f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-    read_stream(path, BufReader::with_capacity(1 << 20, f))
+    read_stream(path, f)
 }
 
 /// Reads a Perfetto trace from `input` (`path` names it in errors).
+///
+/// Reads in 8 MiB chunks and decodes the packets of each chunk in place; a
+/// packet that crosses the end of a chunk is moved to the front before the
+/// next read, so memory holds one chunk (or one larger packet).
 pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
     let mut r = Reader::new(path);
-    let mut buf = Vec::with_capacity(1 << 16);
-    let mut offset: u64 = 0;
+    let mut buf = vec![0u8; 8 << 20];
+    let (mut lo, mut hi) = (0usize, 0usize);
+    let mut eof = false;
+    let mut base: u64 = 0; // file offset of buf[0]
     loop {
-        let start = offset;
-        let mut first = [0u8; 1];
-        match read_exact_or_eof(&mut input, &mut first).map_err(|e| TraceError::io(path, e))? {
-            0 => break,
-            _ => offset += 1,
+        if !eof && hi - lo < 16 {
+            refill(&mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, 16).map_err(|e| TraceError::io(path, e))?;
         }
-        if first[0] != 0x0a {
+        if lo == hi {
+            break;
+        }
+        let start = base + lo as u64;
+        if buf[lo] != 0x0a {
             if start == 0 {
                 return Err(TraceError::NotATrace {
                     path: path.to_path_buf(),
-                    why: format!("starts with byte 0x{:02x}, not a Perfetto TracePacket (0x0a)", first[0]),
+                    why: format!("starts with byte 0x{:02x}, not a Perfetto TracePacket (0x0a)", buf[lo]),
                 });
             }
             return Err(corrupt(path, start, "expected a TracePacket field (0x0a)"));
         }
-        let len = match read_varint(&mut input, &mut offset) {
-            Ok(Some(l)) => l,
-            Ok(None) => {
+        let Some((len, hdr)) = varint_at(&buf[lo + 1..hi]) else {
+            if eof {
                 r.truncated(start);
                 break;
             }
-            Err(e) => return Err(TraceError::io(path, e)),
+            refill(&mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, 16).map_err(|e| TraceError::io(path, e))?;
+            continue;
         };
         if len > 256 << 20 {
             return Err(corrupt(path, start, "packet length over 256 MiB"));
         }
-        buf.resize(len as usize, 0);
-        let got = read_exact_or_eof(&mut input, &mut buf).map_err(|e| TraceError::io(path, e))?;
-        if got < buf.len() {
-            r.truncated(start);
-            break;
+        let end = lo + 1 + hdr + len as usize;
+        if end > hi {
+            if eof {
+                r.truncated(start);
+                break;
+            }
+            let need = 1 + hdr + len as usize;
+            refill(&mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, need).map_err(|e| TraceError::io(path, e))?;
+            continue;
         }
-        offset += len;
-        r.packet(&buf).map_err(|e| corrupt(path, start + e.offset as u64, e.why))?;
+        r.packet(&buf[lo + 1 + hdr..end]).map_err(|e| corrupt(path, start + 1 + hdr as u64 + e.offset as u64, e.why))?;
+        lo = end;
     }
-    if offset == 0 {
+    if base + hi as u64 == 0 {
         return Err(TraceError::Empty { path: path.to_path_buf() });
     }
     Ok(r.finish())
+}
+
+/// Moves the unread bytes to the front and reads until at least `need`
+/// bytes are buffered or the input ends.
+fn refill<R: Read>(
+    input: &mut R,
+    buf: &mut Vec<u8>,
+    lo: &mut usize,
+    hi: &mut usize,
+    base: &mut u64,
+    eof: &mut bool,
+    need: usize,
+) -> std::io::Result<()> {
+    buf.copy_within(*lo..*hi, 0);
+    *base += *lo as u64;
+    *hi -= *lo;
+    *lo = 0;
+    if buf.len() < need {
+        buf.resize(need.next_power_of_two(), 0);
+    }
+    while *hi < need.max(buf.len() / 2) && !*eof {
+        match input.read(&mut buf[*hi..]) {
+            Ok(0) => *eof = true,
+            Ok(k) => *hi += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Decodes a varint at the start of `b`: (value, bytes used).
+fn varint_at(b: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, &x) in b.iter().take(10).enumerate() {
+        v |= ((x & 0x7f) as u64) << (7 * i);
+        if x & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
 }
 
 fn corrupt(path: &Path, offset: u64, why: &str) -> TraceError {
     TraceError::Corrupt { path: path.to_path_buf(), offset, why: why.to_string() }
 }
 
-/// Fills `buf` as far as the input goes; returns the bytes read.
-fn read_exact_or_eof<R: Read>(input: &mut R, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match input.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
+/// iid -> string id: a vector for the small dense iids writers use, a map
+/// for the rest.
+#[derive(Default)]
+struct IidMap {
+    dense: Vec<Option<StrId>>,
+    sparse: HashMap<u64, StrId>,
 }
 
-fn read_varint<R: Read>(input: &mut R, offset: &mut u64) -> std::io::Result<Option<u64>> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let mut b = [0u8; 1];
-        if read_exact_or_eof(input, &mut b)? == 0 {
-            return Ok(None);
-        }
-        *offset += 1;
-        v |= ((b[0] & 0x7f) as u64) << shift;
-        if b[0] & 0x80 == 0 {
-            return Ok(Some(v));
+impl IidMap {
+    fn insert(&mut self, iid: u64, id: StrId) {
+        if iid < 1 << 20 {
+            let i = iid as usize;
+            if self.dense.len() <= i {
+                self.dense.resize(i + 1, None);
+            }
+            self.dense[i] = Some(id);
+        } else {
+            self.sparse.insert(iid, id);
         }
     }
-    Ok(None)
+    #[inline]
+    fn get(&self, iid: u64) -> Option<StrId> {
+        if iid < 1 << 20 {
+            self.dense.get(iid as usize).copied().flatten()
+        } else {
+            self.sparse.get(&iid).copied()
+        }
+    }
+    fn clear(&mut self) {
+        self.dense.clear();
+        self.sparse.clear();
+    }
 }
 
 /// Interning state of one packet sequence.
 #[derive(Default)]
 struct SeqState {
     cleared: bool,
-    names: HashMap<u64, StrId>,
-    annotation_names: HashMap<u64, StrId>,
-    string_values: HashMap<u64, StrId>,
+    names: IidMap,
+    annotation_names: IidMap,
+    string_values: IidMap,
     last_ts: i64,
 }
 
@@ -132,20 +188,26 @@ struct Desc {
     seen_order: usize,
 }
 
-/// A slice being read; `track` is an index into `Reader::uuids`.
-struct Open {
-    slice: u32,
+/// Slices open on one track uuid (lanes have their own), and the sequence
+/// that wrote them.
+struct Slot {
+    open: Vec<u32>,
+    seq: usize,
 }
 
 struct Reader {
     path: std::path::PathBuf,
     trace: Trace,
-    seqs: HashMap<u32, SeqState>,
+    seqs: Vec<SeqState>,
+    seq_index: HashMap<u32, usize>,
+    last_seq: Option<(u32, usize)>,
     descs: HashMap<u64, Desc>,
     /// uuid -> dense index; slices hold the index until tracks are resolved.
     uuid_index: HashMap<u64, u32>,
     uuids: Vec<u64>,
-    open: HashMap<u64, Vec<Open>>,
+    slot_of: HashMap<u64, u32>,
+    slots: Vec<Slot>,
+    last_slot: Option<(u64, u32)>,
     /// slice -> sequence, for closing slices whose end was lost.
     process_meta: HashMap<u64, (Process, Vec<Device>)>,
     dropped_packets: u64,
@@ -153,7 +215,6 @@ struct Reader {
     truncated_at: Option<u64>,
     packets: u64,
     ours: bool,
-    open_seq: HashMap<u64, u32>,
 }
 
 impl Reader {
@@ -161,23 +222,58 @@ impl Reader {
         Reader {
             path: path.to_path_buf(),
             trace: Trace::new(),
-            seqs: HashMap::new(),
+            seqs: Vec::new(),
+            seq_index: HashMap::new(),
+            last_seq: None,
             descs: HashMap::new(),
             uuid_index: HashMap::new(),
             uuids: Vec::new(),
-            open: HashMap::new(),
+            slot_of: HashMap::new(),
+            slots: Vec::new(),
+            last_slot: None,
             process_meta: HashMap::new(),
             dropped_packets: 0,
             unmatched_ends: 0,
             truncated_at: None,
             packets: 0,
             ours: false,
-            open_seq: HashMap::new(),
         }
     }
 
     fn truncated(&mut self, at: u64) {
         self.truncated_at = Some(at);
+    }
+
+    #[inline]
+    fn seq_idx(&mut self, seq_id: u32) -> usize {
+        if let Some((id, i)) = self.last_seq {
+            if id == seq_id {
+                return i;
+            }
+        }
+        let n = self.seqs.len();
+        let i = *self.seq_index.entry(seq_id).or_insert(n);
+        if i == n {
+            self.seqs.push(SeqState::default());
+        }
+        self.last_seq = Some((seq_id, i));
+        i
+    }
+
+    #[inline]
+    fn slot(&mut self, uuid: u64, seq: usize) -> usize {
+        if let Some((u, i)) = self.last_slot {
+            if u == uuid {
+                return i as usize;
+            }
+        }
+        let n = self.slots.len() as u32;
+        let i = *self.slot_of.entry(uuid).or_insert(n);
+        if i == n {
+            self.slots.push(Slot { open: Vec::new(), seq });
+        }
+        self.last_slot = Some((uuid, i));
+        i as usize
     }
 
     fn uuid_idx(&mut self, uuid: u64) -> u32 {
@@ -210,30 +306,31 @@ impl Reader {
                 _ => {}
             }
         }
+        let sq = self.seq_idx(seq_id);
         if flags & SEQ_INCREMENTAL_STATE_CLEARED != 0 {
-            let s = self.seqs.entry(seq_id).or_default();
+            let s = &mut self.seqs[sq];
             s.names.clear();
             s.annotation_names.clear();
             s.string_values.clear();
             s.cleared = true;
         }
-        if flags & SEQ_NEEDS_INCREMENTAL_STATE != 0 && !self.seqs.get(&seq_id).is_some_and(|s| s.cleared) {
+        if flags & SEQ_NEEDS_INCREMENTAL_STATE != 0 && !self.seqs[sq].cleared {
             self.dropped_packets += 1;
             return Ok(());
         }
         if let Some(b) = interned {
-            self.interned(seq_id, b)?;
+            self.interned(sq, b)?;
         }
         if let Some(b) = descriptor {
             self.descriptor(b)?;
         }
         if let Some(b) = track_event {
-            self.track_event(seq_id, ts.unwrap_or(0), b)?;
+            self.track_event(sq, ts.unwrap_or(0), b)?;
         }
         Ok(())
     }
 
-    fn interned(&mut self, seq_id: u32, buf: &[u8]) -> std::result::Result<(), WireError> {
+    fn interned(&mut self, sq: usize, buf: &[u8]) -> std::result::Result<(), WireError> {
         let mut d = Dec::new(buf);
         while let Some((f, v)) = d.next()? {
             if !matches!(f, INTERNED_EVENT_NAMES | INTERNED_DEBUG_ANNOTATION_NAMES | INTERNED_DEBUG_ANNOTATION_STRING_VALUES) {
@@ -249,7 +346,7 @@ impl Reader {
                 }
             }
             let id = self.trace.intern(s);
-            let st = self.seqs.entry(seq_id).or_default();
+            let st = &mut self.seqs[sq];
             let table = match f {
                 INTERNED_EVENT_NAMES => &mut st.names,
                 INTERNED_DEBUG_ANNOTATION_NAMES => &mut st.annotation_names,
@@ -318,68 +415,79 @@ impl Reader {
         Ok(())
     }
 
-    fn track_event(&mut self, seq_id: u32, ts: i64, buf: &[u8]) -> std::result::Result<(), WireError> {
+    fn track_event(&mut self, sq: usize, ts: i64, buf: &[u8]) -> std::result::Result<(), WireError> {
         let mut d = Dec::new(buf);
         let mut ty = 0u64;
         let mut uuid = 0u64;
         let mut name: Option<StrId> = None;
         let mut counter_value = None;
-        let mut annotations: Vec<&[u8]> = Vec::new();
+        let mut has_annotations = false;
         while let Some((f, v)) = d.next()? {
             match f {
                 TE_TYPE => ty = v.as_u64(),
                 TE_TRACK_UUID => uuid = v.as_u64(),
-                TE_NAME_IID => {
-                    name = self.seqs.get(&seq_id).and_then(|s| s.names.get(&v.as_u64()).copied())
-                }
+                TE_NAME_IID => name = self.seqs[sq].names.get(v.as_u64()),
                 TE_NAME => name = Some(self.trace.intern(v.as_str())),
-                TE_DEBUG_ANNOTATIONS => annotations.push(v.as_bytes()),
+                TE_DEBUG_ANNOTATIONS => has_annotations = true,
                 TE_COUNTER_VALUE => counter_value = Some(v.as_u64() as i64 as f64),
                 TE_DOUBLE_COUNTER_VALUE => counter_value = Some(v.as_f64()),
                 _ => {}
             }
         }
-        if let Some(s) = self.seqs.get_mut(&seq_id) {
-            s.last_ts = s.last_ts.max(ts);
-        }
-        let idx = self.uuid_idx(uuid);
+        let st = &mut self.seqs[sq];
+        st.last_ts = st.last_ts.max(ts);
+        let slot = self.slot(uuid, sq);
         match ty {
-            TE_TYPE_SLICE_END => {
-                let open = self.open.get_mut(&uuid).and_then(|v| v.pop());
-                match open {
-                    Some(o) => {
-                        let i = o.slice as usize;
-                        self.trace.slices.dur_ns[i] = (ts - self.trace.slices.start_ns[i]).max(0);
-                    }
-                    None => self.unmatched_ends += 1,
+            TE_TYPE_SLICE_END => match self.slots[slot].open.pop() {
+                Some(i) => {
+                    let i = i as usize;
+                    self.trace.slices.dur_ns[i] = (ts - self.trace.slices.start_ns[i]).max(0);
                 }
-            }
+                None => self.unmatched_ends += 1,
+            },
             TE_TYPE_COUNTER => {
                 if let Some(v) = counter_value {
+                    let idx = self.uuid_idx(uuid);
                     self.trace.push_counter(TrackId(idx), ts, v);
                 }
             }
             TE_TYPE_SLICE_BEGIN | TE_TYPE_INSTANT => {
                 let name = name.unwrap_or(StrId::EMPTY);
                 if ty == TE_TYPE_INSTANT && self.trace.str(name) == PROCESS_METADATA_EVENT {
-                    return self.process_metadata(uuid, seq_id, &annotations);
+                    let mut anns = Vec::new();
+                    let mut d = Dec::new(buf);
+                    while let Some((f, v)) = d.next()? {
+                        if f == TE_DEBUG_ANNOTATIONS {
+                            anns.push(v.as_bytes());
+                        }
+                    }
+                    return self.process_metadata(uuid, sq, &anns);
                 }
-                let mut s = NewSlice::new(TrackId(idx), SliceKind::Other, name, ts, 0);
-                let mut lc = LaunchConfig::default();
-                let mut has_launch = false;
-                let mut copy = CopyInfo { bytes: 0, kind: CopyKind::Unknown, pageable: false };
-                for a in annotations {
-                    self.annotation(seq_id, a, &mut s, &mut lc, &mut has_launch, &mut copy)?;
+                let mut g = GpuFields::default();
+                let mut args: ArgSet = Vec::new();
+                if has_annotations {
+                    let mut d = Dec::new(buf);
+                    while let Some((f, v)) = d.next()? {
+                        if f == TE_DEBUG_ANNOTATIONS {
+                            self.annotation(sq, v.as_bytes(), &mut g, &mut args)?;
+                        }
+                    }
                 }
-                match s.kind {
-                    SliceKind::Kernel if has_launch => s.launch = Some(lc),
-                    SliceKind::Memcpy | SliceKind::Memset => s.copy = Some(copy),
-                    _ => {}
-                }
-                let id = self.trace.push_slice(s);
+                let payload = match g.kind {
+                    SliceKind::Kernel if g.has_launch => self.trace.intern_launch(g.launch),
+                    SliceKind::Memcpy | SliceKind::Memset => self.trace.intern_copy(g.copy),
+                    _ => NO_PAYLOAD,
+                };
+                let args = if args.is_empty() {
+                    NO_ARGS
+                } else {
+                    self.trace.arg_sets.push(args);
+                    (self.trace.arg_sets.len() - 1) as u32
+                };
+                let idx = self.uuid_idx(uuid);
+                let id = self.trace.push_slice_raw(TrackId(idx), ts, 0, name, g.kind, g.class, g.correlation, payload, args);
                 if ty == TE_TYPE_SLICE_BEGIN {
-                    self.open.entry(uuid).or_default().push(Open { slice: id.0 });
-                    self.open_seq.insert(uuid, seq_id);
+                    self.slots[slot].open.push(id.0);
                 }
             }
             _ => {}
@@ -387,68 +495,66 @@ impl Reader {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn annotation(
-        &mut self,
-        seq_id: u32,
-        buf: &[u8],
-        s: &mut NewSlice,
-        lc: &mut LaunchConfig,
-        has_launch: &mut bool,
-        copy: &mut CopyInfo,
-    ) -> std::result::Result<(), WireError> {
+    /// One top-level debug annotation of a slice.
+    fn annotation(&mut self, sq: usize, buf: &[u8], g: &mut GpuFields, args: &mut ArgSet) -> std::result::Result<(), WireError> {
         let mut d = Dec::new(buf);
         let mut name_iid = None;
         let mut name: Option<StrId> = None;
-        let mut value: Option<Val> = None;
-        let mut value_kind = 0u32;
-        let mut dict: Vec<&[u8]> = Vec::new();
+        let mut value: Option<(u32, Val)> = None;
+        let mut dict = false;
         while let Some((f, v)) = d.next()? {
             match f {
                 DA_NAME_IID => name_iid = Some(v.as_u64()),
                 DA_NAME => name = Some(self.trace.intern(v.as_str())),
-                DA_BOOL | DA_UINT | DA_INT | DA_DOUBLE | DA_STRING | DA_STRING_VALUE_IID => {
-                    value = Some(v);
-                    value_kind = f;
-                }
-                DA_DICT_ENTRIES => dict.push(v.as_bytes()),
+                DA_BOOL | DA_UINT | DA_INT | DA_DOUBLE | DA_STRING | DA_STRING_VALUE_IID => value = Some((f, v)),
+                DA_DICT_ENTRIES => dict = true,
                 _ => {}
             }
         }
         // Reserved names of ours have fixed iids on our sequences.
-        let fixed = if self.ours { name_iid.map(|i| i as u32) } else { None };
+        let fixed = if self.ours && name.is_none() { name_iid.map(|i| i as u32) } else { None };
         match fixed {
-            Some(AN_ARGS) => {
-                for e in dict {
-                    if let Some((k, v)) = self.plain_annotation(seq_id, e)? {
-                        s.args.push((k, v));
+            Some(AN_ARGS) if dict => {
+                let mut d = Dec::new(buf);
+                while let Some((f, v)) = d.next()? {
+                    if f == DA_DICT_ENTRIES {
+                        if let Some(kv) = self.plain_annotation(sq, v.as_bytes())? {
+                            args.push(kv);
+                        }
                     }
                 }
                 return Ok(());
             }
             Some(n @ AN_KIND..=AN_PAGEABLE) => {
-                let v = value.map(|v| v.as_u64()).unwrap_or(0);
-                let text = || if value_kind == DA_STRING_VALUE_IID { FIXED_STRING_VALUES.get(v as usize - 1).copied().unwrap_or("") } else { "" };
+                let (vk, val) = value.unwrap_or((0, Val::Varint(0)));
+                let v = val.as_u64();
+                let text = || {
+                    if vk == DA_STRING_VALUE_IID && v >= 1 {
+                        FIXED_STRING_VALUES.get(v as usize - 1).copied().unwrap_or("")
+                    } else {
+                        ""
+                    }
+                };
                 match n {
-                    AN_KIND => s.kind = SliceKind::from_name(text()).unwrap_or(SliceKind::Other),
-                    AN_CLASS => s.class = SliceClass::from_name(text()).unwrap_or(SliceClass::None),
-                    AN_CORRELATION => s.correlation = v as u32,
+                    AN_KIND => g.kind = SliceKind::from_name(text()).unwrap_or(SliceKind::Other),
+                    AN_CLASS => g.class = SliceClass::from_name(text()).unwrap_or(SliceClass::None),
+                    AN_CORRELATION => g.correlation = v as u32,
                     AN_GRID | AN_BLOCK => {
-                        let t = self.seqs.get(&seq_id).and_then(|st| st.string_values.get(&v).copied()).unwrap_or(StrId::EMPTY);
+                        let t = self.seqs[sq].string_values.get(v).unwrap_or(StrId::EMPTY);
                         let dims = parse_dims(self.trace.str(t));
                         if n == AN_GRID {
-                            lc.grid = dims;
+                            g.launch.grid = dims;
                         } else {
-                            lc.block = dims;
+                            g.launch.block = dims;
                         }
-                        *has_launch = true;
+                        g.has_launch = true;
                     }
-                    AN_REGISTERS => lc.registers_per_thread = v as u32,
-                    AN_STATIC_SMEM => lc.static_smem_bytes = v as u32,
-                    AN_DYNAMIC_SMEM => lc.dynamic_smem_bytes = v as u32,
-                    AN_BYTES => copy.bytes = v,
-                    AN_COPY_KIND => copy.kind = CopyKind::from_name(text()),
-                    AN_PAGEABLE => copy.pageable = v != 0,
+                    AN_REGISTERS => g.launch.registers_per_thread = v as u32,
+                    AN_STATIC_SMEM => g.launch.static_smem_bytes = v as u32,
+                    AN_DYNAMIC_SMEM => g.launch.dynamic_smem_bytes = v as u32,
+                    AN_BYTES => g.copy.bytes = v,
+                    AN_COPY_KIND => g.copy.kind = CopyKind::from_name(text()),
+                    AN_PAGEABLE => g.copy.pageable = v != 0,
                     _ => {} // device and stream come from the track
                 }
                 return Ok(());
@@ -458,55 +564,51 @@ impl Reader {
         // A foreign annotation: keep it as an argument.
         let key = match (name, name_iid) {
             (Some(n), _) => n,
-            (None, Some(i)) => match self.seqs.get(&seq_id).and_then(|st| st.annotation_names.get(&i).copied()) {
+            (None, Some(i)) => match self.seqs[sq].annotation_names.get(i) {
                 Some(n) => n,
                 None => return Ok(()),
             },
             _ => return Ok(()),
         };
-        if let Some(v) = value.and_then(|v| self.arg_value(seq_id, value_kind, v)) {
-            s.args.push((key, v));
+        if let Some(v) = value.and_then(|(f, v)| self.arg_value(sq, f, v)) {
+            args.push((key, v));
         }
         Ok(())
     }
 
     /// A dict entry of ours: a named scalar.
-    fn plain_annotation(&mut self, seq_id: u32, buf: &[u8]) -> std::result::Result<Option<(StrId, ArgValue)>, WireError> {
+    fn plain_annotation(&mut self, sq: usize, buf: &[u8]) -> std::result::Result<Option<(StrId, ArgValue)>, WireError> {
         let mut d = Dec::new(buf);
         let mut name = None;
         let mut value = None;
         while let Some((f, v)) = d.next()? {
             match f {
                 DA_NAME => name = Some(self.trace.intern(v.as_str())),
-                DA_NAME_IID => {
-                    name = self.seqs.get(&seq_id).and_then(|st| st.annotation_names.get(&v.as_u64()).copied())
-                }
+                DA_NAME_IID => name = self.seqs[sq].annotation_names.get(v.as_u64()),
                 DA_BOOL | DA_UINT | DA_INT | DA_DOUBLE | DA_STRING | DA_STRING_VALUE_IID => value = Some((f, v)),
                 _ => {}
             }
         }
         Ok(match (name, value) {
-            (Some(n), Some((f, v))) => self.arg_value(seq_id, f, v).map(|v| (n, v)),
+            (Some(n), Some((f, v))) => self.arg_value(sq, f, v).map(|v| (n, v)),
             _ => None,
         })
     }
 
-    fn arg_value(&mut self, seq_id: u32, field: u32, v: Val) -> Option<ArgValue> {
+    fn arg_value(&mut self, sq: usize, field: u32, v: Val) -> Option<ArgValue> {
         Some(match field {
             DA_BOOL => ArgValue::Bool(v.as_u64() != 0),
             DA_UINT => ArgValue::UInt(v.as_u64()),
             DA_INT => ArgValue::Int(v.as_u64() as i64),
             DA_DOUBLE => ArgValue::Double(v.as_f64()),
             DA_STRING => ArgValue::Str(self.trace.intern(v.as_str())),
-            DA_STRING_VALUE_IID => {
-                ArgValue::Str(self.seqs.get(&seq_id).and_then(|st| st.string_values.get(&v.as_u64()).copied())?)
-            }
+            DA_STRING_VALUE_IID => ArgValue::Str(self.seqs[sq].string_values.get(v.as_u64())?),
             _ => return None,
         })
     }
 
     /// The `streamscope.process` instant: process fields and devices.
-    fn process_metadata(&mut self, uuid: u64, seq_id: u32, annotations: &[&[u8]]) -> std::result::Result<(), WireError> {
+    fn process_metadata(&mut self, uuid: u64, sq: usize, annotations: &[&[u8]]) -> std::result::Result<(), WireError> {
         self.ours = true;
         let mut p = Process::default();
         let mut devices = Vec::new();
@@ -523,7 +625,7 @@ impl Reader {
             }
             let mut kv: Vec<(String, ArgValue)> = Vec::new();
             for e in entries {
-                if let Some((k, v)) = self.plain_annotation(seq_id, e)? {
+                if let Some((k, v)) = self.plain_annotation(sq, e)? {
                     kv.push((self.trace.str(k).to_string(), v));
                 }
             }
@@ -603,10 +705,10 @@ impl Reader {
     fn finish(mut self) -> Trace {
         // Slices whose end was lost: close them at the last timestamp seen.
         let mut unterminated = 0u64;
-        for (uuid, stack) in std::mem::take(&mut self.open) {
-            let last = self.open_seq.get(&uuid).and_then(|s| self.seqs.get(s)).map(|s| s.last_ts).unwrap_or(0);
-            for o in stack {
-                let i = o.slice as usize;
+        for slot in std::mem::take(&mut self.slots) {
+            let last = self.seqs[slot.seq].last_ts;
+            for i in slot.open {
+                let i = i as usize;
                 self.trace.slices.dur_ns[i] = (last - self.trace.slices.start_ns[i]).max(0);
                 unterminated += 1;
             }
@@ -781,6 +883,29 @@ impl Reader {
             self.trace.warnings.push(format!("{path}: {} slice ends had no matching begin", self.unmatched_ends));
         }
         self.trace
+    }
+}
+
+/// Typed fields of a slice, from our reserved annotations.
+struct GpuFields {
+    kind: SliceKind,
+    class: SliceClass,
+    correlation: u32,
+    launch: LaunchConfig,
+    has_launch: bool,
+    copy: CopyInfo,
+}
+
+impl Default for GpuFields {
+    fn default() -> Self {
+        GpuFields {
+            kind: SliceKind::Other,
+            class: SliceClass::None,
+            correlation: 0,
+            launch: LaunchConfig::default(),
+            has_launch: false,
+            copy: CopyInfo { bytes: 0, kind: CopyKind::Unknown, pageable: false },
+        }
     }
 }
 

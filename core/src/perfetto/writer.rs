@@ -38,6 +38,8 @@ struct Seq {
     next_name_iid: u32,
     /// Strings that are not in the pool (grid/block text).
     text_iid: HashMap<String, u32>,
+    /// Launch-config index -> (grid iid, block iid), 0 = not interned yet.
+    launch_iids: Vec<(u32, u32)>,
     next_str_iid: u32,
     last_ts: i64,
     meta_written: Option<(usize, u64)>,
@@ -52,6 +54,7 @@ impl Seq {
             name_iid: Vec::new(),
             next_name_iid: 1,
             text_iid: HashMap::new(),
+            launch_iids: Vec::new(),
             next_str_iid: FIRST_FREE_STR_IID,
             last_ts: 0,
             meta_written: None,
@@ -443,11 +446,7 @@ impl<W: Write> PerfettoWriter<W> {
         // Intern what this event needs that the sequence has not seen.
         let name = sl.name[i];
         let name_iid = self.intern_name(trace, p, name);
-        let launch = trace.launch_of(i).map(|lc| {
-            let grid = format!("{}x{}x{}", lc.grid[0], lc.grid[1], lc.grid[2]);
-            let block = format!("{}x{}x{}", lc.block[0], lc.block[1], lc.block[2]);
-            (lc, self.text_iid(p, grid), self.text_iid(p, block))
-        });
+        let launch = trace.launch_of(i).map(|lc| (lc, self.launch_iids(p, sl.payload[i] as usize, lc)));
 
         let at = self.packet(p, Some(start), true);
         let te = self.enc.begin(PKT_TRACK_EVENT);
@@ -469,7 +468,7 @@ impl<W: Write> PerfettoWriter<W> {
                 self.annotate_uint(AN_STREAM, stream as u64);
             }
         }
-        if let Some((lc, g, b)) = launch {
+        if let Some((lc, (g, b))) = launch {
             self.annotate_str_iid(AN_GRID, g);
             self.annotate_str_iid(AN_BLOCK, b);
             self.annotate_uint(AN_REGISTERS, lc.registers_per_thread as u64);
@@ -560,6 +559,24 @@ impl<W: Write> PerfettoWriter<W> {
         self.enc.end(inter);
         self.enc.end(at);
         iid
+    }
+
+    /// Grid and block text iids of launch configuration `index`.
+    fn launch_iids(&mut self, p: usize, index: usize, lc: &LaunchConfig) -> (u32, u32) {
+        if let Some(&(g, b)) = self.seqs[p].launch_iids.get(index) {
+            if g != 0 {
+                return (g, b);
+            }
+        }
+        let grid = format!("{}x{}x{}", lc.grid[0], lc.grid[1], lc.grid[2]);
+        let block = format!("{}x{}x{}", lc.block[0], lc.block[1], lc.block[2]);
+        let ids = (self.text_iid(p, grid), self.text_iid(p, block));
+        let cache = &mut self.seqs[p].launch_iids;
+        if cache.len() <= index {
+            cache.resize(index + 1, (0, 0));
+        }
+        cache[index] = ids;
+        ids
     }
 
     /// Interned string-value iid of a text on process `p`'s sequence,

@@ -1,0 +1,43 @@
+//! Perfetto write/read throughput on a generated trace (a benchmark, not a
+//! test): `cargo bench -p streamscope-core --bench perfetto_io [-- SLICES]`.
+//!
+//! Generates an FSDP-like trace (default 10 M slices), writes it to a file
+//! with the streaming writer, reads it back with the streaming reader, and
+//! prints slices/s for each plus the file size. Peak memory of a full load
+//! is measured separately on the written file (see docs/PERFORMANCE.md).
+
+use std::time::Instant;
+
+use streamscope_core::perfetto::{read_file, write_file};
+use streamscope_core::synth::{fsdp_like, SynthOptions};
+
+fn main() {
+    let n: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(10_000_000);
+    let path = std::env::temp_dir().join("streamscope-bench.pftrace");
+    let t0 = Instant::now();
+    let trace = fsdp_like(&SynthOptions { ranks: 8, target_slices: n, layers: 16, item_sync: true, seed: 7 });
+    let slices = trace.slices.len();
+    println!("generated {slices} slices in {:.2} s", t0.elapsed().as_secs_f64());
+
+    let mut write_s = Vec::new();
+    let mut read_s = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        write_file(&trace, &path).expect("write");
+        write_s.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let back = read_file(&path).expect("read");
+        read_s.push(t.elapsed().as_secs_f64());
+        assert_eq!(back.slices.len(), slices);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v[v.len() / 2]
+    };
+    let (w, r) = (median(&mut write_s), median(&mut read_s));
+    let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    println!("file: {} ({:.1} bytes/slice, {:.0} MB)", path.display(), bytes as f64 / slices as f64, bytes as f64 / 1e6);
+    println!("write: median {w:.2} s = {:.2} M slices/s", slices as f64 / w / 1e6);
+    println!("read:  median {r:.2} s = {:.2} M slices/s", slices as f64 / r / 1e6);
+    println!("(peak memory of a full load: /usr/bin/time -v target/release/streamscope info {})", path.display());
+}
