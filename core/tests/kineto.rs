@@ -526,3 +526,21 @@ fn time_base_may_follow_the_events_and_is_not_added_twice() {
     let t = read_bytes(Path::new("abs.json"), absolute).expect("loads");
     assert_eq!(t.slices.start_ns[0], 1_700_000_000_000_012_500);
 }
+
+#[test]
+fn gzip_is_detected_by_magic_not_by_name() {
+    let json = br#"{"traceEvents": [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": "main loop", "ts": 5, "dur": 3}
+      ]}"#;
+    let zipped =
+        read_bytes(Path::new("plain-name.json"), &gzip(json)).expect("gzip under a .json name");
+    let plain = read_bytes(Path::new("zipped-name.json.gz"), json)
+        .expect("plain JSON under a .json.gz name");
+    for t in [&zipped, &plain] {
+        assert_eq!(t.slices.len(), 1);
+        assert_eq!(t.slices.kind[0], SliceKind::Range);
+        assert_eq!((t.slices.start_ns[0], t.slices.dur_ns[0]), (5_000, 3_000));
+        // A text tid keeps its text as the thread name.
+        assert_eq!(t.track_name(t.slices.track[0]), "main loop");
+    }
+}

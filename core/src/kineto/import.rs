@@ -590,11 +590,13 @@ impl<'de> Builder<'de> {
     fn name_tracks(&mut self, host_pid: i64) {
         for i in 0..self.trace.tracks.len() {
             let name = match self.trace.tracks[i].kind {
-                TrackKind::Thread { tid } => self
-                    .thread_names
-                    .get(&(host_pid, tid))
-                    .cloned()
-                    .unwrap_or_else(|| format!("thread {}", tid as i32)),
+                TrackKind::Thread { tid } => match self.thread_names.get(&(host_pid, tid)) {
+                    Some(n) => n.clone(),
+                    None => match self.text_tids.iter().find(|(_, &t)| t == tid) {
+                        Some((text, _)) => text.clone(),
+                        None => format!("thread {}", tid as i32),
+                    },
+                },
                 TrackKind::Gpu { device } => {
                     let d = &self.trace.devices[device as usize];
                     format!("GPU {} · {}", d.ordinal, d.name)
