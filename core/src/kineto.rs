@@ -7,9 +7,12 @@
 
 mod category;
 mod devices;
+mod document;
+mod event;
 mod import;
 mod json;
 mod order;
+mod process;
 mod time;
 
 use std::io::Read;

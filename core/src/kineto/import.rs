@@ -7,21 +7,23 @@
 //! host process, device properties, thread names, the few events whose
 //! placement depends on those, and the display order of tracks.
 
+mod finish;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde_json::value::RawValue;
-use serde_json::Value;
 
 use super::category::{copy_kind_of, Cat};
-use super::devices::{parse_device_properties, unknown_device};
-use super::json::{parse_document, ArgJson, Event, EventSink, Id, TopInfo};
-use super::order::reorder;
-use super::time::{ns_text_to_ns, us_text_to_ns};
+use super::devices::unknown_device;
+use super::document::{parse_document, EventSink};
+use super::event::Event;
+use super::json::{ArgJson, Id};
+use super::time::us_text_to_ns;
 use crate::error::{Result, TraceError};
 use crate::model::{
-    ArgSet, ArgValue, ClockDomain, CopyInfo, LaunchConfig, NewSlice, Process, SliceClass,
-    SliceKind, Trace, TrackId, TrackKind,
+    ArgSet, ArgValue, ClockDomain, CopyInfo, NewSlice, Process, SliceClass, SliceKind, Trace,
+    TrackId, TrackKind,
 };
 
 /// Where an event goes: a host thread, a GPU's own track, or a stream
@@ -131,7 +133,7 @@ impl<'de> EventSink<'de> for Builder<'de> {
             "X" => self.complete(e),
             "M" => self.metadata(&e),
             "C" => self.counter(&e),
-            "i" | "I" if is_memory_event(&e) => self.memory(&e),
+            "i" | "I" if e.is_memory() => self.memory(&e),
             // Flow events (ac2g, fwdbwd) are rebuilt from correlation ids;
             // other instants carry nothing the analyses use.
             _ => {}
@@ -219,7 +221,7 @@ impl<'de> Builder<'de> {
             }
         }
         if matches!(cat, Cat::Runtime | Cat::Driver) {
-            if let (Some(c), Some(tid)) = (correlation(&e).filter(|&c| c != 0), e.tid.as_ref()) {
+            if let (Some(c), Some(tid)) = (e.correlation().filter(|&c| c != 0), e.tid.as_ref()) {
                 let tid = self.tid_of(tid);
                 self.corr_thread.entry(c).or_insert(tid);
             }
@@ -284,7 +286,8 @@ impl<'de> Builder<'de> {
         let pid = e.pid.as_ref().and_then(Id::num);
         let on_host_thread = |b: &mut Self| e.tid.as_ref().map(|t| Place::Thread(b.tid_of(t)));
         if Cat::of(e.cat()) == Cat::Sync {
-            if let Some(&t) = correlation(e)
+            if let Some(&t) = e
+                .correlation()
                 .filter(|&c| c != 0)
                 .and_then(|c| self.corr_thread.get(&c))
             {
@@ -350,10 +353,10 @@ impl<'de> Builder<'de> {
         let kind = cat.slice_kind(name);
         let name_id = self.trace.intern(name);
         let mut s = NewSlice::new(track, kind, name_id, start_rel_ns, dur_ns);
-        s.correlation = correlation(e).unwrap_or(0);
+        s.correlation = e.correlation().unwrap_or(0);
         let consumed = match kind {
             SliceKind::Kernel => {
-                s.launch = Some(launch_config(e));
+                s.launch = Some(e.launch_config());
                 KERNEL_CONSUMED
             }
             SliceKind::Memcpy | SliceKind::Memset => {
@@ -438,7 +441,7 @@ impl<'de> Builder<'de> {
             self.skipped.no_ts += 1;
             return;
         };
-        let ordinal = gpu_memory_device(e);
+        let ordinal = e.gpu_memory_device();
         let who = match ordinal {
             Some(o) => format!("GPU {o}"),
             None => "CPU".to_string(),
@@ -453,281 +456,8 @@ impl<'de> Builder<'de> {
             }
         }
     }
-
-    /// The host process: the pid most host-side events carry (GPU rows use
-    /// the device ordinal as pid), ties to the smaller pid; else the pid
-    /// labelled "CPU".
-    fn host_pid(&self) -> i64 {
-        self.host_events
-            .iter()
-            .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))
-            .map(|(p, _)| *p)
-            .or(self.cpu_labelled)
-            .unwrap_or(0)
-    }
-
-    fn finish(mut self, info: &TopInfo) -> Trace {
-        let host_pid = self.host_pid();
-        for e in std::mem::take(&mut self.deferred) {
-            if let Some(place) = self.place_deferred(&e, host_pid) {
-                let start = Self::rel_ns(e.ts).unwrap_or(0);
-                self.push_slice(&e, Cat::of(e.cat()), place, start);
-            }
-        }
-        self.shift_to_epoch(info);
-        self.fill_process(info, host_pid);
-        self.fill_devices(info);
-        self.name_tracks(host_pid);
-        reorder(&mut self.trace, host_pid as u32);
-        self.warn();
-        self.trace.link_flows_by_correlation();
-        self.trace.sort_slices();
-        self.trace
-    }
-
-    /// Newer traces give ts relative to `baseTimeNanoseconds`; older ones
-    /// give epoch µs and no base. A base with ts that already look like
-    /// epoch times (at least half the base) is not added twice.
-    fn shift_to_epoch(&mut self, info: &TopInfo) {
-        let Some(base) = info.base_time_ns.and_then(|r| ns_text_to_ns(r.get())) else {
-            return;
-        };
-        let first = self
-            .trace
-            .slices
-            .start_ns
-            .iter()
-            .min()
-            .copied()
-            .unwrap_or(0);
-        if base <= 0 || first >= base / 2 {
-            return;
-        }
-        for t in self
-            .trace
-            .slices
-            .start_ns
-            .iter_mut()
-            .chain(self.trace.counters.ts_ns.iter_mut())
-        {
-            *t = t.saturating_add(base);
-        }
-        if let Some((s, e)) = self.capture.as_mut() {
-            *s = s.saturating_add(base);
-            *e = e.saturating_add(base);
-        }
-    }
-
-    fn fill_process(&mut self, info: &TopInfo, host_pid: i64) {
-        let p = &mut self.trace.processes[0];
-        p.pid = host_pid as u32;
-        p.name = self
-            .process_names
-            .get(&host_pid)
-            .cloned()
-            .unwrap_or_default();
-        p.capture_start_ns = self.capture.map(|c| c.0);
-        p.capture_end_ns = self.capture.map(|c| c.1);
-        p.metadata.push(("source_file".into(), self.label.clone()));
-        p.metadata.push(("format".into(), "kineto".into()));
-        for (key, raw) in [
-            ("schemaVersion", info.schema_version),
-            ("traceName", info.trace_name),
-            ("baseTimeNanoseconds", info.base_time_ns),
-        ] {
-            if let Some(v) = raw_text(raw) {
-                p.metadata.push((key.into(), v));
-            }
-        }
-        let dist = info
-            .distributed_info
-            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
-        if let Some(d) = dist.as_ref().filter(|d| d.is_object()) {
-            let num = |k: &str| {
-                d.get(k)
-                    .and_then(Value::as_u64)
-                    .and_then(|x| u32::try_from(x).ok())
-            };
-            p.rank = num("rank");
-            p.world_size = num("world_size");
-            for key in ["backend", "nccl_version", "pg_count"] {
-                if let Some(v) = d.get(key).filter(|v| !v.is_null()) {
-                    let text = v
-                        .as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string());
-                    p.metadata.push((format!("distributed.{key}"), text));
-                }
-            }
-            if let Some(s) = d.get("pg_config").and_then(pg_config_summary) {
-                p.metadata.push(("distributed.pg_config".into(), s));
-            }
-        }
-    }
-
-    /// Only the devices this rank's events use become devices (Kineto lists
-    /// every visible GPU); their properties come from `deviceProperties`.
-    fn fill_devices(&mut self, info: &TopInfo) {
-        let Some(raw) = info.device_properties else {
-            return;
-        };
-        let props = match serde_json::from_str::<Value>(raw.get()) {
-            Ok(v) => parse_device_properties(&v),
-            Err(e) => {
-                self.trace
-                    .warnings
-                    .push(format!("{}: deviceProperties unreadable: {e}", self.label));
-                return;
-            }
-        };
-        for (ordinal, &d) in &self.devices {
-            if let Some(p) = props.get(ordinal) {
-                self.trace.devices[d as usize] = p.clone();
-            }
-        }
-    }
-
-    fn name_tracks(&mut self, host_pid: i64) {
-        for i in 0..self.trace.tracks.len() {
-            let name = match self.trace.tracks[i].kind {
-                TrackKind::Thread { tid } => match self.thread_names.get(&(host_pid, tid)) {
-                    Some(n) => n.clone(),
-                    None => match self.text_tids.iter().find(|(_, &t)| t == tid) {
-                        Some((text, _)) => text.clone(),
-                        None => format!("thread {}", tid as i32),
-                    },
-                },
-                TrackKind::Gpu { device } => {
-                    let d = &self.trace.devices[device as usize];
-                    format!("GPU {} · {}", d.ordinal, d.name)
-                }
-                _ => continue,
-            };
-            self.trace.tracks[i].name = self.trace.intern(&name);
-        }
-    }
-
-    fn warn(&mut self) {
-        let l = &self.label;
-        let s = &self.skipped;
-        let w = &mut self.trace.warnings;
-        if s.malformed > 0 {
-            w.push(format!("{l}: {} malformed events skipped", s.malformed));
-        }
-        if s.no_ts > 0 {
-            w.push(format!(
-                "{l}: {} events without a valid ts skipped",
-                s.no_ts
-            ));
-        }
-        if s.unplaced > 0 {
-            w.push(format!(
-                "{l}: {} events without a device/stream or thread skipped",
-                s.unplaced
-            ));
-        }
-        if !s.unknown_cats.is_empty() {
-            let cats: Vec<String> = s
-                .unknown_cats
-                .iter()
-                .map(|(c, n)| format!("{c} ({n})"))
-                .collect();
-            w.push(format!(
-                "{l}: events of unknown categories off the host process skipped: {}",
-                cats.join(", ")
-            ));
-        }
-    }
 }
 
 fn to_u32(n: i64) -> Option<u32> {
     u32::try_from(n).ok()
-}
-
-/// The CUDA correlation id, when present and within u32.
-fn correlation(e: &Event) -> Option<u32> {
-    e.arg("correlation")
-        .and_then(ArgJson::as_u64)
-        .and_then(|c| u32::try_from(c).ok())
-}
-
-fn launch_config(e: &Event) -> LaunchConfig {
-    let u32_arg = |k: &str| {
-        e.arg(k)
-            .and_then(ArgJson::as_u64)
-            .and_then(|x| u32::try_from(x).ok())
-            .unwrap_or(0)
-    };
-    LaunchConfig {
-        grid: e.arg("grid").and_then(ArgJson::as_dim3).unwrap_or([0; 3]),
-        block: e.arg("block").and_then(ArgJson::as_dim3).unwrap_or([0; 3]),
-        registers_per_thread: u32_arg("registers per thread"),
-        // Kineto's "shared memory" is CUPTI's static + dynamic shared memory
-        // per block; the split is not recorded, so the total sits here.
-        static_smem_bytes: u32_arg("shared memory"),
-        dynamic_smem_bytes: 0,
-    }
-}
-
-fn is_memory_event(e: &Event) -> bool {
-    matches!(e.ph(), "i" | "I") && e.name() == "[memory]"
-}
-
-/// The CUDA ordinal of a "[memory]" event on a GPU ("Device Type" 1 is CUDA).
-fn gpu_memory_device(e: &Event) -> Option<u32> {
-    if e.arg("Device Type").and_then(ArgJson::as_i64) != Some(1) {
-        return None;
-    }
-    e.arg("Device Id")
-        .and_then(ArgJson::as_i64)
-        .and_then(to_u32)
-}
-
-fn raw_text(r: Option<&RawValue>) -> Option<String> {
-    let r = r?;
-    match serde_json::from_str::<Value>(r.get()) {
-        Ok(Value::String(s)) => Some(s),
-        Ok(Value::Null) | Err(_) => None,
-        Ok(v) => Some(v.to_string()),
-    }
-}
-fn pg_config_summary(v: &Value) -> Option<String> {
-    let list = v.as_array()?;
-    const SHOWN: usize = 16;
-    let mut parts: Vec<String> = list
-        .iter()
-        .take(SHOWN)
-        .map(|pg| {
-            let s = |k: &str| {
-                pg.get(k).map(|v| {
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string())
-                })
-            };
-            let mut text = s("pg_name").unwrap_or_default();
-            if let Some(d) = s("pg_desc") {
-                text.push_str(&format!(" ({d})"));
-            }
-            let mut fields = Vec::new();
-            if let Some(b) = s("backend_config") {
-                fields.push(b);
-            }
-            if let Some(n) = s("pg_size") {
-                fields.push(format!("size {n}"));
-            }
-            if let Some(r) = s("ranks") {
-                fields.push(format!("ranks {r}"));
-            }
-            if !fields.is_empty() {
-                text.push_str(": ");
-                text.push_str(&fields.join(", "));
-            }
-            text
-        })
-        .collect();
-    if list.len() > SHOWN {
-        parts.push(format!("and {} more", list.len() - SHOWN));
-    }
-    Some(parts.join("; "))
 }

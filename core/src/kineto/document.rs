@@ -1,0 +1,118 @@
+//! The one-pass parser of a whole Kineto document.
+//!
+//! Each event is handed to an [`EventSink`] as soon as it is read, so no
+//! list of all events (nor any per-event `Value` tree) is ever built.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::event::{Event, MaybeEvent};
+use super::json::Text;
+
+/// Receives `traceEvents` one by one while the file is parsed.
+pub trait EventSink<'de> {
+    fn event(&mut self, e: Event<'de>);
+    /// An element that is not an object or has a field of the wrong type.
+    fn malformed(&mut self);
+}
+
+/// The top level besides `traceEvents`, kept raw so a malformed optional
+/// section (device properties, distributed info) costs a warning, not the file.
+#[derive(Debug, Default)]
+pub struct TopInfo<'a> {
+    pub has_events: bool,
+    pub schema_version: Option<&'a RawValue>,
+    pub device_properties: Option<&'a RawValue>,
+    pub distributed_info: Option<&'a RawValue>,
+    pub base_time_ns: Option<&'a RawValue>,
+    pub trace_name: Option<&'a RawValue>,
+}
+
+/// Parses a whole Kineto document in one pass, handing each event to `sink`
+/// as soon as it is read (so events are never all held at once; the
+/// top-level keys may come in any order, `baseTimeNanoseconds` usually after
+/// the events).
+pub fn parse_document<'de, S: EventSink<'de>>(
+    json: &'de [u8],
+    sink: &mut S,
+) -> Result<TopInfo<'de>, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let info = de::Deserializer::deserialize_map(
+        &mut de,
+        TopVisitor {
+            sink,
+            _de: PhantomData,
+        },
+    )?;
+    de.end()?;
+    Ok(info)
+}
+
+struct TopVisitor<'s, 'de, S> {
+    sink: &'s mut S,
+    _de: PhantomData<&'de ()>,
+}
+
+impl<'de, S: EventSink<'de>> Visitor<'de> for TopVisitor<'_, 'de, S> {
+    type Value = TopInfo<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a Kineto trace object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut info = TopInfo::default();
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            let slot = match key.as_str() {
+                "traceEvents" => {
+                    map.next_value_seed(EventsSeed {
+                        sink: &mut *self.sink,
+                        _de: PhantomData,
+                    })?;
+                    info.has_events = true;
+                    continue;
+                }
+                "schemaVersion" => &mut info.schema_version,
+                "deviceProperties" => &mut info.device_properties,
+                "distributedInfo" => &mut info.distributed_info,
+                "baseTimeNanoseconds" => &mut info.base_time_ns,
+                "traceName" => &mut info.trace_name,
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = map.next_value::<Option<&'de RawValue>>()?;
+        }
+        Ok(info)
+    }
+}
+
+struct EventsSeed<'s, 'de, S> {
+    sink: &'s mut S,
+    _de: PhantomData<&'de ()>,
+}
+
+impl<'de, S: EventSink<'de>> de::DeserializeSeed<'de> for EventsSeed<'_, 'de, S> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de, S: EventSink<'de>> Visitor<'de> for EventsSeed<'_, 'de, S> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("traceEvents to be an array")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(MaybeEvent(e)) = seq.next_element::<MaybeEvent<'de>>()? {
+            match e {
+                Some(e) => self.sink.event(e),
+                None => self.sink.malformed(),
+            }
+        }
+        Ok(())
+    }
+}

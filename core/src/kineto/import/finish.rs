@@ -1,0 +1,166 @@
+//! The end of an import: what only the whole file tells (host pid, time
+//! base, device properties, thread names), then flows and slice order.
+
+use serde_json::Value;
+
+use super::Builder;
+use crate::kineto::category::Cat;
+use crate::kineto::devices::parse_device_properties;
+use crate::kineto::document::TopInfo;
+use crate::kineto::order::reorder;
+use crate::kineto::process::describe_process;
+use crate::kineto::time::ns_text_to_ns;
+use crate::model::{Trace, TrackKind};
+
+impl Builder<'_> {
+    /// The host process: the pid most host-side events carry (GPU rows use
+    /// the device ordinal as pid), ties to the smaller pid; else the pid
+    /// labelled "CPU".
+    fn host_pid(&self) -> i64 {
+        self.host_events
+            .iter()
+            .max_by_key(|(p, n)| (**n, std::cmp::Reverse(**p)))
+            .map(|(p, _)| *p)
+            .or(self.cpu_labelled)
+            .unwrap_or(0)
+    }
+
+    pub(super) fn finish(mut self, info: &TopInfo) -> Trace {
+        let host_pid = self.host_pid();
+        for e in std::mem::take(&mut self.deferred) {
+            if let Some(place) = self.place_deferred(&e, host_pid) {
+                let start = Self::rel_ns(e.ts).unwrap_or(0);
+                self.push_slice(&e, Cat::of(e.cat()), place, start);
+            }
+        }
+        self.shift_to_epoch(info);
+        self.fill_process(info, host_pid);
+        self.fill_devices(info);
+        self.name_tracks(host_pid);
+        reorder(&mut self.trace, host_pid as u32);
+        self.warn();
+        self.trace.link_flows_by_correlation();
+        self.trace.sort_slices();
+        self.trace
+    }
+
+    /// Newer traces give ts relative to `baseTimeNanoseconds`; older ones
+    /// give epoch µs and no base. A base with ts that already look like
+    /// epoch times (at least half the base) is not added twice.
+    fn shift_to_epoch(&mut self, info: &TopInfo) {
+        let Some(base) = info.base_time_ns.and_then(|r| ns_text_to_ns(r.get())) else {
+            return;
+        };
+        let first = self
+            .trace
+            .slices
+            .start_ns
+            .iter()
+            .min()
+            .copied()
+            .unwrap_or(0);
+        if base <= 0 || first >= base / 2 {
+            return;
+        }
+        for t in self
+            .trace
+            .slices
+            .start_ns
+            .iter_mut()
+            .chain(self.trace.counters.ts_ns.iter_mut())
+        {
+            *t = t.saturating_add(base);
+        }
+        if let Some((s, e)) = self.capture.as_mut() {
+            *s = s.saturating_add(base);
+            *e = e.saturating_add(base);
+        }
+    }
+
+    fn fill_process(&mut self, info: &TopInfo, host_pid: i64) {
+        let p = &mut self.trace.processes[0];
+        p.pid = host_pid as u32;
+        p.name = self
+            .process_names
+            .get(&host_pid)
+            .cloned()
+            .unwrap_or_default();
+        p.capture_start_ns = self.capture.map(|c| c.0);
+        p.capture_end_ns = self.capture.map(|c| c.1);
+        describe_process(p, info, &self.label);
+    }
+
+    /// Only the devices this rank's events use become devices (Kineto lists
+    /// every visible GPU); their properties come from `deviceProperties`.
+    fn fill_devices(&mut self, info: &TopInfo) {
+        let Some(raw) = info.device_properties else {
+            return;
+        };
+        let props = match serde_json::from_str::<Value>(raw.get()) {
+            Ok(v) => parse_device_properties(&v),
+            Err(e) => {
+                self.trace
+                    .warnings
+                    .push(format!("{}: deviceProperties unreadable: {e}", self.label));
+                return;
+            }
+        };
+        for (ordinal, &d) in &self.devices {
+            if let Some(p) = props.get(ordinal) {
+                self.trace.devices[d as usize] = p.clone();
+            }
+        }
+    }
+
+    fn name_tracks(&mut self, host_pid: i64) {
+        for i in 0..self.trace.tracks.len() {
+            let name = match self.trace.tracks[i].kind {
+                TrackKind::Thread { tid } => match self.thread_names.get(&(host_pid, tid)) {
+                    Some(n) => n.clone(),
+                    None => match self.text_tids.iter().find(|(_, &t)| t == tid) {
+                        Some((text, _)) => text.clone(),
+                        None => format!("thread {}", tid as i32),
+                    },
+                },
+                TrackKind::Gpu { device } => {
+                    let d = &self.trace.devices[device as usize];
+                    format!("GPU {} · {}", d.ordinal, d.name)
+                }
+                _ => continue,
+            };
+            self.trace.tracks[i].name = self.trace.intern(&name);
+        }
+    }
+
+    fn warn(&mut self) {
+        let l = &self.label;
+        let s = &self.skipped;
+        let w = &mut self.trace.warnings;
+        if s.malformed > 0 {
+            w.push(format!("{l}: {} malformed events skipped", s.malformed));
+        }
+        if s.no_ts > 0 {
+            w.push(format!(
+                "{l}: {} events without a valid ts skipped",
+                s.no_ts
+            ));
+        }
+        if s.unplaced > 0 {
+            w.push(format!(
+                "{l}: {} events without a device/stream or thread skipped",
+                s.unplaced
+            ));
+        }
+        if !s.unknown_cats.is_empty() {
+            let cats: Vec<String> = s
+                .unknown_cats
+                .iter()
+                .map(|(c, n)| format!("{c} ({n})"))
+                .collect();
+            w.push(format!(
+                "{l}: events of unknown categories off the host process skipped: {}",
+                cats.join(", ")
+            ));
+        }
+    }
+}
