@@ -1,1 +1,65 @@
-//! collector
+//! streamscope-collector: a CUPTI collector loaded into any CUDA process
+//! through `CUDA_INJECTION64_PATH` (set by `streamscope record`).
+//!
+//! The CUDA driver calls [`InitializeInjection`] during `cuInit`; it opens
+//! libcupti, enables activity records (kernels, copies, memsets,
+//! synchronizations, runtime and driver API calls, overhead, NVTX), puts
+//! CUPTI's timestamps on CLOCK_MONOTONIC, subscribes the callbacks that find
+//! the Python line of host syncs and drive the capture window, and starts
+//! the writer thread that streams `rank-R.pftrace` / `pid-N.pftrace` into
+//! `$STREAMSCOPE_OUT`. See README.md for how each piece works.
+//!
+//! This is the only crate with FFI `unsafe`; every entry point CUPTI, the
+//! driver, libc or a signal can call catches panics, and any failure leaves
+//! the program running untraced with one line on stderr.
+
+pub mod capture;
+pub mod convert;
+pub mod cupti_api;
+pub mod driver;
+pub mod process_info;
+pub mod python;
+pub mod queue;
+pub mod records;
+pub mod session;
+pub mod signals;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        if let Some(s) = session::session() {
+            s.flush_and_wait(true, session::EXIT_WAIT);
+        }
+    });
+}
+
+/// Entry point the CUDA driver calls for `CUDA_INJECTION64_PATH`. Returns 1
+/// (initialized) even when tracing could not start: the program must run
+/// on, untraced.
+#[unsafe(no_mangle)]
+pub extern "C" fn InitializeInjection() -> std::ffi::c_int {
+    if STARTED.swap(true, Ordering::SeqCst) {
+        return 1;
+    }
+    let r = std::panic::catch_unwind(session::start);
+    match r {
+        Ok(Ok(())) => {
+            // SAFETY: registers a plain extern "C" function for exit time.
+            if unsafe { libc::atexit(on_exit) } != 0 {
+                eprintln!("streamscope: atexit failed; the end of the run may be lost");
+            }
+            if let Err(e) = signals::install() {
+                eprintln!("streamscope: {e}; a signal may lose the last second");
+            }
+        }
+        Ok(Err(e)) => eprintln!("streamscope: CUPTI unavailable ({e}); running untraced"),
+        Err(_) => eprintln!("streamscope: CUPTI unavailable (collector panicked during start); running untraced"),
+    }
+    1
+}
+
+#[cfg(test)]
+mod convert_tests;

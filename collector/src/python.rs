@@ -1,0 +1,332 @@
+//! The Python file:line behind a host synchronization.
+//!
+//! Called from CUPTI's API-enter callback of sync and memcpy functions, on
+//! the thread that makes the call. It reads the Python stack only when this
+//! thread already holds the GIL (`Py_IsInitialized`, `PyGILState_Check` and
+//! a current thread state all say so); it never takes the GIL, so it cannot
+//! deadlock, and it touches only objects it owns a reference to, releasing
+//! each one. When the CUDA call came from code that released the GIL
+//! (e.g. `torch.cuda.synchronize()`), or from a thread without Python, it
+//! records nothing. The functions are looked up with `dlsym(RTLD_DEFAULT)`,
+//! so a process without Python symbols costs one failed lookup.
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::{Mutex, OnceLock};
+
+/// Python locations by CUDA correlation id, waiting for their API record.
+#[derive(Default)]
+pub struct PyLines {
+    map: Mutex<HashMap<u32, String>>,
+}
+
+/// More than this many unclaimed locations means their API records were
+/// not recorded (outside the window, dropped): start over.
+const MAX_PENDING: usize = 1 << 16;
+
+impl PyLines {
+    pub fn insert(&self, correlation: u32, location: String) {
+        if let Ok(mut m) = self.map.lock() {
+            if m.len() >= MAX_PENDING {
+                m.clear();
+            }
+            m.insert(correlation, location);
+        }
+    }
+
+    pub fn take(&self, correlation: u32) -> Option<String> {
+        let mut m = self.map.lock().ok()?;
+        if m.is_empty() {
+            return None;
+        }
+        m.remove(&correlation)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+type Obj = *mut c_void;
+
+/// The CPython C-API functions we use (all in the stable ABI of 3.9+,
+/// except the optional unchecked thread-state getter).
+#[derive(Clone, Copy)]
+pub struct PyApi {
+    pub is_initialized: unsafe extern "C" fn() -> c_int,
+    pub gil_check: unsafe extern "C" fn() -> c_int,
+    pub thread_state: Option<unsafe extern "C" fn() -> Obj>,
+    pub err_occurred: unsafe extern "C" fn() -> Obj,
+    pub err_clear: unsafe extern "C" fn(),
+    /// PyEval_GetFrame: borrowed reference.
+    pub get_frame: unsafe extern "C" fn() -> Obj,
+    /// PyFrame_GetBack: new reference.
+    pub frame_back: unsafe extern "C" fn(Obj) -> Obj,
+    /// PyFrame_GetCode: new reference.
+    pub frame_code: unsafe extern "C" fn(Obj) -> Obj,
+    pub frame_line: unsafe extern "C" fn(Obj) -> c_int,
+    /// PyObject_GetAttrString: new reference.
+    pub get_attr: unsafe extern "C" fn(Obj, *const c_char) -> Obj,
+    /// PyUnicode_AsUTF8: buffer owned by the string object.
+    pub as_utf8: unsafe extern "C" fn(Obj) -> *const c_char,
+    pub dec_ref: unsafe extern "C" fn(Obj),
+}
+
+fn sym(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads.
+    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }
+}
+
+macro_rules! resolve {
+    ($name:literal) => {{
+        let p = sym($name);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: the symbol is the CPython function of that name, whose C
+        // signature is the field's type.
+        unsafe { std::mem::transmute::<*mut c_void, _>(p) }
+    }};
+}
+
+impl PyApi {
+    /// The functions of the Python in this process, if any.
+    pub fn lookup() -> Option<PyApi> {
+        let thread_state = {
+            let mut p = sym(c"PyThreadState_GetUnchecked");
+            if p.is_null() {
+                p = sym(c"_PyThreadState_UncheckedGet");
+            }
+            if p.is_null() {
+                None
+            } else {
+                // SAFETY: both names are `PyThreadState *(void)`.
+                Some(unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> Obj>(p) })
+            }
+        };
+        Some(PyApi {
+            is_initialized: resolve!(c"Py_IsInitialized"),
+            gil_check: resolve!(c"PyGILState_Check"),
+            thread_state,
+            err_occurred: resolve!(c"PyErr_Occurred"),
+            err_clear: resolve!(c"PyErr_Clear"),
+            get_frame: resolve!(c"PyEval_GetFrame"),
+            frame_back: resolve!(c"PyFrame_GetBack"),
+            frame_code: resolve!(c"PyFrame_GetCode"),
+            frame_line: resolve!(c"PyFrame_GetLineNumber"),
+            get_attr: resolve!(c"PyObject_GetAttrString"),
+            as_utf8: resolve!(c"PyUnicode_AsUTF8"),
+            dec_ref: resolve!(c"Py_DecRef"),
+        })
+    }
+}
+
+static API: OnceLock<Option<PyApi>> = OnceLock::new();
+
+/// The location of the Python code running on this thread, if this thread
+/// holds the GIL. See the module docs.
+pub fn current_location() -> Option<String> {
+    let api = API.get_or_init(PyApi::lookup).as_ref()?;
+    location_with(api)
+}
+
+/// Frames of these files are library internals; the first frame outside
+/// them (walking outwards) is the user's line.
+pub fn is_library_file(file: &str) -> bool {
+    file.starts_with('<') || file.contains("/torch/") || file.contains("/contextlib.py")
+}
+
+/// "path/file.py:123 (function)".
+pub fn format_location(file: &str, line: i32, function: &str) -> String {
+    format!("{file}:{line} ({function})")
+}
+
+/// Deepest frames looked at.
+const MAX_DEPTH: usize = 64;
+
+/// [`current_location`] with explicit functions (tests pass fakes).
+pub fn location_with(api: &PyApi) -> Option<String> {
+    // SAFETY: each function is the CPython one (or a test fake with the same
+    // contract). Nothing past the GIL checks runs unless this thread holds
+    // the GIL; we never acquire it. Every new reference (frame_back,
+    // frame_code, get_attr) is released with Py_DecRef once read; the
+    // borrowed frame of PyEval_GetFrame is not.
+    unsafe {
+        if (api.is_initialized)() == 0 || (api.gil_check)() != 1 {
+            return None;
+        }
+        if let Some(ts) = api.thread_state {
+            if ts().is_null() {
+                return None;
+            }
+        }
+        if !(api.err_occurred)().is_null() {
+            return None; // an exception is pending: leave the interpreter alone
+        }
+        let str_attr = |obj: Obj, name: &CStr| -> Option<String> {
+            let o = (api.get_attr)(obj, name.as_ptr());
+            if o.is_null() {
+                (api.err_clear)();
+                return None;
+            }
+            let p = (api.as_utf8)(o);
+            let s = if p.is_null() {
+                (api.err_clear)();
+                None
+            } else {
+                Some(CStr::from_ptr(p).to_string_lossy().into_owned())
+            };
+            (api.dec_ref)(o);
+            s
+        };
+        let mut frame = (api.get_frame)();
+        let mut owned = false;
+        let mut innermost: Option<String> = None;
+        let mut found: Option<String> = None;
+        for _ in 0..MAX_DEPTH {
+            if frame.is_null() {
+                break;
+            }
+            let code = (api.frame_code)(frame);
+            if !code.is_null() {
+                let file = str_attr(code, c"co_filename").unwrap_or_default();
+                let func = str_attr(code, c"co_name").unwrap_or_default();
+                (api.dec_ref)(code);
+                let line = (api.frame_line)(frame);
+                let loc = format_location(&file, line, &func);
+                if !is_library_file(&file) {
+                    found = Some(loc);
+                } else if innermost.is_none() {
+                    innermost = Some(loc);
+                }
+            }
+            if found.is_some() {
+                break;
+            }
+            let back = (api.frame_back)(frame);
+            if owned {
+                (api.dec_ref)(frame);
+            }
+            frame = back;
+            owned = true;
+        }
+        if owned && !frame.is_null() {
+            (api.dec_ref)(frame);
+        }
+        found.or(innermost)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+
+    /// Fake frames: index+1 as the pointer; frame i's code is the same pointer.
+    struct FakeFrame {
+        file: &'static CStr,
+        func: &'static CStr,
+        line: c_int,
+    }
+    static FRAMES: [FakeFrame; 3] = [
+        FakeFrame { file: c"/usr/lib/python3/site-packages/torch/_tensor.py", func: c"item", line: 10 },
+        FakeFrame { file: c"/home/u/train.py", func: c"step", line: 42 },
+        FakeFrame { file: c"/home/u/train.py", func: c"<module>", line: 99 },
+    ];
+    static CALLS_PAST_GIL: AtomicUsize = AtomicUsize::new(0);
+    static REFS: AtomicI64 = AtomicI64::new(0);
+    static GIL: AtomicUsize = AtomicUsize::new(0);
+
+    // Fake attribute objects: tag in the high bits: 0x1000 file, 0x2000 func.
+    unsafe extern "C" fn init() -> c_int {
+        1
+    }
+    unsafe extern "C" fn gil() -> c_int {
+        GIL.load(Ordering::SeqCst) as c_int
+    }
+    unsafe extern "C" fn no_err() -> Obj {
+        std::ptr::null_mut()
+    }
+    unsafe extern "C" fn clear() {}
+    unsafe extern "C" fn get_frame() -> Obj {
+        CALLS_PAST_GIL.fetch_add(1, Ordering::SeqCst);
+        1 as Obj
+    }
+    unsafe extern "C" fn back(f: Obj) -> Obj {
+        let i = f as usize;
+        if i >= FRAMES.len() {
+            return std::ptr::null_mut();
+        }
+        REFS.fetch_add(1, Ordering::SeqCst);
+        (i + 1) as Obj
+    }
+    unsafe extern "C" fn code(f: Obj) -> Obj {
+        REFS.fetch_add(1, Ordering::SeqCst);
+        f
+    }
+    unsafe extern "C" fn line(f: Obj) -> c_int {
+        FRAMES[f as usize - 1].line
+    }
+    unsafe extern "C" fn attr(o: Obj, name: *const c_char) -> Obj {
+        REFS.fetch_add(1, Ordering::SeqCst);
+        // SAFETY: the walker passes NUL-terminated literals.
+        let n = unsafe { CStr::from_ptr(name) };
+        let tag = if n == c"co_filename" { 0x1000 } else { 0x2000 };
+        (o as usize | tag) as Obj
+    }
+    unsafe extern "C" fn utf8(o: Obj) -> *const c_char {
+        let v = o as usize;
+        let f = &FRAMES[(v & 0xff) - 1];
+        if v & 0x1000 != 0 { f.file.as_ptr() } else { f.func.as_ptr() }
+    }
+    unsafe extern "C" fn dec(_o: Obj) {
+        REFS.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn fake() -> PyApi {
+        PyApi {
+            is_initialized: init,
+            gil_check: gil,
+            thread_state: None,
+            err_occurred: no_err,
+            err_clear: clear,
+            get_frame,
+            frame_back: back,
+            frame_code: code,
+            frame_line: line,
+            get_attr: attr,
+            as_utf8: utf8,
+            dec_ref: dec,
+        }
+    }
+
+    #[test]
+    fn without_the_gil_nothing_is_read_and_with_it_the_user_frame_is_found() {
+        GIL.store(0, Ordering::SeqCst);
+        assert_eq!(location_with(&fake()), None);
+        assert_eq!(CALLS_PAST_GIL.load(Ordering::SeqCst), 0, "no frame function may run without the GIL");
+        GIL.store(1, Ordering::SeqCst);
+        assert_eq!(location_with(&fake()).as_deref(), Some("/home/u/train.py:42 (step)"));
+        assert_eq!(REFS.load(Ordering::SeqCst), 0, "every new reference released");
+    }
+
+    #[test]
+    fn library_files() {
+        assert!(is_library_file("/x/site-packages/torch/nn/modules/module.py"));
+        assert!(is_library_file("<frozen runpy>"));
+        assert!(!is_library_file("examples/torch_fsdp2.py"));
+    }
+
+    #[test]
+    fn lines_are_claimed_once() {
+        let p = PyLines::default();
+        p.insert(7, "a.py:1 (f)".into());
+        assert_eq!(p.take(8), None);
+        assert_eq!(p.take(7).as_deref(), Some("a.py:1 (f)"));
+        assert_eq!(p.take(7), None);
+    }
+}

@@ -1,0 +1,567 @@
+//! The running collector: CUPTI set-up, the buffer and API callbacks, and
+//! the writer thread that turns buffers into Perfetto batches.
+//!
+//! Threads: CUPTI calls the buffer callbacks from its own threads (or the
+//! one flushing); they only allocate, count and queue. The writer thread
+//! drains the queue, converts, writes a batch, and calls
+//! cuptiActivityFlushAll about once a second, so a crash loses at most the
+//! last second. atexit and the SIGINT/SIGTERM handlers ask it for a final
+//! flush and wait for it with a time bound.
+
+use std::alloc::Layout;
+use std::ffi::c_void;
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use streamscope_core::model::Device;
+use streamscope_core::perfetto::writer::PerfettoWriter;
+
+use crate::capture::{CaptureSpec, CaptureWindow, Trigger};
+use crate::convert::{normalize_api_name, Converter, HostInfo};
+use crate::cupti_api::*;
+use crate::driver::Driver;
+use crate::process_info;
+use crate::python::{self, PyLines};
+use crate::queue::BoundedQueue;
+use crate::records::{self, kind};
+
+/// Bytes of one activity buffer handed to CUPTI.
+const BUFFER_BYTES: usize = 4 << 20;
+/// Completed buffers waiting for the writer (bounds memory to 64 MiB).
+const QUEUE_BUFFERS: usize = 16;
+/// How long a buffer callback waits for room before dropping a buffer.
+const QUEUE_WAIT: Duration = Duration::from_millis(200);
+const FLUSH_PERIOD: Duration = Duration::from_secs(1);
+/// How long exit and signal handlers wait for the final flush.
+pub const EXIT_WAIT: Duration = Duration::from_secs(10);
+pub const SIGNAL_WAIT: Duration = Duration::from_secs(3);
+
+/// Runtime API functions whose Python caller is recorded (host syncs).
+const SYNC_APIS: &[&str] = &[
+    "cudaDeviceSynchronize",
+    "cudaStreamSynchronize",
+    "cudaStreamSynchronize_ptsz",
+    "cudaEventSynchronize",
+    "cudaMemcpy",
+    "cudaMemcpy_ptds",
+    "cudaMemcpyAsync",
+    "cudaMemcpyAsync_ptsz",
+    "cudaMemcpy2D",
+    "cudaMemcpy2DAsync",
+    "cudaMemcpyFromSymbol",
+    "cudaMemcpyDtoH",
+];
+
+/// A CUPTI activity buffer we allocated.
+pub struct Buffer {
+    ptr: *mut u8,
+    valid: usize,
+}
+
+// SAFETY: the buffer is plain memory owned by this value alone once CUPTI
+// has completed it; moving it to the writer thread is sound.
+unsafe impl Send for Buffer {}
+
+fn buffer_layout() -> Option<Layout> {
+    Layout::from_size_align(BUFFER_BYTES, 8).ok()
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if let (false, Some(l)) = (self.ptr.is_null(), buffer_layout()) {
+            // SAFETY: ptr came from `alloc(buffer_layout())` in `buffer_requested`.
+            unsafe { std::alloc::dealloc(self.ptr, l) };
+        }
+    }
+}
+
+pub struct Session {
+    pub cupti: Cupti,
+    pid: u32,
+    queue: BoundedQueue<Buffer>,
+    python: Arc<PyLines>,
+    window: Arc<CaptureWindow>,
+    cupti_dropped: AtomicU64,
+    /// Final flush requested (exit, or a terminating signal).
+    stop: AtomicBool,
+    finished: AtomicBool,
+    flush_requested: AtomicU64,
+    flush_done: AtomicU64,
+    sync_cbids: Vec<u32>,
+    profiler_start: Vec<(u32, u32)>,
+    profiler_stop: Vec<(u32, u32)>,
+}
+
+static SESSION: OnceLock<Session> = OnceLock::new();
+
+pub fn session() -> Option<&'static Session> {
+    SESSION.get()
+}
+
+fn for_each_record(cupti: &Cupti, ptr: *mut u8, valid: usize, mut f: impl FnMut(*const u8)) {
+    let mut rec: *mut u8 = std::ptr::null_mut();
+    loop {
+        // SAFETY: ptr/valid describe a buffer CUPTI completed; rec is the
+        // cursor CUPTI advances.
+        let rc = unsafe { (cupti.get_next_record)(ptr, valid, &mut rec) };
+        if rc != SUCCESS {
+            if rc != ERROR_MAX_LIMIT_REACHED {
+                let _ = cupti.check("cuptiActivityGetNextRecord", rc);
+            }
+            return;
+        }
+        f(rec);
+    }
+}
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    let _ = std::panic::catch_unwind(|| {
+        let p = match buffer_layout() {
+            // SAFETY: non-zero size layout.
+            Some(l) => unsafe { std::alloc::alloc(l) },
+            None => std::ptr::null_mut(),
+        };
+        // SAFETY: CUPTI passes valid out-pointers.
+        unsafe {
+            *buffer = p;
+            *size = if p.is_null() { 0 } else { BUFFER_BYTES };
+            *max_records = 0;
+        }
+    });
+}
+
+unsafe extern "C" fn buffer_completed(ctx: *mut c_void, stream: u32, buffer: *mut u8, _size: usize, valid: usize) {
+    let _ = std::panic::catch_unwind(|| {
+        let buf = Buffer { ptr: buffer, valid };
+        let Some(s) = session() else { return };
+        let mut dropped = 0usize;
+        // SAFETY: ctx/stream are the ones CUPTI passed for this buffer.
+        let rc = unsafe { (s.cupti.get_num_dropped)(ctx, stream, &mut dropped) };
+        if s.cupti.check("cuptiActivityGetNumDroppedRecords", rc).is_ok() && dropped > 0 {
+            s.cupti_dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+        }
+        if valid == 0 || buffer.is_null() {
+            return;
+        }
+        let _ = s.queue.push(buf, QUEUE_WAIT, |b| {
+            let mut n = 0u64;
+            for_each_record(&s.cupti, b.ptr, b.valid, |_| n += 1);
+            n
+        });
+    });
+}
+
+unsafe extern "C" fn timestamp() -> u64 {
+    std::panic::catch_unwind(|| process_info::monotonic_ns() as u64).unwrap_or(0)
+}
+
+thread_local! {
+    static NVTX_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    static NVTX_OPEN_AT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// The message of an `nvtxEventAttributes_t` when it is ASCII.
+///
+/// # Safety
+/// `attr` is null or points at an nvtxEventAttributes_t (v2 layout).
+unsafe fn attr_message<'a>(attr: *const u8) -> Option<&'a std::ffi::CStr> {
+    if attr.is_null() {
+        return None;
+    }
+    // SAFETY: messageType at offset 32 and message at 40 in the v2 layout.
+    unsafe {
+        let mtype = std::ptr::read_unaligned(attr.add(32) as *const i32);
+        let msg = std::ptr::read_unaligned(attr.add(40) as *const *const std::ffi::c_char);
+        (mtype == 1 && !msg.is_null()).then(|| std::ffi::CStr::from_ptr(msg))
+    }
+}
+
+unsafe extern "C" fn api_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    let _ = std::panic::catch_unwind(|| {
+        let Some(s) = session() else { return };
+        if data.is_null() {
+            return;
+        }
+        if domain == CB_DOMAIN_NVTX {
+            // SAFETY: for the NVTX domain CUPTI passes a CUpti_NvtxData.
+            let d = unsafe { std::ptr::read_unaligned(data as *const records::RawNvtxData) };
+            // SAFETY: the params struct of each function, per nvToolsExt's
+            // callback ABI (pointers first).
+            unsafe { s.nvtx(cbid, d.function_params as *const u8) };
+            return;
+        }
+        // SAFETY: for API domains CUPTI passes a CUpti_CallbackData.
+        let d = unsafe { std::ptr::read_unaligned(data as *const records::RawCallbackData) };
+        if d.callback_site == API_ENTER {
+            if domain == CB_DOMAIN_RUNTIME_API && s.sync_cbids.contains(&cbid) {
+                if let Some(loc) = python::current_location() {
+                    s.python.insert(d.correlation_id, loc);
+                }
+            }
+            if s.profiler_stop.contains(&(domain, cbid)) {
+                s.window.close(process_info::monotonic_ns());
+            }
+        } else if d.callback_site == API_EXIT && s.profiler_start.contains(&(domain, cbid)) {
+            s.window.open(process_info::monotonic_ns());
+        }
+    });
+}
+
+impl Session {
+    /// NVTX push/pop tracking for `--capture-range nvtx:NAME`.
+    ///
+    /// # Safety
+    /// `params` is null or the params struct of NVTX function `cbid`.
+    unsafe fn nvtx(&self, cbid: u32, params: *const u8) {
+        let Trigger::Nvtx(target) = &self.window.spec().trigger else { return };
+        // cbids: 8 RangePushA, 10 RangePushEx, 11 RangePop, 33 DomainRangePushEx, 34 DomainRangePop.
+        let name: Option<&std::ffi::CStr> = match cbid {
+            // SAFETY: the first field is `const char* message` / the attributes pointer.
+            8 if !params.is_null() => unsafe {
+                let m = std::ptr::read_unaligned(params as *const *const std::ffi::c_char);
+                (!m.is_null()).then(|| std::ffi::CStr::from_ptr(m))
+            },
+            // SAFETY: nvtxRangePushEx_params { const nvtxEventAttributes_t* }.
+            10 if !params.is_null() => unsafe { attr_message(std::ptr::read_unaligned(params as *const *const u8)) },
+            // SAFETY: nvtxDomainRangePushEx_params { domain, const nvtxEventAttributes_t* }.
+            33 if !params.is_null() => unsafe { attr_message(std::ptr::read_unaligned(params.add(8) as *const *const u8)) },
+            11 | 34 => {
+                let depth = NVTX_DEPTH.get();
+                if depth > 0 && NVTX_OPEN_AT.get() == depth {
+                    NVTX_OPEN_AT.set(0);
+                    self.window.close(process_info::monotonic_ns());
+                }
+                NVTX_DEPTH.set(depth.saturating_sub(1));
+                return;
+            }
+            _ => return,
+        };
+        let depth = NVTX_DEPTH.get() + 1;
+        NVTX_DEPTH.set(depth);
+        if NVTX_OPEN_AT.get() == 0 && name.is_some_and(|n| n.to_bytes() == target.as_bytes()) {
+            NVTX_OPEN_AT.set(depth);
+            self.window.open(process_info::monotonic_ns());
+        }
+    }
+
+    /// Asks the writer for a flush (a final one when `finish`) and waits up
+    /// to `wait` for it. Safe to call from a signal handler: atomics and
+    /// nanosleep only.
+    pub fn flush_and_wait(&self, finish: bool, wait: Duration) {
+        if std::process::id() != self.pid || self.finished.load(Ordering::SeqCst) {
+            return; // a forked child has no writer thread
+        }
+        if finish {
+            self.stop.store(true, Ordering::SeqCst);
+        }
+        let ticket = self.flush_requested.fetch_add(1, Ordering::SeqCst) + 1;
+        let step = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };
+        let rounds = wait.as_millis() / 5;
+        for _ in 0..rounds {
+            if self.flush_done.load(Ordering::SeqCst) >= ticket || self.finished.load(Ordering::SeqCst) {
+                return;
+            }
+            // SAFETY: nanosleep with a valid timespec; async-signal-safe.
+            unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
+        }
+    }
+}
+
+/// Names and properties through CUPTI and the driver.
+struct RealHost {
+    cupti: &'static Cupti,
+    driver: Option<Driver>,
+}
+
+impl HostInfo for RealHost {
+    fn device(&mut self, ordinal: u32) -> Device {
+        self.driver.as_ref().map(|d| d.device(ordinal)).unwrap_or(Device { ordinal, ..Default::default() })
+    }
+    fn api_name(&mut self, driver: bool, cbid: u32) -> String {
+        let domain = if driver { CB_DOMAIN_DRIVER_API } else { CB_DOMAIN_RUNTIME_API };
+        let n = self.cupti.callback_name(domain, cbid);
+        if n.is_empty() { format!("{} api {cbid}", if driver { "driver" } else { "runtime" }) } else { n }
+    }
+    fn thread_name(&mut self, tid: u32) -> Option<String> {
+        process_info::thread_name(tid)
+    }
+}
+
+/// Callback ids of `domain` whose normalized names are in `names`.
+fn cbids_named(cupti: &Cupti, domain: u32, names: &[&str]) -> Vec<u32> {
+    (1..2048).filter(|&id| {
+        let n = cupti.callback_name(domain, id);
+        !n.is_empty() && names.contains(&normalize_api_name(&n))
+    }).collect()
+}
+
+fn enable(cupti: &Cupti, func: &'static str, rc: CuptiResult) -> bool {
+    cupti.check(func, rc).is_ok()
+}
+
+/// Sets everything up. Err: one line for "CUPTI unavailable (...)".
+pub fn start() -> Result<(), String> {
+    let env = |k: &str| std::env::var(k).ok();
+    let spec = CaptureSpec::from_env(env)?;
+    let out_dir = PathBuf::from(env(process_info::ENV_OUT).unwrap_or_else(|| "streamscope-out".into()));
+    std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let mut libs = Vec::new();
+    if let Some(p) = env("STREAMSCOPE_CUPTI_LIB") {
+        libs.push(p);
+    }
+    if let Some(p) = env("NVTX_INJECTION64_PATH").filter(|p| p.contains("cupti")) {
+        libs.push(p);
+    }
+    let cupti = Cupti::open(&libs)?;
+    let pid = std::process::id();
+    let mut meta: Vec<(String, String)> = vec![
+        ("collector".into(), format!("streamscope-collector {}", env!("CARGO_PKG_VERSION"))),
+        ("cupti_lib".into(), cupti.path.clone()),
+    ];
+    if let Some(v) = cupti.version() {
+        meta.push(("cupti_api_version".into(), v.to_string()));
+    }
+    if let Some(f) = cupti.set_thread_id_type {
+        // SAFETY: plain enum argument.
+        let _ = cupti.check("cuptiSetThreadIdType", unsafe { f(THREAD_ID_TYPE_SYSTEM) });
+    }
+    let origin_ns = process_info::monotonic_ns();
+    let mut ts_offset_ns = 0i64;
+    let own_clock = match cupti.register_timestamp {
+        // SAFETY: registers a function valid for the life of the process.
+        Some(f) => cupti.check("cuptiActivityRegisterTimestampCallback", unsafe { f(Some(timestamp)) }).is_ok(),
+        None => false,
+    };
+    if own_clock {
+        meta.push(("clock".into(), "CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)".into()));
+    } else {
+        let mut c = 0u64;
+        // SAFETY: writes one u64.
+        let rc = unsafe { (cupti.get_timestamp)(&mut c) };
+        let mono = process_info::monotonic_ns();
+        if cupti.check("cuptiGetTimestamp", rc).is_ok() {
+            ts_offset_ns = mono - c as i64;
+        }
+        meta.push(("clock".into(), format!("CLOCK_MONOTONIC (CUPTI clock + {ts_offset_ns} ns, calibrated at start)")));
+    }
+    // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
+    let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
+    cupti.check("cuptiActivityRegisterCallbacks", rc)?;
+    // SAFETY (all enables below): plain enum arguments.
+    let rc = unsafe { (cupti.activity_enable)(kind::CONCURRENT_KERNEL) };
+    cupti.check("cuptiActivityEnable(CONCURRENT_KERNEL)", rc)?;
+    let mut kinds = vec!["kernel"];
+    for (k, func, label) in [
+        (kind::MEMCPY, "cuptiActivityEnable(MEMCPY)", "memcpy"),
+        (kind::MEMSET, "cuptiActivityEnable(MEMSET)", "memset"),
+        (kind::SYNCHRONIZATION, "cuptiActivityEnable(SYNCHRONIZATION)", "synchronization"),
+        (kind::RUNTIME, "cuptiActivityEnable(RUNTIME)", "runtime"),
+        (kind::DRIVER, "cuptiActivityEnable(DRIVER)", "driver"),
+        (kind::OVERHEAD, "cuptiActivityEnable(OVERHEAD)", "overhead"),
+        (kind::MARKER, "cuptiActivityEnable(MARKER)", "nvtx"),
+    ] {
+        // SAFETY: plain enum argument.
+        if enable(&cupti, func, unsafe { (cupti.activity_enable)(k) }) {
+            kinds.push(label);
+        }
+    }
+    meta.push(("activity".into(), kinds.join(",")));
+
+    let window = Arc::new(CaptureWindow::new(spec.clone(), origin_ns));
+    let mut subscriber: *mut c_void = std::ptr::null_mut();
+    // SAFETY: subscribes a callback valid for the life of the process.
+    let rc = unsafe { (cupti.subscribe)(&mut subscriber, Some(api_callback), std::ptr::null_mut()) };
+    let subscribed = cupti.check("cuptiSubscribe", rc).is_ok();
+    let (mut sync_cbids, mut profiler_start, mut profiler_stop) = (Vec::new(), Vec::new(), Vec::new());
+    if subscribed {
+        let on = |domain: u32, cbid: u32| {
+            // SAFETY: a subscriber handle CUPTI gave us and a valid cbid.
+            let rc = unsafe { (cupti.enable_callback)(1, subscriber, domain, cbid) };
+            cupti.check("cuptiEnableCallback", rc).is_ok()
+        };
+        sync_cbids = cbids_named(&cupti, CB_DOMAIN_RUNTIME_API, SYNC_APIS);
+        sync_cbids.retain(|&c| on(CB_DOMAIN_RUNTIME_API, c));
+        meta.push(("python_callsites".into(), format!("{} runtime functions watched", sync_cbids.len())));
+        match &spec.trigger {
+            Trigger::ProfilerApi => {
+                for (domain, start, stop) in [
+                    (CB_DOMAIN_RUNTIME_API, "cudaProfilerStart", "cudaProfilerStop"),
+                    (CB_DOMAIN_DRIVER_API, "cuProfilerStart", "cuProfilerStop"),
+                ] {
+                    profiler_start.extend(cbids_named(&cupti, domain, &[start]).into_iter().filter(|&c| on(domain, c)).map(|c| (domain, c)));
+                    profiler_stop.extend(cbids_named(&cupti, domain, &[stop]).into_iter().filter(|&c| on(domain, c)).map(|c| (domain, c)));
+                }
+            }
+            Trigger::Nvtx(_) => {
+                for cbid in [8, 10, 11, 33, 34] {
+                    on(CB_DOMAIN_NVTX, cbid);
+                }
+            }
+            Trigger::Always => {}
+        }
+    } else {
+        meta.push(("python_callsites".into(), "off (cuptiSubscribe failed)".into()));
+    }
+    if !spec.is_unlimited() {
+        meta.push(("capture".into(), format!("{:?}", spec)));
+    }
+    let driver = Driver::open();
+    if let Some(v) = driver.as_ref().and_then(Driver::version) {
+        meta.push(("cuda_driver_version".into(), v.to_string()));
+    }
+
+    let mut process = process_info::describe(env, pid, &process_info::hostname(), &process_info::cmdline());
+    process.clock_snapshot = process_info::clock_snapshot();
+    process.metadata = meta;
+    let trace_path = process_info::trace_path(&out_dir, process.rank, pid);
+    let progress_path = process_info::progress_path(&out_dir, pid);
+    let python = Arc::new(PyLines::default());
+    let new_session = Session {
+        cupti,
+        pid,
+        queue: BoundedQueue::new(QUEUE_BUFFERS),
+        python: python.clone(),
+        window: window.clone(),
+        cupti_dropped: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        finished: AtomicBool::new(false),
+        flush_requested: AtomicU64::new(0),
+        flush_done: AtomicU64::new(0),
+        sync_cbids,
+        profiler_start,
+        profiler_stop,
+    };
+    if SESSION.set(new_session).is_err() {
+        return Err("collector initialized twice".into());
+    }
+    let s = session().ok_or("no session")?;
+    let host = RealHost { cupti: &s.cupti, driver };
+    let mut conv = Converter::new(process, Box::new(host), window, python);
+    conv.ts_offset_ns = ts_offset_ns;
+    let file = File::create(&trace_path).map_err(|e| format!("cannot create {}: {e}", trace_path.display()))?;
+    std::thread::Builder::new()
+        .name("streamscope-writer".into())
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_main(s, conv, file, progress_path)));
+            if r.is_err() {
+                eprintln!("streamscope: writer thread failed; the rest of this run is untraced");
+            }
+            s.finished.store(true, Ordering::SeqCst);
+        })
+        .map_err(|e| format!("cannot start the writer thread: {e}"))?;
+    Ok(())
+}
+
+fn gettid() -> u32 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
+fn block_signals() {
+    // SAFETY: builds a signal set on the stack and masks it for this thread
+    // only, so SIGINT/SIGTERM are never handled on the writer thread (whose
+    // handler would wait for itself).
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+struct Progress {
+    path: PathBuf,
+    events: u64,
+    records: u64,
+}
+
+impl Progress {
+    fn write(&self, bytes: u64, dropped: u64, done: bool) {
+        let tmp = self.path.with_extension("tmp");
+        let text = format!("events={} records={} bytes={bytes} dropped={dropped} done={}\n", self.events, self.records, done as u8);
+        if std::fs::write(&tmp, text).is_ok() {
+            let _ = std::fs::rename(&tmp, &self.path);
+        }
+    }
+}
+
+fn writer_main(s: &'static Session, mut conv: Converter, file: File, progress_path: PathBuf) {
+    block_signals();
+    conv.own_tid = Some(gettid());
+    let mut w = PerfettoWriter::new(file);
+    let mut progress = Progress { path: progress_path, events: 0, records: 0 };
+    let mut last_flush = Instant::now();
+    let mut write_failed = false;
+    let drain = |conv: &mut Converter, wait: Duration| {
+        let mut n = 0;
+        while let Some(buf) = s.queue.pop(if n == 0 { wait } else { Duration::ZERO }) {
+            for_each_record(&s.cupti, buf.ptr, buf.valid, |rec| {
+                // SAFETY: a record CUPTI handed out from a buffer we still own.
+                let r = unsafe { records::parse(rec) };
+                conv.push(r);
+            });
+            n += 1;
+            if n >= QUEUE_BUFFERS {
+                break;
+            }
+        }
+    };
+    let mut write = |conv: &mut Converter, w: &mut PerfettoWriter<File>, last: bool| {
+        conv.finish_batch(last);
+        let dropped = s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records();
+        let (cs, ce) = s.window.bounds();
+        let p = conv.process_mut();
+        p.dropped_records = dropped;
+        p.capture_start_ns = cs;
+        p.capture_end_ns = ce;
+        progress.events += conv.trace.slices.len() as u64;
+        progress.records = conv.records_seen;
+        if !write_failed {
+            if let Err(e) = w.write_batch(&conv.trace) {
+                eprintln!("streamscope: writing the trace failed: {e}");
+                write_failed = true;
+            }
+        }
+        conv.trace.clear_events();
+        progress.write(w.bytes_written(), dropped, false);
+    };
+    loop {
+        drain(&mut conv, Duration::from_millis(50));
+        let requested = s.flush_requested.load(Ordering::SeqCst);
+        let flush_now = requested > s.flush_done.load(Ordering::SeqCst);
+        let stop = s.stop.load(Ordering::SeqCst);
+        if flush_now || stop || last_flush.elapsed() >= FLUSH_PERIOD {
+            let flag = if flush_now || stop { FLUSH_FORCED } else { 0 };
+            // SAFETY: plain flag argument; completed buffers come back
+            // through `buffer_completed` into the queue.
+            let rc = unsafe { (s.cupti.flush_all)(flag) };
+            let _ = s.cupti.check("cuptiActivityFlushAll", rc);
+            last_flush = Instant::now();
+            drain(&mut conv, Duration::ZERO);
+            while !s.queue.is_empty() {
+                drain(&mut conv, Duration::ZERO);
+            }
+            write(&mut conv, &mut w, stop);
+            if stop {
+                break;
+            }
+            s.flush_done.store(requested, Ordering::SeqCst);
+        } else if conv.trace.slices.len() >= 200_000 {
+            write(&mut conv, &mut w, false);
+        }
+    }
+    let dropped = s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records();
+    conv.process_mut().dropped_records = dropped;
+    let bytes = w.bytes_written();
+    if !write_failed {
+        if let Err(e) = w.finish(&conv.trace) {
+            eprintln!("streamscope: finishing the trace failed: {e}");
+        }
+    }
+    progress.write(bytes, dropped, true);
+    s.flush_done.store(s.flush_requested.load(Ordering::SeqCst), Ordering::SeqCst);
+}
