@@ -1,6 +1,6 @@
 //! Kineto events → [`Trace`]: one process per file (one rank).
 //!
-//! Events are mapped as the parser delivers them (see `json::parse_document`),
+//! Events are mapped as the parser delivers them (see `document::parse_document`),
 //! so memory holds the JSON text and the growing trace, never a list of all
 //! events. What can only be known at the end is settled in `finish`: the
 //! time base (`baseTimeNanoseconds` follows the events), which pid is the
