@@ -145,8 +145,27 @@ impl Communicator {
     }
 }
 
+impl Communicator {
+    /// Orderly end after a successful run: waits for this rank's outstanding
+    /// NCCL work (ncclCommFinalize), then frees the communicator.
+    pub fn finish(mut self) -> Result<(), GpuError> {
+        let comm = std::mem::replace(&mut self.comm, std::ptr::null_mut());
+        // SAFETY: `comm` is a live communicator; after this it is never used again
+        // (Drop sees null).
+        unsafe { result::comm_finalize(comm) }
+            .map_err(|e| nccl_error("finalising the NCCL communicator", e))?;
+        // SAFETY: as above; finalized communicators are released with destroy.
+        unsafe { result::comm_destroy(comm) }
+            .map_err(|e| nccl_error("destroying the NCCL communicator", e))?;
+        Ok(())
+    }
+}
+
 impl Drop for Communicator {
     fn drop(&mut self) {
+        if self.comm.is_null() {
+            return;
+        }
         // SAFETY: the handle came from ncclCommInitRank and is released once.
         // Abort (not destroy) so a rank whose peer failed does not block here.
         let _ = unsafe { result::comm_abort(self.comm) };

@@ -706,6 +706,7 @@ impl Trainer {
                 r.backward_block_ms.push(sp.bwd[l].ms()?);
             }
         }
+        self.comm.finish()?;
         Ok(r)
     }
 }
