@@ -109,27 +109,31 @@ pub(super) fn handle(
     }
 }
 
-/// Hit test against the items drawn at the last frame.
-fn click(model: &Model, st: &mut TimelineState, p: egui::Pos2, lanes: Rect) {
+/// The item under `p`, among those drawn at the last frame.
+pub(super) fn hit_item(st: &TimelineState, p: egui::Pos2, lanes: Rect) -> Option<Item> {
     let y_rel = p.y - lanes.top() + st.scroll_y;
-    let Some(line) = st.lines.iter().find(|l| y_rel >= l.y && y_rel < l.y + l.h) else {
-        st.select(model, None);
-        return;
-    };
+    let line = st
+        .lines
+        .iter()
+        .find(|l| y_rel >= l.y && y_rel < l.y + l.h)?;
     let LineKind::Row { row, .. } = line.kind else {
-        return;
+        return None;
     };
-    let Some(&(_, a, b, _)) = st.row_items.iter().find(|r| r.0 == row) else {
-        return;
-    };
-    let items = &st.items[a as usize..b as usize];
-    let hit = items.iter().find(|it| {
-        let (x0, x1) = match it {
-            Item::Slice { x0, x1, .. } | Item::Folded { x0, x1, .. } => (*x0, *x1),
-        };
-        p.x >= x0 - 1.0 && p.x <= x1 + 1.0
-    });
-    match hit.copied() {
+    let &(_, a, b, _) = st.row_items.iter().find(|r| r.0 == row)?;
+    st.items[a as usize..b as usize]
+        .iter()
+        .find(|it| {
+            let (x0, x1) = match it {
+                Item::Slice { x0, x1, .. } | Item::Folded { x0, x1, .. } => (*x0, *x1),
+            };
+            p.x >= x0 - 1.0 && p.x <= x1 + 1.0
+        })
+        .copied()
+}
+
+/// Click: select a slice, zoom into a fold, or clear the selection.
+fn click(model: &Model, st: &mut TimelineState, p: egui::Pos2, lanes: Rect) {
+    match hit_item(st, p, lanes) {
         Some(Item::Slice { slice, .. }) => st.select(model, Some(slice)),
         Some(Item::Folded { x0, x1, .. }) => {
             let map = st.time_map(&model.index, lanes);

@@ -276,6 +276,11 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     }
 
     overlays_ui(ui, model, st, &map, lanes, &row_y);
+    if let Some(p) = response.hover_pos().filter(|p| lanes.contains(*p)) {
+        if let Some(it) = interact::hit_item(st, p, lanes) {
+            response.on_hover_text_at_pointer(hover_text(model, it));
+        }
+    }
     let ruler_painter = ui.painter_at(ruler.union(lanes));
     ruler_painter.rect_filled(ruler, 0.0, visuals.extreme_bg_color);
     paint::paint_ruler(&ruler_painter, &map, ruler, lanes, text_color);
@@ -290,6 +295,29 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
         );
     }
     labels_ui(ui, st, labels, lanes.top());
+}
+
+fn hover_text(model: &Model, it: Item) -> String {
+    let sl = &model.trace.slices;
+    match it {
+        Item::Slice { slice, .. } => {
+            let s = slice as usize;
+            format!(
+                "{}\n{} · {}",
+                model.trace.str(sl.name[s]),
+                sl.kind[s].name(),
+                crate::style::fmt_ns(sl.dur_ns[s] as f64)
+            )
+        }
+        Item::Folded {
+            first_slice, count, ..
+        } => {
+            format!(
+                "{count} {} (click to zoom in)",
+                crate::style::plural_kind(sl.kind[first_slice as usize])
+            )
+        }
+    }
 }
 
 fn line_track(model: &Model, l: &Line) -> Option<TrackId> {
