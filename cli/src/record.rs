@@ -1,0 +1,362 @@
+//! `streamscope record [-o DIR] [--capture-range ...] -- COMMAND...`: runs a
+//! command with the CUPTI collector injected (CUDA_INJECTION64_PATH), so
+//! every CUDA process it starts (torchrun workers included) writes one
+//! trace into DIR; then prints where the traces are and a short summary.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use streamscope_core::analysis::{analyze, AnalysisOptions, Report};
+use streamscope_core::load::load_paths;
+
+/// Environment the collector reads (collector/src/{process_info,capture}.rs).
+const ENV_OUT: &str = "STREAMSCOPE_OUT";
+const ENV_RANGE: &str = "STREAMSCOPE_CAPTURE_RANGE";
+const ENV_DELAY: &str = "STREAMSCOPE_DELAY_S";
+const ENV_DURATION: &str = "STREAMSCOPE_DURATION_S";
+const ENV_CUPTI: &str = "STREAMSCOPE_CUPTI_LIB";
+const ENV_COLLECTOR: &str = "STREAMSCOPE_COLLECTOR";
+const COLLECTOR_FILE: &str = "libstreamscope_collector.so";
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RecordArgs {
+    /// Directory for the traces (one file per CUDA process: rank-R.pftrace or pid-N.pftrace).
+    #[arg(short = 'o', long = "output", default_value = "streamscope-trace")]
+    pub output: PathBuf,
+    /// Record only between cudaProfilerStart/Stop (`cudaProfilerApi`) or while an NVTX range named NAME is open (`nvtx:NAME`).
+    #[arg(long, value_parser = parse_capture_range)]
+    pub capture_range: Option<String>,
+    /// Seconds to wait after CUDA starts before recording.
+    #[arg(long, value_parser = parse_seconds)]
+    pub delay: Option<f64>,
+    /// Seconds to record (from the start of the capture).
+    #[arg(long, value_parser = parse_seconds)]
+    pub duration: Option<f64>,
+    /// The command to run, after `--`.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// `cudaProfilerApi` or `nvtx:NAME`.
+pub fn parse_capture_range(s: &str) -> Result<String, String> {
+    match s {
+        "cudaProfilerApi" => Ok(s.to_string()),
+        _ if s.strip_prefix("nvtx:").is_some_and(|n| !n.is_empty()) => Ok(s.to_string()),
+        _ => Err(format!("expected cudaProfilerApi or nvtx:NAME, got {s:?}")),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("expected a number of seconds >= 0, got {s:?}")),
+    }
+}
+
+/// The collector library: $STREAMSCOPE_COLLECTOR, else next to this executable.
+pub fn find_collector(env_value: Option<PathBuf>, exe: Option<&Path>) -> Result<PathBuf, String> {
+    if let Some(p) = env_value {
+        return if p.is_file() { Ok(p) } else { Err(format!("{ENV_COLLECTOR}={} does not exist", p.display())) };
+    }
+    let dir = exe.and_then(Path::parent).ok_or("cannot locate the streamscope executable")?;
+    let candidates = [dir.join(COLLECTOR_FILE), dir.join("../lib").join(COLLECTOR_FILE)];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or_else(|| format!("{COLLECTOR_FILE} not found next to {} (build it with `cargo build -p streamscope-collector`, or set {ENV_COLLECTOR})", dir.display()))
+}
+
+/// libcupti for NVTX injection: the first `libcupti.so*` in `dirs`.
+pub fn find_cupti(dirs: &[PathBuf]) -> Option<PathBuf> {
+    const NAMES: [&str; 3] = ["libcupti.so.13", "libcupti.so", "libcupti.so.12"];
+    for d in dirs {
+        for n in NAMES {
+            let p = d.join(n);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Where CUPTI usually is: CUDA_HOME/CUDA_PATH, LD_LIBRARY_PATH, /usr/local/cuda*.
+fn cupti_dirs() -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|v| std::env::var_os(v)).map(PathBuf::from).collect();
+    roots.push(PathBuf::from("/usr/local/cuda"));
+    if let Ok(rd) = std::fs::read_dir("/usr/local") {
+        let mut more: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))).collect();
+        more.sort();
+        more.reverse();
+        roots.extend(more);
+    }
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH").map(|v| std::env::split_paths(&v).collect()).unwrap_or_default();
+    for r in roots {
+        dirs.push(r.join("extras/CUPTI/lib64"));
+        dirs.push(r.join("targets/x86_64-linux/lib"));
+        dirs.push(r.join("lib64"));
+    }
+    dirs
+}
+
+/// Exit code of the child as a shell reports it (128 + signal when killed).
+pub fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1)
+}
+
+/// Totals of one collector's progress file.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Progress {
+    pub events: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+}
+
+/// Parses "events=N records=N bytes=N dropped=N done=0|1".
+pub fn parse_progress(text: &str) -> Progress {
+    let mut p = Progress::default();
+    for kv in text.split_whitespace() {
+        let Some((k, v)) = kv.split_once('=') else { continue };
+        let v: u64 = v.parse().unwrap_or(0);
+        match k {
+            "events" => p.events = v,
+            "bytes" => p.bytes = v,
+            "dropped" => p.dropped = v,
+            _ => {}
+        }
+    }
+    p
+}
+
+fn is_ours(name: &str) -> bool {
+    (name.ends_with(".pftrace") && (name.starts_with("rank-") || name.starts_with("pid-"))) || name.starts_with(".progress-")
+}
+
+fn files(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| keep(&n.to_string_lossy()))).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn progress_total(dir: &Path) -> (usize, Progress) {
+    let mut total = Progress::default();
+    let ps = files(dir, |n| n.starts_with(".progress-") && !n.ends_with(".tmp"));
+    for p in &ps {
+        let one = parse_progress(&std::fs::read_to_string(p).unwrap_or_default());
+        total.events += one.events;
+        total.bytes += one.bytes;
+        total.dropped += one.dropped;
+    }
+    (ps.len(), total)
+}
+
+fn human_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+/// Runs the command under the collector; returns its exit code.
+pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
+    let Some((program, rest)) = args.command.split_first() else { bail!("no command given") };
+    std::fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
+    let out = std::fs::canonicalize(&args.output).with_context(|| format!("resolving {}", args.output.display()))?;
+    for old in files(&out, is_ours) {
+        let _ = std::fs::remove_file(old);
+    }
+    let exe = std::env::current_exe().ok();
+    let collector = find_collector(std::env::var_os(ENV_COLLECTOR).map(PathBuf::from), exe.as_deref());
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    match &collector {
+        Ok(lib) => {
+            cmd.env("CUDA_INJECTION64_PATH", lib);
+        }
+        Err(e) => eprintln!("streamscope: {e}; running untraced"),
+    }
+    let cupti = std::env::var_os(ENV_CUPTI).map(PathBuf::from).or_else(|| find_cupti(&cupti_dirs()));
+    if let Some(c) = &cupti {
+        cmd.env(ENV_CUPTI, c);
+        if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
+            cmd.env("NVTX_INJECTION64_PATH", c);
+        }
+    }
+    cmd.env(ENV_OUT, &out);
+    for (var, val) in [
+        (ENV_RANGE, args.capture_range.clone()),
+        (ENV_DELAY, args.delay.map(|v| v.to_string())),
+        (ENV_DURATION, args.duration.map(|v| v.to_string())),
+    ] {
+        match val {
+            Some(v) => cmd.env(var, v),
+            None => cmd.env_remove(var),
+        };
+    }
+    let mut signals = signal_hook::iterator::SignalsInfo::<signal_hook::iterator::exfiltrator::WithOrigin>::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+    ])
+    .context("installing signal handlers")?;
+    let started = Instant::now();
+    let mut child = cmd.spawn().with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
+    let child_pid = rustix::process::Pid::from_raw(child.id() as i32);
+    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr_with_hz(4));
+    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} recording {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()));
+    let status = loop {
+        for origin in signals.pending() {
+            // A terminal's Ctrl-C reaches the child by itself (same process
+            // group); forward only what a process sent to us.
+            if origin.process.is_some() || origin.signal == signal_hook::consts::SIGTERM {
+                let sig = if origin.signal == signal_hook::consts::SIGINT { rustix::process::Signal::INT } else { rustix::process::Signal::TERM };
+                if let Some(pid) = child_pid {
+                    let _ = rustix::process::kill_process(pid, sig);
+                }
+            }
+        }
+        if let Some(st) = child.try_wait().context("waiting for the command")? {
+            break st;
+        }
+        let (procs, p) = progress_total(&out);
+        bar.set_message(format!(
+            "{:.0} s · {procs} CUDA process{} · {} events · {} written",
+            started.elapsed().as_secs_f64(),
+            if procs == 1 { "" } else { "es" },
+            p.events,
+            human_bytes(p.bytes)
+        ));
+        bar.tick();
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    bar.finish_and_clear();
+    signals.handle().close();
+    let code = exit_code(status);
+    let (_, totals) = progress_total(&out);
+    for p in files(&out, |n| n.starts_with(".progress-")) {
+        let _ = std::fs::remove_file(p);
+    }
+    let traces = files(&out, |n| n.ends_with(".pftrace"));
+    if traces.is_empty() {
+        let why = match &collector {
+            Ok(_) => "the command did not use CUDA (or the collector could not start: see the lines above)",
+            Err(_) => "the collector library was not found",
+        };
+        eprintln!("streamscope: no trace was written: {why}. Exit code {code}.");
+        return Ok(code);
+    }
+    eprintln!("streamscope: {} trace file(s) in {}:", traces.len(), out.display());
+    for t in &traces {
+        let size = std::fs::metadata(t).map(|m| m.len()).unwrap_or(0);
+        eprintln!("  {} ({})", t.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(), human_bytes(size));
+    }
+    match load_paths(&[out.clone()]) {
+        Ok(trace) => {
+            let report = analyze(&trace, &AnalysisOptions::default());
+            eprint!("{}", summary(&report));
+        }
+        Err(e) => eprintln!("streamscope: could not read the traces back: {e}"),
+    }
+    if totals.dropped > 0 {
+        eprintln!("streamscope: {} records were dropped (see each trace's dropped_records)", totals.dropped);
+    }
+    eprintln!("Next: streamscope report {0}   |   streamscope view {0}", out.display());
+    Ok(code)
+}
+
+/// A few lines per rank: overlap, exposed communication, sync warnings.
+pub fn summary(r: &Report) -> String {
+    let mut s = String::new();
+    for rank in &r.ranks {
+        if !rank.has_gpu_events {
+            s += &format!("  {}: no GPU activity\n", rank.label);
+            continue;
+        }
+        let pct = |v: Option<f64>| v.map(|x| format!("{x:.1}%")).unwrap_or_else(|| "n/a".into());
+        s += &format!(
+            "  {}: {} GPU events · overlap {} · exposed comm {:.0} µs · compute {:.0} µs · comm {:.0} µs · idle {}\n",
+            rank.label,
+            rank.gpu_events,
+            pct(rank.overlap_pct),
+            rank.exposed_comm_us,
+            rank.compute_us,
+            rank.comm_us,
+            pct(rank.idle_pct)
+        );
+    }
+    if !r.sync_warnings.is_empty() {
+        s += &format!("  {} host-sync warning(s):\n", r.sync_warnings.len());
+        for w in r.sync_warnings.iter().take(5) {
+            s += &format!(
+                "    rank {} · {} · {} at {} · {}× · host blocked {:.0} µs · GPU idle {:.0} µs\n",
+                w.rank, w.pattern, w.api, w.where_, w.count, w.host_blocked_us, w.gpu_idle_us
+            );
+        }
+    }
+    if r.dropped_records > 0 {
+        s += &format!("  dropped records: {}\n", r.dropped_records);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_range_values() {
+        assert!(parse_capture_range("cudaProfilerApi").is_ok());
+        assert_eq!(parse_capture_range("nvtx:train step").as_deref(), Ok("nvtx:train step"));
+        assert!(parse_capture_range("nvtx:").is_err());
+        assert!(parse_capture_range("profiler").is_err());
+        assert!(parse_seconds("-2").is_err());
+        assert_eq!(parse_seconds("1.5"), Ok(1.5));
+    }
+
+    #[test]
+    fn progress_lines() {
+        let p = parse_progress("events=12 records=40 bytes=2048 dropped=3 done=1\n");
+        assert_eq!(p, Progress { events: 12, bytes: 2048, dropped: 3 });
+        assert_eq!(parse_progress("garbage"), Progress::default());
+    }
+
+    #[test]
+    fn finds_libraries_where_they_are() {
+        let dir = std::env::temp_dir().join(format!("ss-record-{}", std::process::id()));
+        let lib = dir.join("lib");
+        std::fs::create_dir_all(&lib).expect("temp dir");
+        assert_eq!(find_cupti(&[lib.clone()]), None);
+        std::fs::write(lib.join("libcupti.so.13"), b"").expect("write");
+        assert_eq!(find_cupti(&[dir.join("nope"), lib.clone()]), Some(lib.join("libcupti.so.13")));
+        let exe = dir.join("streamscope");
+        assert!(find_collector(None, Some(&exe)).is_err());
+        std::fs::write(dir.join(COLLECTOR_FILE), b"").expect("write");
+        assert_eq!(find_collector(None, Some(&exe)), Ok(dir.join(COLLECTOR_FILE)));
+        assert!(find_collector(Some(dir.join("missing.so")), Some(&exe)).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_our_files_are_cleared() {
+        assert!(is_ours("rank-0.pftrace"));
+        assert!(is_ours("pid-12.pftrace"));
+        assert!(is_ours(".progress-12"));
+        assert!(!is_ours("notes.txt"));
+        assert!(!is_ours("my.pftrace"));
+    }
+
+    #[test]
+    fn exit_codes_follow_the_shell() {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
+        assert_eq!(exit_code(ExitStatus::from_raw(15)), 143);
+    }
+}

@@ -1,0 +1,66 @@
+//! `streamscope record` on commands that never touch CUDA: the command runs,
+//! its exit code comes back, and the message says no trace was written.
+
+use std::process::Command;
+
+fn record(dir: &std::path::Path, cmd: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
+        .arg("record")
+        .arg("-o")
+        .arg(dir)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .expect("streamscope runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+fn temp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ss-record-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn a_program_without_cuda_runs_and_says_no_trace() {
+    let dir = temp("true");
+    let (code, stderr) = record(&dir, &["true"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("no trace was written"), "{stderr}");
+    assert!(dir.is_dir(), "the output directory is created");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_childs_exit_code_comes_back() {
+    let dir = temp("exit3");
+    let (code, stderr) = record(&dir, &["sh", "-c", "echo out; exit 3"]);
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stderr.contains("no trace was written"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_child_sees_the_collector_environment() {
+    let dir = temp("env");
+    let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
+        .args(["record", "--capture-range", "nvtx:step", "--delay", "2", "-o"])
+        .arg(&dir)
+        .args(["--", "sh", "-c", "echo \"$STREAMSCOPE_OUT|$STREAMSCOPE_CAPTURE_RANGE|$STREAMSCOPE_DELAY_S\""])
+        .output()
+        .expect("streamscope runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let canon = std::fs::canonicalize(&dir).expect("dir exists");
+    assert_eq!(stdout.trim(), format!("{}|nvtx:step|2", canon.display()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_bad_capture_range_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
+        .args(["record", "--capture-range", "bogus", "--", "true"])
+        .output()
+        .expect("streamscope runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cudaProfilerApi"));
+}
