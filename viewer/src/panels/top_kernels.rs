@@ -71,8 +71,8 @@ impl TopKernels {
     pub fn sort_by(&mut self, by: SortBy) {
         self.sort = by;
         match by {
-            SortBy::Total => self.rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns)),
-            SortBy::Count => self.rows.sort_by(|a, b| b.count.cmp(&a.count)),
+            SortBy::Total => self.rows.sort_by_key(|r| std::cmp::Reverse(r.total_ns)),
+            SortBy::Count => self.rows.sort_by_key(|r| std::cmp::Reverse(r.count)),
             SortBy::Mean => self
                 .rows
                 .sort_by(|a, b| b.mean_ns().total_cmp(&a.mean_ns())),

@@ -89,13 +89,13 @@ impl TimelineIndex {
             // its end, so slices of one depth never overlap.
             stack.clear();
             let mut max_depth = 0u8;
-            for k in i..j {
+            for (k, dk) in depth.iter_mut().enumerate().take(j).skip(i) {
                 let start = sl.start_ns[k];
                 while stack.last().is_some_and(|&end| end <= start) {
                     stack.pop();
                 }
                 let d = stack.len().min(MAX_DEPTH as usize) as u8;
-                depth[k] = d;
+                *dk = d;
                 max_depth = max_depth.max(d);
                 // Past MAX_DEPTH, slices share the last row (which may then
                 // overlap); the deepest open end grows instead of the stack.
