@@ -44,7 +44,7 @@ fn add_sm_counters(trace: &mut Trace, report: &Report) {
         let Some(dev) = trace.devices.get(d as usize) else {
             continue;
         };
-        if occ.sms_in_use.is_empty()
+        if occ.sms_in_use.iter().all(|&(_, sms)| sms == 0)
             || trace
                 .find_track(dev.process, TrackKind::Counter { device: Some(d) })
                 .is_some()

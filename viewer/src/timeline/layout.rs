@@ -101,6 +101,16 @@ fn stream_label(trace: &Trace, index: &TimelineIndex, track: TrackId) -> String 
     format!("{name} · {what}")
 }
 
+/// "SMs in use · max 132": the counter's name and its scale.
+fn counter_label(trace: &Trace, index: &TimelineIndex, track: TrackId) -> String {
+    let max = index
+        .counter_max
+        .get(track.0 as usize)
+        .copied()
+        .unwrap_or(0.0);
+    format!("{} · max {max}", trace.track_name(track))
+}
+
 impl LaneTree {
     pub fn build(trace: &Trace, index: &TimelineIndex) -> Self {
         let has_slices = |t: TrackId| {
@@ -145,7 +155,7 @@ impl LaneTree {
                     if trace.track(t).kind == (TrackKind::Counter { device: Some(d) }) {
                         lanes.push(Node::Counter {
                             track: t,
-                            label: trace.track_name(t).to_string(),
+                            label: counter_label(trace, index, t),
                         });
                     }
                 }
@@ -207,11 +217,16 @@ impl LaneTree {
                 .iter()
                 .filter(|&&t| !placed(t))
                 .map(|&t| {
-                    let label = trace.track_name(t).to_string();
                     if has_slices(t) {
-                        Node::Track { track: t, label }
+                        Node::Track {
+                            track: t,
+                            label: trace.track_name(t).to_string(),
+                        }
                     } else {
-                        Node::Counter { track: t, label }
+                        Node::Counter {
+                            track: t,
+                            label: counter_label(trace, index, t),
+                        }
                     }
                 })
                 .collect();
