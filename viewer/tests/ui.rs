@@ -80,8 +80,11 @@ fn clicking_a_sync_warning_moves_the_view_onto_it() {
 fn search_finds_a_kernel_and_selects_it() {
     let mut h = harness(app());
     h.run();
-    h.state_mut().search.query = "UNIQUE_softmax".into();
-    h.get_by_label("next").click();
+    h.get_by_label("Search").focus();
+    h.run();
+    h.get_by_label("Search").type_text("UNIQUE_softmax");
+    h.run();
+    h.key_press(egui::Key::Enter);
     h.run();
     let app = h.state();
     let m = app.model.as_ref().expect("trace loaded");
@@ -186,4 +189,62 @@ fn keys_zoom_and_pan() {
     h.key_press(egui::Key::S);
     h.run();
     assert!(h.state().timeline.view_dur_ns > d1, "S zooms out");
+}
+
+#[test]
+fn next_and_prev_cycle_through_matches() {
+    let mut h = harness(app());
+    h.run();
+    h.state_mut().search.query = "ampere_sgemm".into();
+    h.get_by_label("next").click();
+    h.run();
+    let first = h.state().timeline.selected.expect("first match selected");
+    h.get_by_label("next").click();
+    h.run();
+    let second = h.state().timeline.selected.expect("second match selected");
+    assert_ne!(first, second);
+    h.get_by_label("prev").click();
+    h.run();
+    assert_eq!(h.state().timeline.selected, Some(first));
+    // 2 ranks x 4 steps x 20 launches, one of which is the unique kernel.
+    assert_eq!(h.state().search.matches.len(), 159);
+}
+
+#[test]
+fn right_drag_selects_a_range_and_drag_pans() {
+    use egui::{Event, PointerButton, Pos2};
+    let mut h = harness(app());
+    h.run();
+    let press = |h: &mut Harness<'static, ViewerApp>, pos: Pos2, button: PointerButton, pressed: bool| {
+        h.event(Event::PointerButton { pos, button, pressed, modifiers: egui::Modifiers::NONE });
+    };
+    let (a, b) = (Pos2::new(400.0, 300.0), Pos2::new(600.0, 300.0));
+    h.event(Event::PointerMoved(a));
+    press(&mut h, a, PointerButton::Secondary, true);
+    h.run();
+    for k in 1..=10 {
+        h.event(Event::PointerMoved(a + (b - a) * (k as f32 / 10.0)));
+        h.run();
+    }
+    press(&mut h, b, PointerButton::Secondary, false);
+    h.run();
+    let (r0, r1) = h.state().timeline.range_ns.expect("a range is selected");
+    let view = h.state().timeline.view_dur_ns;
+    let width = h.state().timeline.last_width_px as f64;
+    let expect = view * 200.0 / width;
+    let got = (r1 - r0) as f64;
+    assert!((got - expect).abs() < expect * 0.1, "range {got} ns, expected about {expect}");
+
+    // A primary drag to the left moves the view later in time.
+    let s0 = h.state().timeline.view_start_rel_ns;
+    h.event(Event::PointerMoved(b));
+    press(&mut h, b, PointerButton::Primary, true);
+    h.run();
+    for k in 1..=10 {
+        h.event(Event::PointerMoved(b - (b - a) * (k as f32 / 10.0)));
+        h.run();
+    }
+    press(&mut h, a, PointerButton::Primary, false);
+    h.run();
+    assert!(h.state().timeline.view_start_rel_ns > s0, "drag pans");
 }

@@ -87,12 +87,14 @@ impl SearchState {
 /// The search bar; returns a slice to select and show.
 pub fn search_ui(ui: &mut Ui, trace: &Trace, st: &mut SearchState) -> Option<u32> {
     let mut jump = None;
-    ui.label("Search");
-    let edit = ui.add(
-        egui::TextEdit::singleline(&mut st.query)
-            .hint_text("kernel name or regex")
-            .desired_width(200.0),
-    );
+    let label = ui.label("Search");
+    let edit = ui
+        .add(
+            egui::TextEdit::singleline(&mut st.query)
+                .hint_text("kernel name or regex")
+                .desired_width(200.0),
+        )
+        .labelled_by(label.id);
     if edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter)) {
         jump = st.step(trace, true);
         edit.request_focus();

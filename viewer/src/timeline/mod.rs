@@ -205,6 +205,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     );
     let label_hover = ui.rect_contains_pointer(labels);
     interact::handle(ui, model, st, &response, lanes, label_hover);
+    let thumb = scrollbar_ui(ui, st, lanes, total_h);
     st.scroll_y = st
         .scroll_y
         .clamp(0.0, (total_h - lanes.height() + 20.0).max(0.0));
@@ -295,6 +296,38 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
         );
     }
     labels_ui(ui, st, labels, lanes.top());
+    if let Some(t) = thumb {
+        let t = Rect::from_min_max(
+            Pos2::new(
+                t.left(),
+                lanes.top() + st.scroll_y / total_h * lanes.height(),
+            ),
+            Pos2::new(
+                t.right(),
+                lanes.top() + (st.scroll_y + lanes.height()) / total_h * lanes.height(),
+            ),
+        );
+        ui.painter()
+            .rect_filled(t, 3.0, visuals.widgets.inactive.bg_fill);
+    }
+}
+
+/// A draggable vertical scrollbar at the right edge of the lanes, when
+/// they overflow; returns its track rectangle to paint the thumb in.
+fn scrollbar_ui(ui: &Ui, st: &mut TimelineState, lanes: Rect, total_h: f32) -> Option<Rect> {
+    if total_h <= lanes.height() {
+        return None;
+    }
+    let track = Rect::from_min_max(Pos2::new(lanes.right() - 8.0, lanes.top()), lanes.max);
+    let r = ui.interact(
+        track,
+        ui.scope_id().with("timeline_scrollbar"),
+        Sense::drag(),
+    );
+    if r.dragged() {
+        st.scroll_y += r.drag_delta().y * total_h / lanes.height();
+    }
+    Some(track)
 }
 
 fn hover_text(model: &Model, it: Item) -> String {
