@@ -1,15 +1,17 @@
-//! Runs the viewer without the CLI: `view [--synth SLICES] [--screenshot OUT.png]
-//! [--size WxH] [TRACE...]`. `--synth` opens a generated FSDP-like trace.
+//! Runs the viewer without the CLI: `view [--synth SLICES] [--search TEXT]
+//! [--screenshot OUT.png] [--size WxH] [TRACE...]`. `--synth` opens a
+//! generated FSDP-like trace; `--search` selects the first match.
 
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context};
 use streamscope_core::synth::{fsdp_like, SynthOptions};
-use streamscope_viewer::{run, run_app, ViewOptions, ViewerApp};
+use streamscope_viewer::{run_app, ViewOptions, ViewerApp};
 
 fn main() -> anyhow::Result<()> {
     let mut opts = ViewOptions::default();
     let mut synth: Option<usize> = None;
+    let mut search: Option<String> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -25,6 +27,7 @@ fn main() -> anyhow::Result<()> {
                     .ok_or_else(|| anyhow!("--size {v}: expected WxH"))?;
                 opts.size = Some((w.parse()?, h.parse()?));
             }
+            "--search" => search = Some(args.next().context("--search needs a text")?),
             "--synth" => {
                 synth = Some(
                     args.next()
@@ -36,14 +39,18 @@ fn main() -> anyhow::Result<()> {
             path => opts.traces.push(PathBuf::from(path)),
         }
     }
-    match synth {
-        Some(n) => {
-            let trace = fsdp_like(&SynthOptions {
-                target_slices: n,
-                ..Default::default()
-            });
-            run_app(ViewerApp::from_trace(trace), &opts)
+    let mut app = match synth {
+        Some(n) => ViewerApp::from_trace(fsdp_like(&SynthOptions {
+            target_slices: n,
+            ..Default::default()
+        })),
+        None => ViewerApp::open(opts.traces.clone()),
+    };
+    if let (Some(q), Some(model)) = (search, &app.model) {
+        app.search.query = q;
+        if let Some(s) = app.search.step(&model.trace, true) {
+            app.timeline.select_and_show(model, s);
         }
-        None => run(opts),
     }
+    run_app(app, &opts)
 }
