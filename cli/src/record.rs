@@ -36,7 +36,12 @@ pub struct RecordArgs {
     #[arg(long, value_parser = parse_seconds)]
     pub duration: Option<f64>,
     /// The command to run, after `--`.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -59,10 +64,19 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 /// The collector library: $STREAMSCOPE_COLLECTOR, else next to this executable.
 pub fn find_collector(env_value: Option<PathBuf>, exe: Option<&Path>) -> Result<PathBuf, String> {
     if let Some(p) = env_value {
-        return if p.is_file() { Ok(p) } else { Err(format!("{ENV_COLLECTOR}={} does not exist", p.display())) };
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("{ENV_COLLECTOR}={} does not exist", p.display()))
+        };
     }
-    let dir = exe.and_then(Path::parent).ok_or("cannot locate the streamscope executable")?;
-    let candidates = [dir.join(COLLECTOR_FILE), dir.join("../lib").join(COLLECTOR_FILE)];
+    let dir = exe
+        .and_then(Path::parent)
+        .ok_or("cannot locate the streamscope executable")?;
+    let candidates = [
+        dir.join(COLLECTOR_FILE),
+        dir.join("../lib").join(COLLECTOR_FILE),
+    ];
     candidates
         .iter()
         .find(|p| p.is_file())
@@ -86,15 +100,28 @@ pub fn find_cupti(dirs: &[PathBuf]) -> Option<PathBuf> {
 
 /// Where CUPTI usually is: CUDA_HOME/CUDA_PATH, LD_LIBRARY_PATH, /usr/local/cuda*.
 fn cupti_dirs() -> Vec<PathBuf> {
-    let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"].iter().filter_map(|v| std::env::var_os(v)).map(PathBuf::from).collect();
+    let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(|v| std::env::var_os(v))
+        .map(PathBuf::from)
+        .collect();
     roots.push(PathBuf::from("/usr/local/cuda"));
     if let Ok(rd) = std::fs::read_dir("/usr/local") {
-        let mut more: Vec<PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))).collect();
+        let mut more: Vec<PathBuf> = rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("cuda-"))
+            })
+            .collect();
         more.sort();
         more.reverse();
         roots.extend(more);
     }
-    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH").map(|v| std::env::split_paths(&v).collect()).unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::var_os("LD_LIBRARY_PATH")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default();
     for r in roots {
         dirs.push(r.join("extras/CUPTI/lib64"));
         dirs.push(r.join("targets/x86_64-linux/lib"));
@@ -106,7 +133,10 @@ fn cupti_dirs() -> Vec<PathBuf> {
 /// Exit code of the child as a shell reports it (128 + signal when killed).
 pub fn exit_code(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
-    status.code().or_else(|| status.signal().map(|s| 128 + s)).unwrap_or(1)
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
 }
 
 /// Totals of one collector's progress file.
@@ -121,7 +151,9 @@ pub struct Progress {
 pub fn parse_progress(text: &str) -> Progress {
     let mut p = Progress::default();
     for kv in text.split_whitespace() {
-        let Some((k, v)) = kv.split_once('=') else { continue };
+        let Some((k, v)) = kv.split_once('=') else {
+            continue;
+        };
         let v: u64 = v.parse().unwrap_or(0);
         match k {
             "events" => p.events = v,
@@ -134,12 +166,18 @@ pub fn parse_progress(text: &str) -> Progress {
 }
 
 fn is_ours(name: &str) -> bool {
-    (name.ends_with(".pftrace") && (name.starts_with("rank-") || name.starts_with("pid-"))) || name.starts_with(".progress-")
+    (name.ends_with(".pftrace") && (name.starts_with("rank-") || name.starts_with("pid-")))
+        || name.starts_with(".progress-")
 }
 
 fn files(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().map(|e| e.path()).filter(|p| p.file_name().is_some_and(|n| keep(&n.to_string_lossy()))).collect())
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.file_name().is_some_and(|n| keep(&n.to_string_lossy())))
+                .collect()
+        })
         .unwrap_or_default();
     v.sort();
     v
@@ -168,14 +206,21 @@ fn human_bytes(b: u64) -> String {
 
 /// Runs the command under the collector; returns its exit code.
 pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
-    let Some((program, rest)) = args.command.split_first() else { bail!("no command given") };
-    std::fs::create_dir_all(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
-    let out = std::fs::canonicalize(&args.output).with_context(|| format!("resolving {}", args.output.display()))?;
+    let Some((program, rest)) = args.command.split_first() else {
+        bail!("no command given")
+    };
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
+    let out = std::fs::canonicalize(&args.output)
+        .with_context(|| format!("resolving {}", args.output.display()))?;
     for old in files(&out, is_ours) {
         let _ = std::fs::remove_file(old);
     }
     let exe = std::env::current_exe().ok();
-    let collector = find_collector(std::env::var_os(ENV_COLLECTOR).map(PathBuf::from), exe.as_deref());
+    let collector = find_collector(
+        std::env::var_os(ENV_COLLECTOR).map(PathBuf::from),
+        exe.as_deref(),
+    );
     let mut cmd = Command::new(program);
     cmd.args(rest);
     match &collector {
@@ -184,7 +229,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         }
         Err(e) => eprintln!("streamscope: {e}; running untraced"),
     }
-    let cupti = std::env::var_os(ENV_CUPTI).map(PathBuf::from).or_else(|| find_cupti(&cupti_dirs()));
+    let cupti = std::env::var_os(ENV_CUPTI)
+        .map(PathBuf::from)
+        .or_else(|| find_cupti(&cupti_dirs()));
     if let Some(c) = &cupti {
         cmd.env(ENV_CUPTI, c);
         if std::env::var_os("NVTX_INJECTION64_PATH").is_none() {
@@ -202,22 +249,33 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             None => cmd.env_remove(var),
         };
     }
-    let mut signals = signal_hook::iterator::SignalsInfo::<signal_hook::iterator::exfiltrator::WithOrigin>::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])
+    let mut signals = signal_hook::iterator::SignalsInfo::<
+        signal_hook::iterator::exfiltrator::WithOrigin,
+    >::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
     .context("installing signal handlers")?;
     let started = Instant::now();
-    let mut child = cmd.spawn().with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
     let child_pid = rustix::process::Pid::from_raw(child.id() as i32);
-    let bar = indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr_with_hz(4));
-    bar.set_style(indicatif::ProgressStyle::with_template("{spinner} recording {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()));
+    let bar = indicatif::ProgressBar::with_draw_target(
+        None,
+        indicatif::ProgressDrawTarget::stderr_with_hz(4),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} recording {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
     let status = loop {
         for origin in signals.pending() {
             // A terminal's Ctrl-C reaches the child by itself (same process
             // group); forward only what a process sent to us.
             if origin.process.is_some() || origin.signal == signal_hook::consts::SIGTERM {
-                let sig = if origin.signal == signal_hook::consts::SIGINT { rustix::process::Signal::INT } else { rustix::process::Signal::TERM };
+                let sig = if origin.signal == signal_hook::consts::SIGINT {
+                    rustix::process::Signal::INT
+                } else {
+                    rustix::process::Signal::TERM
+                };
                 if let Some(pid) = child_pid {
                     let _ = rustix::process::kill_process(pid, sig);
                 }
@@ -253,10 +311,20 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         eprintln!("streamscope: no trace was written: {why}. Exit code {code}.");
         return Ok(code);
     }
-    eprintln!("streamscope: {} trace file(s) in {}:", traces.len(), out.display());
+    eprintln!(
+        "streamscope: {} trace file(s) in {}:",
+        traces.len(),
+        out.display()
+    );
     for t in &traces {
         let size = std::fs::metadata(t).map(|m| m.len()).unwrap_or(0);
-        eprintln!("  {} ({})", t.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(), human_bytes(size));
+        eprintln!(
+            "  {} ({})",
+            t.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            human_bytes(size)
+        );
     }
     match load_paths(&[out.clone()]) {
         Ok(trace) => {
@@ -266,9 +334,15 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         Err(e) => eprintln!("streamscope: could not read the traces back: {e}"),
     }
     if totals.dropped > 0 {
-        eprintln!("streamscope: {} records were dropped (see each trace's dropped_records)", totals.dropped);
+        eprintln!(
+            "streamscope: {} records were dropped (see each trace's dropped_records)",
+            totals.dropped
+        );
     }
-    eprintln!("Next: streamscope report {0}   |   streamscope view {0}", out.display());
+    eprintln!(
+        "Next: streamscope report {0}   |   streamscope view {0}",
+        out.display()
+    );
     Ok(code)
 }
 
@@ -280,7 +354,10 @@ pub fn summary(r: &Report) -> String {
             s += &format!("  {}: no GPU activity\n", rank.label);
             continue;
         }
-        let pct = |v: Option<f64>| v.map(|x| format!("{x:.1}%")).unwrap_or_else(|| "n/a".into());
+        let pct = |v: Option<f64>| {
+            v.map(|x| format!("{x:.1}%"))
+                .unwrap_or_else(|| "n/a".into())
+        };
         s += &format!(
             "  {}: {} GPU events · overlap {} · exposed comm {:.0} µs · compute {:.0} µs · comm {:.0} µs · idle {}\n",
             rank.label,
@@ -314,7 +391,10 @@ mod tests {
     #[test]
     fn capture_range_values() {
         assert!(parse_capture_range("cudaProfilerApi").is_ok());
-        assert_eq!(parse_capture_range("nvtx:train step").as_deref(), Ok("nvtx:train step"));
+        assert_eq!(
+            parse_capture_range("nvtx:train step").as_deref(),
+            Ok("nvtx:train step")
+        );
         assert!(parse_capture_range("nvtx:").is_err());
         assert!(parse_capture_range("profiler").is_err());
         assert!(parse_seconds("-2").is_err());
@@ -324,7 +404,14 @@ mod tests {
     #[test]
     fn progress_lines() {
         let p = parse_progress("events=12 records=40 bytes=2048 dropped=3 done=1\n");
-        assert_eq!(p, Progress { events: 12, bytes: 2048, dropped: 3 });
+        assert_eq!(
+            p,
+            Progress {
+                events: 12,
+                bytes: 2048,
+                dropped: 3
+            }
+        );
         assert_eq!(parse_progress("garbage"), Progress::default());
     }
 
@@ -335,11 +422,17 @@ mod tests {
         std::fs::create_dir_all(&lib).expect("temp dir");
         assert_eq!(find_cupti(&[lib.clone()]), None);
         std::fs::write(lib.join("libcupti.so.13"), b"").expect("write");
-        assert_eq!(find_cupti(&[dir.join("nope"), lib.clone()]), Some(lib.join("libcupti.so.13")));
+        assert_eq!(
+            find_cupti(&[dir.join("nope"), lib.clone()]),
+            Some(lib.join("libcupti.so.13"))
+        );
         let exe = dir.join("streamscope");
         assert!(find_collector(None, Some(&exe)).is_err());
         std::fs::write(dir.join(COLLECTOR_FILE), b"").expect("write");
-        assert_eq!(find_collector(None, Some(&exe)), Ok(dir.join(COLLECTOR_FILE)));
+        assert_eq!(
+            find_collector(None, Some(&exe)),
+            Ok(dir.join(COLLECTOR_FILE))
+        );
         assert!(find_collector(Some(dir.join("missing.so")), Some(&exe)).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }

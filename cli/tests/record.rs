@@ -12,7 +12,10 @@ fn record(dir: &std::path::Path, cmd: &[&str]) -> (i32, String) {
         .args(cmd)
         .output()
         .expect("streamscope runs");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 fn temp(name: &str) -> std::path::PathBuf {
@@ -44,9 +47,21 @@ fn the_childs_exit_code_comes_back() {
 fn the_child_sees_the_collector_environment() {
     let dir = temp("env");
     let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
-        .args(["record", "--capture-range", "nvtx:step", "--delay", "2", "-o"])
+        .args([
+            "record",
+            "--capture-range",
+            "nvtx:step",
+            "--delay",
+            "2",
+            "-o",
+        ])
         .arg(&dir)
-        .args(["--", "sh", "-c", "echo \"$STREAMSCOPE_OUT|$STREAMSCOPE_CAPTURE_RANGE|$STREAMSCOPE_DELAY_S\""])
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "echo \"$STREAMSCOPE_OUT|$STREAMSCOPE_CAPTURE_RANGE|$STREAMSCOPE_DELAY_S\"",
+        ])
         .output()
         .expect("streamscope runs");
     let stdout = String::from_utf8_lossy(&out.stdout);

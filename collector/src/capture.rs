@@ -45,7 +45,11 @@ impl CaptureSpec {
             Some("cudaProfilerApi") => Trigger::ProfilerApi,
             Some(s) => match s.strip_prefix("nvtx:") {
                 Some(name) if !name.is_empty() => Trigger::Nvtx(name.to_string()),
-                _ => return Err(format!("{ENV_RANGE}={s}: expected cudaProfilerApi or nvtx:NAME")),
+                _ => {
+                    return Err(format!(
+                        "{ENV_RANGE}={s}: expected cudaProfilerApi or nvtx:NAME"
+                    ))
+                }
             },
         };
         let secs = |var: &str| -> Result<Option<i64>, String> {
@@ -58,7 +62,11 @@ impl CaptureSpec {
                 },
             }
         };
-        Ok(CaptureSpec { trigger, delay_ns: secs(ENV_DELAY)?.unwrap_or(0), duration_ns: secs(ENV_DURATION)? })
+        Ok(CaptureSpec {
+            trigger,
+            delay_ns: secs(ENV_DELAY)?.unwrap_or(0),
+            duration_ns: secs(ENV_DURATION)?,
+        })
     }
 }
 
@@ -84,9 +92,15 @@ impl CaptureWindow {
         let mut state = State::default();
         if spec.trigger == Trigger::Always {
             let start = origin_ns + spec.delay_ns;
-            state.intervals.push((start, spec.duration_ns.map(|d| start + d)));
+            state
+                .intervals
+                .push((start, spec.duration_ns.map(|d| start + d)));
         }
-        CaptureWindow { spec, origin_ns, state: Mutex::new(state) }
+        CaptureWindow {
+            spec,
+            origin_ns,
+            state: Mutex::new(state),
+        }
     }
 
     pub fn spec(&self) -> &CaptureSpec {
@@ -99,7 +113,9 @@ impl CaptureWindow {
             return;
         }
         let t = t_ns.max(self.origin_ns + self.spec.delay_ns);
-        let Ok(mut st) = self.state.lock() else { return };
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
         if st.is_open {
             return;
         }
@@ -117,7 +133,9 @@ impl CaptureWindow {
         if self.spec.trigger == Trigger::Always {
             return;
         }
-        let Ok(mut st) = self.state.lock() else { return };
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
         if !st.is_open {
             return;
         }
@@ -133,8 +151,12 @@ impl CaptureWindow {
         if self.spec.is_unlimited() {
             return true;
         }
-        let Ok(st) = self.state.lock() else { return true };
-        st.intervals.iter().any(|&(s, e)| end_ns >= s && e.is_none_or(|e| start_ns <= e))
+        let Ok(st) = self.state.lock() else {
+            return true;
+        };
+        st.intervals
+            .iter()
+            .any(|&(s, e)| end_ns >= s && e.is_none_or(|e| start_ns <= e))
     }
 
     /// (first open, last close) when the capture was limited, for
@@ -143,8 +165,13 @@ impl CaptureWindow {
         if self.spec.is_unlimited() {
             return (None, None);
         }
-        let Ok(st) = self.state.lock() else { return (None, None) };
-        (st.intervals.first().map(|&(s, _)| s), st.intervals.last().and_then(|&(_, e)| e))
+        let Ok(st) = self.state.lock() else {
+            return (None, None);
+        };
+        (
+            st.intervals.first().map(|&(s, _)| s),
+            st.intervals.last().and_then(|&(_, e)| e),
+        )
     }
 }
 
@@ -154,7 +181,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn parse(vars: &[(&str, &str)]) -> Result<CaptureSpec, String> {
-        let m: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         CaptureSpec::from_env(|k| m.get(k).cloned())
     }
 
@@ -177,21 +207,36 @@ mod tests {
 
     #[test]
     fn delay_and_duration_bound_an_always_window() {
-        let spec = CaptureSpec { trigger: Trigger::Always, delay_ns: 100, duration_ns: Some(50) };
+        let spec = CaptureSpec {
+            trigger: Trigger::Always,
+            delay_ns: 100,
+            duration_ns: Some(50),
+        };
         let w = CaptureWindow::new(spec, 1000);
         assert!(!w.keep(0, 1099));
         assert!(w.keep(1090, 1110));
         assert!(w.keep(1149, 1200));
         assert!(!w.keep(1151, 1200));
         assert_eq!(w.bounds(), (Some(1100), Some(1150)));
-        let all = CaptureWindow::new(CaptureSpec { trigger: Trigger::Always, delay_ns: 0, duration_ns: None }, 5);
+        let all = CaptureWindow::new(
+            CaptureSpec {
+                trigger: Trigger::Always,
+                delay_ns: 0,
+                duration_ns: None,
+            },
+            5,
+        );
         assert!(all.keep(0, 1));
         assert_eq!(all.bounds(), (None, None));
     }
 
     #[test]
     fn triggered_window_keeps_only_open_intervals() {
-        let spec = CaptureSpec { trigger: Trigger::ProfilerApi, delay_ns: 0, duration_ns: None };
+        let spec = CaptureSpec {
+            trigger: Trigger::ProfilerApi,
+            delay_ns: 0,
+            duration_ns: None,
+        };
         let w = CaptureWindow::new(spec, 0);
         assert!(!w.keep(10, 20), "nothing before the first start");
         w.open(100);
@@ -208,7 +253,11 @@ mod tests {
 
     #[test]
     fn duration_caps_a_triggered_window() {
-        let spec = CaptureSpec { trigger: Trigger::Nvtx("x".into()), delay_ns: 0, duration_ns: Some(100) };
+        let spec = CaptureSpec {
+            trigger: Trigger::Nvtx("x".into()),
+            delay_ns: 0,
+            duration_ns: Some(100),
+        };
         let w = CaptureWindow::new(spec, 0);
         w.open(50);
         w.close(500);

@@ -126,7 +126,12 @@ pub fn sync_name(sync_type: u32) -> &'static str {
 }
 
 impl Converter {
-    pub fn new(process: Process, host: Box<dyn HostInfo>, window: Arc<CaptureWindow>, python: Arc<PyLines>) -> Self {
+    pub fn new(
+        process: Process,
+        host: Box<dyn HostInfo>,
+        window: Arc<CaptureWindow>,
+        python: Arc<PyLines>,
+    ) -> Self {
         let mut trace = Trace::new();
         let pid = process.pid;
         let p = trace.add_process(process);
@@ -171,9 +176,15 @@ impl Converter {
         let mut dev = self.host.device(ordinal);
         dev.process = self.process;
         dev.ordinal = ordinal;
-        let label = if dev.name.is_empty() { format!("GPU {ordinal}") } else { format!("GPU {ordinal} · {}", dev.name) };
+        let label = if dev.name.is_empty() {
+            format!("GPU {ordinal}")
+        } else {
+            format!("GPU {ordinal} · {}", dev.name)
+        };
         let d = self.trace.add_device(dev);
-        let t = self.trace.add_track(self.process, None, TrackKind::Gpu { device: d }, &label);
+        let t = self
+            .trace
+            .add_track(self.process, None, TrackKind::Gpu { device: d }, &label);
         self.devices.insert(ordinal, (d, t));
         (d, t)
     }
@@ -184,7 +195,12 @@ impl Converter {
             return t;
         }
         let (d, gpu) = self.gpu_track(ordinal);
-        let t = self.trace.add_track(self.process, Some(gpu), TrackKind::Stream { device: d, stream }, &format!("stream {stream}"));
+        let t = self.trace.add_track(
+            self.process,
+            Some(gpu),
+            TrackKind::Stream { device: d, stream },
+            &format!("stream {stream}"),
+        );
         self.streams.insert((ordinal, stream), t);
         t
     }
@@ -199,7 +215,9 @@ impl Converter {
             Some(n) => format!("{n} ({tid})"),
             None => format!("thread {tid}"),
         };
-        let t = self.trace.add_track(self.process, None, TrackKind::Thread { tid }, &name);
+        let t = self
+            .trace
+            .add_track(self.process, None, TrackKind::Thread { tid }, &name);
         self.threads.insert(tid, t);
         t
     }
@@ -240,8 +258,8 @@ impl Converter {
     }
 
     fn times(&self, start: u64, end: u64) -> Option<(i64, i64)> {
-        if start == 0 && end == 0 {
-            return None;
+        if start == 0 || end == 0 {
+            return None; // no timestamps, or still running at a forced flush
         }
         let s = ts(start, self.ts_offset_ns);
         let e = ts(end, self.ts_offset_ns).max(s);
@@ -251,7 +269,9 @@ impl Converter {
     fn kernel(&mut self, r: &RawKernel, name: &CStr) {
         let (dev, ctx, stream) = (r.device_id, r.context_id, r.stream_id);
         self.context_device.insert(ctx, dev);
-        let Some((start, dur)) = self.times(r.start, r.end) else { return };
+        let Some((start, dur)) = self.times(r.start, r.end) else {
+            return;
+        };
         let track = self.stream_track(dev, stream);
         let name = self.kernel_name(name);
         let g = |v: i32| v.max(0) as u32;
@@ -271,7 +291,9 @@ impl Converter {
 
     fn memcpy(&mut self, r: &RawMemcpy) {
         self.context_device.insert(r.context_id, r.device_id);
-        let Some((start, dur)) = self.times(r.start, r.end) else { return };
+        let Some((start, dur)) = self.times(r.start, r.end) else {
+            return;
+        };
         let track = self.stream_track(r.device_id, r.stream_id);
         let kind = copy_kind(r.copy_kind);
         let key = (r.copy_kind, r.src_kind, r.dst_kind);
@@ -292,19 +314,32 @@ impl Converter {
         let mut s = NewSlice::new(track, SliceKind::Memcpy, name, start, dur);
         s.class = SliceClass::Memory;
         s.correlation = r.correlation_id;
-        s.copy = Some(CopyInfo { bytes: r.bytes, kind, pageable: r.src_kind == 1 || r.dst_kind == 1 });
+        s.copy = Some(CopyInfo {
+            bytes: r.bytes,
+            kind,
+            pageable: r.src_kind == 1 || r.dst_kind == 1,
+        });
         self.trace.push_slice(s);
     }
 
     fn memset(&mut self, r: &RawMemset) {
         self.context_device.insert(r.context_id, r.device_id);
-        let Some((start, dur)) = self.times(r.start, r.end) else { return };
+        let Some((start, dur)) = self.times(r.start, r.end) else {
+            return;
+        };
         let track = self.stream_track(r.device_id, r.stream_id);
-        let name = self.trace.intern(&format!("Memset ({})", memory_kind_name(r.memory_kind as u8)));
+        let name = self.trace.intern(&format!(
+            "Memset ({})",
+            memory_kind_name(r.memory_kind as u8)
+        ));
         let mut s = NewSlice::new(track, SliceKind::Memset, name, start, dur);
         s.class = SliceClass::Memory;
         s.correlation = r.correlation_id;
-        s.copy = Some(CopyInfo { bytes: r.bytes, kind: CopyKind::Unknown, pageable: r.memory_kind == 1 });
+        s.copy = Some(CopyInfo {
+            bytes: r.bytes,
+            kind: CopyKind::Unknown,
+            pageable: r.memory_kind == 1,
+        });
         self.trace.push_slice(s);
     }
 
@@ -314,11 +349,17 @@ impl Converter {
         }
         let corr = r.correlation_id;
         let python = self.python.take(corr);
-        let Some((start, dur)) = self.times(r.start, r.end) else { return };
+        let Some((start, dur)) = self.times(r.start, r.end) else {
+            return;
+        };
         let track = self.thread_track(r.thread_id);
         self.api_thread[0].insert(corr, track);
         let name = self.api_name(driver, r.cbid);
-        let kind = if driver { SliceKind::Driver } else { SliceKind::Runtime };
+        let kind = if driver {
+            SliceKind::Driver
+        } else {
+            SliceKind::Runtime
+        };
         let mut s = NewSlice::new(track, kind, name, start, dur);
         s.correlation = corr;
         if let Some(p) = python {
@@ -326,7 +367,8 @@ impl Converter {
             s.args.push((self.python_key, ArgValue::Str(v)));
         }
         if r.return_value != 0 {
-            s.args.push((self.return_key, ArgValue::UInt(u64::from(r.return_value))));
+            s.args
+                .push((self.return_key, ArgValue::UInt(u64::from(r.return_value))));
         }
         self.trace.push_slice(s);
     }
@@ -336,12 +378,21 @@ impl Converter {
         let device = self.context_device.get(&r.context_id).copied();
         let track = match (r.stream_id, device) {
             (stream, Some(dev)) if stream != SYNC_INVALID => self.stream_track(dev, stream),
-            _ => match self.api_thread.iter().find_map(|m| m.get(&r.correlation_id)) {
+            _ => match self
+                .api_thread
+                .iter()
+                .find_map(|m| m.get(&r.correlation_id))
+            {
                 Some(&t) => t,
                 None if give_up => match self.unknown_thread {
                     Some(t) => t,
                     None => {
-                        let t = self.trace.add_track(self.process, None, TrackKind::Thread { tid: 0 }, "host (thread unknown)");
+                        let t = self.trace.add_track(
+                            self.process,
+                            None,
+                            TrackKind::Thread { tid: 0 },
+                            "host (thread unknown)",
+                        );
                         self.unknown_thread = Some(t);
                         t
                     }
@@ -359,36 +410,58 @@ impl Converter {
     }
 
     fn marker(&mut self, r: &RawMarker, name: Option<&CStr>) {
-        let tid = if r.object_kind == OBJECT_THREAD { r.object_id[1] } else { 0 };
+        let tid = if r.object_kind == OBJECT_THREAD {
+            r.object_id[1]
+        } else {
+            0
+        };
         let t = ts(r.timestamp, self.ts_offset_ns);
         let flags = r.flags;
         if flags & MARKER_START != 0 {
-            let n = self.trace.intern(&name.map(|c| c.to_string_lossy()).unwrap_or_default());
+            let n = self
+                .trace
+                .intern(&name.map(|c| c.to_string_lossy()).unwrap_or_default());
             self.open_markers.insert(r.id, (t, n, tid));
         } else if flags & MARKER_END != 0 {
             if let Some((start, n, tid)) = self.open_markers.remove(&r.id) {
                 let end = t.max(start);
                 if self.window.keep(start, end) {
                     let track = self.thread_track(tid);
-                    self.trace.push_slice(NewSlice::new(track, SliceKind::Range, n, start, end - start));
+                    self.trace.push_slice(NewSlice::new(
+                        track,
+                        SliceKind::Range,
+                        n,
+                        start,
+                        end - start,
+                    ));
                 }
             }
         } else if flags & MARKER_INSTANTANEOUS != 0 && self.window.keep(t, t) {
-            let n = self.trace.intern(&name.map(|c| c.to_string_lossy()).unwrap_or_default());
+            let n = self
+                .trace
+                .intern(&name.map(|c| c.to_string_lossy()).unwrap_or_default());
             let track = self.thread_track(tid);
-            self.trace.push_slice(NewSlice::new(track, SliceKind::Range, n, t, 0));
+            self.trace
+                .push_slice(NewSlice::new(track, SliceKind::Range, n, t, 0));
         }
     }
 
     fn overhead(&mut self, r: &RawOverhead) {
-        let Some((start, dur)) = self.times(r.start, r.end) else { return };
+        let Some((start, dur)) = self.times(r.start, r.end) else {
+            return;
+        };
         let track = if r.object_kind == OBJECT_THREAD {
             self.thread_track(r.object_id[1])
         } else {
             match self.overhead_track {
                 Some(t) => t,
                 None => {
-                    let t = self.trace.add_track(self.process, None, TrackKind::Other, "CUPTI overhead");
+                    let t = self.trace.add_track(
+                        self.process,
+                        None,
+                        TrackKind::Other,
+                        "CUPTI overhead",
+                    );
                     self.overhead_track = Some(t);
                     t
                 }

@@ -16,7 +16,12 @@ struct FakeHost;
 
 impl HostInfo for FakeHost {
     fn device(&mut self, ordinal: u32) -> Device {
-        Device { ordinal, name: "NVIDIA H200".into(), sm_count: 132, ..Default::default() }
+        Device {
+            ordinal,
+            name: "NVIDIA H200".into(),
+            sm_count: 132,
+            ..Default::default()
+        }
     }
     fn api_name(&mut self, driver: bool, cbid: u32) -> String {
         match (driver, cbid) {
@@ -33,12 +38,27 @@ impl HostInfo for FakeHost {
 
 fn converter(window: CaptureWindow) -> (Converter, Arc<PyLines>) {
     let py = Arc::new(PyLines::default());
-    let p = Process { pid: 100, name: "rank 0 · h · 100".into(), rank: Some(0), ..Default::default() };
-    (Converter::new(p, Box::new(FakeHost), Arc::new(window), py.clone()), py)
+    let p = Process {
+        pid: 100,
+        name: "rank 0 · h · 100".into(),
+        rank: Some(0),
+        ..Default::default()
+    };
+    (
+        Converter::new(p, Box::new(FakeHost), Arc::new(window), py.clone()),
+        py,
+    )
 }
 
 fn all() -> CaptureWindow {
-    CaptureWindow::new(CaptureSpec { trigger: Trigger::Always, delay_ns: 0, duration_ns: None }, 0)
+    CaptureWindow::new(
+        CaptureSpec {
+            trigger: Trigger::Always,
+            delay_ns: 0,
+            duration_ns: None,
+        },
+        0,
+    )
 }
 
 fn kernel(start: u64, end: u64, stream: u32, corr: u32) -> RawKernel {
@@ -72,40 +92,96 @@ fn kernel(start: u64, end: u64, stream: u32, corr: u32) -> RawKernel {
 }
 
 fn api(start: u64, end: u64, cbid: u32, tid: u32, corr: u32) -> RawApi {
-    RawApi { kind: kind::RUNTIME, cbid, start, end, process_id: 100, thread_id: tid, correlation_id: corr, return_value: 0 }
+    RawApi {
+        kind: kind::RUNTIME,
+        cbid,
+        start,
+        end,
+        process_id: 100,
+        thread_id: tid,
+        correlation_id: corr,
+        return_value: 0,
+    }
 }
 
 fn sync(stream: u32, sync_type: u32, corr: u32) -> RawSync {
-    RawSync { kind: kind::SYNCHRONIZATION, sync_type, start: 500, end: 900, correlation_id: corr, context_id: 5, stream_id: stream, cuda_event_id: 0 }
+    RawSync {
+        kind: kind::SYNCHRONIZATION,
+        sync_type,
+        start: 500,
+        end: 900,
+        correlation_id: corr,
+        context_id: 5,
+        stream_id: stream,
+        cuda_event_id: 0,
+    }
 }
 
 fn names(t: &Trace) -> Vec<&str> {
-    (0..t.slices.len()).map(|i| t.str(t.slices.name[i])).collect()
+    (0..t.slices.len())
+        .map(|i| t.str(t.slices.name[i]))
+        .collect()
 }
 
 #[test]
 fn kernels_go_on_stream_tracks_under_their_gpu() {
     let (mut c, _) = converter(all());
-    c.push(Record::Kernel(kernel(1000, 3000, 7, 11), c"_Z9my_kernelPfi"));
-    c.push(Record::Kernel(kernel(2000, 2500, 13, 12), c"ncclDevKernel_AllGather_RING_LL"));
+    c.push(Record::Kernel(
+        kernel(1000, 3000, 7, 11),
+        c"_Z9my_kernelPfi",
+    ));
+    c.push(Record::Kernel(
+        kernel(2000, 2500, 13, 12),
+        c"ncclDevKernel_AllGather_RING_LL",
+    ));
     let t = &c.trace;
     assert_eq!(t.devices.len(), 1);
     assert_eq!(t.devices[0].ordinal, 1);
     assert_eq!(t.devices[0].sm_count, 132);
     let k0 = t.slices.track[0];
-    assert_eq!(t.track(k0).kind, TrackKind::Stream { device: 0, stream: 7 });
+    assert_eq!(
+        t.track(k0).kind,
+        TrackKind::Stream {
+            device: 0,
+            stream: 7
+        }
+    );
     assert_eq!(t.track_name(k0), "stream 7");
     let gpu = t.track(k0).parent.expect("stream has a parent");
     assert_eq!(t.track(gpu).kind, TrackKind::Gpu { device: 0 });
     assert_eq!(t.track_name(gpu), "GPU 1 · NVIDIA H200");
-    assert_eq!(t.track(t.slices.track[1]).parent, Some(gpu), "both streams under one GPU track");
-    assert_eq!(names(t), vec!["my_kernel(float*, int)", "ncclDevKernel_AllGather_RING_LL"]);
-    assert_eq!(t.slices.class, vec![SliceClass::Compute, SliceClass::Communication]);
-    assert_eq!((t.slices.start_ns[0], t.slices.dur_ns[0], t.slices.correlation[0]), (1000, 2000, 11));
+    assert_eq!(
+        t.track(t.slices.track[1]).parent,
+        Some(gpu),
+        "both streams under one GPU track"
+    );
+    assert_eq!(
+        names(t),
+        vec!["my_kernel(float*, int)", "ncclDevKernel_AllGather_RING_LL"]
+    );
+    assert_eq!(
+        t.slices.class,
+        vec![SliceClass::Compute, SliceClass::Communication]
+    );
+    assert_eq!(
+        (
+            t.slices.start_ns[0],
+            t.slices.dur_ns[0],
+            t.slices.correlation[0]
+        ),
+        (1000, 2000, 11)
+    );
     let lc = t.launch_of(0).expect("launch config");
     assert_eq!(lc.grid, [132, 2, 1]);
     assert_eq!(lc.block, [256, 1, 1]);
-    assert_eq!((lc.registers_per_thread, lc.static_smem_bytes, lc.dynamic_smem_bytes), (64, 1024, 49152));
+    assert_eq!(
+        (
+            lc.registers_per_thread,
+            lc.static_smem_bytes,
+            lc.dynamic_smem_bytes
+        ),
+        (64, 1024, 49152)
+    );
 }
 
 #[test]
@@ -140,9 +216,15 @@ fn copies_carry_bytes_direction_and_pageability() {
         memory_kind: 3,
     }));
     let t = &c.trace;
-    assert_eq!(names(t), vec!["Memcpy DtoH (Device -> Pageable)", "Memset (Device)"]);
+    assert_eq!(
+        names(t),
+        vec!["Memcpy DtoH (Device -> Pageable)", "Memset (Device)"]
+    );
     let cp = t.copy_of(0).expect("copy info");
-    assert_eq!((cp.bytes, cp.kind, cp.pageable), (4, CopyKind::DeviceToHost, true));
+    assert_eq!(
+        (cp.bytes, cp.kind, cp.pageable),
+        (4, CopyKind::DeviceToHost, true)
+    );
     assert_eq!(t.slices.kind, vec![SliceKind::Memcpy, SliceKind::Memset]);
     assert_eq!(t.slices.class, vec![SliceClass::Memory, SliceClass::Memory]);
     assert_eq!(t.copy_of(1).map(|c| c.bytes), Some(4096));
@@ -153,17 +235,45 @@ fn api_calls_get_thread_tracks_names_and_python_lines() {
     let (mut c, py) = converter(all());
     c.own_tid = Some(999);
     py.insert(42, "train.py:7 (step)".into());
-    c.push(Record::Api { raw: api(100, 900, 131, 100, 42), driver: false });
-    c.push(Record::Api { raw: api(50, 60, 211, 101, 43), driver: false });
-    c.push(Record::Api { raw: api(52, 58, 307, 101, 44), driver: true });
-    c.push(Record::Api { raw: api(70, 80, 211, 999, 45), driver: false }); // the collector's own call
+    c.push(Record::Api {
+        raw: api(100, 900, 131, 100, 42),
+        driver: false,
+    });
+    c.push(Record::Api {
+        raw: api(50, 60, 211, 101, 43),
+        driver: false,
+    });
+    c.push(Record::Api {
+        raw: api(52, 58, 307, 101, 44),
+        driver: true,
+    });
+    c.push(Record::Api {
+        raw: api(70, 80, 211, 999, 45),
+        driver: false,
+    }); // the collector's own call
     let t = &c.trace;
-    assert_eq!(names(t), vec!["cudaStreamSynchronize", "cudaLaunchKernel", "cuLaunchKernel"]);
-    assert_eq!(t.slices.kind, vec![SliceKind::Runtime, SliceKind::Runtime, SliceKind::Driver]);
-    assert_eq!(t.track(t.slices.track[0]).kind, TrackKind::Thread { tid: 100 });
+    assert_eq!(
+        names(t),
+        vec![
+            "cudaStreamSynchronize",
+            "cudaLaunchKernel",
+            "cuLaunchKernel"
+        ]
+    );
+    assert_eq!(
+        t.slices.kind,
+        vec![SliceKind::Runtime, SliceKind::Runtime, SliceKind::Driver]
+    );
+    assert_eq!(
+        t.track(t.slices.track[0]).kind,
+        TrackKind::Thread { tid: 100 }
+    );
     assert_eq!(t.track_name(t.slices.track[0]), "python3 (main thread 100)");
     assert_eq!(t.track_name(t.slices.track[1]), "thread 101");
-    assert_eq!(t.arg_string(0, "python").as_deref(), Some("train.py:7 (step)"));
+    assert_eq!(
+        t.arg_string(0, "python").as_deref(),
+        Some("train.py:7 (step)")
+    );
     assert_eq!(t.arg_string(1, "python"), None);
     assert!(py.is_empty(), "the location was claimed");
 }
@@ -174,16 +284,30 @@ fn syncs_go_on_their_stream_or_their_calling_thread() {
     c.push(Record::Kernel(kernel(1, 2, 7, 1), c"k")); // teaches context 5 -> device 1
     c.push(Record::Sync(sync(7, 3, 20)));
     c.push(Record::Sync(sync(SYNC_INVALID, 4, 21))); // context sync: needs its API call
-    c.push(Record::Api { raw: api(400, 950, 131, 100, 21), driver: false });
+    c.push(Record::Api {
+        raw: api(400, 950, 131, 100, 21),
+        driver: false,
+    });
     c.finish_batch(false);
     let t = &c.trace;
-    let syncs: Vec<usize> = (0..t.slices.len()).filter(|&i| t.slices.kind[i] == SliceKind::Sync).collect();
+    let syncs: Vec<usize> = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::Sync)
+        .collect();
     assert_eq!(syncs.len(), 2);
     let (a, b) = (syncs[0], syncs[1]);
     assert_eq!(t.str(t.slices.name[a]), "Stream Sync");
-    assert_eq!(t.track(t.slices.track[a]).kind, TrackKind::Stream { device: 0, stream: 7 });
+    assert_eq!(
+        t.track(t.slices.track[a]).kind,
+        TrackKind::Stream {
+            device: 0,
+            stream: 7
+        }
+    );
     assert_eq!(t.str(t.slices.name[b]), "Context Sync");
-    assert_eq!(t.track(t.slices.track[b]).kind, TrackKind::Thread { tid: 100 });
+    assert_eq!(
+        t.track(t.slices.track[b]).kind,
+        TrackKind::Thread { tid: 100 }
+    );
     assert_eq!((t.slices.start_ns[b], t.slices.dur_ns[b]), (500, 400));
 }
 
@@ -193,11 +317,17 @@ fn a_sync_whose_call_never_comes_lands_on_an_unknown_thread() {
     c.push(Record::Sync(sync(SYNC_INVALID, 1, 77)));
     for _ in 0..3 {
         c.finish_batch(false);
-        assert!(c.trace.slices.is_empty(), "still waiting for the API record");
+        assert!(
+            c.trace.slices.is_empty(),
+            "still waiting for the API record"
+        );
     }
     c.finish_batch(false);
     assert_eq!(c.trace.slices.len(), 1);
-    assert_eq!(c.trace.track_name(c.trace.slices.track[0]), "host (thread unknown)");
+    assert_eq!(
+        c.trace.track_name(c.trace.slices.track[0]),
+        "host (thread unknown)"
+    );
     assert_eq!(sync_name(2), "Stream Wait Event");
 }
 
@@ -215,19 +345,32 @@ fn nvtx_ranges_and_marks_become_range_slices() {
         name: std::ptr::null(),
         domain: std::ptr::null(),
     };
-    c.push(Record::Marker(marker(MARKER_START, 1, 100), Some(c"step 0")));
-    c.push(Record::Marker(marker(MARKER_INSTANTANEOUS, 2, 150), Some(c"checkpoint")));
+    c.push(Record::Marker(
+        marker(MARKER_START, 1, 100),
+        Some(c"step 0"),
+    ));
+    c.push(Record::Marker(
+        marker(MARKER_INSTANTANEOUS, 2, 150),
+        Some(c"checkpoint"),
+    ));
     c.push(Record::Marker(marker(MARKER_END, 1, 400), None));
     let t = &c.trace;
     assert_eq!(names(t), vec!["checkpoint", "step 0"]);
     assert_eq!(t.slices.kind, vec![SliceKind::Range, SliceKind::Range]);
     assert_eq!((t.slices.start_ns[1], t.slices.dur_ns[1]), (100, 300));
-    assert_eq!(t.track(t.slices.track[1]).kind, TrackKind::Thread { tid: 100 });
+    assert_eq!(
+        t.track(t.slices.track[1]).kind,
+        TrackKind::Thread { tid: 100 }
+    );
 }
 
 #[test]
 fn records_outside_the_capture_window_are_dropped_and_offsets_apply() {
-    let spec = CaptureSpec { trigger: Trigger::ProfilerApi, delay_ns: 0, duration_ns: None };
+    let spec = CaptureSpec {
+        trigger: Trigger::ProfilerApi,
+        delay_ns: 0,
+        duration_ns: None,
+    };
     let w = CaptureWindow::new(spec, 0);
     w.open(1_000);
     w.close(2_000);
@@ -244,11 +387,20 @@ fn records_outside_the_capture_window_are_dropped_and_offsets_apply() {
 
 #[test]
 fn api_names_lose_their_version_suffix_only() {
-    assert_eq!(normalize_api_name("cudaStreamSynchronize_v3020"), "cudaStreamSynchronize");
-    assert_eq!(normalize_api_name("cudaStreamSynchronize_ptsz_v7000"), "cudaStreamSynchronize_ptsz");
+    assert_eq!(
+        normalize_api_name("cudaStreamSynchronize_v3020"),
+        "cudaStreamSynchronize"
+    );
+    assert_eq!(
+        normalize_api_name("cudaStreamSynchronize_ptsz_v7000"),
+        "cudaStreamSynchronize_ptsz"
+    );
     assert_eq!(normalize_api_name("cuMemcpyDtoH_v2"), "cuMemcpyDtoH_v2");
     assert_eq!(normalize_api_name("cuLaunchKernel"), "cuLaunchKernel");
-    assert_eq!(demangle("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL"), "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL");
+    assert_eq!(
+        demangle("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL"),
+        "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL"
+    );
 }
 
 #[test]
@@ -259,9 +411,18 @@ fn batches_stream_through_the_writer_and_read_back() {
         let base = batch * 10_000;
         let corr = batch as u32 * 2 + 1;
         py.insert(corr + 1, format!("train.py:{batch} (step)"));
-        c.push(Record::Api { raw: api(base + 10, base + 20, 211, 100, corr), driver: false });
-        c.push(Record::Kernel(kernel(base + 30, base + 90, 7, corr), c"ncclDevKernel_AllGather_RING_LL"));
-        c.push(Record::Api { raw: api(base + 25, base + 95, 131, 100, corr + 1), driver: false });
+        c.push(Record::Api {
+            raw: api(base + 10, base + 20, 211, 100, corr),
+            driver: false,
+        });
+        c.push(Record::Kernel(
+            kernel(base + 30, base + 90, 7, corr),
+            c"ncclDevKernel_AllGather_RING_LL",
+        ));
+        c.push(Record::Api {
+            raw: api(base + 25, base + 95, 131, 100, corr + 1),
+            driver: false,
+        });
         c.finish_batch(false);
         c.process_mut().dropped_records = batch;
         w.write_batch(&c.trace).expect("batch");
@@ -272,8 +433,19 @@ fn batches_stream_through_the_writer_and_read_back() {
     assert_eq!(back.processes.len(), 1);
     assert_eq!(back.processes[0].dropped_records, 2);
     assert_eq!(back.devices[0].name, "NVIDIA H200");
-    let kernels = (0..back.slices.len()).filter(|&i| back.slices.kind[i] == SliceKind::Kernel).count();
+    let kernels = (0..back.slices.len())
+        .filter(|&i| back.slices.kind[i] == SliceKind::Kernel)
+        .count();
     assert_eq!(kernels, 3);
-    let lines: Vec<String> = (0..back.slices.len()).filter_map(|i| back.arg_string(i, "python")).collect();
-    assert_eq!(lines, vec!["train.py:0 (step)", "train.py:1 (step)", "train.py:2 (step)"]);
+    let lines: Vec<String> = (0..back.slices.len())
+        .filter_map(|i| back.arg_string(i, "python"))
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            "train.py:0 (step)",
+            "train.py:1 (step)",
+            "train.py:2 (step)"
+        ]
+    );
 }

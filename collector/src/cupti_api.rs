@@ -3,6 +3,9 @@
 //! Every call goes through [`Cupti::check`], which prints a failing return
 //! code with the function name to stderr, once per function.
 
+// The struct field each symbol is stored in fixes the transmute's target type.
+#![allow(clippy::missing_transmute_annotations)]
+
 use std::collections::HashSet;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::Mutex;
@@ -29,13 +32,15 @@ pub struct Cupti {
     pub path: String,
     pub get_version: unsafe extern "C" fn(*mut u32) -> CuptiResult,
     pub get_result_string: unsafe extern "C" fn(CuptiResult, *mut *const c_char) -> CuptiResult,
-    pub register_callbacks: unsafe extern "C" fn(Option<BufferRequested>, Option<BufferCompleted>) -> CuptiResult,
+    pub register_callbacks:
+        unsafe extern "C" fn(Option<BufferRequested>, Option<BufferCompleted>) -> CuptiResult,
     pub activity_enable: unsafe extern "C" fn(u32) -> CuptiResult,
     pub flush_all: unsafe extern "C" fn(u32) -> CuptiResult,
     pub get_next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut u8) -> CuptiResult,
     pub get_num_dropped: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult,
     pub register_timestamp: Option<unsafe extern "C" fn(Option<TimestampFunc>) -> CuptiResult>,
-    pub subscribe: unsafe extern "C" fn(*mut *mut c_void, Option<CallbackFunc>, *mut c_void) -> CuptiResult,
+    pub subscribe:
+        unsafe extern "C" fn(*mut *mut c_void, Option<CallbackFunc>, *mut c_void) -> CuptiResult,
     pub enable_callback: unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> CuptiResult,
     pub get_callback_name: unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult,
     pub set_thread_id_type: Option<unsafe extern "C" fn(u32) -> CuptiResult>,
@@ -99,7 +104,10 @@ impl Cupti {
             }
         }
         let Some((h, path)) = found else {
-            return Err(format!("libcupti not found (tried {}; set LD_LIBRARY_PATH or STREAMSCOPE_CUPTI_LIB)", tried.join(", ")));
+            return Err(format!(
+                "libcupti not found (tried {}; set LD_LIBRARY_PATH or STREAMSCOPE_CUPTI_LIB)",
+                tried.join(", ")
+            ));
         };
         Ok(Cupti {
             path,
@@ -139,7 +147,11 @@ impl Cupti {
             return Ok(());
         }
         let msg = format!("{func} failed: {} ({r})", self.result_string(r));
-        let first = self.reported.lock().map(|mut s| s.insert(func)).unwrap_or(false);
+        let first = self
+            .reported
+            .lock()
+            .map(|mut s| s.insert(func))
+            .unwrap_or(false);
         if first {
             eprintln!("streamscope: {msg}");
         }

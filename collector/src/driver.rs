@@ -1,6 +1,9 @@
 //! Device properties from the CUDA driver (libcuda is already loaded: the
 //! driver loaded us). Looked up with dlsym, so nothing here can panic.
 
+// The struct field each symbol is stored in fixes the transmute's target type.
+#![allow(clippy::missing_transmute_annotations)]
+
 use std::ffi::{c_char, c_int, c_void, CStr};
 
 use streamscope_core::model::Device;
@@ -31,9 +34,14 @@ macro_rules! sym {
 impl Driver {
     pub fn open() -> Option<Driver> {
         // SAFETY: dlopen of the driver library by its soname; kept open.
-        let h = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        let h =
+            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
         // SAFETY: as above, loading it when it was not loaded yet.
-        let h = if h.is_null() { unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW) } } else { h };
+        let h = if h.is_null() {
+            unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW) }
+        } else {
+            h
+        };
         if h.is_null() {
             return None;
         }
@@ -55,7 +63,10 @@ impl Driver {
     /// Properties of device `ordinal` (fields left 0 when a query fails).
     pub fn device(&self, ordinal: u32) -> Device {
         let mut dev: c_int = 0;
-        let mut d = Device { ordinal, ..Default::default() };
+        let mut d = Device {
+            ordinal,
+            ..Default::default()
+        };
         // SAFETY: writes one CUdevice.
         if unsafe { (self.device_get)(&mut dev, ordinal as c_int) } != 0 {
             return d;
@@ -64,14 +75,20 @@ impl Driver {
             let mut v: c_int = 0;
             // SAFETY: writes one int.
             let rc = unsafe { (self.attribute)(&mut v, a, dev) };
-            if rc == 0 { v.max(0) as u32 } else { 0 }
+            if rc == 0 {
+                v.max(0) as u32
+            } else {
+                0
+            }
         };
         let mut buf = [0 as c_char; 256];
         // SAFETY: the driver writes at most len bytes, NUL-terminated.
         if unsafe { (self.name)(buf.as_mut_ptr(), buf.len() as c_int, dev) } == 0 {
             buf[buf.len() - 1] = 0;
             // SAFETY: NUL-terminated within the buffer.
-            d.name = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+            d.name = unsafe { CStr::from_ptr(buf.as_ptr()) }
+                .to_string_lossy()
+                .into_owned();
         }
         let mut bytes = 0usize;
         // SAFETY: writes one size_t.

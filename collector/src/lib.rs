@@ -56,7 +56,9 @@ pub extern "C" fn InitializeInjection() -> std::ffi::c_int {
             }
         }
         Ok(Err(e)) => eprintln!("streamscope: CUPTI unavailable ({e}); running untraced"),
-        Err(_) => eprintln!("streamscope: CUPTI unavailable (collector panicked during start); running untraced"),
+        Err(_) => eprintln!(
+            "streamscope: CUPTI unavailable (collector panicked during start); running untraced"
+        ),
     }
     1
 }

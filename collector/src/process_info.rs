@@ -35,7 +35,12 @@ pub fn progress_path(dir: &Path, pid: u32) -> PathBuf {
 }
 
 /// The model's process, from the environment (`get`) and the host.
-pub fn describe(get: impl Fn(&str) -> Option<String>, pid: u32, hostname: &str, cmdline: &str) -> Process {
+pub fn describe(
+    get: impl Fn(&str) -> Option<String>,
+    pid: u32,
+    hostname: &str,
+    cmdline: &str,
+) -> Process {
     let rank = parse_u32(get("RANK"));
     let name = match rank {
         Some(r) => format!("rank {r} · {hostname} · {pid}"),
@@ -58,13 +63,19 @@ pub fn describe(get: impl Fn(&str) -> Option<String>, pid: u32, hostname: &str, 
 pub fn cmdline() -> String {
     std::fs::read("/proc/self/cmdline")
         .map(|b| {
-            b.split(|&c| c == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a)).collect::<Vec<_>>().join(" ")
+            b.split(|&c| c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a))
+                .collect::<Vec<_>>()
+                .join(" ")
         })
         .unwrap_or_default()
 }
 
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).unwrap_or_default()
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Name of thread `tid` of this process (its `comm`).
@@ -75,13 +86,16 @@ pub fn thread_name(tid: u32) -> Option<String> {
 }
 
 fn clock_ns(clock: libc::clockid_t) -> i64 {
-    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec we own.
     let rc = unsafe { libc::clock_gettime(clock, &mut t) };
     if rc != 0 {
         return 0;
     }
-    t.tv_sec as i64 * 1_000_000_000 + t.tv_nsec as i64
+    t.tv_sec * 1_000_000_000 + t.tv_nsec
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of every timestamp the collector writes
@@ -118,15 +132,27 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("temp dir");
         assert_eq!(trace_path(&dir, Some(1), 5), dir.join("rank-1.pftrace"));
         std::fs::write(dir.join("rank-1.pftrace"), b"x").expect("write");
-        assert_eq!(trace_path(&dir, Some(1), 5), dir.join("rank-1-pid5.pftrace"));
+        assert_eq!(
+            trace_path(&dir, Some(1), 5),
+            dir.join("rank-1-pid5.pftrace")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn process_from_env() {
-        let env: HashMap<&str, &str> = [("RANK", "1"), ("LOCAL_RANK", "1"), ("WORLD_SIZE", "2")].into();
-        let p = describe(|k| env.get(k).map(|v| v.to_string()), 42, "h200", "python3 t.py");
-        assert_eq!((p.rank, p.local_rank, p.world_size), (Some(1), Some(1), Some(2)));
+        let env: HashMap<&str, &str> =
+            [("RANK", "1"), ("LOCAL_RANK", "1"), ("WORLD_SIZE", "2")].into();
+        let p = describe(
+            |k| env.get(k).map(|v| v.to_string()),
+            42,
+            "h200",
+            "python3 t.py",
+        );
+        assert_eq!(
+            (p.rank, p.local_rank, p.world_size),
+            (Some(1), Some(1), Some(2))
+        );
         assert_eq!(p.name, "rank 1 · h200 · 42");
         assert_eq!(p.clock, ClockDomain::Monotonic);
         let q = describe(|_| None, 42, "h", "x");

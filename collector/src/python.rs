@@ -10,6 +10,9 @@
 //! records nothing. The functions are looked up with `dlsym(RTLD_DEFAULT)`,
 //! so a process without Python symbols costs one failed lookup.
 
+// The struct field each symbol is stored in fixes the transmute's target type.
+#![allow(clippy::missing_transmute_annotations)]
+
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::{Mutex, OnceLock};
@@ -105,7 +108,9 @@ impl PyApi {
                 None
             } else {
                 // SAFETY: both names are `PyThreadState *(void)`.
-                Some(unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> Obj>(p) })
+                Some(unsafe {
+                    std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> Obj>(p)
+                })
             }
         };
         Some(PyApi {
@@ -233,9 +238,21 @@ mod tests {
         line: c_int,
     }
     static FRAMES: [FakeFrame; 3] = [
-        FakeFrame { file: c"/usr/lib/python3/site-packages/torch/_tensor.py", func: c"item", line: 10 },
-        FakeFrame { file: c"/home/u/train.py", func: c"step", line: 42 },
-        FakeFrame { file: c"/home/u/train.py", func: c"<module>", line: 99 },
+        FakeFrame {
+            file: c"/usr/lib/python3/site-packages/torch/_tensor.py",
+            func: c"item",
+            line: 10,
+        },
+        FakeFrame {
+            file: c"/home/u/train.py",
+            func: c"step",
+            line: 42,
+        },
+        FakeFrame {
+            file: c"/home/u/train.py",
+            func: c"<module>",
+            line: 99,
+        },
     ];
     static CALLS_PAST_GIL: AtomicUsize = AtomicUsize::new(0);
     static REFS: AtomicI64 = AtomicI64::new(0);
@@ -281,7 +298,11 @@ mod tests {
     unsafe extern "C" fn utf8(o: Obj) -> *const c_char {
         let v = o as usize;
         let f = &FRAMES[(v & 0xff) - 1];
-        if v & 0x1000 != 0 { f.file.as_ptr() } else { f.func.as_ptr() }
+        if v & 0x1000 != 0 {
+            f.file.as_ptr()
+        } else {
+            f.func.as_ptr()
+        }
     }
     unsafe extern "C" fn dec(_o: Obj) {
         REFS.fetch_sub(1, Ordering::SeqCst);
@@ -308,15 +329,28 @@ mod tests {
     fn without_the_gil_nothing_is_read_and_with_it_the_user_frame_is_found() {
         GIL.store(0, Ordering::SeqCst);
         assert_eq!(location_with(&fake()), None);
-        assert_eq!(CALLS_PAST_GIL.load(Ordering::SeqCst), 0, "no frame function may run without the GIL");
+        assert_eq!(
+            CALLS_PAST_GIL.load(Ordering::SeqCst),
+            0,
+            "no frame function may run without the GIL"
+        );
         GIL.store(1, Ordering::SeqCst);
-        assert_eq!(location_with(&fake()).as_deref(), Some("/home/u/train.py:42 (step)"));
-        assert_eq!(REFS.load(Ordering::SeqCst), 0, "every new reference released");
+        assert_eq!(
+            location_with(&fake()).as_deref(),
+            Some("/home/u/train.py:42 (step)")
+        );
+        assert_eq!(
+            REFS.load(Ordering::SeqCst),
+            0,
+            "every new reference released"
+        );
     }
 
     #[test]
     fn library_files() {
-        assert!(is_library_file("/x/site-packages/torch/nn/modules/module.py"));
+        assert!(is_library_file(
+            "/x/site-packages/torch/nn/modules/module.py"
+        ));
         assert!(is_library_file("<frozen runpy>"));
         assert!(!is_library_file("examples/torch_fsdp2.py"));
     }

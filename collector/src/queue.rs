@@ -30,21 +30,27 @@ impl<T> BoundedQueue<T> {
     /// is handed back and `records()` of it are counted as dropped.
     pub fn push(&self, item: T, wait: Duration, records: impl FnOnce(&T) -> u64) -> Result<(), T> {
         let Ok(mut q) = self.items.lock() else {
-            self.dropped_records.fetch_add(records(&item), Ordering::Relaxed);
+            self.dropped_records
+                .fetch_add(records(&item), Ordering::Relaxed);
             return Err(item);
         };
         if q.len() >= self.capacity && !wait.is_zero() {
-            q = match self.not_full.wait_timeout_while(q, wait, |q| q.len() >= self.capacity) {
+            q = match self
+                .not_full
+                .wait_timeout_while(q, wait, |q| q.len() >= self.capacity)
+            {
                 Ok((q, _)) => q,
                 Err(_) => {
-                    self.dropped_records.fetch_add(records(&item), Ordering::Relaxed);
+                    self.dropped_records
+                        .fetch_add(records(&item), Ordering::Relaxed);
                     return Err(item);
                 }
             };
         }
         if q.len() >= self.capacity {
             drop(q);
-            self.dropped_records.fetch_add(records(&item), Ordering::Relaxed);
+            self.dropped_records
+                .fetch_add(records(&item), Ordering::Relaxed);
             return Err(item);
         }
         q.push_back(item);
@@ -56,7 +62,10 @@ impl<T> BoundedQueue<T> {
     pub fn pop(&self, wait: Duration) -> Option<T> {
         let q = self.items.lock().ok()?;
         let mut q = if q.is_empty() {
-            self.not_empty.wait_timeout_while(q, wait, |q| q.is_empty()).ok()?.0
+            self.not_empty
+                .wait_timeout_while(q, wait, |q| q.is_empty())
+                .ok()?
+                .0
         } else {
             q
         };

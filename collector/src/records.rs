@@ -207,28 +207,112 @@ mod tests {
 
     #[test]
     fn layouts_match_cuda_13_0_records() {
-        same!(RawKernel, c::CUpti_ActivityKernel10, registers_per_thread = registersPerThread, start = start, end = end,
-            device_id = deviceId, context_id = contextId, stream_id = streamId, grid_x = gridX, grid_z = gridZ,
-            block_x = blockX, block_z = blockZ, static_shared_memory = staticSharedMemory,
-            dynamic_shared_memory = dynamicSharedMemory, correlation_id = correlationId, grid_id = gridId, name = name);
-        same!(RawMemcpy, c::CUpti_ActivityMemcpy6, copy_kind = copyKind, src_kind = srcKind, dst_kind = dstKind,
-            bytes = bytes, start = start, end = end, device_id = deviceId, context_id = contextId,
-            stream_id = streamId, correlation_id = correlationId, runtime_correlation_id = runtimeCorrelationId);
-        same!(RawMemset, c::CUpti_ActivityMemset4, bytes = bytes, start = start, end = end, device_id = deviceId,
-            context_id = contextId, stream_id = streamId, correlation_id = correlationId, memory_kind = memoryKind);
-        same!(RawApi, c::CUpti_ActivityAPI, cbid = cbid, start = start, end = end, process_id = processId,
-            thread_id = threadId, correlation_id = correlationId, return_value = returnValue);
+        same!(
+            RawKernel,
+            c::CUpti_ActivityKernel10,
+            registers_per_thread = registersPerThread,
+            start = start,
+            end = end,
+            device_id = deviceId,
+            context_id = contextId,
+            stream_id = streamId,
+            grid_x = gridX,
+            grid_z = gridZ,
+            block_x = blockX,
+            block_z = blockZ,
+            static_shared_memory = staticSharedMemory,
+            dynamic_shared_memory = dynamicSharedMemory,
+            correlation_id = correlationId,
+            grid_id = gridId,
+            name = name
+        );
+        same!(
+            RawMemcpy,
+            c::CUpti_ActivityMemcpy6,
+            copy_kind = copyKind,
+            src_kind = srcKind,
+            dst_kind = dstKind,
+            bytes = bytes,
+            start = start,
+            end = end,
+            device_id = deviceId,
+            context_id = contextId,
+            stream_id = streamId,
+            correlation_id = correlationId,
+            runtime_correlation_id = runtimeCorrelationId
+        );
+        same!(
+            RawMemset,
+            c::CUpti_ActivityMemset4,
+            bytes = bytes,
+            start = start,
+            end = end,
+            device_id = deviceId,
+            context_id = contextId,
+            stream_id = streamId,
+            correlation_id = correlationId,
+            memory_kind = memoryKind
+        );
+        same!(
+            RawApi,
+            c::CUpti_ActivityAPI,
+            cbid = cbid,
+            start = start,
+            end = end,
+            process_id = processId,
+            thread_id = threadId,
+            correlation_id = correlationId,
+            return_value = returnValue
+        );
         assert_eq!(size_of::<RawApi>(), size_of::<c::CUpti_ActivityAPI>());
-        same!(RawSync, c::CUpti_ActivitySynchronization2, sync_type = type_, start = start, end = end,
-            correlation_id = correlationId, context_id = contextId, stream_id = streamId, cuda_event_id = cudaEventId);
-        same!(RawMarker, c::CUpti_ActivityMarker2, flags = flags, timestamp = timestamp, id = id,
-            object_kind = objectKind, object_id = objectId, name = name, domain = domain);
-        assert_eq!(size_of::<RawMarker>(), size_of::<c::CUpti_ActivityMarker2>());
-        same!(RawOverhead, c::CUpti_ActivityOverhead3, overhead_kind = overheadKind, object_kind = objectKind,
-            object_id = objectId, start = start, end = end, correlation_id = correlationId);
-        same!(RawCallbackData, c::CUpti_CallbackData, function_name = functionName, context = context,
-            correlation_id = correlationId);
-        same!(RawNvtxData, c::CUpti_NvtxData, function_params = functionParams);
+        same!(
+            RawSync,
+            c::CUpti_ActivitySynchronization2,
+            sync_type = type_,
+            start = start,
+            end = end,
+            correlation_id = correlationId,
+            context_id = contextId,
+            stream_id = streamId,
+            cuda_event_id = cudaEventId
+        );
+        same!(
+            RawMarker,
+            c::CUpti_ActivityMarker2,
+            flags = flags,
+            timestamp = timestamp,
+            id = id,
+            object_kind = objectKind,
+            object_id = objectId,
+            name = name,
+            domain = domain
+        );
+        assert_eq!(
+            size_of::<RawMarker>(),
+            size_of::<c::CUpti_ActivityMarker2>()
+        );
+        same!(
+            RawOverhead,
+            c::CUpti_ActivityOverhead3,
+            overhead_kind = overheadKind,
+            object_kind = objectKind,
+            object_id = objectId,
+            start = start,
+            end = end,
+            correlation_id = correlationId
+        );
+        same!(
+            RawCallbackData,
+            c::CUpti_CallbackData,
+            function_name = functionName,
+            context = context,
+            correlation_id = correlationId
+        );
+        same!(
+            RawNvtxData,
+            c::CUpti_NvtxData,
+            function_params = functionParams
+        );
     }
 
     #[test]
@@ -238,13 +322,28 @@ mod tests {
         assert_eq!(K::CUPTI_ACTIVITY_KIND_MEMSET as u32, kind::MEMSET);
         assert_eq!(K::CUPTI_ACTIVITY_KIND_DRIVER as u32, kind::DRIVER);
         assert_eq!(K::CUPTI_ACTIVITY_KIND_RUNTIME as u32, kind::RUNTIME);
-        assert_eq!(K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as u32, kind::CONCURRENT_KERNEL);
+        assert_eq!(
+            K::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL as u32,
+            kind::CONCURRENT_KERNEL
+        );
         assert_eq!(K::CUPTI_ACTIVITY_KIND_MARKER as u32, kind::MARKER);
         assert_eq!(K::CUPTI_ACTIVITY_KIND_OVERHEAD as u32, kind::OVERHEAD);
-        assert_eq!(K::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION as u32, kind::SYNCHRONIZATION);
-        assert_eq!(c::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_MARKER_START as u32, MARKER_START);
-        assert_eq!(c::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_MARKER_END as u32, MARKER_END);
-        assert_eq!(c::CUpti_ActivityObjectKind::CUPTI_ACTIVITY_OBJECT_THREAD as u32, OBJECT_THREAD);
+        assert_eq!(
+            K::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION as u32,
+            kind::SYNCHRONIZATION
+        );
+        assert_eq!(
+            c::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_MARKER_START as u32,
+            MARKER_START
+        );
+        assert_eq!(
+            c::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_MARKER_END as u32,
+            MARKER_END
+        );
+        assert_eq!(
+            c::CUpti_ActivityObjectKind::CUPTI_ACTIVITY_OBJECT_THREAD as u32,
+            OBJECT_THREAD
+        );
     }
 }
 
@@ -275,18 +374,27 @@ pub unsafe fn parse<'a>(ptr: *const u8) -> Record<'a> {
         match k {
             kind::CONCURRENT_KERNEL => {
                 let r = std::ptr::read_unaligned(ptr as *const RawKernel);
-                let name = if r.name.is_null() { c"" } else { std::ffi::CStr::from_ptr(r.name) };
+                let name = if r.name.is_null() {
+                    c""
+                } else {
+                    std::ffi::CStr::from_ptr(r.name)
+                };
                 Record::Kernel(r, name)
             }
             kind::MEMCPY => Record::Memcpy(std::ptr::read_unaligned(ptr as *const RawMemcpy)),
             kind::MEMSET => Record::Memset(std::ptr::read_unaligned(ptr as *const RawMemset)),
-            kind::RUNTIME | kind::DRIVER => {
-                Record::Api { raw: std::ptr::read_unaligned(ptr as *const RawApi), driver: k == kind::DRIVER }
-            }
+            kind::RUNTIME | kind::DRIVER => Record::Api {
+                raw: std::ptr::read_unaligned(ptr as *const RawApi),
+                driver: k == kind::DRIVER,
+            },
             kind::SYNCHRONIZATION => Record::Sync(std::ptr::read_unaligned(ptr as *const RawSync)),
             kind::MARKER => {
                 let r = std::ptr::read_unaligned(ptr as *const RawMarker);
-                let name = if r.name.is_null() { None } else { Some(std::ffi::CStr::from_ptr(r.name)) };
+                let name = if r.name.is_null() {
+                    None
+                } else {
+                    Some(std::ffi::CStr::from_ptr(r.name))
+                };
                 Record::Marker(r, name)
             }
             kind::OVERHEAD => Record::Overhead(std::ptr::read_unaligned(ptr as *const RawOverhead)),

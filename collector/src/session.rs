@@ -29,9 +29,9 @@ use crate::queue::BoundedQueue;
 use crate::records::{self, kind};
 
 /// Bytes of one activity buffer handed to CUPTI.
-const BUFFER_BYTES: usize = 4 << 20;
-/// Completed buffers waiting for the writer (bounds memory to 64 MiB).
-const QUEUE_BUFFERS: usize = 16;
+const BUFFER_BYTES: usize = 2 << 20;
+/// Completed buffers waiting for the writer (bounds memory to 128 MiB).
+const QUEUE_BUFFERS: usize = 64;
 /// How long a buffer callback waits for room before dropping a buffer.
 const QUEUE_WAIT: Duration = Duration::from_millis(200);
 const FLUSH_PERIOD: Duration = Duration::from_secs(1);
@@ -117,7 +117,11 @@ fn for_each_record(cupti: &Cupti, ptr: *mut u8, valid: usize, mut f: impl FnMut(
     }
 }
 
-unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+unsafe extern "C" fn buffer_requested(
+    buffer: *mut *mut u8,
+    size: *mut usize,
+    max_records: *mut usize,
+) {
     let _ = std::panic::catch_unwind(|| {
         let p = match buffer_layout() {
             // SAFETY: non-zero size layout.
@@ -133,14 +137,24 @@ unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, ma
     });
 }
 
-unsafe extern "C" fn buffer_completed(ctx: *mut c_void, stream: u32, buffer: *mut u8, _size: usize, valid: usize) {
+unsafe extern "C" fn buffer_completed(
+    ctx: *mut c_void,
+    stream: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
     let _ = std::panic::catch_unwind(|| {
         let buf = Buffer { ptr: buffer, valid };
         let Some(s) = session() else { return };
         let mut dropped = 0usize;
         // SAFETY: ctx/stream are the ones CUPTI passed for this buffer.
         let rc = unsafe { (s.cupti.get_num_dropped)(ctx, stream, &mut dropped) };
-        if s.cupti.check("cuptiActivityGetNumDroppedRecords", rc).is_ok() && dropped > 0 {
+        if s.cupti
+            .check("cuptiActivityGetNumDroppedRecords", rc)
+            .is_ok()
+            && dropped > 0
+        {
             s.cupti_dropped.fetch_add(dropped as u64, Ordering::Relaxed);
         }
         if valid == 0 || buffer.is_null() {
@@ -216,7 +230,9 @@ impl Session {
     /// # Safety
     /// `params` is null or the params struct of NVTX function `cbid`.
     unsafe fn nvtx(&self, cbid: u32, params: *const u8) {
-        let Trigger::Nvtx(target) = &self.window.spec().trigger else { return };
+        let Trigger::Nvtx(target) = &self.window.spec().trigger else {
+            return;
+        };
         // cbids: 8 RangePushA, 10 RangePushEx, 11 RangePop, 33 DomainRangePushEx, 34 DomainRangePop.
         let name: Option<&std::ffi::CStr> = match cbid {
             // SAFETY: the first field is `const char* message` / the attributes pointer.
@@ -225,9 +241,13 @@ impl Session {
                 (!m.is_null()).then(|| std::ffi::CStr::from_ptr(m))
             },
             // SAFETY: nvtxRangePushEx_params { const nvtxEventAttributes_t* }.
-            10 if !params.is_null() => unsafe { attr_message(std::ptr::read_unaligned(params as *const *const u8)) },
+            10 if !params.is_null() => unsafe {
+                attr_message(std::ptr::read_unaligned(params as *const *const u8))
+            },
             // SAFETY: nvtxDomainRangePushEx_params { domain, const nvtxEventAttributes_t* }.
-            33 if !params.is_null() => unsafe { attr_message(std::ptr::read_unaligned(params.add(8) as *const *const u8)) },
+            33 if !params.is_null() => unsafe {
+                attr_message(std::ptr::read_unaligned(params.add(8) as *const *const u8))
+            },
             11 | 34 => {
                 let depth = NVTX_DEPTH.get();
                 if depth > 0 && NVTX_OPEN_AT.get() == depth {
@@ -258,10 +278,15 @@ impl Session {
             self.stop.store(true, Ordering::SeqCst);
         }
         let ticket = self.flush_requested.fetch_add(1, Ordering::SeqCst) + 1;
-        let step = libc::timespec { tv_sec: 0, tv_nsec: 5_000_000 };
+        let step = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 5_000_000,
+        };
         let rounds = wait.as_millis() / 5;
         for _ in 0..rounds {
-            if self.flush_done.load(Ordering::SeqCst) >= ticket || self.finished.load(Ordering::SeqCst) {
+            if self.flush_done.load(Ordering::SeqCst) >= ticket
+                || self.finished.load(Ordering::SeqCst)
+            {
                 return;
             }
             // SAFETY: nanosleep with a valid timespec; async-signal-safe.
@@ -278,12 +303,26 @@ struct RealHost {
 
 impl HostInfo for RealHost {
     fn device(&mut self, ordinal: u32) -> Device {
-        self.driver.as_ref().map(|d| d.device(ordinal)).unwrap_or(Device { ordinal, ..Default::default() })
+        self.driver
+            .as_ref()
+            .map(|d| d.device(ordinal))
+            .unwrap_or(Device {
+                ordinal,
+                ..Default::default()
+            })
     }
     fn api_name(&mut self, driver: bool, cbid: u32) -> String {
-        let domain = if driver { CB_DOMAIN_DRIVER_API } else { CB_DOMAIN_RUNTIME_API };
+        let domain = if driver {
+            CB_DOMAIN_DRIVER_API
+        } else {
+            CB_DOMAIN_RUNTIME_API
+        };
         let n = self.cupti.callback_name(domain, cbid);
-        if n.is_empty() { format!("{} api {cbid}", if driver { "driver" } else { "runtime" }) } else { n }
+        if n.is_empty() {
+            format!("{} api {cbid}", if driver { "driver" } else { "runtime" })
+        } else {
+            n
+        }
     }
     fn thread_name(&mut self, tid: u32) -> Option<String> {
         process_info::thread_name(tid)
@@ -292,10 +331,12 @@ impl HostInfo for RealHost {
 
 /// Callback ids of `domain` whose normalized names are in `names`.
 fn cbids_named(cupti: &Cupti, domain: u32, names: &[&str]) -> Vec<u32> {
-    (1..2048).filter(|&id| {
-        let n = cupti.callback_name(domain, id);
-        !n.is_empty() && names.contains(&normalize_api_name(&n))
-    }).collect()
+    (1..2048)
+        .filter(|&id| {
+            let n = cupti.callback_name(domain, id);
+            !n.is_empty() && names.contains(&normalize_api_name(&n))
+        })
+        .collect()
 }
 
 fn enable(cupti: &Cupti, func: &'static str, rc: CuptiResult) -> bool {
@@ -306,8 +347,10 @@ fn enable(cupti: &Cupti, func: &'static str, rc: CuptiResult) -> bool {
 pub fn start() -> Result<(), String> {
     let env = |k: &str| std::env::var(k).ok();
     let spec = CaptureSpec::from_env(env)?;
-    let out_dir = PathBuf::from(env(process_info::ENV_OUT).unwrap_or_else(|| "streamscope-out".into()));
-    std::fs::create_dir_all(&out_dir).map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let out_dir =
+        PathBuf::from(env(process_info::ENV_OUT).unwrap_or_else(|| "streamscope-out".into()));
+    std::fs::create_dir_all(&out_dir)
+        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let mut libs = Vec::new();
     if let Some(p) = env("STREAMSCOPE_CUPTI_LIB") {
         libs.push(p);
@@ -318,7 +361,10 @@ pub fn start() -> Result<(), String> {
     let cupti = Cupti::open(&libs)?;
     let pid = std::process::id();
     let mut meta: Vec<(String, String)> = vec![
-        ("collector".into(), format!("streamscope-collector {}", env!("CARGO_PKG_VERSION"))),
+        (
+            "collector".into(),
+            format!("streamscope-collector {}", env!("CARGO_PKG_VERSION")),
+        ),
         ("cupti_lib".into(), cupti.path.clone()),
     ];
     if let Some(v) = cupti.version() {
@@ -332,11 +378,18 @@ pub fn start() -> Result<(), String> {
     let mut ts_offset_ns = 0i64;
     let own_clock = match cupti.register_timestamp {
         // SAFETY: registers a function valid for the life of the process.
-        Some(f) => cupti.check("cuptiActivityRegisterTimestampCallback", unsafe { f(Some(timestamp)) }).is_ok(),
+        Some(f) => cupti
+            .check("cuptiActivityRegisterTimestampCallback", unsafe {
+                f(Some(timestamp))
+            })
+            .is_ok(),
         None => false,
     };
     if own_clock {
-        meta.push(("clock".into(), "CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)".into()));
+        meta.push((
+            "clock".into(),
+            "CLOCK_MONOTONIC (cuptiActivityRegisterTimestampCallback)".into(),
+        ));
     } else {
         let mut c = 0u64;
         // SAFETY: writes one u64.
@@ -345,19 +398,26 @@ pub fn start() -> Result<(), String> {
         if cupti.check("cuptiGetTimestamp", rc).is_ok() {
             ts_offset_ns = mono - c as i64;
         }
-        meta.push(("clock".into(), format!("CLOCK_MONOTONIC (CUPTI clock + {ts_offset_ns} ns, calibrated at start)")));
+        meta.push((
+            "clock".into(),
+            format!("CLOCK_MONOTONIC (CUPTI clock + {ts_offset_ns} ns, calibrated at start)"),
+        ));
     }
     // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
     let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
     cupti.check("cuptiActivityRegisterCallbacks", rc)?;
-    // SAFETY (all enables below): plain enum arguments.
+    // SAFETY: plain enum argument.
     let rc = unsafe { (cupti.activity_enable)(kind::CONCURRENT_KERNEL) };
     cupti.check("cuptiActivityEnable(CONCURRENT_KERNEL)", rc)?;
     let mut kinds = vec!["kernel"];
     for (k, func, label) in [
         (kind::MEMCPY, "cuptiActivityEnable(MEMCPY)", "memcpy"),
         (kind::MEMSET, "cuptiActivityEnable(MEMSET)", "memset"),
-        (kind::SYNCHRONIZATION, "cuptiActivityEnable(SYNCHRONIZATION)", "synchronization"),
+        (
+            kind::SYNCHRONIZATION,
+            "cuptiActivityEnable(SYNCHRONIZATION)",
+            "synchronization",
+        ),
         (kind::RUNTIME, "cuptiActivityEnable(RUNTIME)", "runtime"),
         (kind::DRIVER, "cuptiActivityEnable(DRIVER)", "driver"),
         (kind::OVERHEAD, "cuptiActivityEnable(OVERHEAD)", "overhead"),
@@ -373,9 +433,11 @@ pub fn start() -> Result<(), String> {
     let window = Arc::new(CaptureWindow::new(spec.clone(), origin_ns));
     let mut subscriber: *mut c_void = std::ptr::null_mut();
     // SAFETY: subscribes a callback valid for the life of the process.
-    let rc = unsafe { (cupti.subscribe)(&mut subscriber, Some(api_callback), std::ptr::null_mut()) };
+    let rc =
+        unsafe { (cupti.subscribe)(&mut subscriber, Some(api_callback), std::ptr::null_mut()) };
     let subscribed = cupti.check("cuptiSubscribe", rc).is_ok();
-    let (mut sync_cbids, mut profiler_start, mut profiler_stop) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut sync_cbids, mut profiler_start, mut profiler_stop) =
+        (Vec::new(), Vec::new(), Vec::new());
     if subscribed {
         let on = |domain: u32, cbid: u32| {
             // SAFETY: a subscriber handle CUPTI gave us and a valid cbid.
@@ -384,15 +446,32 @@ pub fn start() -> Result<(), String> {
         };
         sync_cbids = cbids_named(&cupti, CB_DOMAIN_RUNTIME_API, SYNC_APIS);
         sync_cbids.retain(|&c| on(CB_DOMAIN_RUNTIME_API, c));
-        meta.push(("python_callsites".into(), format!("{} runtime functions watched", sync_cbids.len())));
+        meta.push((
+            "python_callsites".into(),
+            format!("{} runtime functions watched", sync_cbids.len()),
+        ));
         match &spec.trigger {
             Trigger::ProfilerApi => {
                 for (domain, start, stop) in [
-                    (CB_DOMAIN_RUNTIME_API, "cudaProfilerStart", "cudaProfilerStop"),
+                    (
+                        CB_DOMAIN_RUNTIME_API,
+                        "cudaProfilerStart",
+                        "cudaProfilerStop",
+                    ),
                     (CB_DOMAIN_DRIVER_API, "cuProfilerStart", "cuProfilerStop"),
                 ] {
-                    profiler_start.extend(cbids_named(&cupti, domain, &[start]).into_iter().filter(|&c| on(domain, c)).map(|c| (domain, c)));
-                    profiler_stop.extend(cbids_named(&cupti, domain, &[stop]).into_iter().filter(|&c| on(domain, c)).map(|c| (domain, c)));
+                    profiler_start.extend(
+                        cbids_named(&cupti, domain, &[start])
+                            .into_iter()
+                            .filter(|&c| on(domain, c))
+                            .map(|c| (domain, c)),
+                    );
+                    profiler_stop.extend(
+                        cbids_named(&cupti, domain, &[stop])
+                            .into_iter()
+                            .filter(|&c| on(domain, c))
+                            .map(|c| (domain, c)),
+                    );
                 }
             }
             Trigger::Nvtx(_) => {
@@ -403,17 +482,22 @@ pub fn start() -> Result<(), String> {
             Trigger::Always => {}
         }
     } else {
-        meta.push(("python_callsites".into(), "off (cuptiSubscribe failed)".into()));
+        meta.push((
+            "python_callsites".into(),
+            "off (cuptiSubscribe failed)".into(),
+        ));
     }
     if !spec.is_unlimited() {
         meta.push(("capture".into(), format!("{:?}", spec)));
     }
     let driver = Driver::open();
-    if let Some(v) = driver.as_ref().and_then(Driver::version) {
-        meta.push(("cuda_driver_version".into(), v.to_string()));
-    }
 
-    let mut process = process_info::describe(env, pid, &process_info::hostname(), &process_info::cmdline());
+    let mut process = process_info::describe(
+        env,
+        pid,
+        &process_info::hostname(),
+        &process_info::cmdline(),
+    );
     process.clock_snapshot = process_info::clock_snapshot();
     process.metadata = meta;
     let trace_path = process_info::trace_path(&out_dir, process.rank, pid);
@@ -438,14 +522,20 @@ pub fn start() -> Result<(), String> {
         return Err("collector initialized twice".into());
     }
     let s = session().ok_or("no session")?;
-    let host = RealHost { cupti: &s.cupti, driver };
+    let host = RealHost {
+        cupti: &s.cupti,
+        driver,
+    };
     let mut conv = Converter::new(process, Box::new(host), window, python);
     conv.ts_offset_ns = ts_offset_ns;
-    let file = File::create(&trace_path).map_err(|e| format!("cannot create {}: {e}", trace_path.display()))?;
+    let file = File::create(&trace_path)
+        .map_err(|e| format!("cannot create {}: {e}", trace_path.display()))?;
     std::thread::Builder::new()
         .name("streamscope-writer".into())
         .spawn(move || {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| writer_main(s, conv, file, progress_path)));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                writer_main(s, conv, file, progress_path)
+            }));
             if r.is_err() {
                 eprintln!("streamscope: writer thread failed; the rest of this run is untraced");
             }
@@ -482,7 +572,10 @@ struct Progress {
 impl Progress {
     fn write(&self, bytes: u64, dropped: u64, done: bool) {
         let tmp = self.path.with_extension("tmp");
-        let text = format!("events={} records={} bytes={bytes} dropped={dropped} done={}\n", self.events, self.records, done as u8);
+        let text = format!(
+            "events={} records={} bytes={bytes} dropped={dropped} done={}\n",
+            self.events, self.records, done as u8
+        );
         if std::fs::write(&tmp, text).is_ok() {
             let _ = std::fs::rename(&tmp, &self.path);
         }
@@ -492,8 +585,18 @@ impl Progress {
 fn writer_main(s: &'static Session, mut conv: Converter, file: File, progress_path: PathBuf) {
     block_signals();
     conv.own_tid = Some(gettid());
+    // Queried here, not during cuInit (where InitializeInjection runs).
+    if let Some(v) = Driver::open().as_ref().and_then(Driver::version) {
+        conv.process_mut()
+            .metadata
+            .push(("cuda_driver_version".into(), v.to_string()));
+    }
     let mut w = PerfettoWriter::new(file);
-    let mut progress = Progress { path: progress_path, events: 0, records: 0 };
+    let mut progress = Progress {
+        path: progress_path,
+        events: 0,
+        records: 0,
+    };
     let mut last_flush = Instant::now();
     let mut write_failed = false;
     let drain = |conv: &mut Converter, wait: Duration| {
@@ -563,5 +666,6 @@ fn writer_main(s: &'static Session, mut conv: Converter, file: File, progress_pa
         }
     }
     progress.write(bytes, dropped, true);
-    s.flush_done.store(s.flush_requested.load(Ordering::SeqCst), Ordering::SeqCst);
+    s.flush_done
+        .store(s.flush_requested.load(Ordering::SeqCst), Ordering::SeqCst);
 }

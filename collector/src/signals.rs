@@ -44,7 +44,8 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
             }
         } else if old.sa_flags & libc::SA_SIGINFO != 0 {
             // SAFETY: with SA_SIGINFO the saved handler has this signature.
-            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) = unsafe { std::mem::transmute(handler) };
+            let f: extern "C" fn(c_int, *mut libc::siginfo_t, *mut c_void) =
+                unsafe { std::mem::transmute(handler) };
             f(sig, info, ctx);
         } else {
             // SAFETY: without SA_SIGINFO the saved handler is `void (*)(int)`.

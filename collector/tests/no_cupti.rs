@@ -13,7 +13,11 @@ fn initialize_without_cupti_returns_one_and_writes_nothing() {
     std::env::set_var("STREAMSCOPE_OUT", &dir);
     std::env::set_var("STREAMSCOPE_CUPTI_LIB", dir.join("libcupti.so.13"));
     assert_eq!(streamscope_collector::InitializeInjection(), 1);
-    assert_eq!(streamscope_collector::InitializeInjection(), 1, "a second call is harmless");
+    assert_eq!(
+        streamscope_collector::InitializeInjection(),
+        1,
+        "a second call is harmless"
+    );
     assert!(streamscope_collector::session::session().is_none());
     let traces = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
     assert_eq!(traces, 0, "no trace without CUPTI");
