@@ -62,3 +62,38 @@ fn no_trace_shows_the_open_prompt() {
     assert!(h.query_by_label("No trace given").is_some());
     assert!(h.query_by_label("Open").is_some());
 }
+
+/// A file as a desktop integration hands it over.
+#[derive(Debug)]
+struct Dropped(PathBuf);
+
+impl egui::DroppedFile for Dropped {
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+    fn bytes(&self) -> Result<Vec<u8>, String> {
+        std::fs::read(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+#[test]
+fn dropping_a_file_adds_its_ranks() {
+    let dir = temp_dir("drop");
+    let first = dir.join("a.pftrace");
+    let second = dir.join("b.pftrace");
+    let trace = common::two_rank_trace();
+    streamscope_core::perfetto::writer::write_file(&trace, &first).expect("write trace");
+    streamscope_core::perfetto::writer::write_file(&trace, &second).expect("write trace");
+    let mut app = ViewerApp::empty();
+    app.load(vec![first]);
+    let mut h = Harness::builder()
+        .with_size([1400.0, 900.0])
+        .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
+    h.run();
+    assert_eq!(h.state().model.as_ref().map(|m| m.trace.processes.len()), Some(2));
+    h.input_mut().dropped_files.push(std::sync::Arc::new(Dropped(second)));
+    h.run();
+    assert_eq!(h.state().files.len(), 2);
+    assert_eq!(h.state().model.as_ref().map(|m| m.trace.processes.len()), Some(4));
+    let _ = std::fs::remove_dir_all(&dir);
+}
