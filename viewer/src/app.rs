@@ -2,6 +2,7 @@
 //! right, selection details at the bottom, the timeline in the middle.
 
 use std::path::PathBuf;
+use std::sync::mpsc;
 
 use egui::{RichText, Ui};
 use streamscope_core::Trace;
@@ -33,6 +34,12 @@ pub struct ScreenshotJob {
     pub result: std::sync::Arc<std::sync::Mutex<Option<Result<(), String>>>>,
 }
 
+/// A load running on a worker thread, so the window stays responsive.
+struct PendingLoad {
+    paths: Vec<PathBuf>,
+    rx: mpsc::Receiver<(Option<Model>, Vec<FileStatus>)>,
+}
+
 pub struct ViewerApp {
     pub model: Option<Model>,
     pub paths: Vec<PathBuf>,
@@ -46,6 +53,7 @@ pub struct ViewerApp {
     /// A line shown above the timeline (no trace found, ...).
     pub message: Option<String>,
     pub screenshot: Option<ScreenshotJob>,
+    pending: Option<PendingLoad>,
 }
 
 impl ViewerApp {
@@ -68,6 +76,7 @@ impl ViewerApp {
             open_text: String::new(),
             message: None,
             screenshot: None,
+            pending: None,
         }
     }
 
@@ -101,6 +110,46 @@ impl ViewerApp {
         }
     }
 
+    /// Like [`Self::load`], on a worker thread; the result replaces the open
+    /// set at the first frame after it is ready.
+    pub fn load_in_background(&mut self, paths: Vec<PathBuf>, ctx: &egui::Context) {
+        let (tx, rx) = mpsc::channel();
+        let ctx = ctx.clone();
+        let job_paths = paths.clone();
+        std::thread::spawn(move || {
+            let (trace, files) = load_all(&job_paths);
+            // The receiver is gone only if the app closed meanwhile.
+            let _ = tx.send((trace.map(Model::new), files));
+            ctx.request_repaint();
+        });
+        self.pending = Some(PendingLoad { paths, rx });
+    }
+
+    /// True while a background load runs.
+    pub fn is_loading(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    fn poll_pending(&mut self) {
+        let Some(p) = &self.pending else { return };
+        match p.rx.try_recv() {
+            Ok((model, files)) => {
+                self.paths = p.paths.clone();
+                self.files = files;
+                self.pending = None;
+                self.set_model(model);
+                if self.model.is_some() {
+                    self.message = None;
+                }
+            }
+            Err(mpsc::TryRecvError::Empty) => {}
+            Err(mpsc::TryRecvError::Disconnected) => {
+                self.message = Some("loading stopped: the loader thread failed".into());
+                self.pending = None;
+            }
+        }
+    }
+
     fn set_model(&mut self, model: Option<Model>) {
         self.model = model;
         self.timeline = TimelineState::default();
@@ -110,6 +159,7 @@ impl ViewerApp {
 
     /// The whole UI, into `ui` (the root of a window or a test harness).
     pub fn ui_root(&mut self, ui: &mut Ui) {
+        self.poll_pending();
         self.handle_dropped_files(ui);
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
         if self.model.is_some() {
@@ -149,7 +199,7 @@ impl ViewerApp {
         if !dropped.is_empty() {
             let mut paths = self.paths.clone();
             paths.extend(dropped);
-            self.load(paths);
+            self.load_in_background(paths, ui.ctx());
         }
     }
 
@@ -169,7 +219,7 @@ impl ViewerApp {
                 .clicked()
                 && !self.open_text.trim().is_empty()
             {
-                self.load(vec![path.clone()]);
+                self.load_in_background(vec![path.clone()], ui.ctx());
             }
             if ui
                 .button("Add")
@@ -179,7 +229,11 @@ impl ViewerApp {
             {
                 let mut paths = self.paths.clone();
                 paths.push(path);
-                self.load(paths);
+                self.load_in_background(paths, ui.ctx());
+            }
+            if let Some(p) = &self.pending {
+                ui.spinner();
+                ui.label(format!("loading {} file(s)", p.paths.len()));
             }
             ui.separator();
             if let Some(model) = &self.model {

@@ -90,10 +90,27 @@ fn dropping_a_file_adds_its_ranks() {
         .with_size([1400.0, 900.0])
         .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
     h.run();
-    assert_eq!(h.state().model.as_ref().map(|m| m.trace.processes.len()), Some(2));
-    h.input_mut().dropped_files.push(std::sync::Arc::new(Dropped(second)));
+    assert_eq!(
+        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        Some(2)
+    );
+    h.input_mut()
+        .dropped_files
+        .push(std::sync::Arc::new(Dropped(second)));
+    h.step();
+    assert!(h.state().is_loading(), "the drop starts a background load");
+    for _ in 0..500 {
+        if !h.state().is_loading() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        h.step();
+    }
     h.run();
     assert_eq!(h.state().files.len(), 2);
-    assert_eq!(h.state().model.as_ref().map(|m| m.trace.processes.len()), Some(4));
+    assert_eq!(
+        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        Some(4)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
