@@ -1,0 +1,189 @@
+//! The whole session (InitializeInjection, buffer callbacks, writer thread,
+//! atexit and SIGTERM flushes) against a stand-in libcupti compiled from
+//! tests/fake/fake_cupti.c: no GPU needed. Each scenario runs in a child
+//! process (this test binary re-run with STREAMSCOPE_FAKE_CHILD set), since
+//! the collector lives for the whole process.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use streamscope_core::load::load_paths;
+use streamscope_core::model::{ClockDomain, SliceKind, TrackKind};
+
+const CHILD: &str = "STREAMSCOPE_FAKE_CHILD";
+
+/// Compiles the fake libcupti; None when there is no C compiler.
+fn fake_cupti(dir: &Path) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake/fake_cupti.c");
+    let so = dir.join("libfakecupti.so");
+    let ok = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&so)
+        .arg(&src)
+        .status()
+        .ok()?
+        .success();
+    ok.then_some(so)
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ss-fake-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+fn child(test: &str, dir: &Path, so: &Path) -> Command {
+    let mut c = Command::new(std::env::current_exe().expect("test binary"));
+    c.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env("STREAMSCOPE_OUT", dir)
+        .env("STREAMSCOPE_CUPTI_LIB", so)
+        .env("RANK", "3")
+        .env("WORLD_SIZE", "4")
+        .env_remove("STREAMSCOPE_CAPTURE_RANGE");
+    c
+}
+
+/// Child: start the collector, let the writer flush a few times, return (exit runs atexit).
+#[test]
+fn child_exits_normally() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    assert_eq!(streamscope_collector::InitializeInjection(), 1);
+    assert!(
+        streamscope_collector::session::session().is_some(),
+        "collector started on the fake CUPTI"
+    );
+    std::thread::sleep(Duration::from_millis(2500));
+}
+
+/// Child: start the collector and spin until a signal ends the process.
+#[test]
+fn child_waits_for_sigterm() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    assert_eq!(streamscope_collector::InitializeInjection(), 1);
+    println!("ready");
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn a_normal_exit_writes_a_complete_trace() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let dir = temp("exit");
+    let Some(so) = fake_cupti(&dir) else {
+        eprintln!("no C compiler: skipped");
+        return;
+    };
+    let out = child("child_exits_normally", &dir, &so)
+        .output()
+        .expect("child runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stderr}");
+    assert!(!stderr.contains("CUPTI unavailable"), "{stderr}");
+    let file = dir.join("rank-3.pftrace");
+    assert!(
+        file.is_file(),
+        "trace named after RANK: {:?}",
+        std::fs::read_dir(&dir).map(|d| d.count())
+    );
+    let t = load_paths(&[file]).expect("trace loads");
+    let p = &t.processes[0];
+    assert_eq!((p.rank, p.world_size), (Some(3), Some(4)));
+    assert!(p.name.starts_with("rank 3 · "), "{}", p.name);
+    assert_eq!(p.clock, ClockDomain::Monotonic);
+    assert_eq!(p.clock_snapshot.len(), 3);
+    assert_eq!(p.dropped_records, 0);
+    assert!(
+        p.metadata
+            .iter()
+            .any(|(k, v)| k == "collector" && v.starts_with("streamscope-collector")),
+        "{:?}",
+        p.metadata
+    );
+    assert!(p
+        .metadata
+        .iter()
+        .any(|(k, v)| k == "clock" && v.contains("cuptiActivityRegisterTimestampCallback")));
+    let kernels: Vec<&str> = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
+        .map(|i| t.str(t.slices.name[i]))
+        .collect();
+    // One buffer per flush: the periodic ones (about 2 in 2.5 s) and the final one.
+    assert!(kernels.len() >= 2, "{kernels:?}");
+    assert!(kernels.contains(&"matmul(float*, float*)"), "{kernels:?}");
+    assert!(
+        kernels.contains(&"ncclDevKernel_AllGather_RING_LL"),
+        "{kernels:?}"
+    );
+    let apis = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::Runtime)
+        .count();
+    assert_eq!(apis, kernels.len());
+    assert!((0..t.slices.len()).any(|i| t.str(t.slices.name[i]) == "cudaLaunchKernel"));
+    let copies = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::Memcpy)
+        .count();
+    assert_eq!(copies, kernels.len());
+    assert!(t.tracks.iter().any(|tr| tr.kind
+        == TrackKind::Stream {
+            device: 0,
+            stream: 7
+        }));
+    assert!(t
+        .tracks
+        .iter()
+        .any(|tr| tr.kind == TrackKind::Thread { tid: 7 }));
+    let progress =
+        std::fs::read_to_string(dir.join(format!(".progress-{}", out_pid(&t)))).unwrap_or_default();
+    assert!(
+        progress.contains("done=1"),
+        "final progress written: {progress:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn out_pid(t: &streamscope_core::model::Trace) -> u32 {
+    t.processes[0].pid
+}
+
+#[test]
+fn sigterm_flushes_then_dies_by_the_signal() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let dir = temp("term");
+    let Some(so) = fake_cupti(&dir) else {
+        eprintln!("no C compiler: skipped");
+        return;
+    };
+    let mut c = child("child_waits_for_sigterm", &dir, &so);
+    c.stdout(std::process::Stdio::null());
+    let mut proc = c.spawn().expect("child runs");
+    std::thread::sleep(Duration::from_millis(1800));
+    let _ = Command::new("kill")
+        .args(["-TERM", &proc.id().to_string()])
+        .status();
+    let status = proc.wait().expect("child ends");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        Some(15),
+        "the default action still ends the process: {status:?}"
+    );
+    let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
+    let kernels = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
+        .count();
+    assert!(
+        kernels >= 2,
+        "periodic and final flush made it to disk: {kernels}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
