@@ -15,7 +15,7 @@ use streamscope_kernels::cpu_ref::{
 };
 use streamscope_kernels::gpu::block::{self, BackwardBufs, Compute, Dims, ForwardBufs};
 use streamscope_kernels::gpu::gemm::Gemm;
-use streamscope_kernels::gpu::kernels::{Kernels, LOSS_BLOCKS};
+use streamscope_kernels::gpu::kernels::{compile_ptx, Kernels, KERNEL_NAMES, LOSS_BLOCKS};
 use streamscope_kernels::gpu::launch::{device_count, run_local};
 
 fn ptr<T>(s: &CudaSlice<T>, stream: &CudaStream) -> u64 {
@@ -38,6 +38,24 @@ fn max_abs(v: &[f32]) -> f32 {
 /// Largest mismatch with an absolute floor at 1% of the reference's largest value.
 fn mismatch(got: &[f32], want: &[f32], rtol: f32) -> f32 {
     worst_mismatch(got, want, 1e-2 * max_abs(want).max(1e-12), rtol)
+}
+
+#[test]
+#[ignore = "needs libnvrtc (no GPU)"]
+fn kernels_compile_for_hopper_with_nvrtc() {
+    // SAFETY: only probes whether libnvrtc can be opened.
+    assert!(
+        unsafe { cudarc::nvrtc::sys::is_culib_present() },
+        "libnvrtc not on LD_LIBRARY_PATH"
+    );
+    let ptx = compile_ptx(90).expect("cuda/fsdp_kernels.cu compiles");
+    let text = ptx.to_src();
+    for name in KERNEL_NAMES {
+        assert!(
+            text.contains(&format!(".entry {name}(")),
+            "PTX lacks kernel {name}"
+        );
+    }
 }
 
 #[test]

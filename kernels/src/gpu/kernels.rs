@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
 
 use super::error::{Context, GpuError};
 
@@ -48,20 +48,39 @@ fn compile_log(e: CompileError) -> String {
     }
 }
 
+/// Every kernel of cuda/fsdp_kernels.cu, by its `extern "C"` name.
+pub const KERNEL_NAMES: [&str; 9] = [
+    "init_uniform_f32",
+    "init_uniform_bf16",
+    "cast_f32_bf16",
+    "gelu_fwd",
+    "gelu_bwd",
+    "mse_loss_fwd_bwd",
+    "sum_partials",
+    "adamw_step",
+    "sgd_momentum_step",
+];
+
+/// Compiles cuda/fsdp_kernels.cu to PTX for `compute_{cc}` (e.g. 90). Needs
+/// only libnvrtc, no GPU.
+pub fn compile_ptx(cc: u32) -> Result<Ptx, GpuError> {
+    let opts = CompileOptions {
+        options: vec![format!("--gpu-architecture=compute_{cc}")],
+        name: Some(SOURCE_NAME.into()),
+        ..Default::default()
+    };
+    compile_ptx_with_opts(SOURCE, opts).map_err(|e| GpuError::Compile {
+        file: SOURCE_NAME,
+        log: compile_log(e),
+    })
+}
+
 impl Kernels {
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Self, GpuError> {
         let (major, minor) = ctx
             .compute_capability()
             .ctx("reading the compute capability")?;
-        let opts = CompileOptions {
-            options: vec![format!("--gpu-architecture=compute_{major}{minor}")],
-            name: Some(SOURCE_NAME.into()),
-            ..Default::default()
-        };
-        let ptx = compile_ptx_with_opts(SOURCE, opts).map_err(|e| GpuError::Compile {
-            file: SOURCE_NAME,
-            log: compile_log(e),
-        })?;
+        let ptx = compile_ptx((major * 10 + minor) as u32)?;
         let module = ctx.load_module(ptx).ctx("loading the NVRTC module")?;
         let f = |name: &str| {
             module
