@@ -8,36 +8,34 @@
 use std::collections::HashMap;
 
 use super::nccl::{bus_factor, canonical_collective, dtype_bytes, parse_kernel_name, NcclInfo};
-use super::rank::{Ev, RankCtx};
+use super::rank::{Ev, IntMap, RankCtx};
 use super::report::CollectiveStats;
-use crate::model::{SliceClass, SliceKind, Trace, TrackId};
+use crate::model::{ArgValue, SliceClass, StrId, Trace, TrackId};
 
 /// NCCL kernel-name parses, cached per interned name.
 pub struct NcclNames {
-    by_name: HashMap<u32, Option<NcclInfo>>,
+    by_name: Vec<Option<NcclInfo>>,
 }
 
 impl NcclNames {
     pub fn new(t: &Trace) -> NcclNames {
-        let mut by_name = HashMap::new();
-        let sl = &t.slices;
-        for i in 0..sl.len() {
-            if sl.kind[i] == SliceKind::Kernel && !by_name.contains_key(&sl.name[i].0) {
-                let n = t.str(sl.name[i]);
-                let info = if n.contains("nccl") {
+        // Only names that contain "nccl" are parsed: a scan of the string pool, not of the slices.
+        let by_name = (0..t.strings.len())
+            .map(|i| {
+                let n = t.str(crate::model::StrId(i as u32));
+                if n.contains("nccl") {
                     parse_kernel_name(n)
                 } else {
                     None
-                };
-                by_name.insert(sl.name[i].0, info);
-            }
-        }
+                }
+            })
+            .collect();
         NcclNames { by_name }
     }
 
     pub fn info(&self, t: &Trace, id: u32) -> Option<&NcclInfo> {
         self.by_name
-            .get(&t.slices.name[id as usize].0)
+            .get(t.slices.name[id as usize].0 as usize)
             .and_then(|o| o.as_ref())
     }
 
@@ -47,29 +45,58 @@ impl NcclNames {
     }
 }
 
-/// What the arguments say about one collective call.
+/// What the arguments say about one collective call (strings as pool ids).
 #[derive(Debug, Default, Clone)]
 struct CommArgs {
-    collective: Option<String>,
+    collective: Option<StrId>,
     in_nelems: Option<u64>,
     out_nelems: Option<u64>,
     group_size: Option<u32>,
-    dtype: Option<String>,
+    dtype: Option<StrId>,
 }
 
-fn comm_args(t: &Trace, i: usize) -> CommArgs {
-    let num = |k: &str| {
-        t.arg_string(i, k)
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .map(|v| v.max(0.0) as u64)
-    };
-    CommArgs {
-        collective: t.arg_string(i, "Collective name"),
-        in_nelems: num("In msg nelems"),
-        out_nelems: num("Out msg nelems"),
-        group_size: num("Group size").map(|v| v as u32),
-        dtype: t.arg_string(i, "dtype"),
+/// Interned ids of the argument names (None when the trace never uses them).
+struct ArgKeys([Option<StrId>; 5]);
+
+impl ArgKeys {
+    fn new(t: &Trace) -> ArgKeys {
+        let k = |s: &str| t.strings.lookup(s);
+        ArgKeys([
+            k("Collective name"),
+            k("In msg nelems"),
+            k("Out msg nelems"),
+            k("Group size"),
+            k("dtype"),
+        ])
     }
+}
+
+fn comm_args(t: &Trace, keys: &ArgKeys, i: usize) -> CommArgs {
+    let mut a = CommArgs::default();
+    for (k, v) in t.args_of(i) {
+        let Some(slot) = keys.0.iter().position(|x| *x == Some(*k)) else {
+            continue;
+        };
+        let num = || match v {
+            ArgValue::Int(x) => Some((*x).max(0) as u64),
+            ArgValue::UInt(x) => Some(*x),
+            ArgValue::Double(x) => Some(x.max(0.0) as u64),
+            ArgValue::Str(s) => t.str(*s).trim().parse::<u64>().ok(),
+            ArgValue::Bool(_) => None,
+        };
+        let text = || match v {
+            ArgValue::Str(s) => Some(*s),
+            _ => None,
+        };
+        match slot {
+            0 => a.collective = text(),
+            1 => a.in_nelems = num(),
+            2 => a.out_nelems = num(),
+            3 => a.group_size = num().map(|v| v as u32),
+            _ => a.dtype = text(),
+        }
+    }
+    a
 }
 
 /// record_param_comms ops of each host thread, sorted by start.
@@ -98,6 +125,7 @@ pub fn stats(t: &Trace, ctx: &RankCtx, events: &[&Ev], names: &NcclNames) -> Vec
         .get(ctx.process as usize)
         .and_then(|p| p.world_size);
     let param_comms = param_comms_by_track(t, ctx);
+    let keys = ArgKeys::new(t);
     let enclosing = |launch: u32| -> Option<u32> {
         let l = launch as usize;
         let v = param_comms.get(&sl.track[l])?;
@@ -106,8 +134,51 @@ pub fn stats(t: &Trace, ctx: &RankCtx, events: &[&Ev], names: &NcclNames) -> Vec
         (sl.start_ns[h as usize] + sl.dur_ns[h as usize] >= sl.start_ns[l] + sl.dur_ns[l])
             .then_some(h)
     };
+    /// Sums per cheap key (kernel name, collective arg, dtype arg, group size).
     #[derive(Default)]
     struct Acc {
+        count: u64,
+        total_ns: i64,
+        elems: u64,
+        sized: u64,
+        sized_ns: i64,
+    }
+    let mut by_id: IntMap<(u32, u32, u32, u32), Acc> = IntMap::default();
+    let id = |s: Option<StrId>| s.map_or(u32::MAX, |x| x.0);
+    for e in events
+        .iter()
+        .filter(|e| e.class == SliceClass::Communication)
+    {
+        let i = e.id as usize;
+        let mut args = comm_args(t, &keys, i);
+        if args.in_nelems.is_none() && args.out_nelems.is_none() {
+            if let Some(h) = ctx.corr.get(sl.correlation[i]).and_then(enclosing) {
+                args = comm_args(t, &keys, h as usize);
+            }
+        }
+        let key = (
+            sl.name[i].0,
+            id(args.collective),
+            id(args.dtype),
+            args.group_size.unwrap_or(0),
+        );
+        let a = by_id.entry(key).or_default();
+        let dur = sl.dur_ns[i];
+        a.count += 1;
+        a.total_ns += dur;
+        let elems = args
+            .in_nelems
+            .unwrap_or(0)
+            .max(args.out_nelems.unwrap_or(0));
+        if elems > 0 {
+            a.elems += elems;
+            a.sized += 1;
+            a.sized_ns += dur;
+        }
+    }
+    /// Sums per reported row.
+    #[derive(Default)]
+    struct Row {
         count: u64,
         total_ns: i64,
         bytes: u64,
@@ -116,32 +187,23 @@ pub fn stats(t: &Trace, ctx: &RankCtx, events: &[&Ev], names: &NcclNames) -> Vec
         sized_ns: i64,
         bus_known: bool,
     }
-    let mut acc: HashMap<(String, String, String, String, String), Acc> = HashMap::new();
-    for e in events
-        .iter()
-        .filter(|e| e.class == SliceClass::Communication)
-    {
-        let i = e.id as usize;
-        let mut args = comm_args(t, i);
-        if args.in_nelems.is_none() && args.out_nelems.is_none() {
-            if let Some(h) = ctx.corr.get(sl.correlation[i]).and_then(enclosing) {
-                args = comm_args(t, h as usize);
-            }
-        }
-        let parsed = names.info(t, e.id).cloned().unwrap_or_default();
+    let mut acc: HashMap<(String, String, String, String, String), Row> = HashMap::new();
+    let text = |x: u32| (x != u32::MAX).then(|| t.str(StrId(x)).to_string());
+    for ((name, coll_arg, dtype_arg, group), a) in by_id {
+        let parsed = names
+            .by_name
+            .get(name as usize)
+            .cloned()
+            .flatten()
+            .unwrap_or_default();
         let collective = if !parsed.collective.is_empty() {
             parsed.collective.clone()
         } else {
-            args.collective
-                .as_deref()
-                .map(|c| {
-                    canonical_collective(c)
-                        .map(str::to_string)
-                        .unwrap_or_else(|| c.to_string())
-                })
+            text(coll_arg)
+                .map(|c| canonical_collective(&c).map(str::to_string).unwrap_or(c))
                 .unwrap_or_else(|| "unknown".to_string())
         };
-        let dtype = args.dtype.clone().unwrap_or_else(|| parsed.dtype.clone());
+        let dtype = text(dtype_arg).unwrap_or_else(|| parsed.dtype.clone());
         let key = (
             collective.clone(),
             parsed.algorithm,
@@ -149,22 +211,18 @@ pub fn stats(t: &Trace, ctx: &RankCtx, events: &[&Ev], names: &NcclNames) -> Vec
             dtype.clone(),
             parsed.reduce_op,
         );
-        let a = acc.entry(key).or_default();
-        let dur = sl.dur_ns[i];
-        a.count += 1;
-        a.total_ns += dur;
-        let elems = args
-            .in_nelems
-            .unwrap_or(0)
-            .max(args.out_nelems.unwrap_or(0));
-        if let (true, Some(size)) = (elems > 0, dtype_bytes(&dtype)) {
-            let bytes = elems * size;
-            a.bytes += bytes;
-            a.sized += 1;
-            a.sized_ns += dur;
-            if let Some(f) = bus_factor(&collective, args.group_size.or(world).unwrap_or(0)) {
-                a.bus_bytes += bytes as f64 * f;
-                a.bus_known = true;
+        let r = acc.entry(key).or_default();
+        r.count += a.count;
+        r.total_ns += a.total_ns;
+        if let (true, Some(size)) = (a.sized > 0, dtype_bytes(&dtype)) {
+            let bytes = a.elems * size;
+            r.bytes += bytes;
+            r.sized += a.sized;
+            r.sized_ns += a.sized_ns;
+            let n = if group > 0 { Some(group) } else { world };
+            if let Some(f) = bus_factor(&collective, n.unwrap_or(0)) {
+                r.bus_bytes += bytes as f64 * f;
+                r.bus_known = true;
             }
         }
     }

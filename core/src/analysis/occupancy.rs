@@ -7,9 +7,7 @@
 //! Specifications per Compute Capability"): they fill in what the trace's
 //! device record lacks; the device record wins where it has a value.
 
-use std::collections::HashMap;
-
-use super::rank::RankCtx;
+use super::rank::{IntMap, RankCtx};
 use super::report::{DeviceOccupancy, KernelOccupancy};
 use crate::model::{Device, LaunchConfig, SliceClass, SliceKind, Trace};
 
@@ -186,9 +184,18 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
             compute_capability: format!("{}.{}", d.compute_major, d.compute_minor),
             ..Default::default()
         };
-        // (name, payload) -> kernel row; events (+/- SMs) for the series.
-        let mut rows: HashMap<(u32, u32), KernelOccupancy> = HashMap::new();
-        let mut edges: Vec<(i64, i32, i32, i32)> = Vec::new(); // (ts, d_sms, d_nccl_sms, d_compute)
+        // Occupancy per launch configuration, computed once each.
+        let per_launch: Vec<Option<Occupancy>> = t
+            .launch_configs
+            .iter()
+            .map(|lc| limits.as_ref().map(|l| occupancy(lc, l)))
+            .collect();
+        // (name, payload) -> row; start edges come in time order (ctx.gpu is
+        // sorted by start), end edges are sorted once.
+        let mut row_of: IntMap<u64, usize> = IntMap::default();
+        let mut rows: Vec<KernelOccupancy> = Vec::new();
+        let mut starts: Vec<Edge> = Vec::new();
+        let mut ends: Vec<Edge> = Vec::new();
         let (mut occ_weighted, mut occ_time) = (0.0f64, 0i64);
         for e in ctx
             .gpu
@@ -199,40 +206,40 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
             if sl.kind[i] != SliceKind::Kernel {
                 continue;
             }
-            let (s, end) = (sl.start_ns[i], sl.start_ns[i] + sl.dur_ns[i]);
-            let is_compute = e.class == SliceClass::Compute;
-            if is_compute {
-                edges.push((s, 0, 0, 1));
-                edges.push((end, 0, 0, -1));
-            }
-            let (Some(lc), Some(l)) = (t.launch_of(i), limits.as_ref()) else {
+            // ctx.gpu is sorted by e.s (µs-rounded for Kineto ranks): keeps `starts` sorted.
+            let (s, end) = (e.s, e.e);
+            let compute = (e.class == SliceClass::Compute) as i32;
+            let known = t
+                .launch_of(i)
+                .zip(per_launch.get(sl.payload[i] as usize).copied().flatten());
+            let Some((lc, o)) = known else {
                 occ.kernels_unknown += 1;
+                starts.push((s, 0, 0, compute));
+                ends.push((end, 0, 0, -compute));
                 continue;
             };
             occ.kernels_known += 1;
-            let o = occupancy(lc, l);
             let blocks = lc.blocks();
-            let touched = blocks.min(sm_count as u64) as u32;
-            let filled = if o.blocks_per_sm == 0 {
-                0
+            let touched = blocks.min(sm_count as u64) as i32;
+            let nccl = if e.class == SliceClass::Communication {
+                touched
             } else {
-                blocks.div_ceil(o.blocks_per_sm as u64).min(sm_count as u64) as u32
+                0
             };
-            let nccl = e.class == SliceClass::Communication;
-            edges.push((s, touched as i32, if nccl { touched as i32 } else { 0 }, 0));
-            edges.push((
-                end,
-                -(touched as i32),
-                if nccl { -(touched as i32) } else { 0 },
-                0,
-            ));
-            if is_compute {
+            starts.push((s, touched, nccl, compute));
+            ends.push((end, -touched, -nccl, -compute));
+            if compute > 0 {
                 occ_weighted += o.occupancy_pct * sl.dur_ns[i] as f64;
                 occ_time += sl.dur_ns[i];
             }
-            let row = rows
-                .entry((sl.name[i].0, sl.payload[i]))
-                .or_insert_with(|| KernelOccupancy {
+            let key = ((sl.name[i].0 as u64) << 32) | sl.payload[i] as u64;
+            let r = *row_of.entry(key).or_insert_with(|| {
+                let filled = if o.blocks_per_sm == 0 {
+                    0
+                } else {
+                    blocks.div_ceil(o.blocks_per_sm as u64).min(sm_count as u64) as u32
+                };
+                rows.push(KernelOccupancy {
                     name: t.str(sl.name[i]).to_string(),
                     class: e.class.name().to_string(),
                     grid: lc.grid,
@@ -243,55 +250,73 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
                     theoretical_occupancy_pct: o.occupancy_pct,
                     limiter: o.limiter.to_string(),
                     sms_filled: filled,
-                    sms_touched: touched,
+                    sms_touched: touched as u32,
                     ..Default::default()
                 });
-            row.count += 1;
-            row.total_us += sl.dur_ns[i] as f64 / 1000.0;
+                rows.len() - 1
+            });
+            rows[r].count += 1;
+            rows[r].total_us += sl.dur_ns[i] as f64 / 1000.0;
         }
         occ.mean_compute_occupancy_pct = (occ_time > 0).then(|| occ_weighted / occ_time as f64);
-        let (series, share) = sweep(edges, sm_count, opts.sm_series_max_points);
+        ends.sort_unstable_by_key(|e| e.0);
+        let (series, share) = sweep(&starts, &ends, sm_count, opts.sm_series_max_points);
         occ.sms_in_use = series;
         occ.nccl_sm_share_pct = share;
-        let mut kernels: Vec<KernelOccupancy> = rows.into_values().collect();
-        kernels.sort_by(|a, b| {
+        rows.sort_by(|a, b| {
             b.total_us
                 .total_cmp(&a.total_us)
                 .then_with(|| a.name.cmp(&b.name))
         });
-        occ.kernels = kernels;
+        occ.kernels = rows;
         out.push(occ);
     }
     out
 }
 
-/// Sweeps SM edges into the SMs-in-use series (capped at the SM count) and
-/// the NCCL share of SMs while at least one compute kernel runs.
+/// (ts, change of SMs held, change of SMs held by NCCL, change of running compute kernels).
+type Edge = (i64, i32, i32, i32);
+
+/// Sweeps start and end edges (each sorted by time; ends first at equal
+/// times) into the SMs-in-use series, capped at the SM count, and the NCCL
+/// share of SMs while at least one compute kernel runs.
 fn sweep(
-    mut edges: Vec<(i64, i32, i32, i32)>,
+    starts: &[Edge],
+    ends: &[Edge],
     sm_count: u32,
     max_points: usize,
 ) -> (Vec<(i64, u32)>, Option<f64>) {
-    edges.sort_unstable_by_key(|e| (e.0, e.1));
     let (mut sms, mut nccl, mut compute) = (0i64, 0i64, 0i64);
     let mut series: Vec<(i64, u32)> = Vec::new();
     let (mut nccl_area, mut compute_time) = (0f64, 0i64);
     let mut prev_t: Option<i64> = None;
     let cap = |v: i64| v.clamp(0, sm_count as i64);
-    let mut k = 0;
-    while k < edges.len() {
-        let ts = edges[k].0;
+    let (mut a, mut b) = (0usize, 0usize);
+    while a < starts.len() || b < ends.len() {
+        let ts = match (starts.get(a), ends.get(b)) {
+            (Some(s), Some(e)) => s.0.min(e.0),
+            (Some(s), None) => s.0,
+            (None, Some(e)) => e.0,
+            (None, None) => break,
+        };
         if let Some(p) = prev_t {
             if compute > 0 && ts > p {
                 nccl_area += cap(nccl) as f64 * (ts - p) as f64;
                 compute_time += ts - p;
             }
         }
-        while k < edges.len() && edges[k].0 == ts {
-            sms += edges[k].1 as i64;
-            nccl += edges[k].2 as i64;
-            compute += edges[k].3 as i64;
-            k += 1;
+        let mut apply = |e: &Edge| {
+            sms += e.1 as i64;
+            nccl += e.2 as i64;
+            compute += e.3 as i64;
+        };
+        while b < ends.len() && ends[b].0 == ts {
+            apply(&ends[b]);
+            b += 1;
+        }
+        while a < starts.len() && starts[a].0 == ts {
+            apply(&starts[a]);
+            a += 1;
         }
         let v = cap(sms) as u32;
         if series.last().is_none_or(|&(_, last)| last != v) {
@@ -352,13 +377,9 @@ mod tests {
     #[test]
     fn series_caps_and_nccl_share() {
         // compute kernel holding 100 SMs over [0,100), NCCL holding 32 over [50,150); 132 SMs.
-        let edges = vec![
-            (0, 100, 0, 1),
-            (100, -100, 0, -1),
-            (50, 32, 32, 0),
-            (150, -32, -32, 0),
-        ];
-        let (series, share) = sweep(edges, 132, 0);
+        let starts = vec![(0, 100, 0, 1), (50, 32, 32, 0)];
+        let ends = vec![(100, -100, 0, -1), (150, -32, -32, 0)];
+        let (series, share) = sweep(&starts, &ends, 132, 0);
         assert_eq!(series, vec![(0, 100), (50, 132), (100, 32), (150, 0)]);
         let expect = 100.0 * (32.0 * 50.0) / (100.0 * 132.0);
         assert!((share.unwrap_or(0.0) - expect).abs() < 1e-9);

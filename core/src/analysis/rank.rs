@@ -9,10 +9,35 @@ use crate::model::{SliceClass, SliceKind, StrId, Trace, TrackKind};
 /// No slice / no step.
 pub const NONE: u32 = u32::MAX;
 
+/// A multiply-rotate hasher for small integer keys on hot paths (the
+/// default SipHash costs more than the work per slice).
+#[derive(Default, Clone, Copy)]
+pub struct IntHasher(u64);
+
+impl std::hash::Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(x as u64);
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// HashMap with [`IntHasher`].
+pub type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
+
 /// Correlation id -> host slice that carries it (the launch call).
 pub enum CorrIndex {
     Dense(Vec<u32>),
-    Sparse(HashMap<u32, u32>),
+    Sparse(IntMap<u32, u32>),
 }
 
 impl CorrIndex {
@@ -33,7 +58,8 @@ impl CorrIndex {
             }
             CorrIndex::Dense(v)
         } else {
-            let mut m = HashMap::with_capacity(pairs.len());
+            let mut m = IntMap::default();
+            m.reserve(pairs.len());
             for &(c, i) in pairs {
                 let e = m.entry(c).or_insert(NONE);
                 if better(*e, i) {
@@ -172,12 +198,13 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
     for p in 0..np {
         let rounded = rounding.unwrap_or_else(|| uses_hta_rounding(t, p as u32));
         let mut streams: Vec<StreamKey> = Vec::new();
-        let mut stream_of_track: HashMap<u32, u16> = HashMap::new();
+        let mut stream_of_track: Vec<u16> = vec![u16::MAX; t.tracks.len()];
         let mut gpu: Vec<Ev> = Vec::with_capacity(gpu_ids[p].len());
         for &id in &gpu_ids[p] {
             let i = id as usize;
             let tr = sl.track[i].0;
-            let stream = *stream_of_track.entry(tr).or_insert_with(|| {
+            let mut stream = stream_of_track[tr as usize];
+            if stream == u16::MAX {
                 let key = match t.tracks[tr as usize].kind {
                     TrackKind::Stream { device, stream } => StreamKey { device, stream },
                     TrackKind::Gpu { device } => StreamKey {
@@ -189,14 +216,15 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
                         stream: tr,
                     },
                 };
-                match streams.iter().position(|k| *k == key) {
+                stream = match streams.iter().position(|k| *k == key) {
                     Some(x) => x as u16,
                     None => {
                         streams.push(key);
-                        (streams.len() - 1).min(u16::MAX as usize) as u16
+                        (streams.len() - 1).min(u16::MAX as usize - 1) as u16
                     }
-                }
-            });
+                };
+                stream_of_track[tr as usize] = stream;
+            }
             let (mut s, mut e) = (sl.start_ns[i], sl.start_ns[i] + sl.dur_ns[i]);
             if rounded {
                 s = ceil_us(s);

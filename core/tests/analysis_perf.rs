@@ -1,0 +1,39 @@
+//! Timing harness (prints, does not assert): `analyze` on a generated
+//! FSDP-like trace of 10 million slices.
+//! `cargo test --release -p streamscope-core --test analysis_perf -- --ignored --nocapture`
+
+use std::time::Instant;
+
+use streamscope_core::analysis::{analyze, AnalysisOptions};
+use streamscope_core::synth::{fsdp_like, SynthOptions};
+
+#[test]
+#[ignore = "timing harness: run in release with --ignored --nocapture"]
+fn analyze_ten_million_slices() {
+    let n: usize = std::env::var("STREAMSCOPE_PERF_SLICES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000_000);
+    let t0 = Instant::now();
+    let t = fsdp_like(&SynthOptions {
+        ranks: 8,
+        target_slices: n,
+        layers: 32,
+        item_sync: true,
+        seed: 7,
+    });
+    let gen = t0.elapsed();
+    let t1 = Instant::now();
+    let r = analyze(&t, &AnalysisOptions::default());
+    let took = t1.elapsed();
+    println!(
+        "generated {} slices in {:.2?}; analyze: {:.3} s ({} ranks, {} steps, {} sync warnings)",
+        t.slices.len(),
+        gen,
+        took.as_secs_f64(),
+        r.ranks.len(),
+        r.steps.len(),
+        r.sync_warnings.len()
+    );
+    assert_eq!(r.ranks.len(), 8);
+}
