@@ -11,7 +11,7 @@
 //!
 //! All times are `i64` nanoseconds on the process's clock ([`ClockDomain`]).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Index into the [`StringPool`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -31,7 +31,7 @@ pub struct StringPool {
 
 impl Default for StringPool {
     fn default() -> Self {
-        let mut pool = StringPool { strings: Vec::new(), index: HashMap::new() };
+        let mut pool = StringPool { strings: Vec::new(), index: HashMap::default() };
         pool.intern("");
         pool
     }
@@ -800,26 +800,37 @@ impl Trace {
         self.flows.clear();
         let sl = &self.slices;
         let process_of = |i: usize| self.tracks[sl.track[i].0 as usize].process;
-        let mut launch: HashMap<(u32, u32), usize> = HashMap::new();
+        // Correlation ids are dense per process (CUPTI and Kineto count up),
+        // so a table indexed by (process, correlation) beats hashing; fall
+        // back to a map when they are not.
+        let max_corr = sl.correlation.iter().copied().max().unwrap_or(0) as usize;
+        let nproc = self.processes.len().max(1);
+        let dense = (max_corr + 1).saturating_mul(nproc) <= 4 * sl.len() + 1024;
+        let mut table: Vec<u32> = if dense { vec![u32::MAX; (max_corr + 1) * nproc] } else { Vec::new() };
+        let mut map: HashMap<(u32, u32), u32> = HashMap::default();
+        let key = |p: u32, c: u32| p as usize * (max_corr + 1) + c as usize;
         for i in 0..sl.len() {
             if sl.correlation[i] == 0 || !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
                 continue;
             }
-            let e = launch.entry((process_of(i), sl.correlation[i])).or_insert(i);
-            if (sl.start_ns[i], i) < (sl.start_ns[*e], *e) {
-                *e = i;
+            let (p, c) = (process_of(i), sl.correlation[i]);
+            let e = if dense {
+                &mut table[key(p, c)]
+            } else {
+                map.entry((p, c)).or_insert(u32::MAX)
+            };
+            if *e == u32::MAX || (sl.start_ns[i], i) < (sl.start_ns[*e as usize], *e as usize) {
+                *e = i as u32;
             }
         }
         for i in 0..sl.len() {
             if sl.correlation[i] == 0 || !sl.kind[i].is_gpu_activity() {
                 continue;
             }
-            if let Some(&from) = launch.get(&(process_of(i), sl.correlation[i])) {
-                self.flows.push(Flow {
-                    id: u64::from(sl.correlation[i]),
-                    from: SliceId(from as u32),
-                    to: SliceId(i as u32),
-                });
+            let (p, c) = (process_of(i), sl.correlation[i]);
+            let from = if dense { table[key(p, c)] } else { map.get(&(p, c)).copied().unwrap_or(u32::MAX) };
+            if from != u32::MAX {
+                self.flows.push(Flow { id: u64::from(c), from: SliceId(from), to: SliceId(i as u32) });
             }
         }
     }

@@ -11,7 +11,7 @@
 //! tracks become [`TrackKind::Other`] or thread tracks, their slices
 //! [`SliceKind::Other`].
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::io::Read;
 use std::path::Path;
 
@@ -204,6 +204,9 @@ struct Reader {
     descs: HashMap<u64, Desc>,
     /// uuid -> dense index; slices hold the index until tracks are resolved.
     uuid_index: HashMap<u64, u32>,
+    last_uuid: Option<(u64, u32)>,
+    /// Parsed "AxBxC" launch dimensions by string id.
+    dims_cache: Vec<Option<[u32; 3]>>,
     uuids: Vec<u64>,
     slot_of: HashMap<u64, u32>,
     slots: Vec<Slot>,
@@ -223,15 +226,17 @@ impl Reader {
             path: path.to_path_buf(),
             trace: Trace::new(),
             seqs: Vec::new(),
-            seq_index: HashMap::new(),
+            seq_index: HashMap::default(),
             last_seq: None,
-            descs: HashMap::new(),
-            uuid_index: HashMap::new(),
+            descs: HashMap::default(),
+            uuid_index: HashMap::default(),
+            last_uuid: None,
+            dims_cache: Vec::new(),
             uuids: Vec::new(),
-            slot_of: HashMap::new(),
+            slot_of: HashMap::default(),
             slots: Vec::new(),
             last_slot: None,
-            process_meta: HashMap::new(),
+            process_meta: HashMap::default(),
             dropped_packets: 0,
             unmatched_ends: 0,
             truncated_at: None,
@@ -277,7 +282,13 @@ impl Reader {
     }
 
     fn uuid_idx(&mut self, uuid: u64) -> u32 {
+        if let Some((u, i)) = self.last_uuid {
+            if u == uuid {
+                return i;
+            }
+        }
         if let Some(&i) = self.uuid_index.get(&uuid) {
+            self.last_uuid = Some((uuid, i));
             return i;
         }
         let i = self.uuids.len() as u32;
@@ -403,6 +414,7 @@ impl Reader {
             self.ours = true;
         }
         // Lane tracks of ours map onto their base track.
+        self.last_uuid = None;
         if let Some(base) = desc.description.strip_prefix("streamscope lane=").and_then(|s| s.split(" of=").nth(1)) {
             if let Ok(base) = base.parse::<u64>() {
                 let i = self.uuid_idx(base);
@@ -541,7 +553,18 @@ impl Reader {
                     AN_CORRELATION => g.correlation = v as u32,
                     AN_GRID | AN_BLOCK => {
                         let t = self.seqs[sq].string_values.get(v).unwrap_or(StrId::EMPTY);
-                        let dims = parse_dims(self.trace.str(t));
+                        let dims = match self.dims_cache.get(t.0 as usize) {
+                            Some(Some(d)) => *d,
+                            _ => {
+                                let d = parse_dims(self.trace.str(t));
+                                let i = t.0 as usize;
+                                if self.dims_cache.len() <= i {
+                                    self.dims_cache.resize(i + 1, None);
+                                }
+                                self.dims_cache[i] = Some(d);
+                                d
+                            }
+                        };
                         if n == AN_GRID {
                             g.launch.grid = dims;
                         } else {
@@ -722,9 +745,9 @@ impl Reader {
         } else {
             proc_uuids.sort_by_key(|u| self.descs[u].seen_order);
         }
-        let mut proc_of_uuid: HashMap<u64, u32> = HashMap::new();
-        let mut proc_of_pid: HashMap<u32, u32> = HashMap::new();
-        let mut device_of: HashMap<(u32, u32), u32> = HashMap::new();
+        let mut proc_of_uuid: HashMap<u64, u32> = HashMap::default();
+        let mut proc_of_pid: HashMap<u32, u32> = HashMap::default();
+        let mut device_of: HashMap<(u32, u32), u32> = HashMap::default();
         for u in &proc_uuids {
             let d = &self.descs[u];
             let (mut p, devices) = self.process_meta.remove(u).unwrap_or_default();

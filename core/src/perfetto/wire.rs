@@ -4,9 +4,9 @@
 //! Written by hand rather than generated because the writer and the reader
 //! are hot paths (millions of packets per second, see docs/PERFORMANCE.md):
 //! the encoder appends to one reusable buffer and back-patches nested
-//! message lengths, which it writes as 4-byte redundant varints (valid
-//! protobuf, the same trick Perfetto's protozero uses) so a nested message is
-//! never copied; the decoder borrows from the packet buffer.
+//! message lengths into a one-byte slot (moving the content only for the
+//! rare message of 128 bytes or more), so lengths stay one-byte varints the
+//! decoder reads on its fast path; the decoder borrows from the packet.
 
 /// Protobuf wire types.
 pub const VARINT: u8 = 0;
@@ -71,20 +71,31 @@ impl Enc {
     pub fn begin(&mut self, field: u32) -> usize {
         self.tag(field, LEN);
         let at = self.buf.len();
-        self.buf.extend_from_slice(&[0x80, 0x80, 0x80, 0x00]);
+        self.buf.push(0);
         at
     }
 
-    /// Back-patches the length of the nested message opened at `at`.
+    /// Writes the length of the nested message opened at `at`. Most are
+    /// under 128 bytes and fit the one byte reserved; a longer one moves its
+    /// content up to make room for the longer varint.
     #[inline]
     pub fn end(&mut self, at: usize) {
-        let len = self.buf.len() - at - 4;
-        debug_assert!(len < (1 << 28), "nested message too large");
-        let b = &mut self.buf[at..at + 4];
-        b[0] = (len as u8 & 0x7f) | 0x80;
-        b[1] = ((len >> 7) as u8 & 0x7f) | 0x80;
-        b[2] = ((len >> 14) as u8 & 0x7f) | 0x80;
-        b[3] = (len >> 21) as u8 & 0x7f;
+        let len = self.buf.len() - at - 1;
+        if len < 0x80 {
+            self.buf[at] = len as u8;
+            return;
+        }
+        let mut tmp = [0u8; 10];
+        let mut n = 0;
+        let mut v = len as u64;
+        while v >= 0x80 {
+            tmp[n] = (v as u8) | 0x80;
+            v >>= 7;
+            n += 1;
+        }
+        tmp[n] = v as u8;
+        n += 1;
+        self.buf.splice(at..at + 1, tmp[..n].iter().copied());
     }
 }
 
@@ -142,8 +153,31 @@ impl<'a> Dec<'a> {
         Dec { buf, pos: 0 }
     }
 
-    #[inline]
+    #[inline(always)]
     fn read_varint(&mut self) -> Result<u64, WireError> {
+        // Most varints here (tags, small ids, lengths) are one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b as u64);
+            }
+        }
+        self.read_varint_slow()
+    }
+
+    fn read_varint_slow(&mut self) -> Result<u64, WireError> {
+        // Unchecked-length fast path when 10 bytes are left.
+        if let Some(b) = self.buf.get(self.pos..self.pos + 10) {
+            let mut v: u64 = 0;
+            for (i, &x) in b.iter().enumerate() {
+                v |= ((x & 0x7f) as u64) << (7 * i);
+                if x & 0x80 == 0 {
+                    self.pos += i + 1;
+                    return Ok(v);
+                }
+            }
+            return Err(WireError { offset: self.pos, why: "varint longer than 10 bytes" });
+        }
         let mut v: u64 = 0;
         let mut shift = 0;
         loop {
@@ -163,7 +197,7 @@ impl<'a> Dec<'a> {
     }
 
     /// The next (field number, value), or None at the end.
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<(u32, Val<'a>)>, WireError> {
         if self.pos >= self.buf.len() {
