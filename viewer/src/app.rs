@@ -7,6 +7,7 @@ use std::sync::mpsc;
 use egui::{RichText, Ui};
 use streamscope_core::Trace;
 
+use crate::browse::{browse_ui, BrowseAction, BrowseState};
 use crate::load::{load_all, FileStatus};
 use crate::model::Model;
 use crate::panels;
@@ -53,6 +54,7 @@ pub struct ViewerApp {
     /// A line shown above the timeline (no trace found, ...).
     pub message: Option<String>,
     pub screenshot: Option<ScreenshotJob>,
+    pub browse: BrowseState,
     pending: Option<PendingLoad>,
 }
 
@@ -76,6 +78,7 @@ impl ViewerApp {
             open_text: String::new(),
             message: None,
             screenshot: None,
+            browse: BrowseState::default(),
             pending: None,
         }
     }
@@ -87,8 +90,9 @@ impl ViewerApp {
             match crate::load::default_trace() {
                 Some(p) => app.load(vec![p]),
                 None => {
+                    app.browse.show_dir(None);
                     app.message = Some(
-                        "No trace given and no bundled trace found in traces/: type a path above and press Open, or drop files here."
+                        "No trace given and no bundled trace found in traces/: press Browse, type a path above and press Open, or drop files here."
                             .into(),
                     )
                 }
@@ -161,6 +165,15 @@ impl ViewerApp {
     pub fn ui_root(&mut self, ui: &mut Ui) {
         self.poll_pending();
         self.handle_dropped_files(ui);
+        match browse_ui(ui.ctx(), &mut self.browse) {
+            Some(BrowseAction::Open(paths)) => self.load_in_background(paths, ui.ctx()),
+            Some(BrowseAction::Add(more)) => {
+                let mut paths = self.paths.clone();
+                paths.extend(more);
+                self.load_in_background(paths, ui.ctx());
+            }
+            None => {}
+        }
         egui::Panel::top("toolbar").show(ui, |ui| self.toolbar_ui(ui));
         if self.model.is_some() {
             egui::Panel::right("analysis")
@@ -207,16 +220,32 @@ impl ViewerApp {
         ui.horizontal(|ui| {
             ui.strong("streamscope");
             ui.separator();
-            ui.add(
+            if ui
+                .button("Browse")
+                .on_hover_text("pick trace files or a folder")
+                .clicked()
+            {
+                let start = self.paths.first().and_then(|p| {
+                    if p.is_dir() {
+                        Some(p.clone())
+                    } else {
+                        p.parent().map(|d| d.to_path_buf())
+                    }
+                });
+                self.browse.show_dir(start.as_deref());
+            }
+            let edit = ui.add(
                 egui::TextEdit::singleline(&mut self.open_text)
                     .hint_text("trace file or folder")
                     .desired_width(260.0),
             );
+            let enter = edit.lost_focus() && ui.input(|i| i.key_pressed(egui::Key::Enter));
             let path = PathBuf::from(self.open_text.trim());
-            if ui
+            if (ui
                 .button("Open")
                 .on_hover_text("replace the open traces")
                 .clicked()
+                || enter)
                 && !self.open_text.trim().is_empty()
             {
                 self.load_in_background(vec![path.clone()], ui.ctx());

@@ -4,6 +4,7 @@
 //! `screenshot`, renders the first frame to a PNG and exits).
 
 pub mod app;
+pub mod browse;
 pub mod load;
 pub mod model;
 pub mod panels;

@@ -114,3 +114,44 @@ fn dropping_a_file_adds_its_ranks() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_file_dialog_opens_a_picked_trace() {
+    let dir = temp_dir("browse");
+    std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
+    let file = dir.join("sub").join("ranks.pftrace");
+    streamscope_core::perfetto::writer::write_file(&common::two_rank_trace(), &file)
+        .expect("write trace");
+    std::fs::write(dir.join("sub").join("notes.txt"), b"not a trace").expect("write");
+    let mut app = ViewerApp::empty();
+    app.browse.show_dir(Some(&dir));
+    let mut h = Harness::builder()
+        .with_size([1400.0, 900.0])
+        .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
+    h.run();
+    h.get_by_label("sub/").click();
+    h.run();
+    assert!(
+        h.query_by_label("notes.txt").is_none(),
+        "non-trace files are hidden"
+    );
+    h.get_by_label("ranks.pftrace").click();
+    h.run();
+    h.get_by_label("Open 1 picked").click();
+    h.step();
+    for _ in 0..500 {
+        if !h.state().is_loading() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        h.step();
+    }
+    h.run();
+    assert!(!h.state().browse.open, "the dialog closes");
+    assert_eq!(h.state().paths, vec![file]);
+    assert_eq!(
+        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        Some(2)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
