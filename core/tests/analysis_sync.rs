@@ -208,8 +208,8 @@ fn patterns_call_sites_and_costs() {
     assert_eq!(item_g[0].slices, vec![item.0]);
     assert_eq!(item_g[0].host_blocked_us, 0.8);
     assert_eq!(
-        item_g[0].gpu_idle_us, 5.09,
-        "device idle from the copy's end (1210) to the next kernel (6300)"
+        item_g[0].gpu_idle_us, 5.0,
+        "from the sync's end (1300) to the next kernel (6300)"
     );
     let cpu = by("cpu-copy");
     assert_eq!(cpu.len(), 1, "{syncs:?}");
@@ -245,4 +245,29 @@ fn patterns_call_sites_and_costs() {
     assert!(item_w
         .and_then(|w| w.warning.as_deref())
         .is_some_and(|w| w.contains("GPU idle")));
+}
+
+#[test]
+fn one_idle_gap_is_never_charged_twice() {
+    let mut b = B::new();
+    let (_, c) = b.api("cudaLaunchKernel", 0, 10, None);
+    b.gpu(SliceKind::Kernel, "gemm", 20, 100, c, None);
+    b.api("cudaDeviceSynchronize", 50, 150, None); // ends at 200, GPU idle since 120
+    b.api("cudaEventSynchronize", 300, 100, None); // ends at 400
+    let (_, c) = b.api("cudaLaunchKernel", 900, 10, None);
+    b.gpu(SliceKind::Kernel, "gemm", 1_000, 100, c, None);
+    let r = analyze(&b.t, &AnalysisOptions::default());
+    let idle = |p: &str| {
+        r.ranks[0]
+            .syncs
+            .iter()
+            .find(|g| g.pattern == p)
+            .map(|g| g.gpu_idle_us)
+    };
+    assert_eq!(
+        idle("device-sync"),
+        Some(0.2),
+        "200 -> 400, where the next sync takes over"
+    );
+    assert_eq!(idle("event-sync"), Some(0.6), "400 -> 1000");
 }

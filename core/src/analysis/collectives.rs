@@ -232,6 +232,7 @@ pub fn stats(t: &Trace, ctx: &RankCtx, events: &[&Ev], names: &NcclNames) -> Vec
             let secs = a.sized_ns as f64 * 1e-9;
             CollectiveStats {
                 rank: ctx.rank,
+                window: String::new(),
                 collective,
                 algorithm,
                 protocol,

@@ -114,9 +114,11 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
             opts,
         ));
         let syncs = found.groups;
-        report
-            .collectives
-            .extend(collectives::stats(trace, &ctx, &head, &nccl));
+        let mut colls = collectives::stats(trace, &ctx, &head, &nccl);
+        colls
+            .iter_mut()
+            .for_each(|c| c.window = window.label.clone());
+        report.collectives.extend(colls);
         report
             .occupancy
             .extend(occupancy::devices(trace, &ctx, opts));
@@ -278,7 +280,7 @@ fn headline_window<'a>(
                 steps: steps.iter().map(|s| s.number).collect(),
                 start_ns: None,
                 end_ns: None,
-                label: "whole trace".to_string(),
+                label: WHOLE_TRACE.to_string(),
             };
             (w, Box::new(|_: &Ev| true))
         }

@@ -8,7 +8,7 @@
 //! device record lacks; the device record wins where it has a value.
 
 use super::rank::{IntMap, RankCtx};
-use super::report::{DeviceOccupancy, KernelOccupancy};
+use super::report::{DeviceOccupancy, KernelOccupancy, WHOLE_TRACE};
 use crate::model::{Device, LaunchConfig, SliceClass, SliceKind, Trace};
 
 /// Limits of one SM.
@@ -178,6 +178,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
         let sm_count = d.sm_count;
         let mut occ = DeviceOccupancy {
             rank: ctx.rank,
+            window: WHOLE_TRACE.to_string(),
             device: dev,
             name: d.name.clone(),
             sm_count,

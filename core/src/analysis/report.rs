@@ -27,6 +27,9 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
+/// Label of the whole-trace window.
+pub const WHOLE_TRACE: &str = "whole trace";
+
 /// Which part of the timeline a number covers.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct Window {
@@ -202,6 +205,8 @@ pub struct StepReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct CollectiveStats {
     pub rank: u32,
+    /// Label of the window covered (the rank's headline window).
+    pub window: String,
     /// AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...
     pub collective: String,
     pub algorithm: String,
@@ -225,6 +230,8 @@ pub struct CollectiveStats {
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct DeviceOccupancy {
     pub rank: u32,
+    /// Always "whole trace".
+    pub window: String,
     /// Model device index.
     pub device: u32,
     pub name: String,
@@ -269,6 +276,8 @@ pub struct KernelOccupancy {
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct SyncGroup {
     pub rank: u32,
+    /// Always "whole trace".
+    pub window: String,
     /// "item-like", "cpu-copy", "device-sync", "stream-sync" or "event-sync".
     pub pattern: String,
     /// The API (cudaStreamSynchronize, Stream Sync, Memcpy DtoH, ...).

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use super::intervals::{gap_around, union};
 use super::rank::{RankCtx, NONE};
-use super::report::SyncGroup;
+use super::report::{SyncGroup, WHOLE_TRACE};
 use super::steps::{is_step_name, step_at, Step};
 use super::AnalysisOptions;
 use crate::model::{CopyKind, SliceKind, Trace, TrackId};
@@ -329,7 +329,20 @@ fn group(
         idle_ns: i64,
     }
     let mut groups: HashMap<(&'static str, String, String, String), Acc> = HashMap::new();
-    for o in &occs {
+    // GPU idle each sync causes: from its end to the next GPU event, when
+    // the GPUs are idle at its end; a later sync in the same gap takes
+    // over from its own end, so a gap is never charged twice.
+    let mut by_end: Vec<usize> = (0..occs.len()).collect();
+    by_end.sort_by_key(|&k| occs[k].end_ns);
+    let mut idle = vec![0i64; occs.len()];
+    for (pos, &k) in by_end.iter().enumerate() {
+        let end = occs[k].end_ns;
+        if let Some((_, Some(next_gpu))) = gap_around(&busy, end) {
+            let next_sync = by_end.get(pos + 1).map_or(i64::MAX, |&n| occs[n].end_ns);
+            idle[k] = (next_gpu.min(next_sync) - end).max(0);
+        }
+    }
+    for (k, o) in occs.iter().enumerate() {
         let python = t
             .arg_string(o.slice as usize, "python")
             .or_else(|| t.arg_string(o.host as usize, "python"))
@@ -338,12 +351,7 @@ fn group(
             .get(&sl.track[o.host as usize])
             .map(|r| nvtx_path(t, r, o.start_ns))
             .unwrap_or_default();
-        let idle_ns = match gap_around(&busy, o.end_ns) {
-            Some((before, Some(after))) => {
-                (after - before.unwrap_or(o.start_ns).max(o.start_ns)).max(0)
-            }
-            _ => 0,
-        };
+        let idle_ns = idle[k];
         let step = step_at(steps, o.start_ns);
         if step != NONE {
             per_step[step as usize].0 += 1;
@@ -353,6 +361,7 @@ fn group(
         let acc = groups.entry(key).or_insert_with(|| Acc {
             g: SyncGroup {
                 rank: ctx.rank,
+                window: WHOLE_TRACE.to_string(),
                 pattern: o.pattern.to_string(),
                 api: o.api.clone(),
                 where_: if !python.is_empty() {
