@@ -58,7 +58,7 @@ pub fn parse_steps(s: &str) -> Result<(i64, i64), String> {
 }
 
 pub fn options(args: &ReportArgs) -> anyhow::Result<AnalysisOptions> {
-    if !(args.sync_idle_threshold_us >= 0.0) {
+    if args.sync_idle_threshold_us.is_nan() || args.sync_idle_threshold_us < 0.0 {
         bail!("--sync-idle-threshold-us must be a non-negative number");
     }
     Ok(AnalysisOptions {

@@ -151,3 +151,22 @@ fn matches_hta_on_its_sample_traces() {
         );
     }
 }
+
+#[test]
+fn two_ranks_loaded_together_match_hta_per_rank() {
+    let paths = [trace(EXPECTED[0].file), trace(EXPECTED[1].file)];
+    let t = streamscope_core::load::load_paths(&paths).unwrap_or_else(|e| panic!("{e}"));
+    let r = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(r.ranks.len(), 2);
+    for e in &EXPECTED[..2] {
+        let k = r.ranks.iter().find(|k| k.rank == e.rank).unwrap_or_else(|| panic!("rank {}", e.rank));
+        close("overlap %", e.file, k.overlap_pct, e.overlap_pct, 0.05);
+        close("idle %", e.file, k.idle_pct, e.idle_pct, 0.05);
+        close("compute %", e.file, k.compute_pct, e.compute_pct, 0.05);
+        close("non-compute %", e.file, k.non_compute_pct, e.non_compute_pct, 0.05);
+    }
+    // SendRecv kernels on stream 84, 10 per rank, HTA's window keeps those launched in step 551.
+    let sr: Vec<_> = r.collectives.iter().filter(|c| c.collective == "SendRecv").collect();
+    assert_eq!(sr.len(), 2, "{:?}", r.collectives);
+    assert!(sr.iter().all(|c| c.protocol == "SIMPLE" && c.dtype == "int8_t" && c.count <= 10));
+}
