@@ -189,7 +189,8 @@ impl ViewerApp {
         egui::CentralPanel::default().show(ui, |ui| match &self.model {
             Some(model) => timeline_ui(ui, model, &mut self.timeline),
             None => {
-                ui.centered_and_justified(|ui| {
+                ui.add_space(24.0);
+                ui.vertical_centered(|ui| {
                     ui.label(
                         self.message
                             .clone()

@@ -75,6 +75,8 @@ pub fn browse_ui(ctx: &Context, st: &mut BrowseState) -> Option<BrowseAction> {
     let mut open = st.open;
     egui::Window::new("Open traces")
         .open(&mut open)
+        .pivot(egui::Align2::CENTER_CENTER)
+        .default_pos(ctx.content_rect().center())
         .default_size([520.0, 420.0])
         .show(ctx, |ui| {
             action = dialog_ui(ui, st);
