@@ -20,6 +20,9 @@ const ENV_DURATION: &str = "STREAMSCOPE_DURATION_S";
 const ENV_CUPTI: &str = "STREAMSCOPE_CUPTI_LIB";
 const ENV_COLLECTOR: &str = "STREAMSCOPE_COLLECTOR";
 const COLLECTOR_FILE: &str = "libstreamscope_collector.so";
+/// Python hooks that tell the collector the call site of `.item()` & co.
+/// (PyTorch releases the GIL there, so the collector cannot read the stack).
+const PYTHON_HOOKS: &str = include_str!("../../collector/python/sitecustomize.py");
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RecordArgs {
@@ -35,6 +38,10 @@ pub struct RecordArgs {
     /// Seconds to record (from the start of the capture).
     #[arg(long, value_parser = parse_seconds)]
     pub duration: Option<f64>,
+    /// Do not put the Python call-site hooks (a sitecustomize.py wrapping
+    /// `.item()`, `torch.cuda.synchronize()` & co.) on PYTHONPATH.
+    #[arg(long)]
+    pub no_python_hooks: bool,
     /// The command to run, after `--`.
     #[arg(
         required = true,
@@ -128,6 +135,21 @@ fn cupti_dirs() -> Vec<PathBuf> {
         dirs.push(r.join("lib64"));
     }
     dirs
+}
+
+/// Writes the hooks into a private temporary folder put first on the
+/// child's PYTHONPATH; returns the folder (removed at the end).
+fn install_python_hooks(cmd: &mut Command) -> Option<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("streamscope-python-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::write(dir.join("sitecustomize.py"), PYTHON_HOOKS).ok()?;
+    let mut path = OsString::from(dir.as_os_str());
+    if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    cmd.env("PYTHONPATH", path);
+    Some(dir)
 }
 
 /// Exit code of the child as a shell reports it (128 + signal when killed).
@@ -229,6 +251,10 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         }
         Err(e) => eprintln!("streamscope: {e}; running untraced"),
     }
+    let hooks_dir = match (&collector, args.no_python_hooks) {
+        (Ok(_), false) => install_python_hooks(&mut cmd),
+        _ => None,
+    };
     let cupti = std::env::var_os(ENV_CUPTI)
         .map(PathBuf::from)
         .or_else(|| find_cupti(&cupti_dirs()));
@@ -297,6 +323,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     };
     bar.finish_and_clear();
     signals.handle().close();
+    if let Some(d) = hooks_dir {
+        let _ = std::fs::remove_dir_all(d);
+    }
     let code = exit_code(status);
     let (_, totals) = progress_total(&out);
     for p in files(&out, |n| n.starts_with(".progress-")) {

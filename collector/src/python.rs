@@ -132,6 +132,63 @@ impl PyApi {
 
 static API: OnceLock<Option<PyApi>> = OnceLock::new();
 
+thread_local! {
+    /// The call site the Python hooks (python/sitecustomize.py) noted for
+    /// the sync this thread is about to make.
+    static HINT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The call site noted by the Python hooks on this thread, if any.
+pub fn hint() -> Option<String> {
+    HINT.try_with(|h| h.borrow().clone()).ok().flatten()
+}
+
+/// Called by python/sitecustomize.py (through ctypes) around `.item()`,
+/// `torch.cuda.synchronize()` and co.: `loc` is "file:line (function)", or
+/// null to clear.
+///
+/// # Safety
+/// `loc` is null or a NUL-terminated string valid for the call.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn streamscope_set_python_location(loc: *const c_char) {
+    let _ = std::panic::catch_unwind(|| {
+        let value = if loc.is_null() {
+            None
+        } else {
+            // SAFETY: the caller passes a NUL-terminated string.
+            Some(
+                unsafe { CStr::from_ptr(loc) }
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        };
+        let _ = HINT.try_with(|h| *h.borrow_mut() = value);
+    });
+}
+
+/// Copies this thread's noted call site into `buf` (NUL-terminated,
+/// truncated to `len`); returns its full length, 0 when none. For tests and
+/// debugging from Python.
+///
+/// # Safety
+/// `buf` is null or points at `len` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn streamscope_python_location(buf: *mut c_char, len: usize) -> usize {
+    std::panic::catch_unwind(|| {
+        let Some(h) = hint() else { return 0 };
+        if !buf.is_null() && len > 0 {
+            let n = h.len().min(len - 1);
+            // SAFETY: `buf` has `len` writable bytes; we write n + 1 <= len.
+            unsafe {
+                std::ptr::copy_nonoverlapping(h.as_ptr(), buf as *mut u8, n);
+                *buf.add(n) = 0;
+            }
+        }
+        h.len()
+    })
+    .unwrap_or(0)
+}
+
 /// The location of the Python code running on this thread, if this thread
 /// holds the GIL. See the module docs.
 pub fn current_location() -> Option<String> {

@@ -211,7 +211,7 @@ unsafe extern "C" fn api_callback(_user: *mut c_void, domain: u32, cbid: u32, da
         let d = unsafe { std::ptr::read_unaligned(data as *const records::RawCallbackData) };
         if d.callback_site == API_ENTER {
             if domain == CB_DOMAIN_RUNTIME_API && s.sync_cbids.contains(&cbid) {
-                if let Some(loc) = python::current_location() {
+                if let Some(loc) = python::current_location().or_else(python::hint) {
                     s.python.insert(d.correlation_id, loc);
                 }
             }

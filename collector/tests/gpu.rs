@@ -79,11 +79,19 @@ fn names_of(t: &Trace, kind: SliceKind) -> Vec<String> {
         .collect()
 }
 
+/// python3 running `source`, with the call-site hooks `streamscope record` installs.
 fn python(dir: &Path, name: &str, source: &str) -> Command {
     let script = dir.join(name);
     std::fs::write(&script, source).expect("write script");
+    let hooks = dir.join("hooks");
+    std::fs::create_dir_all(&hooks).expect("hooks dir");
+    std::fs::write(
+        hooks.join("sitecustomize.py"),
+        include_str!("../python/sitecustomize.py"),
+    )
+    .expect("hooks");
     let mut c = Command::new("python3");
-    c.arg(&script);
+    c.arg(&script).env("PYTHONPATH", &hooks);
     c
 }
 
@@ -167,8 +175,8 @@ const SYNC_SCRIPT: &str = r#"import torch
 x = torch.ones(1 << 20, device="cuda")
 for i in range(5):
     y = (x * 2).sum()
-    v = y.item()  # ITEM LINE 5
-torch.cuda.synchronize()
+    v = y.item()  # line 5
+torch.cuda.synchronize()  # line 6
 "#;
 
 #[test]
