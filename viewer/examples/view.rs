@@ -1,17 +1,19 @@
 //! Runs the viewer without the CLI: `view [--synth SLICES] [--search TEXT]
-//! [--screenshot OUT.png] [--size WxH] [TRACE...]`. `--synth` opens a
+//! [--tab overlap|syncs|top] [--screenshot OUT.png] [--size WxH] [TRACE...]`. `--synth` opens a
 //! generated FSDP-like trace; `--search` selects the first match.
 
 use std::path::PathBuf;
 
 use anyhow::{anyhow, bail, Context};
 use streamscope_core::synth::{fsdp_like, SynthOptions};
+use streamscope_viewer::app::Tab;
 use streamscope_viewer::{run_app, ViewOptions, ViewerApp};
 
 fn main() -> anyhow::Result<()> {
     let mut opts = ViewOptions::default();
     let mut synth: Option<usize> = None;
     let mut search: Option<String> = None;
+    let mut tab = Tab::Overlap;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -26,6 +28,13 @@ fn main() -> anyhow::Result<()> {
                     .split_once('x')
                     .ok_or_else(|| anyhow!("--size {v}: expected WxH"))?;
                 opts.size = Some((w.parse()?, h.parse()?));
+            }
+            "--tab" => {
+                tab = match args.next().as_deref() {
+                    Some("syncs") => Tab::Syncs,
+                    Some("top") => Tab::TopKernels,
+                    _ => Tab::Overlap,
+                }
             }
             "--search" => search = Some(args.next().context("--search needs a text")?),
             "--synth" => {
@@ -52,5 +61,6 @@ fn main() -> anyhow::Result<()> {
             app.timeline.select_and_show(model, s);
         }
     }
+    app.tab = tab;
     run_app(app, &opts)
 }

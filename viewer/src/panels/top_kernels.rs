@@ -99,41 +99,48 @@ pub fn top_kernels_ui(ui: &mut Ui, trace: &Trace, top: &mut TopKernels) -> Optio
         ui.label("no kernels in this trace");
         return None;
     }
+    // Fixed columns on the right, the name takes the rest (truncated).
+    let cols = [60.0, 80.0, 75.0];
+    let name_w = (ui.available_width() - cols.iter().sum::<f32>() - 30.0).max(80.0);
     let row_h = ui.text_style_height(&egui::TextStyle::Body) + 4.0;
+    ui.horizontal(|ui| {
+        for (h, w) in [
+            ("kernel", name_w),
+            ("count", cols[0]),
+            ("total", cols[1]),
+            ("mean", cols[2]),
+        ] {
+            ui.add_sized(
+                [w, row_h],
+                egui::Label::new(egui::RichText::new(h).strong()),
+            );
+        }
+    });
     egui::ScrollArea::vertical()
         .id_salt("top_kernels")
         .show_rows(ui, row_h, top.rows.len(), |ui, range| {
-            egui::Grid::new("top_kernels_grid")
-                .striped(true)
-                .num_columns(4)
-                .show(ui, |ui| {
-                    ui.strong("kernel");
-                    ui.strong("count");
-                    ui.strong("total");
-                    ui.strong("mean");
-                    ui.end_row();
-                    for r in &top.rows[range] {
-                        let name = trace.str(r.name);
-                        let resp = ui.add(
-                            egui::Label::new(name)
-                                .truncate()
-                                .sense(egui::Sense::click()),
-                        );
-                        if resp
-                            .on_hover_text(format!(
-                                "{name}\nclick: longest instance ({})",
-                                fmt_ns(r.max_ns as f64)
-                            ))
-                            .clicked()
-                        {
-                            jump = Some(r.longest);
-                        }
-                        ui.label(r.count.to_string());
-                        ui.label(fmt_ns(r.total_ns as f64));
-                        ui.label(fmt_ns(r.mean_ns()));
-                        ui.end_row();
+            for r in &top.rows[range] {
+                ui.horizontal(|ui| {
+                    let name = trace.str(r.name);
+                    let label = egui::Label::new(name)
+                        .truncate()
+                        .sense(egui::Sense::click());
+                    let resp = ui.add_sized([name_w, row_h], label);
+                    let hover = format!(
+                        "{name}\nclick: longest instance ({})",
+                        fmt_ns(r.max_ns as f64)
+                    );
+                    if resp.on_hover_text(hover).clicked() {
+                        jump = Some(r.longest);
                     }
+                    ui.add_sized([cols[0], row_h], egui::Label::new(r.count.to_string()));
+                    ui.add_sized(
+                        [cols[1], row_h],
+                        egui::Label::new(fmt_ns(r.total_ns as f64)),
+                    );
+                    ui.add_sized([cols[2], row_h], egui::Label::new(fmt_ns(r.mean_ns())));
                 });
+            }
         });
     jump
 }

@@ -65,6 +65,8 @@ pub struct TimelineIndex {
     pub counter_max: Vec<f64>,
     /// First start and last end of the whole trace.
     pub span_ns: (i64, i64),
+    /// Per string id: the name of a host call that blocks on the GPU.
+    pub sync_name: Vec<bool>,
 }
 
 impl TimelineIndex {
@@ -158,6 +160,13 @@ impl TimelineIndex {
         if span.1 <= span.0 {
             span.1 = span.0 + 1;
         }
+        let sync_name = (0..trace.strings.len())
+            .map(|i| {
+                trace
+                    .str(streamscope_core::StrId(i as u32))
+                    .contains("Synchronize")
+            })
+            .collect();
         TimelineIndex {
             rows,
             track_rows,
@@ -165,6 +174,7 @@ impl TimelineIndex {
             counter_samples,
             counter_max,
             span_ns: span,
+            sync_name,
         }
     }
 

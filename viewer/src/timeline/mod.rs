@@ -247,6 +247,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
                 paint::mesh_items(
                     &mut mesh,
                     &model.trace,
+                    &model.index,
                     &st.items[first..],
                     y,
                     line.h,

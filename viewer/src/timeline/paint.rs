@@ -21,32 +21,47 @@ fn clamp_x(x: f32, left: f32, right: f32) -> f32 {
     x.clamp(left - 2.0, right + 2.0)
 }
 
+/// Fill of slice `s`: by class, and host calls that block on the GPU
+/// (cudaStreamSynchronize, ...) in the sync colour like sync records.
+#[inline]
+pub fn color_of(trace: &Trace, index: &TimelineIndex, s: usize) -> Color32 {
+    let sl = &trace.slices;
+    if index
+        .sync_name
+        .get(sl.name[s].0 as usize)
+        .copied()
+        .unwrap_or(false)
+    {
+        return crate::style::SYNC;
+    }
+    slice_color(sl.kind[s], sl.class[s])
+}
+
 /// Adds the rectangles of one row's items to `mesh`.
+#[allow(clippy::too_many_arguments)]
 pub fn mesh_items(
     mesh: &mut Mesh,
     trace: &Trace,
+    index: &TimelineIndex,
     items: &[Item],
     y: f32,
     h: f32,
     left: f32,
     right: f32,
 ) {
-    let sl = &trace.slices;
     for it in items {
         let (x0, x1, color) = match *it {
-            Item::Slice { slice, x0, x1 } => {
-                let s = slice as usize;
-                (x0, x1, slice_color(sl.kind[s], sl.class[s]))
-            }
+            Item::Slice { slice, x0, x1 } => (x0, x1, color_of(trace, index, slice as usize)),
             Item::Folded {
                 first_slice,
                 x0,
                 x1,
                 ..
-            } => {
-                let s = first_slice as usize;
-                (x0, x1, folded_color(slice_color(sl.kind[s], sl.class[s])))
-            }
+            } => (
+                x0,
+                x1,
+                folded_color(color_of(trace, index, first_slice as usize)),
+            ),
         };
         let x0 = clamp_x(x0, left, right);
         let x1 = clamp_x(x1, left, right).max(x0 + 1.0);
