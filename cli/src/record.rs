@@ -109,7 +109,7 @@ pub fn find_cupti(dirs: &[PathBuf]) -> Option<PathBuf> {
 fn cupti_dirs() -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
-        .filter_map(|v| std::env::var_os(v))
+        .filter_map(std::env::var_os)
         .map(PathBuf::from)
         .collect();
     roots.push(PathBuf::from("/usr/local/cuda"));
@@ -355,7 +355,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             human_bytes(size)
         );
     }
-    match load_paths(&[out.clone()]) {
+    match load_paths(std::slice::from_ref(&out)) {
         Ok(trace) => {
             let report = analyze(&trace, &AnalysisOptions::default());
             eprint!("{}", summary(&report));
@@ -449,7 +449,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("ss-record-{}", std::process::id()));
         let lib = dir.join("lib");
         std::fs::create_dir_all(&lib).expect("temp dir");
-        assert_eq!(find_cupti(&[lib.clone()]), None);
+        assert_eq!(find_cupti(std::slice::from_ref(&lib)), None);
         std::fs::write(lib.join("libcupti.so.13"), b"").expect("write");
         assert_eq!(
             find_cupti(&[dir.join("nope"), lib.clone()]),

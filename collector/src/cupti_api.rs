@@ -153,7 +153,7 @@ impl Cupti {
             .map(|mut s| s.insert(func))
             .unwrap_or(false);
         if first {
-            eprintln!("streamscope: {msg}");
+            crate::warn!("streamscope: {msg}");
         }
         Err(msg)
     }

@@ -36,8 +36,8 @@ impl Driver {
         // SAFETY: dlopen of the driver library by its soname; kept open.
         let h =
             unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
-        // SAFETY: as above, loading it when it was not loaded yet.
         let h = if h.is_null() {
+            // SAFETY: as above, loading it when it was not loaded yet.
             unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW) }
         } else {
             h

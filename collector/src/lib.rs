@@ -13,6 +13,15 @@
 //! driver, libc or a signal can call catches panics, and any failure leaves
 //! the program running untraced with one line on stderr.
 
+/// One line on stderr; never panics (a closed stderr is ignored).
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod capture;
 pub mod convert;
 pub mod cupti_api;
@@ -49,14 +58,14 @@ pub extern "C" fn InitializeInjection() -> std::ffi::c_int {
         Ok(Ok(())) => {
             // SAFETY: registers a plain extern "C" function for exit time.
             if unsafe { libc::atexit(on_exit) } != 0 {
-                eprintln!("streamscope: atexit failed; the end of the run may be lost");
+                crate::warn!("streamscope: atexit failed; the end of the run may be lost");
             }
             if let Err(e) = signals::install() {
-                eprintln!("streamscope: {e}; a signal may lose the last second");
+                crate::warn!("streamscope: {e}; a signal may lose the last second");
             }
         }
-        Ok(Err(e)) => eprintln!("streamscope: CUPTI unavailable ({e}); running untraced"),
-        Err(_) => eprintln!(
+        Ok(Err(e)) => crate::warn!("streamscope: CUPTI unavailable ({e}); running untraced"),
+        Err(_) => crate::warn!(
             "streamscope: CUPTI unavailable (collector panicked during start); running untraced"
         ),
     }

@@ -157,8 +157,8 @@ unsafe extern "C" fn buffer_completed(
         {
             s.cupti_dropped.fetch_add(dropped as u64, Ordering::Relaxed);
         }
-        if valid == 0 || buffer.is_null() {
-            return;
+        if valid == 0 || buffer.is_null() || s.finished.load(Ordering::SeqCst) {
+            return; // nothing in it, or no writer any more
         }
         let _ = s.queue.push(buf, QUEUE_WAIT, |b| {
             let mut n = 0u64;
@@ -351,6 +351,33 @@ pub fn start() -> Result<(), String> {
         PathBuf::from(env(process_info::ENV_OUT).unwrap_or_else(|| "streamscope-out".into()));
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    let pid = std::process::id();
+    let process = process_info::describe(
+        env,
+        pid,
+        &process_info::hostname(),
+        &process_info::cmdline(),
+    );
+    // The file first: nothing of CUPTI is touched when it cannot be written.
+    let trace_path = process_info::trace_path(&out_dir, process.rank, pid);
+    let file = File::create(&trace_path)
+        .map_err(|e| format!("cannot create {}: {e}", trace_path.display()))?;
+    let progress_path = process_info::progress_path(&out_dir, pid);
+    let r = start_cupti(spec, process, file, progress_path);
+    if r.is_err() && session().is_none() {
+        let _ = std::fs::remove_file(&trace_path);
+    }
+    r
+}
+
+fn start_cupti(
+    spec: CaptureSpec,
+    mut process: streamscope_core::model::Process,
+    file: File,
+    progress_path: PathBuf,
+) -> Result<(), String> {
+    let env = |k: &str| std::env::var(k).ok();
+    let pid = process.pid;
     let mut libs = Vec::new();
     if let Some(p) = env("STREAMSCOPE_CUPTI_LIB") {
         libs.push(p);
@@ -359,7 +386,6 @@ pub fn start() -> Result<(), String> {
         libs.push(p);
     }
     let cupti = Cupti::open(&libs)?;
-    let pid = std::process::id();
     let mut meta: Vec<(String, String)> = vec![
         (
             "collector".into(),
@@ -492,16 +518,8 @@ pub fn start() -> Result<(), String> {
     }
     let driver = Driver::open();
 
-    let mut process = process_info::describe(
-        env,
-        pid,
-        &process_info::hostname(),
-        &process_info::cmdline(),
-    );
     process.clock_snapshot = process_info::clock_snapshot();
     process.metadata = meta;
-    let trace_path = process_info::trace_path(&out_dir, process.rank, pid);
-    let progress_path = process_info::progress_path(&out_dir, pid);
     let python = Arc::new(PyLines::default());
     let new_session = Session {
         cupti,
@@ -528,21 +546,23 @@ pub fn start() -> Result<(), String> {
     };
     let mut conv = Converter::new(process, Box::new(host), window, python);
     conv.ts_offset_ns = ts_offset_ns;
-    let file = File::create(&trace_path)
-        .map_err(|e| format!("cannot create {}: {e}", trace_path.display()))?;
-    std::thread::Builder::new()
+    let spawned = std::thread::Builder::new()
         .name("streamscope-writer".into())
         .spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 writer_main(s, conv, file, progress_path)
             }));
             if r.is_err() {
-                eprintln!("streamscope: writer thread failed; the rest of this run is untraced");
+                crate::warn!("streamscope: writer thread failed; the rest of this run is untraced");
             }
             s.finished.store(true, Ordering::SeqCst);
         })
-        .map_err(|e| format!("cannot start the writer thread: {e}"))?;
-    Ok(())
+        .map_err(|e| format!("cannot start the writer thread: {e}"));
+    if spawned.is_err() {
+        // Buffers CUPTI still hands back are freed at once from now on.
+        s.finished.store(true, Ordering::SeqCst);
+    }
+    spawned.map(|_| ())
 }
 
 fn gettid() -> u32 {
@@ -625,7 +645,7 @@ fn writer_main(s: &'static Session, mut conv: Converter, file: File, progress_pa
         progress.records = conv.records_seen;
         if !write_failed {
             if let Err(e) = w.write_batch(&conv.trace) {
-                eprintln!("streamscope: writing the trace failed: {e}");
+                crate::warn!("streamscope: writing the trace failed: {e}");
                 write_failed = true;
             }
         }
@@ -662,7 +682,7 @@ fn writer_main(s: &'static Session, mut conv: Converter, file: File, progress_pa
     let bytes = w.bytes_written();
     if !write_failed {
         if let Err(e) = w.finish(&conv.trace) {
-            eprintln!("streamscope: finishing the trace failed: {e}");
+            crate::warn!("streamscope: finishing the trace failed: {e}");
         }
     }
     progress.write(bytes, dropped, true);
