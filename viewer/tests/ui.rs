@@ -215,9 +215,15 @@ fn right_drag_selects_a_range_and_drag_pans() {
     use egui::{Event, PointerButton, Pos2};
     let mut h = harness(app());
     h.run();
-    let press = |h: &mut Harness<'static, ViewerApp>, pos: Pos2, button: PointerButton, pressed: bool| {
-        h.event(Event::PointerButton { pos, button, pressed, modifiers: egui::Modifiers::NONE });
-    };
+    let press =
+        |h: &mut Harness<'static, ViewerApp>, pos: Pos2, button: PointerButton, pressed: bool| {
+            h.event(Event::PointerButton {
+                pos,
+                button,
+                pressed,
+                modifiers: egui::Modifiers::NONE,
+            });
+        };
     let (a, b) = (Pos2::new(400.0, 300.0), Pos2::new(600.0, 300.0));
     h.event(Event::PointerMoved(a));
     press(&mut h, a, PointerButton::Secondary, true);
@@ -233,7 +239,10 @@ fn right_drag_selects_a_range_and_drag_pans() {
     let width = h.state().timeline.last_width_px as f64;
     let expect = view * 200.0 / width;
     let got = (r1 - r0) as f64;
-    assert!((got - expect).abs() < expect * 0.1, "range {got} ns, expected about {expect}");
+    assert!(
+        (got - expect).abs() < expect * 0.1,
+        "range {got} ns, expected about {expect}"
+    );
 
     // A primary drag to the left moves the view later in time.
     let s0 = h.state().timeline.view_start_rel_ns;
@@ -247,4 +256,32 @@ fn right_drag_selects_a_range_and_drag_pans() {
     press(&mut h, a, PointerButton::Primary, false);
     h.run();
     assert!(h.state().timeline.view_start_rel_ns > s0, "drag pans");
+}
+
+#[test]
+fn the_wheel_zooms_around_the_pointer() {
+    use egui::{Event, MouseWheelSource, MouseWheelUnit, Pos2, TouchPhase, Vec2};
+    let mut h = harness(app());
+    h.run();
+    let p = Pos2::new(700.0, 300.0);
+    let view = |app: &ViewerApp| (app.timeline.view_dur_ns, app.timeline.view_start_rel_ns);
+    let (d0, s0) = view(h.state());
+    h.event(Event::PointerMoved(p));
+    h.event(Event::MouseWheel {
+        unit: MouseWheelUnit::Point,
+        delta: Vec2::new(0.0, 120.0),
+        phase: TouchPhase::Move,
+        source: MouseWheelSource::Wheel,
+        modifiers: egui::Modifiers::NONE,
+    });
+    for _ in 0..30 {
+        h.step();
+    }
+    let (d1, s1) = view(h.state());
+    assert!(d1 < d0 * 0.9, "wheel up zooms in: {d0} -> {d1}");
+    // Zooming around a pointer right of the left edge moves the start later.
+    assert!(
+        s1 > s0,
+        "the time under the pointer stays put: start {s0} -> {s1}"
+    );
 }

@@ -1,5 +1,5 @@
 //! Timeline input, as in Perfetto and Tracy: wheel and W/S zoom around the
-//! pointer, drag and A/D/←/→ pan, ↑/↓ and wheel over the labels scroll,
+//! pointer, drag, horizontal scroll and A/D/←/→ pan, ↑/↓ and wheel over the labels scroll,
 //! shift-drag or right-drag selects a range, click selects a slice (a click
 //! on a folded block zooms into it).
 
@@ -33,9 +33,16 @@ pub(super) fn handle(
     let (scroll, zoom) = ui.input(|i| (i.smooth_scroll_delta, i.zoom_delta()));
     if response.hovered() {
         let frac = pointer.map(|p| frac_at(p.x)).unwrap_or(0.5);
-        let dy = (scroll.y + scroll.x) as f64;
-        if dy != 0.0 {
-            st.zoom_by(index, (-dy * WHEEL_ZOOM_PER_POINT).exp(), frac);
+        if scroll.y != 0.0 {
+            st.zoom_by(
+                index,
+                (-(scroll.y as f64) * WHEEL_ZOOM_PER_POINT).exp(),
+                frac,
+            );
+        }
+        // Horizontal scrolling (trackpad, or shift + wheel) pans.
+        if scroll.x != 0.0 {
+            st.pan_by(index, -(scroll.x as f64) / width);
         }
         if zoom != 1.0 {
             st.zoom_by(index, 1.0 / zoom as f64, frac);
