@@ -363,7 +363,7 @@ pub fn start() -> Result<(), String> {
     let file = File::create(&trace_path)
         .map_err(|e| format!("cannot create {}: {e}", trace_path.display()))?;
     let progress_path = process_info::progress_path(&out_dir, pid);
-    let r = start_cupti(spec, process, file, progress_path);
+    let r = start_cupti(spec, process, file, trace_path.clone(), progress_path);
     if r.is_err() && session().is_none() {
         let _ = std::fs::remove_file(&trace_path);
     }
@@ -374,6 +374,7 @@ fn start_cupti(
     spec: CaptureSpec,
     mut process: streamscope_core::model::Process,
     file: File,
+    trace_path: PathBuf,
     progress_path: PathBuf,
 ) -> Result<(), String> {
     let env = |k: &str| std::env::var(k).ok();
@@ -548,9 +549,10 @@ fn start_cupti(
     conv.ts_offset_ns = ts_offset_ns;
     let spawned = std::thread::Builder::new()
         .name("streamscope-writer".into())
+        .stack_size(16 << 20)
         .spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                writer_main(s, conv, file, progress_path)
+                writer_main(s, conv, file, &trace_path, progress_path)
             }));
             if r.is_err() {
                 crate::warn!("streamscope: writer thread failed; the rest of this run is untraced");
@@ -602,7 +604,13 @@ impl Progress {
     }
 }
 
-fn writer_main(s: &'static Session, mut conv: Converter, file: File, progress_path: PathBuf) {
+fn writer_main(
+    s: &'static Session,
+    mut conv: Converter,
+    file: File,
+    trace_path: &std::path::Path,
+    progress_path: PathBuf,
+) {
     block_signals();
     conv.own_tid = Some(gettid());
     // Queried here, not during cuInit (where InitializeInjection runs).
@@ -684,6 +692,11 @@ fn writer_main(s: &'static Session, mut conv: Converter, file: File, progress_pa
         if let Err(e) = w.finish(&conv.trace) {
             crate::warn!("streamscope: finishing the trace failed: {e}");
         }
+    }
+    if progress.events == 0 {
+        // CUDA started but nothing ran (a launcher that only counted GPUs):
+        // leave no empty trace behind.
+        let _ = std::fs::remove_file(trace_path);
     }
     progress.write(bytes, dropped, true);
     s.flush_done

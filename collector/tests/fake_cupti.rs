@@ -187,3 +187,29 @@ fn sigterm_flushes_then_dies_by_the_signal() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_process_without_gpu_work_leaves_no_trace() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let dir = temp("empty");
+    let Some(so) = fake_cupti(&dir) else {
+        eprintln!("no C compiler: skipped");
+        return;
+    };
+    let out = child("child_exits_normally", &dir, &so)
+        .env("FAKE_CUPTI_EMPTY", "1")
+        .output()
+        .expect("child runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !dir.join("rank-3.pftrace").exists(),
+        "no empty trace left behind"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
