@@ -476,6 +476,23 @@ mod tests {
     }
 
     #[test]
+    fn summary_has_a_line_per_rank() {
+        use streamscope_core::synth::{fsdp_like, SynthOptions};
+        let t = fsdp_like(&SynthOptions {
+            ranks: 2,
+            target_slices: 4_000,
+            ..Default::default()
+        });
+        let s = summary(&analyze(&t, &AnalysisOptions::default()));
+        let ranks: Vec<&str> = s
+            .lines()
+            .filter(|l| l.contains("GPU events · overlap"))
+            .collect();
+        assert_eq!(ranks.len(), 2, "{s}");
+        assert!(ranks.iter().all(|l| l.contains('%')), "{s}");
+    }
+
+    #[test]
     fn exit_codes_follow_the_shell() {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
