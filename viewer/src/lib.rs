@@ -2,6 +2,18 @@
 //!
 //! [`app::ViewerApp`] is the whole UI; [`run`] opens it in a window (or, with
 //! `screenshot`, renders the first frame to a PNG and exits).
+//!
+//! Layout: [`timeline`] (lane tree, level of detail, one-mesh painting, input)
+//! in the middle; [`panels`] over the analysis report (overlap, sync
+//! warnings), selection details, top kernels and search; [`load`] and
+//! [`browse`] open files. Numbers come from `streamscope_core::analysis`;
+//! the viewer computes only what it draws (and the top-kernel table).
+//!
+//! Controls (as in Perfetto and Tracy): wheel or W/S zoom around the pointer;
+//! drag, horizontal scroll, A/D or ←/→ pan; ↑/↓ or the wheel over the lane
+//! names scroll; shift-drag or right-drag selects a range (Esc clears);
+//! click selects a slice (a click on an "N kernels" block zooms into it);
+//! files can be dropped onto the window.
 
 pub mod app;
 pub mod browse;

@@ -57,7 +57,7 @@ pub struct TimelineIndex {
     pub rows: Vec<Row>,
     /// Rows of each track (indexed by track id).
     pub track_rows: Vec<Range<u32>>,
-    /// Nesting depth of every slice (row = track_rows[track].start + depth).
+    /// Nesting depth of every slice (its row is `track_rows[track].start + depth`).
     pub depth: Vec<u8>,
     /// Counter sample ids per track, in time order (indexed by track id).
     pub counter_samples: Vec<Vec<u32>>,
