@@ -285,3 +285,32 @@ fn the_wheel_zooms_around_the_pointer() {
         "the time under the pointer stays put: start {s0} -> {s1}"
     );
 }
+
+#[test]
+fn details_show_the_kernel_occupancy_from_the_analysis() {
+    let mut h = harness(app());
+    h.run();
+    h.state_mut().search.query = "ampere_sgemm".into();
+    h.get_by_label("next").click();
+    h.run();
+    let expected = {
+        let m = h.state().model.as_ref().expect("trace loaded");
+        let k = m
+            .report
+            .occupancy
+            .iter()
+            .flat_map(|o| o.kernels.iter())
+            .find(|k| k.name == "ampere_sgemm_128x64_nn")
+            .cloned()
+            .expect("the analysis has the gemm's occupancy");
+        format!(
+            "{:.0}% theoretical ({} blocks/SM",
+            k.theoretical_occupancy_pct, k.blocks_per_sm
+        )
+    };
+    assert!(
+        h.query_by_label_contains(&expected).is_some(),
+        "missing {expected}"
+    );
+    assert!(h.query_by_label("264 × 1 × 1 (264 blocks)").is_some());
+}
