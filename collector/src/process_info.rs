@@ -19,13 +19,29 @@ pub fn trace_file_name(rank: Option<u32>, pid: u32) -> String {
     }
 }
 
-/// The trace path in `dir`; a second process with the same rank (a
-/// launcher re-run) gets a `-pidN` suffix instead of overwriting.
-pub fn trace_path(dir: &Path, rank: Option<u32>, pid: u32) -> PathBuf {
-    let p = dir.join(trace_file_name(rank, pid));
-    match rank {
-        Some(r) if p.exists() => dir.join(format!("rank-{r}-pid{pid}.pftrace")),
-        _ => p,
+/// Creates the trace file in `dir`. A second process with the same rank
+/// (a subprocess that inherited RANK, an old file) gets a `-pidN` suffix
+/// instead of overwriting: the first name is claimed with O_EXCL.
+pub fn create_trace_file(
+    dir: &Path,
+    rank: Option<u32>,
+    pid: u32,
+) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let first = dir.join(trace_file_name(rank, pid));
+    match std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(&first)
+    {
+        Ok(f) => Ok((first, f)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let other = match rank {
+                Some(r) => dir.join(format!("rank-{r}-pid{pid}.pftrace")),
+                None => first,
+            };
+            std::fs::File::create(&other).map(|f| (other, f))
+        }
+        Err(e) => Err(e),
     }
 }
 
@@ -130,12 +146,16 @@ mod tests {
         assert_eq!(trace_file_name(None, 77), "pid-77.pftrace");
         let dir = std::env::temp_dir().join(format!("ss-naming-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
-        assert_eq!(trace_path(&dir, Some(1), 5), dir.join("rank-1.pftrace"));
-        std::fs::write(dir.join("rank-1.pftrace"), b"x").expect("write");
+        let (a, _) = create_trace_file(&dir, Some(1), 5).expect("first");
+        assert_eq!(a, dir.join("rank-1.pftrace"));
+        let (b, _) = create_trace_file(&dir, Some(1), 6).expect("second");
         assert_eq!(
-            trace_path(&dir, Some(1), 5),
-            dir.join("rank-1-pid5.pftrace")
+            b,
+            dir.join("rank-1-pid6.pftrace"),
+            "the first file is never overwritten"
         );
+        let (c, _) = create_trace_file(&dir, None, 7).expect("pid");
+        assert_eq!(c, dir.join("pid-7.pftrace"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

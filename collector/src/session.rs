@@ -359,9 +359,8 @@ pub fn start() -> Result<(), String> {
         &process_info::cmdline(),
     );
     // The file first: nothing of CUPTI is touched when it cannot be written.
-    let trace_path = process_info::trace_path(&out_dir, process.rank, pid);
-    let file = File::create(&trace_path)
-        .map_err(|e| format!("cannot create {}: {e}", trace_path.display()))?;
+    let (trace_path, file) = process_info::create_trace_file(&out_dir, process.rank, pid)
+        .map_err(|e| format!("cannot create a trace file in {}: {e}", out_dir.display()))?;
     let progress_path = process_info::progress_path(&out_dir, pid);
     let r = start_cupti(spec, process, file, trace_path.clone(), progress_path);
     if r.is_err() && session().is_none() {
