@@ -32,9 +32,9 @@ pub struct ReportArgs {
     /// A sync pattern costing at least this much GPU idle (µs) is a warning.
     #[arg(long, default_value_t = 50.0)]
     pub sync_idle_threshold_us: f64,
-    /// Idle gaps shorter than this (ns) count as kernel wait (HTA's consecutive_kernel_delay).
-    #[arg(long, default_value_t = 30)]
-    pub kernel_wait_ns: i64,
+    /// Idle gaps shorter than this (µs) count as kernel wait (HTA's consecutive_kernel_delay).
+    #[arg(long, default_value_t = 30.0)]
+    pub kernel_wait_us: f64,
 }
 
 /// "A..B", "A..=B" or "A".
@@ -61,11 +61,14 @@ pub fn options(args: &ReportArgs) -> anyhow::Result<AnalysisOptions> {
     if args.sync_idle_threshold_us.is_nan() || args.sync_idle_threshold_us < 0.0 {
         bail!("--sync-idle-threshold-us must be a non-negative number");
     }
+    if args.kernel_wait_us.is_nan() || args.kernel_wait_us < 0.0 {
+        bail!("--kernel-wait-us must be a non-negative number");
+    }
     Ok(AnalysisOptions {
         rank: args.rank,
         steps: args.steps,
         sync_gpu_idle_threshold_us: args.sync_idle_threshold_us,
-        consecutive_kernel_delay_ns: args.kernel_wait_ns,
+        consecutive_kernel_delay_ns: (args.kernel_wait_us * 1000.0).round() as i64,
         ..AnalysisOptions::default()
     })
 }

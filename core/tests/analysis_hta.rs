@@ -159,14 +159,76 @@ fn two_ranks_loaded_together_match_hta_per_rank() {
     let r = analyze(&t, &AnalysisOptions::default());
     assert_eq!(r.ranks.len(), 2);
     for e in &EXPECTED[..2] {
-        let k = r.ranks.iter().find(|k| k.rank == e.rank).unwrap_or_else(|| panic!("rank {}", e.rank));
+        let k = r
+            .ranks
+            .iter()
+            .find(|k| k.rank == e.rank)
+            .unwrap_or_else(|| panic!("rank {}", e.rank));
         close("overlap %", e.file, k.overlap_pct, e.overlap_pct, 0.05);
         close("idle %", e.file, k.idle_pct, e.idle_pct, 0.05);
         close("compute %", e.file, k.compute_pct, e.compute_pct, 0.05);
-        close("non-compute %", e.file, k.non_compute_pct, e.non_compute_pct, 0.05);
+        close(
+            "non-compute %",
+            e.file,
+            k.non_compute_pct,
+            e.non_compute_pct,
+            0.05,
+        );
     }
     // SendRecv kernels on stream 84, 10 per rank, HTA's window keeps those launched in step 551.
-    let sr: Vec<_> = r.collectives.iter().filter(|c| c.collective == "SendRecv").collect();
+    let sr: Vec<_> = r
+        .collectives
+        .iter()
+        .filter(|c| c.collective == "SendRecv")
+        .collect();
     assert_eq!(sr.len(), 2, "{:?}", r.collectives);
-    assert!(sr.iter().all(|c| c.protocol == "SIMPLE" && c.dtype == "int8_t" && c.count <= 10));
+    assert!(sr
+        .iter()
+        .all(|c| c.protocol == "SIMPLE" && c.dtype == "int8_t" && c.count <= 10));
+}
+
+/// HTA's get_idle_time_breakdown (defaults) on its sample traces:
+/// (stream, host wait, kernel wait, other) in µs.
+#[test]
+fn idle_breakdown_per_stream_matches_hta() {
+    let cases: [(&str, &[(u32, f64, f64, f64)]); 3] = [
+        (
+            "nccl_parser_config/nccl_data.json.gz",
+            &[(7, 357247.0, 2155.0, 0.0), (40, 381499.0, 0.0, 0.0)],
+        ),
+        (
+            "trace_filter/sampled_rank-0.json.gz",
+            &[
+                (7, 213825.0, 1985.0, 261740.0),
+                (23, 596037.0, 70.0, 34.0),
+                (25, 0.0, 9.0, 47865.0),
+                (84, 148934.0, 6.0, 0.0),
+                (203, 0.0, 0.0, 0.0),
+            ],
+        ),
+        (
+            "df_index_resolver/df_index_resolver.json.gz",
+            &[
+                (7, 791330.0, 16727.0, 73829.0),
+                (14, 933139.0, 5568.0, 4444.0),
+            ],
+        ),
+    ];
+    for (file, want) in cases {
+        let t = streamscope_core::kineto::read_file(&trace(file))
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let r = analyze(&t, &AnalysisOptions::default());
+        let got = &r.ranks[0].idle_by_stream;
+        assert_eq!(got.len(), want.len(), "{file}: {got:?}");
+        for &(stream, host, kernel, other) in want {
+            let s = got
+                .iter()
+                .find(|s| s.stream == stream)
+                .unwrap_or_else(|| panic!("{file}: stream {stream}"));
+            let ctx = format!("{file} stream {stream}: {s:?}");
+            assert!((s.host_wait_us - host).abs() <= 1.0, "{ctx}");
+            assert!((s.kernel_wait_us - kernel).abs() <= 1.0, "{ctx}");
+            assert!((s.other_us - other).abs() <= 1.0, "{ctx}");
+        }
+    }
 }

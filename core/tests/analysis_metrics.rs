@@ -208,16 +208,16 @@ fn idle_categories_per_stream() {
     let mut b = B::new();
     b.kernel(b.s7, "a", 0, 100, Some(-10));
     b.kernel(b.s7, "b", 200, 100, Some(150)); // launched after a ended: host wait 100
-    b.kernel(b.s7, "c", 310, 90, Some(100)); // queued, gap 10 < 30 ns: kernel wait
-    b.kernel(b.s7, "d", 1000, 100, Some(200)); // queued, gap 600: other
+    b.kernel(b.s7, "c", 310, 90, Some(100)); // queued, gap 10 < 30 µs: kernel wait
+    b.kernel(b.s7, "d", 40_400, 100, Some(200)); // queued, gap 40 µs: other
     let k = &b.report().ranks[0];
     let s = &k.idle_by_stream[0];
     assert_eq!(s.stream, 7);
     assert_eq!(
         (s.host_wait_us, s.kernel_wait_us, s.other_us),
-        (0.1, 0.01, 0.6)
+        (0.1, 0.01, 40.0)
     );
-    assert!((s.total_us - 0.71).abs() < 1e-12);
+    assert!((s.total_us - 40.11).abs() < 1e-9);
 }
 
 #[test]

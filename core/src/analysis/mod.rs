@@ -33,6 +33,7 @@ pub struct AnalysisOptions {
     /// HTA rounding to whole µs: `None` = for Kineto-sourced ranks only.
     pub hta_rounding: Option<bool>,
     /// HTA's consecutive_kernel_delay: gaps below it are "kernel wait".
+    /// HTA's default is 30 in its trace unit, µs for Kineto traces.
     pub consecutive_kernel_delay_ns: i64,
     /// A sync group costing at least this much GPU idle is a warning.
     pub sync_gpu_idle_threshold_us: f64,
@@ -48,7 +49,7 @@ impl Default for AnalysisOptions {
             rank: None,
             steps: None,
             hta_rounding: None,
-            consecutive_kernel_delay_ns: 30,
+            consecutive_kernel_delay_ns: 30_000,
             sync_gpu_idle_threshold_us: 50.0,
             stall_tolerance_ns: 10_000,
             sm_series_max_points: 100_000,
