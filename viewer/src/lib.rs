@@ -12,7 +12,8 @@
 //! Controls (as in Perfetto and Tracy): wheel or W/S zoom around the pointer;
 //! drag, horizontal scroll, A/D or ←/→ pan; ↑/↓ or the wheel over the lane
 //! names scroll; shift-drag or right-drag selects a range (Esc clears);
-//! click selects a slice (a click on an "N kernels" block zooms into it);
+//! click selects a slice (a click on an "N kernels" block zooms into it)
+//! and F zooms to it;
 //! files can be dropped onto the window.
 
 pub mod app;

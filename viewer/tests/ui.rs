@@ -189,6 +189,28 @@ fn keys_zoom_and_pan() {
     h.key_press(egui::Key::S);
     h.run();
     assert!(h.state().timeline.view_dur_ns > d1, "S zooms out");
+    // F zooms to the selection.
+    let sel = {
+        let m = h.state().model.as_ref().expect("trace loaded");
+        let s = (0..m.trace.slices.len())
+            .find(|&i| m.trace.str(m.trace.slices.name[i]) == common::UNIQUE_KERNEL)
+            .expect("the unique kernel");
+        s as u32
+    };
+    h.state_mut().timeline.selected = Some(sel);
+    h.key_press(egui::Key::F);
+    h.run();
+    let app = h.state();
+    let m = app.model.as_ref().expect("trace loaded");
+    let (a, b) = app.timeline.window_ns(&m.index);
+    let (s, e) = (
+        m.trace.slices.start_ns[sel as usize],
+        m.trace.slices.end_ns(sel as usize),
+    );
+    assert!(
+        a <= s && e <= b && (b - a) < 4 * (e - s),
+        "F shows the selection: {a}..{b} vs {s}..{e}"
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Timeline input, as in Perfetto and Tracy: wheel and W/S zoom around the
 //! pointer, drag, horizontal scroll and A/D/←/→ pan, ↑/↓ and wheel over the labels scroll,
 //! shift-drag or right-drag selects a range, click selects a slice (a click
-//! on a folded block zooms into it).
+//! on a folded block zooms into it), F zooms to the selection.
 
 use egui::{Key, PointerButton, Rect, Response, Ui};
 
@@ -75,6 +75,12 @@ pub(super) fn handle(
             }
             if i.key_pressed(Key::ArrowDown) {
                 st.scroll_y += KEY_SCROLL_PT;
+            }
+            if i.key_pressed(Key::F) {
+                if let Some(sel) = st.selected.map(|s| s as usize) {
+                    let sl = &model.trace.slices;
+                    st.zoom_to(index, sl.start_ns[sel], sl.end_ns(sel));
+                }
             }
             if i.key_pressed(Key::Escape) {
                 st.range_ns = None;
