@@ -184,7 +184,7 @@ fn two_ranks_loaded_together_match_hta_per_rank() {
     assert_eq!(sr.len(), 2, "{:?}", r.collectives);
     assert!(sr
         .iter()
-        .all(|c| c.protocol == "SIMPLE" && c.dtype == "int8_t" && c.count <= 10));
+        .all(|c| c.protocol == "SIMPLE" && c.dtype == "i8" && c.count <= 10));
 }
 
 /// HTA's get_idle_time_breakdown (defaults) on its sample traces:

@@ -347,3 +347,58 @@ fn steps_from_repetition() {
         r.steps
     );
 }
+
+#[test]
+fn sizes_from_the_enclosing_record_param_comms() {
+    let mut b = B::new();
+    let op = b.t.intern("record_param_comms");
+    let keys = [
+        "Collective name",
+        "In msg nelems",
+        "Out msg nelems",
+        "Group size",
+        "dtype",
+    ]
+    .map(|s| b.t.intern(s));
+    let (name, bf16) = (b.t.intern("_reduce_scatter_base"), b.t.intern("BFloat16"));
+    let mut rpc = NewSlice::new(b.host, SliceKind::CpuOp, op, 0, 100);
+    rpc.args = vec![
+        (keys[0], ArgValue::Str(name)),
+        (keys[1], ArgValue::Int(4096)),
+        (keys[2], ArgValue::Int(1024)),
+        (keys[3], ArgValue::Int(8)),
+        (keys[4], ArgValue::Str(bf16)),
+    ];
+    b.t.push_slice(rpc);
+    b.kernel(
+        b.s20,
+        "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)",
+        200,
+        1000,
+        Some(10),
+    );
+    // Launched outside any record_param_comms: no size.
+    b.kernel(
+        b.s20,
+        "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(x)",
+        2000,
+        1000,
+        Some(500),
+    );
+    let r = b.report();
+    let rs: Vec<_> = r
+        .collectives
+        .iter()
+        .filter(|c| c.collective == "ReduceScatter")
+        .collect();
+    assert_eq!(rs.len(), 1, "{:?}", r.collectives);
+    let c = rs[0];
+    assert_eq!((c.count, c.sized, c.bytes), (2, 1, Some(8192)));
+    assert_eq!((c.dtype.as_str(), c.reduce_op.as_str()), ("bf16", "Sum"));
+    let alg = c.alg_bw_gbps.unwrap_or(0.0);
+    let bus = c.bus_bw_gbps.unwrap_or(0.0);
+    assert!(
+        (alg - 8.192).abs() < 1e-9 && (bus - 8.192 * 7.0 / 8.0).abs() < 1e-9,
+        "{alg} {bus}"
+    );
+}

@@ -7,7 +7,9 @@
 
 use std::collections::HashMap;
 
-use super::nccl::{bus_factor, canonical_collective, dtype_bytes, parse_kernel_name, NcclInfo};
+use super::nccl::{
+    bus_factor, canonical_collective, canonical_dtype, dtype_bytes, parse_kernel_name, NcclInfo,
+};
 use super::rank::{Ev, IntMap, RankCtx};
 use super::report::CollectiveStats;
 use crate::model::{ArgValue, SliceClass, StrId, Trace, TrackId};
@@ -203,7 +205,7 @@ pub fn stats(t: &Trace, ctx: &RankCtx, events: &[&Ev], names: &NcclNames) -> Vec
                 .map(|c| canonical_collective(&c).map(str::to_string).unwrap_or(c))
                 .unwrap_or_else(|| "unknown".to_string())
         };
-        let dtype = text(dtype_arg).unwrap_or_else(|| parsed.dtype.clone());
+        let dtype = canonical_dtype(&text(dtype_arg).unwrap_or_else(|| parsed.dtype.clone()));
         let key = (
             collective.clone(),
             parsed.algorithm,

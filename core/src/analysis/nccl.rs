@@ -134,6 +134,28 @@ pub fn dtype_bytes(dtype: &str) -> Option<u64> {
     })
 }
 
+/// One spelling per data type ("Float", "float", "f32" -> "f32"), so that
+/// kernel names and record_param_comms arguments group together.
+pub fn canonical_dtype(dtype: &str) -> String {
+    let d = dtype.trim().to_ascii_lowercase();
+    let d = d.trim_start_matches("c10::").trim_start_matches("torch.");
+    let c = match d {
+        "double" | "float64" | "f64" => "f64",
+        "float" | "float32" | "f32" => "f32",
+        "half" | "float16" | "f16" | "__half" => "f16",
+        "bfloat16" | "bf16" | "__nv_bfloat16" => "bf16",
+        "long" | "int64" | "i64" | "int64_t" => "i64",
+        "int" | "int32" | "i32" | "int32_t" => "i32",
+        "uint64" | "u64" | "uint64_t" => "u64",
+        "uint32" | "u32" | "uint32_t" => "u32",
+        "char" | "int8" | "i8" | "int8_t" => "i8",
+        "byte" | "uint8" | "u8" | "uint8_t" => "u8",
+        "bool" => "bool",
+        _ => return dtype.trim().to_string(),
+    };
+    c.to_string()
+}
+
 /// nccl-tests bus bandwidth factor for a collective over `n` ranks.
 pub fn bus_factor(collective: &str, n: u32) -> Option<f64> {
     if n == 0 {
@@ -206,6 +228,10 @@ mod tests {
         assert_eq!(canonical_collective("broadcast"), Some("Broadcast"));
         assert_eq!(canonical_collective("reduce"), Some("Reduce"));
         assert_eq!(dtype_bytes("BFloat16"), Some(2));
+        assert_eq!(canonical_dtype("BFloat16"), "bf16");
+        assert_eq!(canonical_dtype("int8_t"), "i8");
+        assert_eq!(canonical_dtype("Float"), canonical_dtype("float"));
+        assert_eq!(canonical_dtype("fp8_e4m3"), "fp8_e4m3");
         assert_eq!(dtype_bytes("Float"), Some(4));
         assert_eq!(bus_factor("AllReduce", 8), Some(1.75));
         assert_eq!(bus_factor("AllGather", 4), Some(0.75));
