@@ -79,3 +79,83 @@ fn a_bad_capture_range_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("cudaProfilerApi"));
 }
+
+/// Compiles a C file of collector/tests/fake into `dir`; None without cc.
+fn compile(
+    dir: &std::path::Path,
+    src: &str,
+    out: &str,
+    shared: bool,
+) -> Option<std::path::PathBuf> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../collector/tests/fake")
+        .join(src);
+    let target = dir.join(out);
+    let mut cc = Command::new("cc");
+    if shared {
+        cc.args(["-shared", "-fPIC"]);
+    }
+    let ok = cc
+        .arg("-o")
+        .arg(&target)
+        .arg(&src)
+        .arg("-ldl")
+        .status()
+        .ok()?
+        .success();
+    ok.then_some(target)
+}
+
+#[test]
+fn a_traced_program_gets_its_trace_and_a_summary() {
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_streamscope"));
+    if !exe.with_file_name("libstreamscope_collector.so").is_file() {
+        eprintln!("collector not built next to streamscope: skipped");
+        return;
+    }
+    let dir = temp("fake");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (Some(cupti), Some(app)) = (
+        compile(&dir, "fake_cupti.c", "libfakecupti.so", true),
+        compile(&dir, "fake_app.c", "fake_app", false),
+    ) else {
+        eprintln!("no C compiler: skipped");
+        return;
+    };
+    let out_dir = dir.join("traces");
+    let out = Command::new(&exe)
+        .args(["record", "-o"])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(&app)
+        .env("STREAMSCOPE_CUPTI_LIB", &cupti)
+        .env_remove("RANK")
+        .output()
+        .expect("streamscope runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "the program's exit code: {stderr}"
+    );
+    assert!(stderr.contains("1 trace file(s)"), "{stderr}");
+    assert!(
+        stderr.contains("GPU events · overlap"),
+        "summary per process: {stderr}"
+    );
+    let files: Vec<String> = std::fs::read_dir(&out_dir)
+        .expect("out dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        files.len(),
+        1,
+        "only the trace is left (no progress files): {files:?}"
+    );
+    assert!(
+        files[0].starts_with("pid-") && files[0].ends_with(".pftrace"),
+        "{files:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
