@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use streamscope_core::{load::load_paths, SliceKind, Trace, TrackKind};
 
+mod record;
 mod report;
 
 #[derive(Parser)]
@@ -20,6 +21,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a command with the CUPTI collector injected; one trace per CUDA process.
+    Record(record::RecordArgs),
     /// Overlap, exposed communication, idle time, steps, sync stalls and SM occupancy.
     Report(report::ReportArgs),
     /// Open the timeline viewer (the bundled trace when no TRACE is given).
@@ -198,13 +201,15 @@ fn view(args: &ViewArgs) -> Result<()> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Report(a) => report::run(a),
-        Command::View(a) => view(a),
-        Command::Export(a) => export(a),
-        Command::Info(a) => info(a),
+        // record exits with the recorded command's exit code.
+        Command::Record(a) => record::run(a),
+        Command::Report(a) => report::run(a).map(|()| 0),
+        Command::View(a) => view(a).map(|()| 0),
+        Command::Export(a) => export(a).map(|()| 0),
+        Command::Info(a) => info(a).map(|()| 0),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
         Err(e) => {
             eprintln!("streamscope: error: {}", error_line(&e));
             ExitCode::from(2)

@@ -40,9 +40,10 @@ pub fn load_all(paths: &[PathBuf]) -> (Option<Trace>, Vec<FileStatus>) {
     (merged, status)
 }
 
-/// The bundled real trace: the first file (by name) in `traces/` whose name
-/// contains "fsdp" or "torch", under the repo root found from the executable,
-/// from this crate's source folder, or the current directory.
+/// The bundled real trace: in `traces/`, the first entry (by name) whose
+/// name contains "torch", else "fsdp" — a file, or a folder of one run's
+/// rank files — under the repo root found from the executable, from this
+/// crate's source folder, or the current directory.
 pub fn default_trace() -> Option<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
@@ -63,16 +64,14 @@ fn bundled_in(dir: &Path) -> Option<PathBuf> {
     let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file()
-                && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                    let n = n.to_lowercase();
-                    n.contains("fsdp") || n.contains("torch")
-                })
-        })
+        .filter(|p| p.is_file() || p.is_dir())
         .collect();
     names.sort();
-    names.into_iter().next()
+    let has = |p: &PathBuf, word: &str| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.to_lowercase().contains(word))
+    };
+    let torch = names.iter().find(|p| has(p, "torch")).cloned();
+    torch.or_else(|| names.into_iter().find(|p| has(p, "fsdp")))
 }
 
 #[cfg(test)]
@@ -85,10 +84,15 @@ mod tests {
             std::env::temp_dir().join(format!("streamscope-viewer-bundled-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).ok();
-        for n in ["b_torch.json", "a_other.json", "c_fsdp.pftrace"] {
+        for n in ["b_torch.json", "a_other.json", "a_fsdp.pftrace"] {
             std::fs::write(dir.join(n), b"x").ok();
         }
         assert_eq!(bundled_in(&dir), Some(dir.join("b_torch.json")));
+        std::fs::remove_file(dir.join("b_torch.json")).ok();
+        assert_eq!(bundled_in(&dir), Some(dir.join("a_fsdp.pftrace")));
+        // A folder of one run's rank files counts too.
+        std::fs::create_dir_all(dir.join("torch-run")).ok();
+        assert_eq!(bundled_in(&dir), Some(dir.join("torch-run")));
         assert_eq!(bundled_in(&dir.join("missing")), None);
         let _ = std::fs::remove_dir_all(&dir);
     }

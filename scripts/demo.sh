@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The main job on the bundled real trace: build, print the report, open the
+# viewer. With no display, the viewer renders its first frame headless to
+# assets/demo.png instead (installing Xvfb and Mesa if needed).
+# Usage: bash scripts/demo.sh [TRACE...]   (default: the torch FSDP2 trace in traces/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ $# -eq 0 ]; then
+  set -- "$(ls -d traces/*torch* 2>/dev/null | head -1)"
+  [ -n "$1" ] || { echo "no bundled trace in traces/"; exit 2; }
+fi
+cargo build --release -p streamscope
+bin=target/release/streamscope
+echo "== streamscope report $*"
+"$bin" report "$@"
+if [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ]; then
+  echo "== streamscope view $*"
+  exec "$bin" view "$@"
+fi
+echo "== no display: rendering the viewer headless to assets/demo.png"
+pkgs=(xvfb xauth libgl1-mesa-dri libegl1 libxcursor1 libxi6 libxkbcommon-x11-0)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
+chmod 700 "$XDG_RUNTIME_DIR"
+mkdir -p assets
+xvfb-run -a -s "-screen 0 1600x1000x24" "$bin" view --screenshot assets/demo.png --size 1600x1000 "$@"
+echo "wrote assets/demo.png"
