@@ -225,6 +225,7 @@ fn headline_window<'a>(
         let chosen: Vec<u32> = (0..steps.len() as u32)
             .filter(|&k| (a..=b).contains(&steps[k as usize].number))
             .collect();
+        let in_range: Vec<bool> = steps.iter().map(|s| (a..=b).contains(&s.number)).collect();
         if chosen.is_empty() {
             notes.push(format!("rank {}: no step in {a}..{b}", ctx.rank));
         }
@@ -237,7 +238,7 @@ fn headline_window<'a>(
         };
         return (
             w,
-            Box::new(move |e: &Ev| e.step != NONE && chosen.contains(&e.step)),
+            Box::new(move |e: &Ev| in_range.get(e.step as usize).copied().unwrap_or(false)),
         );
     }
     let sl = &t.slices;

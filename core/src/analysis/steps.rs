@@ -104,14 +104,13 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> (Vec<Step>, StepSource) {
 fn outermost(mut v: Vec<Step>, renumber: bool) -> Vec<Step> {
     v.sort_by_key(|s| (s.start_ns, std::cmp::Reverse(s.end_ns)));
     let mut out: Vec<Step> = Vec::with_capacity(v.len());
+    let mut seen: std::collections::HashSet<i64> = Default::default();
     for s in v {
-        if let Some(last) = out.last() {
-            if s.start_ns < last.end_ns
-                || (s.number >= 0 && out.iter().any(|o| o.number == s.number))
-            {
-                continue;
-            }
+        let nested = out.last().is_some_and(|last| s.start_ns < last.end_ns);
+        if nested || (s.number >= 0 && seen.contains(&s.number)) {
+            continue;
         }
+        seen.insert(s.number);
         out.push(s);
     }
     if renumber && out.iter().any(|s| s.number < 0) {

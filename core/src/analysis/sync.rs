@@ -272,22 +272,60 @@ fn refine_with_preceding_copies(
     }
 }
 
-/// Innermost-first NVTX range path around `t_ns` on `track`, step ranges left out.
-fn nvtx_path(t: &Trace, ranges: &[u32], t_ns: i64) -> String {
+/// Outermost-first NVTX range path around each occurrence on its thread
+/// (step ranges left out): one sweep per thread with a stack of open
+/// ranges (ranges of one thread nest).
+fn nvtx_paths(t: &Trace, ctx: &RankCtx, occs: &[Occ]) -> Vec<String> {
     let sl = &t.slices;
-    let k = ranges.partition_point(|&r| sl.start_ns[r as usize] <= t_ns);
-    let mut path: Vec<&str> = Vec::new();
-    for &r in ranges[..k].iter().rev().take(4096) {
-        let i = r as usize;
-        if sl.start_ns[i] + sl.dur_ns[i] >= t_ns {
-            let n = t.str(sl.name[i]);
-            if !is_step_name(n) {
-                path.push(n);
+    let end = |r: u32| sl.start_ns[r as usize] + sl.dur_ns[r as usize];
+    let mut by_track: HashMap<TrackId, (Vec<u32>, Vec<usize>)> = HashMap::new();
+    for (k, o) in occs.iter().enumerate() {
+        by_track
+            .entry(sl.track[o.host as usize])
+            .or_default()
+            .1
+            .push(k);
+    }
+    for &h in &ctx.host {
+        if sl.kind[h as usize] == SliceKind::Range {
+            if let Some(e) = by_track.get_mut(&sl.track[h as usize]) {
+                if !is_step_name(t.str(sl.name[h as usize])) {
+                    e.0.push(h);
+                }
             }
         }
     }
-    path.reverse();
-    path.join(" > ")
+    let mut out = vec![String::new(); occs.len()];
+    for (mut ranges, mut at) in by_track.into_values() {
+        ranges.sort_by_key(|&r| (sl.start_ns[r as usize], std::cmp::Reverse(end(r))));
+        at.sort_by_key(|&k| occs[k].start_ns);
+        let mut stack: Vec<u32> = Vec::new();
+        let mut next = 0usize;
+        for k in at {
+            let t_ns = occs[k].start_ns;
+            while next < ranges.len() && sl.start_ns[ranges[next] as usize] <= t_ns {
+                let r = ranges[next];
+                while stack
+                    .last()
+                    .is_some_and(|&top| end(top) < sl.start_ns[r as usize])
+                {
+                    stack.pop();
+                }
+                stack.push(r);
+                next += 1;
+            }
+            while stack.last().is_some_and(|&top| end(top) < t_ns) {
+                stack.pop();
+            }
+            let names: Vec<&str> = stack
+                .iter()
+                .filter(|&&r| end(r) >= t_ns)
+                .map(|&r| t.str(sl.name[r as usize]))
+                .collect();
+            out[k] = names.join(" > ");
+        }
+    }
+    out
 }
 
 fn group(
@@ -297,7 +335,6 @@ fn group(
     occs: Vec<Occ>,
     opts: &AnalysisOptions,
 ) -> SyncFindings {
-    let sl = &t.slices;
     let busy = union(
         ctx.gpu
             .iter()
@@ -309,18 +346,7 @@ fn group(
             })
             .collect(),
     );
-    let mut ranges: HashMap<TrackId, Vec<u32>> = HashMap::new();
-    let tracks: std::collections::HashSet<TrackId> =
-        occs.iter().map(|o| sl.track[o.host as usize]).collect();
-    for &h in &ctx.host {
-        let tr = sl.track[h as usize];
-        if sl.kind[h as usize] == SliceKind::Range && tracks.contains(&tr) {
-            ranges.entry(tr).or_default().push(h);
-        }
-    }
-    for v in ranges.values_mut() {
-        v.sort_by_key(|&r| sl.start_ns[r as usize]);
-    }
+    let paths = nvtx_paths(t, ctx, &occs);
     let mut per_step = vec![(0u64, 0i64); steps.len()];
     struct Acc {
         g: SyncGroup,
@@ -347,10 +373,7 @@ fn group(
             .arg_string(o.slice as usize, "python")
             .or_else(|| t.arg_string(o.host as usize, "python"))
             .unwrap_or_default();
-        let nvtx = ranges
-            .get(&sl.track[o.host as usize])
-            .map(|r| nvtx_path(t, r, o.start_ns))
-            .unwrap_or_default();
+        let nvtx = paths[k].clone();
         let idle_ns = idle[k];
         let step = step_at(steps, o.start_ns);
         if step != NONE {
