@@ -12,13 +12,15 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
 export NCCL_NVLS_ENABLE=0
 chmod +x "$BIN"/* 2>/dev/null || true
-{
-  echo "== $(date -u) on $(hostname)"
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv 2>&1 || echo "no nvidia-smi"
-} > "$OUT/machine.txt"
 what=${1:-all}
 if [ "$what" = all ] || [ "$what" = fsdp-ref ]; then
-  bash scripts/gpu/fsdp-ref.sh || echo "fsdp-ref.sh failed: $?"
+  # fsdp-ref.sh writes a log per run; only 8 files come back from the
+  # device, so they are joined into one.
+  work=$(mktemp -d)
+  OUT=$work bash scripts/gpu/fsdp-ref.sh > "$work/all.log" 2>&1 || echo "fsdp-ref.sh failed: $?"
+  { cat "$work/all.log"; for f in "$work"/fsdp-ref-*.log "$work"/*.out; do [ -f "$f" ] && { echo "##### $(basename "$f")"; cat "$f"; }; done; } > "$OUT/fsdp-ref.log"
+  cp "$work/fsdp-ref-summary.jsonl" "$OUT/" 2>/dev/null
+  rm -rf "$work"
 fi
 if [ "$what" = all ] || [ "$what" = collector ]; then
   bash scripts/gpu/collector.sh || echo "collector.sh failed: $?"
