@@ -402,3 +402,27 @@ fn sizes_from_the_enclosing_record_param_comms() {
         "{alg} {bus}"
     );
 }
+
+#[test]
+fn repetition_prefers_the_step_over_the_layer_period() {
+    let mut b = B::new();
+    let mut ts = 0;
+    for _step in 0..4 {
+        for name in [
+            "layer_gemm",
+            "layer_act",
+            "layer_gemm",
+            "layer_act",
+            "layer_gemm",
+            "layer_act",
+            "adam",
+        ] {
+            b.kernel(b.s7, name, ts, 50, None);
+            ts += 100;
+        }
+    }
+    let r = b.report();
+    assert_eq!(r.ranks[0].step_source, "repetition");
+    assert_eq!(r.steps.len(), 4, "{:?}", r.steps);
+    assert_eq!(r.steps[1].start_ns, 700);
+}

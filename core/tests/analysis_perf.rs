@@ -37,3 +37,35 @@ fn analyze_ten_million_slices() {
     );
     assert_eq!(r.ranks.len(), 8);
 }
+
+#[test]
+#[ignore = "timing harness: run in release with --ignored --nocapture"]
+fn analyze_ten_million_slices_without_step_markers() {
+    let n: usize = std::env::var("STREAMSCOPE_PERF_SLICES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000_000);
+    let mut t = fsdp_like(&SynthOptions {
+        ranks: 8,
+        target_slices: n,
+        layers: 32,
+        item_sync: true,
+        seed: 7,
+    });
+    // Hide the ProfilerStep ranges: steps must come from the kernel sequence's period.
+    for k in t.slices.kind.iter_mut() {
+        if *k == streamscope_core::SliceKind::Range {
+            *k = streamscope_core::SliceKind::Other;
+        }
+    }
+    let t1 = Instant::now();
+    let r = analyze(&t, &AnalysisOptions::default());
+    println!(
+        "no step markers, {} slices: analyze {:.3} s; step source {}, {} steps",
+        t.slices.len(),
+        t1.elapsed().as_secs_f64(),
+        r.ranks[0].step_source,
+        r.steps.len()
+    );
+    assert_eq!(r.ranks[0].step_source, "repetition");
+}

@@ -121,20 +121,43 @@ fn outermost(mut v: Vec<Step>, renumber: bool) -> Vec<Step> {
     out
 }
 
-/// Steps from the period of the kernel-name sequence of the busiest stream:
-/// the smallest shift at which at least 99% of the names repeat.
+/// Share of sampled positions `i` where `seq[i]` and `seq[i + p]` have the same name.
+fn match_ratio(seq: &[(StrId, i64, i64)], p: usize) -> f64 {
+    const SAMPLES: usize = 20_000;
+    let span = seq.len() - p;
+    if span <= SAMPLES {
+        let same = (0..span).filter(|&i| seq[i].0 == seq[i + p].0).count();
+        return same as f64 / span.max(1) as f64;
+    }
+    // Pseudo-random positions, so no stride can alias with the period.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut same = 0usize;
+    for _ in 0..SAMPLES {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let i = ((x >> 33) as usize) % span;
+        same += (seq[i].0 == seq[i + p].0) as usize;
+    }
+    same as f64 / SAMPLES as f64
+}
+
+/// Steps from the period of the GPU-event name sequence of the busiest
+/// stream. Candidates are the recurrences of the first name; the best
+/// match ratio wins (at least 95%), and among periods matching about as
+/// well (within 0.2 points: multiples of the period do) the smallest.
+/// A workload whose steps differ only in timing (forward and backward
+/// launching the same kernels) can yield sub-step periods.
 fn repetition(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
     let mut per_stream = vec![0usize; ctx.streams.len()];
     for e in &ctx.gpu {
-        if t.slices.kind[e.id as usize] == SliceKind::Kernel {
-            per_stream[e.stream as usize] += 1;
-        }
+        per_stream[e.stream as usize] += 1;
     }
     let main = per_stream.iter().enumerate().max_by_key(|(_, c)| **c)?.0 as u16;
     let seq: Vec<(StrId, i64, i64)> = ctx
         .gpu
         .iter()
-        .filter(|e| e.stream == main && t.slices.kind[e.id as usize] == SliceKind::Kernel)
+        .filter(|e| e.stream == main)
         .map(|e| (t.slices.name[e.id as usize], e.s, e.e))
         .collect();
     let n = seq.len();
@@ -142,20 +165,16 @@ fn repetition(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
         return None;
     }
     let first = seq[0].0;
-    let candidates = (1..=n / 2).filter(|&k| seq[k].0 == first).take(256);
-    let period = candidates.into_iter().find(|&p| {
-        let budget = (n - p) / 100;
-        let mut bad = 0usize;
-        for i in 0..n - p {
-            if seq[i].0 != seq[i + p].0 {
-                bad += 1;
-                if bad > budget {
-                    return false;
-                }
-            }
-        }
-        true
-    })?;
+    let scored: Vec<(usize, f64)> = (1..=n / 2)
+        .filter(|&k| seq[k].0 == first)
+        .take(256)
+        .map(|p| (p, match_ratio(&seq, p)))
+        .collect();
+    let best = scored.iter().map(|c| c.1).fold(0.0f64, f64::max);
+    if best < 0.95 {
+        return None;
+    }
+    let period = scored.iter().find(|c| c.1 >= best - 0.002)?.0;
     let count = n / period;
     if count < 2 {
         return None;
