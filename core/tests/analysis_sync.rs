@@ -226,7 +226,7 @@ fn patterns_call_sites_and_costs() {
     assert_eq!(by("event-sync").len(), 1);
     // No steps: only the call site that repeats (the device sync) warns; the
     // item-like sync's 5 µs stay under the 50 µs threshold.
-    assert_eq!(r.sync_warnings.len(), 1, "{:?}", r.sync_warnings);
+    assert_eq!(r.sync_warnings.len(), 1, "{:?}", syncs);
     assert_eq!(r.sync_warnings[0].pattern, "device-sync");
     assert_eq!(
         r.sync_warnings[0].warning.as_deref(),
@@ -270,4 +270,34 @@ fn one_idle_gap_is_never_charged_twice() {
         "200 -> 400, where the next sync takes over"
     );
     assert_eq!(idle("event-sync"), Some(0.6), "400 -> 1000");
+}
+
+#[test]
+fn kineto_python_stack_gives_the_call_site() {
+    let mut b = B::new();
+    for (name, s, d) in [
+        ("train.py(42): step", 0, 10_000),
+        ("aten::item", 100, 2_000),
+        ("aten::_local_scalar_dense", 150, 1_900),
+    ] {
+        let n = b.t.intern(name);
+        b.t.push_slice(NewSlice::new(b.host, SliceKind::CpuOp, n, s, d));
+    }
+    let (_, c) = b.api("cudaMemcpyAsync", 200, 50, None);
+    b.gpu(
+        SliceKind::Memcpy,
+        "Memcpy DtoH (Device -> Pageable)",
+        300,
+        5,
+        c,
+        d2h(4),
+    );
+    b.api("cudaStreamSynchronize", 260, 100, None);
+    let r = analyze(&b.t, &AnalysisOptions::default());
+    let g = &r.ranks[0].syncs;
+    assert_eq!(g.len(), 1, "{g:?}");
+    assert_eq!(g[0].pattern, "item-like");
+    assert_eq!(g[0].python, "train.py:42 (step)");
+    assert_eq!(g[0].where_, "train.py:42 (step)");
+    assert_eq!(g[0].op, "aten::_local_scalar_dense");
 }

@@ -289,6 +289,8 @@ pub struct SyncGroup {
     pub nvtx: String,
     /// Python location ("" when the trace has none).
     pub python: String,
+    /// Innermost enclosing CPU operator of the first occurrence (aten::item, ...), "" when none.
+    pub op: String,
     pub count: u64,
     /// Steps (of the rank's step list) it occurs in.
     pub steps_with: u64,

@@ -147,7 +147,8 @@ fn match_ratio(seq: &[(StrId, i64, i64)], p: usize) -> f64 {
 /// match ratio wins (at least 95%), and among periods matching about as
 /// well (within 0.2 points: multiples of the period do) the smallest.
 /// A workload whose steps differ only in timing (forward and backward
-/// launching the same kernels) can yield sub-step periods.
+/// launching the same kernels) can yield sub-step periods. Fewer than 3
+/// repetitions are not taken as steps.
 fn repetition(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
     let mut per_stream = vec![0usize; ctx.streams.len()];
     for e in &ctx.gpu {
@@ -176,7 +177,7 @@ fn repetition(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
     }
     let period = scored.iter().find(|c| c.1 >= best - 0.002)?.0;
     let count = n / period;
-    if count < 2 {
+    if count < 3 {
         return None;
     }
     let steps = (0..count)

@@ -272,10 +272,10 @@ fn refine_with_preceding_copies(
     }
 }
 
-/// Outermost-first NVTX range path around each occurrence on its thread
-/// (step ranges left out): one sweep per thread with a stack of open
-/// ranges (ranges of one thread nest).
-fn nvtx_paths(t: &Trace, ctx: &RankCtx, occs: &[Occ]) -> Vec<String> {
+/// For each occurrence, the slices of `kind` open around its start on its
+/// thread, outermost first: one sweep per thread with a stack (slices of
+/// one thread nest).
+fn enclosing(t: &Trace, ctx: &RankCtx, occs: &[Occ], kind: SliceKind) -> Vec<Vec<u32>> {
     let sl = &t.slices;
     let end = |r: u32| sl.start_ns[r as usize] + sl.dur_ns[r as usize];
     let mut by_track: HashMap<TrackId, (Vec<u32>, Vec<usize>)> = HashMap::new();
@@ -287,15 +287,13 @@ fn nvtx_paths(t: &Trace, ctx: &RankCtx, occs: &[Occ]) -> Vec<String> {
             .push(k);
     }
     for &h in &ctx.host {
-        if sl.kind[h as usize] == SliceKind::Range {
+        if sl.kind[h as usize] == kind {
             if let Some(e) = by_track.get_mut(&sl.track[h as usize]) {
-                if !is_step_name(t.str(sl.name[h as usize])) {
-                    e.0.push(h);
-                }
+                e.0.push(h);
             }
         }
     }
-    let mut out = vec![String::new(); occs.len()];
+    let mut out = vec![Vec::new(); occs.len()];
     for (mut ranges, mut at) in by_track.into_values() {
         ranges.sort_by_key(|&r| (sl.start_ns[r as usize], std::cmp::Reverse(end(r))));
         at.sort_by_key(|&k| occs[k].start_ns);
@@ -317,15 +315,22 @@ fn nvtx_paths(t: &Trace, ctx: &RankCtx, occs: &[Occ]) -> Vec<String> {
             while stack.last().is_some_and(|&top| end(top) < t_ns) {
                 stack.pop();
             }
-            let names: Vec<&str> = stack
+            out[k] = stack
                 .iter()
-                .filter(|&&r| end(r) >= t_ns)
-                .map(|&r| t.str(sl.name[r as usize]))
+                .copied()
+                .filter(|&r| end(r) >= t_ns && r != occs[k].host)
                 .collect();
-            out[k] = names.join(" > ");
         }
     }
     out
+}
+
+/// "train.py:42 (step)" from a Kineto python_function name "train.py(42): step".
+pub fn python_location(name: &str) -> Option<String> {
+    let (head, func) = name.split_once("): ")?;
+    let (file, line) = head.rsplit_once('(')?;
+    line.parse::<u32>().ok()?;
+    (!file.is_empty()).then(|| format!("{file}:{line} ({func})"))
 }
 
 fn group(
@@ -346,7 +351,9 @@ fn group(
             })
             .collect(),
     );
-    let paths = nvtx_paths(t, ctx, &occs);
+    let sl = &t.slices;
+    let ranges = enclosing(t, ctx, &occs, SliceKind::Range);
+    let ops = enclosing(t, ctx, &occs, SliceKind::CpuOp);
     let mut per_step = vec![(0u64, 0i64); steps.len()];
     struct Acc {
         g: SyncGroup,
@@ -369,11 +376,31 @@ fn group(
         }
     }
     for (k, o) in occs.iter().enumerate() {
+        // Python location: the collector's arg, else the innermost Kineto
+        // python_function around the call.
         let python = t
             .arg_string(o.slice as usize, "python")
             .or_else(|| t.arg_string(o.host as usize, "python"))
+            .or_else(|| {
+                ops[k]
+                    .iter()
+                    .rev()
+                    .find_map(|&r| python_location(t.str(sl.name[r as usize])))
+            })
             .unwrap_or_default();
-        let nvtx = paths[k].clone();
+        let nvtx = ranges[k]
+            .iter()
+            .map(|&r| t.str(sl.name[r as usize]))
+            .filter(|n| !is_step_name(n))
+            .collect::<Vec<_>>()
+            .join(" > ");
+        let op = ops[k]
+            .iter()
+            .rev()
+            .map(|&r| t.str(sl.name[r as usize]))
+            .find(|n| python_location(n).is_none())
+            .unwrap_or("")
+            .to_string();
         let idle_ns = idle[k];
         let step = step_at(steps, o.start_ns);
         if step != NONE {
@@ -396,6 +423,7 @@ fn group(
                 },
                 nvtx,
                 python,
+                op,
                 start_ns: o.start_ns,
                 end_ns: o.end_ns,
                 ..Default::default()
@@ -450,5 +478,24 @@ fn group(
     SyncFindings {
         groups: out,
         per_step,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kineto_python_function_names() {
+        assert_eq!(
+            python_location("train.py(42): step").as_deref(),
+            Some("train.py:42 (step)")
+        );
+        assert_eq!(
+            python_location("/a/b(c)/m.py(7): <module>").as_deref(),
+            Some("/a/b(c)/m.py:7 (<module>)")
+        );
+        assert_eq!(python_location("aten::item"), None);
+        assert_eq!(python_location("nn.Module: Linear_0"), None);
     }
 }
