@@ -426,3 +426,24 @@ fn repetition_prefers_the_step_over_the_layer_period() {
     assert_eq!(r.steps.len(), 4, "{:?}", r.steps);
     assert_eq!(r.steps[1].start_ns, 700);
 }
+
+#[test]
+fn prefetch_exactly_on_time_is_late_when_compute_waited() {
+    let mut b = B::new();
+    b.kernel(b.s7, "gemm", 0, 100, Some(0));
+    b.kernel(b.s20, AG, 50, 150, Some(1)); // ends at 200
+    b.kernel(b.s7, "gemm", 200, 100, Some(2)); // starts at its end: compute had waited since 100
+    b.kernel(b.s20, AG, 250, 50, Some(3)); // ends at 300 while compute runs until 300...
+    b.kernel(b.s7, "gemm", 300, 100, Some(4)); // ...and goes on back to back: not waiting
+    let k = &b.report().ranks[0];
+    assert_eq!(k.prefetch.all_gathers, 2);
+    assert_eq!(k.prefetch.late, 1);
+    assert_eq!(
+        k.prefetch
+            .per_all_gather
+            .iter()
+            .map(|p| p.1)
+            .collect::<Vec<_>>(),
+        vec![0.0, 0.0]
+    );
+}

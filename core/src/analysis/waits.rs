@@ -131,7 +131,7 @@ pub fn comm_stalls(
 }
 
 /// For each all-gather: the start of the next compute kernel on its device
-/// after it ends, minus its end. Late when compute was idle at its end and
+/// after it ends, minus its end. Late when compute was idle just before its end and
 /// the next compute kernel started within `tolerance_ns`.
 pub fn prefetch_slack(
     ctx: &RankCtx,
@@ -163,7 +163,7 @@ pub fn prefetch_slack(
             continue;
         }
         let slack_ns = next - e.e;
-        if slack_ns <= tolerance_ns && !contains(compute_union, e.e) {
+        if slack_ns <= tolerance_ns && !contains(compute_union, e.e - 1) {
             out.late += 1;
         }
         let slack = slack_ns as f64 / 1000.0;
