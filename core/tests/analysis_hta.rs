@@ -187,11 +187,14 @@ fn two_ranks_loaded_together_match_hta_per_rank() {
         .all(|c| c.protocol == "SIMPLE" && c.dtype == "i8" && c.count <= 10));
 }
 
+/// (stream, host wait µs, kernel wait µs, other µs).
+type StreamIdleRow = (u32, f64, f64, f64);
+
 /// HTA's get_idle_time_breakdown (defaults) on its sample traces:
 /// (stream, host wait, kernel wait, other) in µs.
 #[test]
 fn idle_breakdown_per_stream_matches_hta() {
-    let cases: [(&str, &[(u32, f64, f64, f64)]); 3] = [
+    let cases: [(&str, &[StreamIdleRow]); 3] = [
         (
             "nccl_parser_config/nccl_data.json.gz",
             &[(7, 357247.0, 2155.0, 0.0), (40, 381499.0, 0.0, 0.0)],
