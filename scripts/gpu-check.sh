@@ -2,7 +2,7 @@
 # Every GPU step of the project, in one script for the lent GPU machine
 # (see docs/GPU.md). Builds nothing: run scripts/build-carry.sh here first,
 # then on the device, from the repo root, with .carry carried:
-#   OUT=$OUT bash scripts/gpu-check.sh [fsdp-ref|collector|all]
+#   OUT=$OUT bash scripts/gpu-check.sh [fsdp-ref|collector|all|traces]
 # Logs and traces land under $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -24,5 +24,8 @@ if [ "$what" = all ] || [ "$what" = fsdp-ref ]; then
 fi
 if [ "$what" = all ] || [ "$what" = collector ]; then
   bash scripts/gpu/collector.sh || echo "collector.sh failed: $?"
+fi
+if [ "$what" = traces ]; then
+  bash scripts/gpu/traces.sh || echo "traces.sh failed: $?"
 fi
 ls -la "$OUT"
