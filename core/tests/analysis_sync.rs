@@ -197,6 +197,15 @@ fn patterns_call_sites_and_costs() {
     let mut s = NewSlice::new(b.s7, SliceKind::Sync, n, 40_000, 50);
     s.correlation = c;
     b.t.push_slice(s);
+    // cudaEventQuery polls: CUPTI reports it as an "Event Sync" too, but the host does not block.
+    let (_, c) = b.api("cudaEventQuery", 50_000, 5, None);
+    let n = b.t.intern("Event Sync");
+    let mut q = NewSlice::new(b.s7, SliceKind::Sync, n, 50_000, 5);
+    q.correlation = c;
+    b.t.push_slice(q);
+    // A CUPTI stream sync record without its API call (API capture off) counts.
+    let n = b.t.intern("Stream Sync");
+    b.t.push_slice(NewSlice::new(b.s7, SliceKind::Sync, n, 60_000, 40));
     let r = analyze(&b.t, &AnalysisOptions::default());
     let syncs = &r.ranks[0].syncs;
     let by = |p: &str| syncs.iter().filter(|g| g.pattern == p).collect::<Vec<_>>();
@@ -223,7 +232,17 @@ fn patterns_call_sites_and_costs() {
         2,
         "Context Sync deduplicated: {syncs:?}"
     );
-    assert_eq!(by("event-sync").len(), 1);
+    assert_eq!(
+        by("event-sync").len(),
+        1,
+        "cudaEventQuery is not a sync: {syncs:?}"
+    );
+    let lone = by("stream-sync");
+    assert_eq!(
+        (lone.len(), lone[0].api.as_str()),
+        (1, "Stream Sync"),
+        "{syncs:?}"
+    );
     // No steps: only the call site that repeats (the device sync) warns; the
     // item-like sync's 5 µs stay under the 50 µs threshold.
     assert_eq!(r.sync_warnings.len(), 1, "{:?}", syncs);
@@ -297,7 +316,10 @@ fn kineto_python_stack_gives_the_call_site() {
     let g = &r.ranks[0].syncs;
     assert_eq!(g.len(), 1, "{g:?}");
     assert_eq!(g[0].pattern, "item-like");
-    assert_eq!(g[0].python, "train.py:42 (step)");
+    assert_eq!(
+        g[0].python, "train.py:42 (step)",
+        "the user's frame, not torch's"
+    );
     assert_eq!(g[0].where_, "train.py:42 (step)");
     assert_eq!(g[0].op, "aten::_local_scalar_dense");
 }

@@ -164,12 +164,17 @@ pub fn find(t: &Trace, ctx: &RankCtx, steps: &[Step], opts: &AnalysisOptions) ->
             continue;
         };
         let launch = ctx.corr.get(sl.correlation[i]).filter(|&l| l != h);
-        let explained = launch.is_some_and(|l| {
-            let ln = t.str(sl.name[l as usize]);
-            api_pattern(ln).is_some() || is_sync_memcpy_api(ln)
-        });
+        // With its API call in the trace, the call decides: a blocking sync
+        // API was counted above, and anything else (cudaEventQuery, which
+        // CUPTI also reports as an event synchronization, cudaStreamQuery,
+        // cudaStreamWaitEvent) does not block the host.
+        if launch
+            .is_some_and(|l| matches!(sl.kind[l as usize], SliceKind::Runtime | SliceKind::Driver))
+        {
+            continue;
+        }
         let mid = sl.start_ns[i] + sl.dur_ns[i] / 2;
-        if explained || super::intervals::contains(&api_union, mid) {
+        if super::intervals::contains(&api_union, mid) {
             continue;
         }
         occs.push(Occ {
@@ -325,6 +330,14 @@ fn enclosing(t: &Trace, ctx: &RankCtx, occs: &[Occ], kind: SliceKind) -> Vec<Vec
     out
 }
 
+/// A frame of PyTorch or an installed package rather than of the program.
+fn is_library_frame(location: &str) -> bool {
+    location.contains("site-packages/")
+        || location.contains("dist-packages/")
+        || location.starts_with("torch/")
+        || location.contains("/torch/")
+}
+
 /// "train.py:42 (step)" from a Kineto python_function name "train.py(42): step".
 pub fn python_location(name: &str) -> Option<String> {
     let (head, func) = name.split_once("): ")?;
@@ -377,15 +390,18 @@ fn group(
     }
     for (k, o) in occs.iter().enumerate() {
         // Python location: the collector's arg, else the innermost Kineto
-        // python_function around the call.
+        // python_function around the call (the innermost frame of user
+        // code, else the innermost frame).
         let python = t
             .arg_string(o.slice as usize, "python")
             .or_else(|| t.arg_string(o.host as usize, "python"))
             .or_else(|| {
-                ops[k]
+                let frames: Vec<String> = ops[k]
                     .iter()
-                    .rev()
-                    .find_map(|&r| python_location(t.str(sl.name[r as usize])))
+                    .filter_map(|&r| python_location(t.str(sl.name[r as usize])))
+                    .collect();
+                let user = frames.iter().rev().find(|f| !is_library_frame(f));
+                user.or(frames.last()).cloned()
             })
             .unwrap_or_default();
         let nvtx = ranges[k]
