@@ -325,6 +325,12 @@ fn nvtx_step_ranges() {
         vec![0, 1, 2]
     );
     assert!(r.steps.iter().all(|s| s.breakdown.compute_us == 0.2));
+    // Per-step idle categories: the gap before each step's only kernel is
+    // outside the step's own work, so each step's stream shows no idle.
+    assert!(r
+        .steps
+        .iter()
+        .all(|s| s.idle_by_stream.len() == 1 && s.idle_by_stream[0].total_us == 0.0));
 }
 
 #[test]

@@ -40,6 +40,15 @@ fn planted_item_syncs_are_all_found() {
         .is_some_and(|s| s.contains("steady-state"))));
     let steps_per_rank = r.steps.iter().filter(|s| s.rank == 0).count();
     assert!(r.steps.iter().all(|s| s.syncs == 1), "one sync per step");
+    // The generator's forward waits on each all-gather: per step, the first one is late.
+    assert!(
+        r.steps
+            .iter()
+            .all(|s| s.prefetch.all_gathers == 8 && s.prefetch.late >= 1),
+        "{:?}",
+        r.steps[0].prefetch
+    );
+    assert!(r.steps.iter().all(|s| s.idle_by_stream.len() == 2));
     assert_eq!(
         r.sync_warnings[0].per_step,
         Some(1.0),

@@ -112,6 +112,7 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
             source,
             &all,
             &found.per_step,
+            &|id| nccl.is_all_gather(trace, id),
             opts,
         ));
         let syncs = found.groups;
@@ -310,6 +311,7 @@ fn step_rows(
     source: StepSource,
     all: &[&Ev],
     syncs_per_step: &[(u64, i64)],
+    is_all_gather: &dyn Fn(u32) -> bool,
     opts: &AnalysisOptions,
 ) -> Vec<StepReport> {
     if steps.is_empty() {
@@ -332,18 +334,36 @@ fn step_rows(
     steps
         .iter()
         .enumerate()
-        .map(|(k, s)| StepReport {
-            rank: ctx.rank,
-            step: s.number,
-            name: s.name.clone(),
-            source: source.name().to_string(),
-            start_ns: s.start_ns,
-            end_ns: s.end_ns,
-            duration_us: (s.end_ns - s.start_ns) as f64 / 1000.0,
-            breakdown: Unions::of(buckets[k].iter().copied()).breakdown(),
-            comm_stall_us: stall_ns[k] as f64 / 1000.0,
-            syncs: syncs_per_step.get(k).map_or(0, |p| p.0),
-            sync_host_blocked_us: syncs_per_step.get(k).map_or(0, |p| p.1) as f64 / 1000.0,
+        .map(|(k, s)| {
+            let unions = Unions::of(buckets[k].iter().copied());
+            let mut prefetch = waits::prefetch_slack(
+                ctx,
+                &buckets[k],
+                &unions.compute,
+                is_all_gather,
+                opts.stall_tolerance_ns,
+            );
+            prefetch.per_all_gather = Vec::new(); // kept once, at rank level
+            StepReport {
+                rank: ctx.rank,
+                step: s.number,
+                name: s.name.clone(),
+                source: source.name().to_string(),
+                start_ns: s.start_ns,
+                end_ns: s.end_ns,
+                duration_us: (s.end_ns - s.start_ns) as f64 / 1000.0,
+                breakdown: unions.breakdown(),
+                idle_by_stream: waits::idle_by_stream(
+                    t,
+                    ctx,
+                    &buckets[k],
+                    opts.consecutive_kernel_delay_ns,
+                ),
+                prefetch,
+                comm_stall_us: stall_ns[k] as f64 / 1000.0,
+                syncs: syncs_per_step.get(k).map_or(0, |p| p.0),
+                sync_host_blocked_us: syncs_per_step.get(k).map_or(0, |p| p.1) as f64 / 1000.0,
+            }
         })
         .collect()
 }

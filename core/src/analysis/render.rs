@@ -85,6 +85,7 @@ fn tables(r: &Report) -> Vec<Table> {
                 "comm us",
                 "idle %",
                 "comm stall us",
+                "late prefetches",
                 "syncs",
             ],
             rows: r
@@ -103,6 +104,7 @@ fn tables(r: &Report) -> Vec<Table> {
                         f1(b.comm_us),
                         pct(b.idle_pct),
                         f1(s.comm_stall_us),
+                        s.prefetch.late.to_string(),
                         s.syncs.to_string(),
                     ]
                 })

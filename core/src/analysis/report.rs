@@ -196,6 +196,11 @@ pub struct StepReport {
     pub duration_us: f64,
     /// GPU work launched in the step (by correlation), or starting in it.
     pub breakdown: Breakdown,
+    /// HTA idle categories per stream over the step's GPU work.
+    pub idle_by_stream: Vec<StreamIdle>,
+    /// All-gather prefetch slack over the step's GPU work (summary only:
+    /// `per_all_gather` is empty here, it is in the rank's entry).
+    pub prefetch: PrefetchSlack,
     pub comm_stall_us: f64,
     pub syncs: u64,
     pub sync_host_blocked_us: f64,
