@@ -113,6 +113,56 @@ fn display_paths(p: &[PathBuf]) -> String {
 mod tests {
     use super::*;
 
+    fn args(format: Format) -> ReportArgs {
+        let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/peer-traces/hta/tests/data/nccl_parser_config/nccl_data.json.gz");
+        ReportArgs {
+            traces: vec![trace],
+            format,
+            rank: None,
+            steps: None,
+            sync_idle_threshold_us: 50.0,
+            kernel_wait_us: 30.0,
+        }
+    }
+
+    #[test]
+    fn renders_each_format() -> anyhow::Result<()> {
+        let json: serde_json::Value = serde_json::from_str(&render_report(&args(Format::Json))?)?;
+        assert_eq!(json["ranks"][0]["rank"], 0);
+        assert!(json["ranks"][0]["overlap_pct"].as_f64().is_some());
+        let text = render_report(&args(Format::Text))?;
+        assert!(text.starts_with("streamscope report: 1 rank(s)"), "{text}");
+        let md = render_report(&args(Format::Markdown))?;
+        assert!(md.starts_with("## streamscope report"), "{md}");
+        let steps = ReportArgs {
+            steps: Some((5, 5)),
+            ..args(Format::Json)
+        };
+        let json: serde_json::Value = serde_json::from_str(&render_report(&steps)?)?;
+        assert_eq!(json["ranks"][0]["window"]["rule"], "selected_steps");
+        assert_eq!(json["ranks"][0]["window"]["steps"][0], 5);
+        Ok(())
+    }
+
+    #[test]
+    fn missing_rank_and_bad_threshold_are_errors() {
+        let missing = ReportArgs {
+            rank: Some(9),
+            ..args(Format::Text)
+        };
+        let err = render_report(&missing)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("rank 9"), "{err}");
+        let bad = ReportArgs {
+            sync_idle_threshold_us: -1.0,
+            ..args(Format::Text)
+        };
+        assert!(render_report(&bad).is_err());
+    }
+
     #[test]
     fn step_ranges() {
         assert_eq!(parse_steps("4..6"), Ok((4, 6)));
