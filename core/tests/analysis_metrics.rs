@@ -453,3 +453,23 @@ fn prefetch_exactly_on_time_is_late_when_compute_waited() {
         vec![0.0, 0.0]
     );
 }
+
+#[test]
+fn empty_trace_and_gpu_work_off_stream_tracks() {
+    let r = analyze(&Trace::new(), &AnalysisOptions::default());
+    assert!(r.ranks.is_empty() && r.steps.is_empty());
+    assert!(render::text(&r).starts_with("streamscope report: 0 rank(s)"));
+    assert!(render::markdown(&r).contains("| rank |"));
+    // A foreign trace: kernels on an "Other" track still count.
+    let mut t = Trace::new();
+    let p = t.add_process(Process::default());
+    let tr = t.add_track(p, None, TrackKind::Other, "gpu?");
+    let n = t.intern("gemm");
+    let mut k = NewSlice::new(tr, SliceKind::Kernel, n, 0, 1000);
+    k.class = SliceClass::Compute;
+    t.push_slice(k);
+    let r = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(r.ranks[0].compute_us, 1.0);
+    assert_eq!(r.ranks[0].idle_by_stream.len(), 1);
+    assert!(r.occupancy.is_empty(), "no device record");
+}
