@@ -358,7 +358,9 @@ mod tests {
 
     #[test]
     fn hopper_rules() {
-        let h = arch_limits(9, 0).unwrap_or(arch_limits(7, 0).unwrap_or_else(|| panic!("table")));
+        let Some(h) = arch_limits(9, 0) else {
+            panic!("no Hopper limits in the table")
+        };
         // 256 threads, 32 regs: 8 warps/block; warps limit 8 blocks; regs 65536/(32*32*8) = 8.
         let o = occupancy(&lc(256, 32, 0), &h);
         assert_eq!((o.blocks_per_sm, o.occupancy_pct), (8, 100.0));
@@ -373,6 +375,38 @@ mod tests {
         let o = occupancy(&lc(32, 16, 0), &h);
         assert_eq!((o.blocks_per_sm, o.limiter), (32, "blocks"));
         assert_eq!(o.occupancy_pct, 50.0);
+    }
+
+    #[test]
+    fn per_arch_tables_and_device_overrides() {
+        let Some(a86) = arch_limits(8, 6) else {
+            panic!("8.6")
+        };
+        // 48 warps/SM: 6 blocks of 8 warps, full occupancy.
+        let o = occupancy(&lc(256, 32, 0), &a86);
+        assert_eq!((o.blocks_per_sm, o.occupancy_pct), (6, 100.0));
+        let Some(a75) = arch_limits(7, 5) else {
+            panic!("7.5")
+        };
+        assert_eq!(occupancy(&lc(256, 32, 0), &a75).blocks_per_sm, 4);
+        // Volta reserves no shared memory per block: 48 KB blocks fit twice in 96 KB.
+        let Some(a70) = arch_limits(7, 0) else {
+            panic!("7.0")
+        };
+        assert_eq!(occupancy(&lc(128, 0, 48 * 1024), &a70).blocks_per_sm, 2);
+        assert_eq!(arch_limits(6, 1), None);
+        // The device record wins where it has a value.
+        let d = Device {
+            compute_major: 9,
+            compute_minor: 0,
+            max_threads_per_sm: 1024,
+            ..Default::default()
+        };
+        let Some(l) = device_limits(&d) else {
+            panic!("9.0")
+        };
+        assert_eq!(l.max_warps, 32);
+        assert_eq!(l.smem_bytes, 228 * 1024);
     }
 
     #[test]
