@@ -304,6 +304,8 @@ pub fn step_list(v: &[i64]) -> String {
     }
 }
 
+/// One row per step: the metrics over the GPU work each step launched.
+#[allow(clippy::too_many_arguments)]
 fn step_rows(
     t: &Trace,
     ctx: &RankCtx,
