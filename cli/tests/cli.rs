@@ -1,0 +1,133 @@
+//! The `streamscope` binary end to end: export, info and report on real
+//! traces, and bad input (one error line naming the file, exit code 2).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_streamscope"))
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn peer(rel: &str) -> PathBuf {
+    repo().join("../shared/peer-traces/hta/tests/data").join(rel)
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("streamscope-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d.join(name)
+}
+
+fn run(cmd: &mut Command) -> (Output, String, String) {
+    let out = cmd.output().expect("runs");
+    let so = String::from_utf8_lossy(&out.stdout).into_owned();
+    let se = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out, so, se)
+}
+
+fn kernel_count(info: &str) -> usize {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("kernel").map(|n| n.trim().parse().unwrap_or(0)))
+        .unwrap_or(0)
+}
+
+#[test]
+fn export_kineto_to_perfetto_keeps_kernel_counts() {
+    let src = peer("nccl_parser_config/nccl_data.json.gz");
+    let out = tmp("nccl.pftrace");
+    let (o, _, se) = run(bin().args(["export"]).arg(&src).args(["--to", "perfetto", "-o"]).arg(&out));
+    assert!(o.status.success(), "{se}");
+    let (_, from_kineto, _) = run(bin().arg("info").arg(&src));
+    let (o, from_pftrace, se) = run(bin().arg("info").arg(&out));
+    assert!(o.status.success(), "{se}");
+    assert_eq!(kernel_count(&from_kineto), 2700, "{from_kineto}");
+    assert_eq!(kernel_count(&from_pftrace), kernel_count(&from_kineto));
+    assert!(from_pftrace.contains("stream 40"), "{from_pftrace}");
+}
+
+#[test]
+fn export_chrome_json_is_json() {
+    let out = tmp("fsdp.json");
+    let src = repo().join("traces/fsdp-ref-overlap-h200x2");
+    let (o, _, se) = run(bin().args(["export"]).arg(&src).args(["--to", "chrome-json", "-o"]).arg(&out));
+    assert!(o.status.success(), "{se}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("valid JSON");
+    assert!(v["traceEvents"].as_array().is_some_and(|a| a.len() > 1000));
+}
+
+#[test]
+fn report_json_on_the_bundled_fsdp_ref_traces() {
+    let overlap = repo().join("traces/fsdp-ref-overlap-h200x2");
+    let serial = repo().join("traces/fsdp-ref-serial-h200x2");
+    let json = |dir: &Path| -> serde_json::Value {
+        let (o, so, se) = run(bin().arg("report").arg(dir).args(["--format", "json"]));
+        assert!(o.status.success(), "{se}");
+        serde_json::from_str(&so).expect("report JSON")
+    };
+    let (o, s) = (json(&overlap), json(&serial));
+    for r in o["ranks"].as_array().expect("ranks") {
+        // Prefetched all-gathers and overlapped reduce-scatters hide most communication.
+        assert!(r["overlap_pct"].as_f64().expect("overlap") > 50.0, "{r}");
+    }
+    for r in s["ranks"].as_array().expect("ranks") {
+        // One stream: nothing can overlap.
+        assert!(r["overlap_pct"].as_f64().expect("overlap") < 1.0, "{r}");
+    }
+    assert_eq!(o["dropped_records"], 0);
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_code_2() {
+    let not_trace = tmp("notes.txt");
+    std::fs::write(&not_trace, "just some notes\n").expect("write");
+    let empty_dir = tmp("empty-dir");
+    std::fs::create_dir_all(&empty_dir).expect("dir");
+    let truncated_json = tmp("cut.json");
+    std::fs::write(&truncated_json, b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1").expect("write");
+    for (args, needle) in [
+        (vec!["info".into(), not_trace.display().to_string()], "notes.txt"),
+        (vec!["info".into(), empty_dir.display().to_string()], "empty-dir"),
+        (vec!["report".into(), truncated_json.display().to_string()], "cut.json"),
+        (vec!["info".into(), "/no/such/trace.pftrace".into()], "/no/such/trace.pftrace"),
+        (
+            vec![
+                "export".into(),
+                repo().join("traces/fsdp-ref-serial-h200x2").display().to_string(),
+                "--to".into(),
+                "perfetto".into(),
+                "-o".into(),
+                "/no/such/dir/out.pftrace".into(),
+            ],
+            "/no/such/dir/out.pftrace",
+        ),
+    ] {
+        let (o, _, se) = run(bin().args(&args));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {se}");
+        let lines: Vec<&str> = se.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {se}");
+        assert!(lines[0].starts_with("streamscope: error: ") && lines[0].contains(needle), "{se}");
+        assert!(!se.contains("panicked"), "{se}");
+    }
+}
+
+#[test]
+fn truncated_pftrace_loads_with_a_warning() {
+    let src = repo().join("traces/fsdp-ref-overlap-h200x2/rank-0.pftrace");
+    let bytes = std::fs::read(&src).expect("read");
+    let cut = tmp("cut.pftrace");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
+    let (o, so, se) = run(bin().arg("info").arg(&cut));
+    assert!(o.status.success(), "{se}");
+    assert!(se.contains("truncated at byte"), "{se}");
+    let slices: usize = so
+        .split_whitespace()
+        .skip_while(|w| *w != "slices:")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(slices > 1000, "{so}");
+}
