@@ -238,6 +238,11 @@ fn refine_with_preceding_copies(
     let sl = &t.slices;
     let mut launches: HashMap<TrackId, Vec<(i64, u32)>> = HashMap::new();
     for &(c, l) in d2h {
+        // A pageable copy blocks the host in its own launch call: a later
+        // sync does not wait for it, and the copy is its own occurrence.
+        if t.copy_of(c as usize).is_some_and(|ci| ci.pageable) {
+            continue;
+        }
         if l != NONE && !consumed.contains_key(&c) {
             launches
                 .entry(sl.track[l as usize])
