@@ -238,9 +238,12 @@ fn refine_with_preceding_copies(
     let sl = &t.slices;
     let mut launches: HashMap<TrackId, Vec<(i64, u32)>> = HashMap::new();
     for &(c, l) in d2h {
-        // A pageable copy blocks the host in its own launch call: a later
-        // sync does not wait for it, and the copy is its own occurrence.
-        if t.copy_of(c as usize).is_some_and(|ci| ci.pageable) {
+        // A copy whose launch call returned only after the copy finished
+        // (pageable memory makes cudaMemcpyAsync synchronous) blocked the
+        // host by itself: a later sync does not wait for it, and the copy
+        // is its own occurrence.
+        let (ci, li) = (c as usize, l as usize);
+        if l != NONE && sl.start_ns[li] + sl.dur_ns[li] >= sl.start_ns[ci] + sl.dur_ns[ci] {
             continue;
         }
         if l != NONE && !consumed.contains_key(&c) {
