@@ -127,13 +127,17 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         let p = &trace.processes[ctx.process as usize];
         let mut device: Vec<String> = trace
             .devices_of(ctx.process)
+            .filter(|d| ctx.device.is_none_or(|only| only == *d))
             .map(|d| trace.devices[d as usize].name.clone())
             .collect();
         device.dedup();
         report.ranks.push(RankReport {
             rank: ctx.rank,
             process: ctx.process,
-            label: p.label(),
+            label: match ctx.device {
+                Some(d) => format!("{} · GPU {}", p.label(), trace.devices[d as usize].ordinal),
+                None => p.label(),
+            },
             device: device.join(", "),
             has_gpu_events: !ctx.gpu.is_empty(),
             window,

@@ -173,6 +173,9 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
     let sl = &t.slices;
     let mut out = Vec::new();
     for dev in t.devices_of(ctx.process) {
+        if ctx.device.is_some_and(|only| only != dev) {
+            continue;
+        }
         let d = &t.devices[dev as usize];
         let limits = device_limits(d);
         let sm_count = d.sm_count;

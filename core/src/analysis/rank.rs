@@ -35,6 +35,7 @@ impl std::hash::Hasher for IntHasher {
 pub type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
 
 /// Correlation id -> host slice that carries it (the launch call).
+#[derive(Clone)]
 pub enum CorrIndex {
     Dense(Vec<u32>),
     Sparse(IntMap<u32, u32>),
@@ -107,6 +108,9 @@ pub struct StreamKey {
 pub struct RankCtx {
     pub process: u32,
     pub rank: u32,
+    /// The one device this context covers when its process drives several
+    /// GPUs (one context per device then); None when the process has one.
+    pub device: Option<u32>,
     /// Host-side slices (everything that is not GPU activity), in slice order.
     pub host: Vec<u32>,
     /// GPU events sorted by (rounded) start.
@@ -242,15 +246,42 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
         gpu.sort_by_key(|e| (e.s, e.id));
         let corr = CorrIndex::build(&corr_pairs[p], &sl.kind);
         let rank = t.processes[p].rank.unwrap_or(p as u32);
-        out.push(RankCtx {
-            process: p as u32,
-            rank,
-            host: std::mem::take(&mut host[p]),
-            gpu,
-            streams,
-            corr,
-            rounded,
-        });
+        let mut devices: Vec<u32> = streams.iter().map(|k| k.device).filter(|&d| d != u32::MAX).collect();
+        devices.sort_unstable();
+        devices.dedup();
+        let host = std::mem::take(&mut host[p]);
+        if devices.len() <= 1 {
+            out.push(RankCtx { process: p as u32, rank, device: None, host, gpu, streams, corr, rounded });
+            continue;
+        }
+        // One process driving several GPUs (a thread per GPU, or one thread
+        // for all): each GPU is a rank of its own, numbered from the
+        // process's rank, sharing the host side.
+        for (k, &dev) in devices.iter().enumerate() {
+            let mut remap = vec![u16::MAX; streams.len()];
+            let mut dev_streams = Vec::new();
+            for (i, key) in streams.iter().enumerate() {
+                if key.device == dev {
+                    remap[i] = dev_streams.len() as u16;
+                    dev_streams.push(*key);
+                }
+            }
+            let dev_gpu: Vec<Ev> = gpu
+                .iter()
+                .filter(|e| remap.get(e.stream as usize).is_some_and(|&r| r != u16::MAX))
+                .map(|e| Ev { stream: remap[e.stream as usize], ..*e })
+                .collect();
+            out.push(RankCtx {
+                process: p as u32,
+                rank: rank + k as u32,
+                device: Some(dev),
+                host: host.clone(),
+                gpu: dev_gpu,
+                streams: dev_streams,
+                corr: corr.clone(),
+                rounded,
+            });
+        }
     }
     out
 }
