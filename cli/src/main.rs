@@ -128,8 +128,12 @@ fn fmt_ns(ns: i64) -> String {
 
 fn info(args: &InfoArgs) -> Result<()> {
     let trace = load_with_progress(&args.traces)?;
-    print!("{}", info_text(&trace));
-    Ok(())
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(info_text(&trace).as_bytes()) {
+        // `streamscope info ... | head` closing the pipe early is fine.
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// The `info` summary of a trace.

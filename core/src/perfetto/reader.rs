@@ -205,6 +205,7 @@ struct Reader {
     /// uuid -> dense index; slices hold the index until tracks are resolved.
     uuid_index: HashMap<u64, u32>,
     last_uuid: Option<(u64, u32)>,
+    launch_cache: [Option<(LaunchConfig, u32)>; 8],
     /// Parsed "AxBxC" launch dimensions by string id.
     dims_cache: Vec<Option<[u32; 3]>>,
     uuids: Vec<u64>,
@@ -232,6 +233,7 @@ impl Reader {
             uuid_index: HashMap::default(),
             last_uuid: None,
             dims_cache: Vec::new(),
+            launch_cache: [None; 8],
             uuids: Vec::new(),
             slot_of: HashMap::default(),
             slots: Vec::new(),
@@ -433,14 +435,22 @@ impl Reader {
         let mut uuid = 0u64;
         let mut name: Option<StrId> = None;
         let mut counter_value = None;
-        let mut has_annotations = false;
+        // Annotation messages, kept from the first pass (a kernel has about
+        // a dozen); more than fit are decoded by a second pass.
+        let mut anns: [&[u8]; 24] = [&[]; 24];
+        let mut n_anns = 0usize;
         while let Some((f, v)) = d.next()? {
             match f {
                 TE_TYPE => ty = v.as_u64(),
                 TE_TRACK_UUID => uuid = v.as_u64(),
                 TE_NAME_IID => name = self.seqs[sq].names.get(v.as_u64()),
                 TE_NAME => name = Some(self.trace.intern(v.as_str())),
-                TE_DEBUG_ANNOTATIONS => has_annotations = true,
+                TE_DEBUG_ANNOTATIONS => {
+                    if n_anns < anns.len() {
+                        anns[n_anns] = v.as_bytes();
+                    }
+                    n_anns += 1;
+                }
                 TE_COUNTER_VALUE => counter_value = Some(v.as_u64() as i64 as f64),
                 TE_DOUBLE_COUNTER_VALUE => counter_value = Some(v.as_f64()),
                 _ => {}
@@ -477,7 +487,11 @@ impl Reader {
                 }
                 let mut g = GpuFields::default();
                 let mut args: ArgSet = Vec::new();
-                if has_annotations {
+                if n_anns <= anns.len() {
+                    for a in &anns[..n_anns] {
+                        self.annotation(sq, a, &mut g, &mut args)?;
+                    }
+                } else {
                     let mut d = Dec::new(buf);
                     while let Some((f, v)) = d.next()? {
                         if f == TE_DEBUG_ANNOTATIONS {
@@ -486,7 +500,19 @@ impl Reader {
                     }
                 }
                 let payload = match g.kind {
-                    SliceKind::Kernel if g.has_launch => self.trace.intern_launch(g.launch),
+                    SliceKind::Kernel if g.has_launch => {
+                        // Kernels cycle through a few launch configurations:
+                        // a small cache saves most hash lookups.
+                        let slot = (g.launch.grid[0] ^ g.launch.block[0].rotate_left(5) ^ g.launch.registers_per_thread) as usize % 8;
+                        match self.launch_cache[slot] {
+                            Some((lc, idx)) if lc == g.launch => idx,
+                            _ => {
+                                let idx = self.trace.intern_launch(g.launch);
+                                self.launch_cache[slot] = Some((g.launch, idx));
+                                idx
+                            }
+                        }
+                    }
                     SliceKind::Memcpy | SliceKind::Memset => self.trace.intern_copy(g.copy),
                     _ => NO_PAYLOAD,
                 };
@@ -548,6 +574,13 @@ impl Reader {
                     }
                 };
                 match n {
+                    // The fixed values are interned in enum order (schema.rs).
+                    AN_KIND if vk == DA_STRING_VALUE_IID && (1..=10).contains(&v) => {
+                        g.kind = SliceKind::from_u8(v as u8 - 1)
+                    }
+                    AN_CLASS if vk == DA_STRING_VALUE_IID && (11..=14).contains(&v) => {
+                        g.class = SliceClass::from_u8(v as u8 - 11)
+                    }
                     AN_KIND => g.kind = SliceKind::from_name(text()).unwrap_or(SliceKind::Other),
                     AN_CLASS => g.class = SliceClass::from_name(text()).unwrap_or(SliceClass::None),
                     AN_CORRELATION => g.correlation = v as u32,
