@@ -40,4 +40,31 @@ fn main() {
     println!("write: median {w:.2} s = {:.2} M slices/s", slices as f64 / w / 1e6);
     println!("read:  median {r:.2} s = {:.2} M slices/s", slices as f64 / r / 1e6);
     println!("(peak memory of a full load: /usr/bin/time -v target/release/streamscope info {})", path.display());
+
+    // `report` as users run it on a job: one file per rank (8 ranks), loaded
+    // on all cores, then every analysis.
+    let dir = std::env::temp_dir().join("streamscope-bench-ranks");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("bench dir");
+    let mut total = 0;
+    for r in 0..8u32 {
+        let mut t = fsdp_like(&SynthOptions { ranks: 1, target_slices: n / 8, layers: 16, item_sync: true, seed: 7 + r as u64 });
+        t.processes[0].rank = Some(r);
+        t.processes[0].world_size = Some(8);
+        total += t.slices.len();
+        write_file(&t, &dir.join(format!("rank-{r}.pftrace"))).expect("write rank");
+    }
+    let mut load_s = Vec::new();
+    let mut analyze_s = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let trace = streamscope_core::load::load_paths(&[dir.clone()]).expect("load ranks");
+        load_s.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let report = streamscope_core::analysis::analyze(&trace, &Default::default());
+        analyze_s.push(t.elapsed().as_secs_f64());
+        assert_eq!(report.ranks.len(), 8);
+    }
+    let (l, a) = (median(&mut load_s), median(&mut analyze_s));
+    println!("report on {total} slices in 8 rank files ({}): load {l:.2} s + analyze {a:.2} s = {:.2} s", dir.display(), l + a);
 }

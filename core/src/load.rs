@@ -15,22 +15,48 @@ pub enum Format {
     Kineto,
 }
 
-/// Loads every path (files or directories) into one trace.
+/// Loads every path (files or directories) into one trace. Files (one per
+/// rank, as the collector writes them) are read on all cores and appended
+/// in name order.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
     let mut files = Vec::new();
     for p in paths {
         files.extend(expand(p)?);
     }
-    let mut trace = Trace::new();
-    for (i, f) in files.iter().enumerate() {
-        let t = load_file(f)?;
-        if i == 0 {
-            trace = t;
-        } else {
-            trace.append(t);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut loaded: Vec<(usize, Result<Trace>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(f) = files.get(i) else { break };
+                        out.push((i, load_file(f)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| match h.join() {
+                Ok(v) => v,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    loaded.sort_by_key(|(i, _)| *i);
+    let mut trace: Option<Trace> = None;
+    for (_, t) in loaded {
+        let t = t?;
+        match &mut trace {
+            None => trace = Some(t),
+            Some(all) => all.append(t),
         }
     }
-    Ok(trace)
+    Ok(trace.unwrap_or_default())
 }
 
 /// The trace files `path` stands for: itself, or a directory's trace files

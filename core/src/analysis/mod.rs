@@ -75,7 +75,51 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         }
     }
     let nccl = collectives::NcclNames::new(trace);
-    for mut ctx in ctxs {
+    // Ranks are independent: analyze them on all cores, then merge in
+    // rank order so the report does not depend on the thread count.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(ctxs.len().max(1));
+    let per_thread = ctxs.len().div_ceil(threads.max(1)).max(1);
+    let mut chunks: Vec<Vec<RankCtx>> = Vec::new();
+    let mut it = ctxs.into_iter().peekable();
+    while it.peek().is_some() {
+        chunks.push(it.by_ref().take(per_thread).collect());
+    }
+    let parts: Vec<Report> = std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| {
+                let nccl = &nccl;
+                scope.spawn(move || {
+                    let mut part = Report::default();
+                    for ctx in chunk {
+                        analyze_rank(trace, ctx, opts, hta_filter, nccl, &mut part);
+                    }
+                    part
+                })
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    for part in parts {
+        report.notes.extend(part.notes);
+        report.sync_warnings.extend(part.sync_warnings);
+        report.steps.extend(part.steps);
+        report.collectives.extend(part.collectives);
+        report.occupancy.extend(part.occupancy);
+        report.ranks.extend(part.ranks);
+    }
+    report
+}
+
+/// Analyzes one rank, appending its rows to `report`.
+fn analyze_rank(
+    trace: &Trace,
+    mut ctx: RankCtx,
+    opts: &AnalysisOptions,
+    hta_filter: bool,
+    nccl: &collectives::NcclNames,
+    report: &mut Report,
+) {
         let (steps, source) = steps::detect(trace, &ctx);
         assign_steps(trace, &mut ctx, &steps);
         let (window, keep) = headline_window(
@@ -160,8 +204,6 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
             prefetch,
             syncs,
         });
-    }
-    report
 }
 
 /// HTA filters by steps only when the trace names at least two distinct ProfilerStep events.
