@@ -58,7 +58,7 @@ fn main() {
     let mut analyze_s = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
-        let trace = streamscope_core::load::load_paths(&[dir.clone()]).expect("load ranks");
+        let trace = streamscope_core::load::load_paths(std::slice::from_ref(&dir)).expect("load ranks");
         load_s.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
         let report = streamscope_core::analysis::analyze(&trace, &Default::default());

@@ -117,11 +117,11 @@ mod tests {
     fn empty_directory_and_unknown_bytes_are_named_errors() {
         let dir = std::env::temp_dir().join(format!("streamscope-load-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
-        let e = load_paths(&[dir.clone()]).expect_err("empty dir");
+        let e = load_paths(std::slice::from_ref(&dir)).expect_err("empty dir");
         assert!(matches!(e, TraceError::EmptyDirectory { .. }), "{e}");
         let f = dir.join("x.json");
         std::fs::write(&f, b"\x00\x01binary").expect("write");
-        let e = load_paths(&[f.clone()]).expect_err("binary");
+        let e = load_paths(std::slice::from_ref(&f)).expect_err("binary");
         assert!(e.to_string().contains("x.json"), "{e}");
         std::fs::remove_file(&f).ok();
     }

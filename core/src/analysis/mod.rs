@@ -160,7 +160,7 @@ fn analyze_rank(
             opts,
         ));
         let syncs = found.groups;
-        let mut colls = collectives::stats(trace, &ctx, &head, &nccl);
+        let mut colls = collectives::stats(trace, &ctx, &head, nccl);
         colls
             .iter_mut()
             .for_each(|c| c.window = window.label.clone());

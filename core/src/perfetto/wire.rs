@@ -239,6 +239,7 @@ impl<'a> Dec<'a> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
