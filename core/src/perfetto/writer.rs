@@ -293,10 +293,11 @@ impl<W: Write> PerfettoWriter<W> {
         self.enc.end(at);
     }
 
-    fn track_descriptor(&mut self, trace: &Trace, t: usize) {
+    /// Opens the packet and TrackDescriptor of `uuid`, a track (or lane)
+    /// of model track `t`: under its parent track, else its process.
+    fn open_descriptor(&mut self, trace: &Trace, t: usize, uuid: u64) -> (usize, usize) {
         let track = &trace.tracks[t];
         let p = track.process as usize;
-        let uuid = track_uuid(p, t);
         let parent = match track.parent {
             Some(pt) => track_uuid(p, pt.0 as usize),
             None => self.seqs[p].uuid,
@@ -305,6 +306,13 @@ impl<W: Write> PerfettoWriter<W> {
         let td = self.enc.begin(PKT_TRACK_DESCRIPTOR);
         self.enc.uint(TD_UUID, uuid);
         self.enc.uint(TD_PARENT_UUID, parent);
+        (at, td)
+    }
+
+    fn track_descriptor(&mut self, trace: &Trace, t: usize) {
+        let track = &trace.tracks[t];
+        let p = track.process as usize;
+        let (at, td) = self.open_descriptor(trace, t, track_uuid(p, t));
         let name = trace.str(track.name);
         match track.kind {
             TrackKind::Thread { tid } => {
@@ -347,16 +355,8 @@ impl<W: Write> PerfettoWriter<W> {
 
     fn lane_descriptor(&mut self, trace: &Trace, t: usize, lane: usize, uuid: u64) {
         let track = &trace.tracks[t];
-        let p = track.process as usize;
-        let base = track_uuid(p, t);
-        let parent = match track.parent {
-            Some(pt) => track_uuid(p, pt.0 as usize),
-            None => self.seqs[p].uuid,
-        };
-        let at = self.packet(p, None, false);
-        let td = self.enc.begin(PKT_TRACK_DESCRIPTOR);
-        self.enc.uint(TD_UUID, uuid);
-        self.enc.uint(TD_PARENT_UUID, parent);
+        let base = track_uuid(track.process as usize, t);
+        let (at, td) = self.open_descriptor(trace, t, uuid);
         self.enc.bytes(TD_NAME, format!("{} (overlapping {lane})", trace.str(track.name)).as_bytes());
         self.enc.bytes(TD_DESCRIPTION, format!("streamscope lane={lane} of={base}").as_bytes());
         self.enc.end(td);
