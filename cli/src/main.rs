@@ -13,7 +13,11 @@ mod record;
 mod report;
 
 #[derive(Parser)]
-#[command(name = "streamscope", version, about = "GPU timeline profiler for distributed training")]
+#[command(
+    name = "streamscope",
+    version,
+    about = "GPU timeline profiler for distributed training"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -74,8 +78,14 @@ struct InfoArgs {
 }
 
 fn parse_size(s: &str) -> Result<(u32, u32), String> {
-    let (w, h) = s.split_once('x').ok_or_else(|| format!("expected WxH, got {s:?}"))?;
-    let n = |v: &str| v.trim().parse::<u32>().map_err(|_| format!("expected WxH, got {s:?}"));
+    let (w, h) = s
+        .split_once('x')
+        .ok_or_else(|| format!("expected WxH, got {s:?}"))?;
+    let n = |v: &str| {
+        v.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("expected WxH, got {s:?}"))
+    };
     Ok((n(w)?, n(h)?))
 }
 
@@ -83,7 +93,14 @@ fn parse_size(s: &str) -> Result<(u32, u32), String> {
 pub fn load_with_progress(paths: &[PathBuf]) -> Result<Trace> {
     let spinner = std::io::stderr().is_terminal().then(|| {
         let pb = indicatif::ProgressBar::new_spinner();
-        pb.set_message(format!("loading {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" ")));
+        pb.set_message(format!(
+            "loading {}",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
         pb.enable_steady_tick(std::time::Duration::from_millis(120));
         pb
     });
@@ -105,7 +122,9 @@ fn export(args: &ExportArgs) -> Result<()> {
         ExportFormat::Perfetto => streamscope_core::perfetto::write_file(&trace, &args.output)?,
         ExportFormat::ChromeJson => streamscope_core::chrome::write_file(&trace, &args.output)?,
     }
-    let bytes = std::fs::metadata(&args.output).map(|m| m.len()).unwrap_or(0);
+    let bytes = std::fs::metadata(&args.output)
+        .map(|m| m.len())
+        .unwrap_or(0);
     eprintln!(
         "streamscope: wrote {} ({} slices, {:.1} MB) in {:.2} s",
         args.output.display(),
@@ -129,7 +148,10 @@ fn fmt_ns(ns: i64) -> String {
 fn info(args: &InfoArgs) -> Result<()> {
     let trace = load_with_progress(&args.traces)?;
     use std::io::Write;
-    match std::io::stdout().lock().write_all(info_text(&trace).as_bytes()) {
+    match std::io::stdout()
+        .lock()
+        .write_all(info_text(&trace).as_bytes())
+    {
         // `streamscope info ... | head` closing the pipe early is fine.
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
         _ => Ok(()),
@@ -140,7 +162,14 @@ fn info(args: &InfoArgs) -> Result<()> {
 fn info_text(t: &Trace) -> String {
     use std::fmt::Write;
     let mut o = String::new();
-    let _ = writeln!(o, "processes: {}   slices: {}   flows: {}   counter samples: {}", t.processes.len(), t.slices.len(), t.flows.len(), t.counters.len());
+    let _ = writeln!(
+        o,
+        "processes: {}   slices: {}   flows: {}   counter samples: {}",
+        t.processes.len(),
+        t.slices.len(),
+        t.flows.len(),
+        t.counters.len()
+    );
     if let Some((a, b)) = t.time_span() {
         let _ = writeln!(o, "time span: {} ({} .. {} ns)", fmt_ns(b - a), a, b);
     }
@@ -159,14 +188,27 @@ fn info_text(t: &Trace) -> String {
         }
     }
     for (pi, p) in t.processes.iter().enumerate() {
-        let rank = p.rank.map(|r| format!("rank {r}")).unwrap_or_else(|| "rank ?".into());
+        let rank = p
+            .rank
+            .map(|r| format!("rank {r}"))
+            .unwrap_or_else(|| "rank ?".into());
         let world = p.world_size.map(|w| format!(" of {w}")).unwrap_or_default();
-        let _ = writeln!(o, "\n{rank}{world} · pid {} · {} · clock {}", p.pid, if p.name.is_empty() { "-" } else { &p.name }, p.clock.name());
+        let _ = writeln!(
+            o,
+            "\n{rank}{world} · pid {} · {} · clock {}",
+            p.pid,
+            if p.name.is_empty() { "-" } else { &p.name },
+            p.clock.name()
+        );
         if p.dropped_records > 0 {
             let _ = writeln!(o, "  dropped records: {}", p.dropped_records);
         }
         for d in t.devices.iter().filter(|d| d.process == pi as u32) {
-            let _ = writeln!(o, "  GPU {}: {} (sm_{}{}, {} SMs)", d.ordinal, d.name, d.compute_major, d.compute_minor, d.sm_count);
+            let _ = writeln!(
+                o,
+                "  GPU {}: {} (sm_{}{}, {} SMs)",
+                d.ordinal, d.name, d.compute_major, d.compute_minor, d.sm_count
+            );
         }
         for (ti, tr) in t.tracks.iter().enumerate() {
             if tr.process != pi as u32 {
@@ -175,8 +217,15 @@ fn info_text(t: &Trace) -> String {
             let (n, kernels) = per_track[ti];
             match tr.kind {
                 TrackKind::Stream { device, stream } => {
-                    let ord = t.devices.get(device as usize).map(|d| d.ordinal).unwrap_or(device);
-                    let _ = writeln!(o, "  stream {stream:<5} GPU {ord}: {n} slices, {kernels} kernels");
+                    let ord = t
+                        .devices
+                        .get(device as usize)
+                        .map(|d| d.ordinal)
+                        .unwrap_or(device);
+                    let _ = writeln!(
+                        o,
+                        "  stream {stream:<5} GPU {ord}: {n} slices, {kernels} kernels"
+                    );
                 }
                 TrackKind::Thread { tid } => {
                     let _ = writeln!(o, "  thread {tid:<5} {}: {n} slices", t.str(tr.name));
@@ -241,7 +290,10 @@ mod tests {
 
     #[test]
     fn info_lists_streams_and_counts() {
-        let t = streamscope_core::synth::fsdp_like(&streamscope_core::synth::SynthOptions { target_slices: 500, ..Default::default() });
+        let t = streamscope_core::synth::fsdp_like(&streamscope_core::synth::SynthOptions {
+            target_slices: 500,
+            ..Default::default()
+        });
         let s = info_text(&t);
         assert!(s.contains("rank 0 of 2"), "{s}");
         assert!(s.contains("stream 7"), "{s}");

@@ -13,7 +13,9 @@ fn repo() -> PathBuf {
 }
 
 fn peer(rel: &str) -> PathBuf {
-    repo().join("../shared/peer-traces/hta/tests/data").join(rel)
+    repo()
+        .join("../shared/peer-traces/hta/tests/data")
+        .join(rel)
 }
 
 fn tmp(name: &str) -> PathBuf {
@@ -31,7 +33,11 @@ fn run(cmd: &mut Command) -> (Output, String, String) {
 
 fn kernel_count(info: &str) -> usize {
     info.lines()
-        .find_map(|l| l.trim().strip_prefix("kernel").map(|n| n.trim().parse().unwrap_or(0)))
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("kernel")
+                .map(|n| n.trim().parse().unwrap_or(0))
+        })
         .unwrap_or(0)
 }
 
@@ -39,7 +45,11 @@ fn kernel_count(info: &str) -> usize {
 fn export_kineto_to_perfetto_keeps_kernel_counts() {
     let src = peer("nccl_parser_config/nccl_data.json.gz");
     let out = tmp("nccl.pftrace");
-    let (o, _, se) = run(bin().args(["export"]).arg(&src).args(["--to", "perfetto", "-o"]).arg(&out));
+    let (o, _, se) = run(bin()
+        .args(["export"])
+        .arg(&src)
+        .args(["--to", "perfetto", "-o"])
+        .arg(&out));
     assert!(o.status.success(), "{se}");
     let (_, from_kineto, _) = run(bin().arg("info").arg(&src));
     let (o, from_pftrace, se) = run(bin().arg("info").arg(&out));
@@ -53,9 +63,14 @@ fn export_kineto_to_perfetto_keeps_kernel_counts() {
 fn export_chrome_json_is_json() {
     let out = tmp("fsdp.json");
     let src = repo().join("traces/fsdp-ref-overlap-h200x2");
-    let (o, _, se) = run(bin().args(["export"]).arg(&src).args(["--to", "chrome-json", "-o"]).arg(&out));
+    let (o, _, se) = run(bin()
+        .args(["export"])
+        .arg(&src)
+        .args(["--to", "chrome-json", "-o"])
+        .arg(&out));
     assert!(o.status.success(), "{se}");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("valid JSON");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("read")).expect("valid JSON");
     assert!(v["traceEvents"].as_array().is_some_and(|a| a.len() > 1000));
 }
 
@@ -87,16 +102,35 @@ fn bad_input_is_one_line_and_exit_code_2() {
     let empty_dir = tmp("empty-dir");
     std::fs::create_dir_all(&empty_dir).expect("dir");
     let truncated_json = tmp("cut.json");
-    std::fs::write(&truncated_json, b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1").expect("write");
+    std::fs::write(
+        &truncated_json,
+        b"{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1",
+    )
+    .expect("write");
     for (args, needle) in [
-        (vec!["info".into(), not_trace.display().to_string()], "notes.txt"),
-        (vec!["info".into(), empty_dir.display().to_string()], "empty-dir"),
-        (vec!["report".into(), truncated_json.display().to_string()], "cut.json"),
-        (vec!["info".into(), "/no/such/trace.pftrace".into()], "/no/such/trace.pftrace"),
+        (
+            vec!["info".into(), not_trace.display().to_string()],
+            "notes.txt",
+        ),
+        (
+            vec!["info".into(), empty_dir.display().to_string()],
+            "empty-dir",
+        ),
+        (
+            vec!["report".into(), truncated_json.display().to_string()],
+            "cut.json",
+        ),
+        (
+            vec!["info".into(), "/no/such/trace.pftrace".into()],
+            "/no/such/trace.pftrace",
+        ),
         (
             vec![
                 "export".into(),
-                repo().join("traces/fsdp-ref-serial-h200x2").display().to_string(),
+                repo()
+                    .join("traces/fsdp-ref-serial-h200x2")
+                    .display()
+                    .to_string(),
                 "--to".into(),
                 "perfetto".into(),
                 "-o".into(),
@@ -109,7 +143,10 @@ fn bad_input_is_one_line_and_exit_code_2() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {se}");
         let lines: Vec<&str> = se.lines().collect();
         assert_eq!(lines.len(), 1, "{args:?}: {se}");
-        assert!(lines[0].starts_with("streamscope: error: ") && lines[0].contains(needle), "{se}");
+        assert!(
+            lines[0].starts_with("streamscope: error: ") && lines[0].contains(needle),
+            "{se}"
+        );
         assert!(!se.contains("panicked"), "{se}");
     }
 }

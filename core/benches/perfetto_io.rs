@@ -12,12 +12,24 @@ use streamscope_core::perfetto::{read_file, write_file};
 use streamscope_core::synth::{fsdp_like, SynthOptions};
 
 fn main() {
-    let n: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(10_000_000);
+    let n: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(10_000_000);
     let path = std::env::temp_dir().join("streamscope-bench.pftrace");
     let t0 = Instant::now();
-    let trace = fsdp_like(&SynthOptions { ranks: 8, target_slices: n, layers: 16, item_sync: true, seed: 7 });
+    let trace = fsdp_like(&SynthOptions {
+        ranks: 8,
+        target_slices: n,
+        layers: 16,
+        item_sync: true,
+        seed: 7,
+    });
     let slices = trace.slices.len();
-    println!("generated {slices} slices in {:.2} s", t0.elapsed().as_secs_f64());
+    println!(
+        "generated {slices} slices in {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
 
     let mut write_s = Vec::new();
     let mut read_s = Vec::new();
@@ -36,10 +48,24 @@ fn main() {
     };
     let (w, r) = (median(&mut write_s), median(&mut read_s));
     let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    println!("file: {} ({:.1} bytes/slice, {:.0} MB)", path.display(), bytes as f64 / slices as f64, bytes as f64 / 1e6);
-    println!("write: median {w:.2} s = {:.2} M slices/s", slices as f64 / w / 1e6);
-    println!("read:  median {r:.2} s = {:.2} M slices/s", slices as f64 / r / 1e6);
-    println!("(peak memory of a full load: /usr/bin/time -v target/release/streamscope info {})", path.display());
+    println!(
+        "file: {} ({:.1} bytes/slice, {:.0} MB)",
+        path.display(),
+        bytes as f64 / slices as f64,
+        bytes as f64 / 1e6
+    );
+    println!(
+        "write: median {w:.2} s = {:.2} M slices/s",
+        slices as f64 / w / 1e6
+    );
+    println!(
+        "read:  median {r:.2} s = {:.2} M slices/s",
+        slices as f64 / r / 1e6
+    );
+    println!(
+        "(peak memory of a full load: /usr/bin/time -v target/release/streamscope info {})",
+        path.display()
+    );
 
     // `report` as users run it on a job: one file per rank (8 ranks), loaded
     // on all cores, then every analysis.
@@ -48,7 +74,13 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("bench dir");
     let mut total = 0;
     for r in 0..8u32 {
-        let mut t = fsdp_like(&SynthOptions { ranks: 1, target_slices: n / 8, layers: 16, item_sync: true, seed: 7 + r as u64 });
+        let mut t = fsdp_like(&SynthOptions {
+            ranks: 1,
+            target_slices: n / 8,
+            layers: 16,
+            item_sync: true,
+            seed: 7 + r as u64,
+        });
         t.processes[0].rank = Some(r);
         t.processes[0].world_size = Some(8);
         total += t.slices.len();
@@ -58,7 +90,8 @@ fn main() {
     let mut analyze_s = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
-        let trace = streamscope_core::load::load_paths(std::slice::from_ref(&dir)).expect("load ranks");
+        let trace =
+            streamscope_core::load::load_paths(std::slice::from_ref(&dir)).expect("load ranks");
         load_s.push(t.elapsed().as_secs_f64());
         let t = Instant::now();
         let report = streamscope_core::analysis::analyze(&trace, &Default::default());
@@ -66,5 +99,9 @@ fn main() {
         assert_eq!(report.ranks.len(), 8);
     }
     let (l, a) = (median(&mut load_s), median(&mut analyze_s));
-    println!("report on {total} slices in 8 rank files ({}): load {l:.2} s + analyze {a:.2} s = {:.2} s", dir.display(), l + a);
+    println!(
+        "report on {total} slices in 8 rank files ({}): load {l:.2} s + analyze {a:.2} s = {:.2} s",
+        dir.display(),
+        l + a
+    );
 }

@@ -47,15 +47,28 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
     };
     for p in &trace.processes {
         sep(&mut w)?;
-        let name = if p.name.is_empty() { p.label() } else { p.name.clone() };
-        write!(w, "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":{}}}}}", p.pid, json_str(&name))?;
+        let name = if p.name.is_empty() {
+            p.label()
+        } else {
+            p.name.clone()
+        };
+        write!(
+            w,
+            "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":{}}}}}",
+            p.pid,
+            json_str(&name)
+        )?;
         if let Some(r) = p.rank {
             sep(&mut w)?;
             write!(w, "{{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":{},\"args\":{{\"labels\":\"rank {r}\"}}}}", p.pid)?;
         }
     }
     for (i, tr) in trace.tracks.iter().enumerate() {
-        let pid = trace.processes.get(tr.process as usize).map(|p| p.pid).unwrap_or(0);
+        let pid = trace
+            .processes
+            .get(tr.process as usize)
+            .map(|p| p.pid)
+            .unwrap_or(0);
         let tid = tid_of(trace, TrackId(i as u32));
         let mut name = trace.str(tr.name).to_string();
         if let Some(parent) = tr.parent {
@@ -69,7 +82,11 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
     let sl = &trace.slices;
     for i in 0..sl.len() {
         let tr = trace.track(sl.track[i]);
-        let pid = trace.processes.get(tr.process as usize).map(|p| p.pid).unwrap_or(0);
+        let pid = trace
+            .processes
+            .get(tr.process as usize)
+            .map(|p| p.pid)
+            .unwrap_or(0);
         let tid = tid_of(trace, sl.track[i]);
         sep(&mut w)?;
         write!(
@@ -85,7 +102,11 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
             write!(w, ",\"correlation\":{}", sl.correlation[i])?;
         }
         if let TrackKind::Stream { device, stream } = tr.kind {
-            let ord = trace.devices.get(device as usize).map(|d| d.ordinal).unwrap_or(device);
+            let ord = trace
+                .devices
+                .get(device as usize)
+                .map(|d| d.ordinal)
+                .unwrap_or(device);
             write!(w, ",\"device\":{ord},\"stream\":{stream}")?;
         }
         if let Some(lc) = trace.launch_of(i) {
@@ -97,7 +118,13 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
             )?;
         }
         if let Some(c) = trace.copy_of(i) {
-            write!(w, ",\"bytes\":{},\"copy kind\":\"{}\",\"pageable\":{}", c.bytes, c.kind.name(), c.pageable)?;
+            write!(
+                w,
+                ",\"bytes\":{},\"copy kind\":\"{}\",\"pageable\":{}",
+                c.bytes,
+                c.kind.name(),
+                c.pageable
+            )?;
         }
         for (k, v) in trace.args_of(i) {
             let v = match v {
@@ -116,7 +143,11 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
         for (ph, s, extra) in [("s", f.from, ""), ("f", f.to, ",\"bp\":\"e\"")] {
             let s = s.0 as usize;
             let tr = trace.track(sl.track[s]);
-            let pid = trace.processes.get(tr.process as usize).map(|p| p.pid).unwrap_or(0);
+            let pid = trace
+                .processes
+                .get(tr.process as usize)
+                .map(|p| p.pid)
+                .unwrap_or(0);
             sep(&mut w)?;
             write!(
                 w,
@@ -130,8 +161,16 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
     for i in 0..trace.counters.len() {
         let c = &trace.counters;
         let tr = trace.track(c.track[i]);
-        let pid = trace.processes.get(tr.process as usize).map(|p| p.pid).unwrap_or(0);
-        let v = if c.value[i].is_finite() { c.value[i] } else { 0.0 };
+        let pid = trace
+            .processes
+            .get(tr.process as usize)
+            .map(|p| p.pid)
+            .unwrap_or(0);
+        let v = if c.value[i].is_finite() {
+            c.value[i]
+        } else {
+            0.0
+        };
         sep(&mut w)?;
         write!(
             w,
@@ -146,7 +185,10 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
 
 /// Writes `trace` as Trace Event Format JSON to `path`.
 pub fn write_file(trace: &Trace, path: &std::path::Path) -> crate::Result<()> {
-    let err = |source| crate::TraceError::Write { path: path.to_path_buf(), source };
+    let err = |source| crate::TraceError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
     let f = std::fs::File::create(path).map_err(err)?;
     write_chrome_json(trace, f).map_err(err)?;
     Ok(())
@@ -159,7 +201,10 @@ mod tests {
 
     #[test]
     fn export_is_valid_json_with_every_slice() {
-        let t = fsdp_like(&SynthOptions { target_slices: 2_000, ..Default::default() });
+        let t = fsdp_like(&SynthOptions {
+            target_slices: 2_000,
+            ..Default::default()
+        });
         let bytes = write_chrome_json(&t, Vec::new()).expect("write");
         let v: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
         let events = v["traceEvents"].as_array().expect("traceEvents");

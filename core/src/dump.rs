@@ -20,11 +20,19 @@ pub fn dump(t: &Trace) -> String {
     }
     let track_path = |id: TrackId| {
         let tr = t.track(id);
-        let parent = tr.parent.map(|p| t.track_name(p).to_string()).unwrap_or_default();
+        let parent = tr
+            .parent
+            .map(|p| t.track_name(p).to_string())
+            .unwrap_or_default();
         format!("p{}/{}/{}", tr.process, parent, t.str(tr.name))
     };
     for (i, tr) in t.tracks.iter().enumerate() {
-        let _ = writeln!(out, "track {i}: {} {:?}", track_path(TrackId(i as u32)), tr.kind);
+        let _ = writeln!(
+            out,
+            "track {i}: {} {:?}",
+            track_path(TrackId(i as u32)),
+            tr.kind
+        );
     }
     let sl = &t.slices;
     for i in 0..sl.len() {
@@ -59,7 +67,14 @@ pub fn dump(t: &Trace) -> String {
         .iter()
         .map(|f| {
             let (a, b) = (f.from.0 as usize, f.to.0 as usize);
-            format!("flow {} {}@{} -> {}@{}", f.id, track_path(sl.track[a]), sl.start_ns[a], track_path(sl.track[b]), sl.start_ns[b])
+            format!(
+                "flow {} {}@{} -> {}@{}",
+                f.id,
+                track_path(sl.track[a]),
+                sl.start_ns[a],
+                track_path(sl.track[b]),
+                sl.start_ns[b]
+            )
         })
         .collect();
     flows.sort();
@@ -68,7 +83,13 @@ pub fn dump(t: &Trace) -> String {
     }
     for i in 0..t.counters.len() {
         let c = &t.counters;
-        let _ = writeln!(out, "counter {} {} {}", track_path(c.track[i]), c.ts_ns[i], c.value[i]);
+        let _ = writeln!(
+            out,
+            "counter {} {} {}",
+            track_path(c.track[i]),
+            c.ts_ns[i],
+            c.value[i]
+        );
     }
     out
 }

@@ -6,24 +6,37 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: file is empty")]
     Empty { path: PathBuf },
     #[error("{path}: not a trace ({why})")]
     NotATrace { path: PathBuf, why: String },
     #[error("{path}: corrupt Perfetto trace at byte {offset}: {why}")]
-    Corrupt { path: PathBuf, offset: u64, why: String },
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        why: String,
+    },
     #[error("{path}: invalid Kineto JSON: {why}")]
     Json { path: PathBuf, why: String },
     #[error("{path}: directory holds no trace files (.pftrace, .perfetto-trace, .json, .json.gz)")]
     EmptyDirectory { path: PathBuf },
     #[error("{path}: cannot write: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl TraceError {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        TraceError::Io { path: path.into(), source }
+        TraceError::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 

@@ -23,7 +23,10 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
     for p in paths {
         files.extend(expand(p)?);
     }
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len()).max(1);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len())
+        .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut loaded: Vec<(usize, Result<Trace>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -73,14 +76,18 @@ pub fn expand(path: &Path) -> Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(TraceError::EmptyDirectory { path: path.to_path_buf() });
+        return Err(TraceError::EmptyDirectory {
+            path: path.to_path_buf(),
+        });
     }
     Ok(files)
 }
 
 fn is_trace_name(p: &Path) -> bool {
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    [".pftrace", ".perfetto-trace", ".json", ".json.gz"].iter().any(|s| name.ends_with(s))
+    [".pftrace", ".perfetto-trace", ".json", ".json.gz"]
+        .iter()
+        .any(|s| name.ends_with(s))
 }
 
 /// Detects the format of one file from its first bytes.
@@ -90,7 +97,9 @@ pub fn sniff(path: &Path) -> Result<Format> {
     let mut f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
     let n = f.read(&mut head).map_err(|e| TraceError::io(path, e))?;
     match (n, head) {
-        (0, _) => Err(TraceError::Empty { path: path.to_path_buf() }),
+        (0, _) => Err(TraceError::Empty {
+            path: path.to_path_buf(),
+        }),
         (_, [0x0a, _]) => Ok(Format::Perfetto),
         (2, [0x1f, 0x8b]) => Ok(Format::Kineto),
         (_, [b'{', _]) | (_, [b' ' | b'\r' | b'\t', _]) => Ok(Format::Kineto),

@@ -31,7 +31,10 @@ pub struct StringPool {
 
 impl Default for StringPool {
     fn default() -> Self {
-        let mut pool = StringPool { strings: Vec::new(), index: HashMap::default() };
+        let mut pool = StringPool {
+            strings: Vec::new(),
+            index: HashMap::default(),
+        };
         pool.intern("");
         pool
     }
@@ -250,12 +253,18 @@ impl SliceKind {
     }
 
     pub fn from_u8(v: u8) -> SliceKind {
-        SliceKind::ALL.get(v as usize).copied().unwrap_or(SliceKind::Other)
+        SliceKind::ALL
+            .get(v as usize)
+            .copied()
+            .unwrap_or(SliceKind::Other)
     }
 
     /// Work that runs on a GPU stream.
     pub fn is_gpu_activity(self) -> bool {
-        matches!(self, SliceKind::Kernel | SliceKind::Memcpy | SliceKind::Memset)
+        matches!(
+            self,
+            SliceKind::Kernel | SliceKind::Memcpy | SliceKind::Memset
+        )
     }
 }
 
@@ -280,9 +289,14 @@ impl SliceClass {
     }
 
     pub fn from_name(s: &str) -> Option<Self> {
-        [SliceClass::None, SliceClass::Compute, SliceClass::Communication, SliceClass::Memory]
-            .into_iter()
-            .find(|c| c.name() == s)
+        [
+            SliceClass::None,
+            SliceClass::Compute,
+            SliceClass::Communication,
+            SliceClass::Memory,
+        ]
+        .into_iter()
+        .find(|c| c.name() == s)
     }
 
     pub fn from_u8(v: u8) -> SliceClass {
@@ -582,9 +596,20 @@ impl Trace {
         (self.devices.len() - 1) as u32
     }
 
-    pub fn add_track(&mut self, process: u32, parent: Option<TrackId>, kind: TrackKind, name: &str) -> TrackId {
+    pub fn add_track(
+        &mut self,
+        process: u32,
+        parent: Option<TrackId>,
+        kind: TrackKind,
+        name: &str,
+    ) -> TrackId {
         let name = self.intern(name);
-        self.tracks.push(Track { process, parent, kind, name });
+        self.tracks.push(Track {
+            process,
+            parent,
+            kind,
+            name,
+        });
         TrackId((self.tracks.len() - 1) as u32)
     }
 
@@ -649,7 +674,17 @@ impl Trace {
             self.arg_sets.push(s.args);
             (self.arg_sets.len() - 1) as u32
         };
-        self.push_slice_raw(s.track, s.start_ns, s.dur_ns, s.name, s.kind, s.class, s.correlation, payload, args)
+        self.push_slice_raw(
+            s.track,
+            s.start_ns,
+            s.dur_ns,
+            s.name,
+            s.kind,
+            s.class,
+            s.correlation,
+            payload,
+            args,
+        )
     }
 
     /// Appends a slice whose payload and args are already indices.
@@ -705,14 +740,21 @@ impl Trace {
     pub fn args_of(&self, i: usize) -> &[(StrId, ArgValue)] {
         match self.slices.args[i] {
             NO_ARGS => &[],
-            a => self.arg_sets.get(a as usize).map(|v| v.as_slice()).unwrap_or(&[]),
+            a => self
+                .arg_sets
+                .get(a as usize)
+                .map(|v| v.as_slice())
+                .unwrap_or(&[]),
         }
     }
 
     /// Argument `key` of slice `i`.
     pub fn arg(&self, i: usize, key: &str) -> Option<&ArgValue> {
         let k = self.strings.lookup(key)?;
-        self.args_of(i).iter().find(|(n, _)| *n == k).map(|(_, v)| v)
+        self.args_of(i)
+            .iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v)
     }
 
     /// Argument `key` of slice `i` as text.
@@ -806,11 +848,17 @@ impl Trace {
         let max_corr = sl.correlation.iter().copied().max().unwrap_or(0) as usize;
         let nproc = self.processes.len().max(1);
         let dense = (max_corr + 1).saturating_mul(nproc) <= 4 * sl.len() + 1024;
-        let mut table: Vec<u32> = if dense { vec![u32::MAX; (max_corr + 1) * nproc] } else { Vec::new() };
+        let mut table: Vec<u32> = if dense {
+            vec![u32::MAX; (max_corr + 1) * nproc]
+        } else {
+            Vec::new()
+        };
         let mut map: HashMap<(u32, u32), u32> = HashMap::default();
         let key = |p: u32, c: u32| p as usize * (max_corr + 1) + c as usize;
         for i in 0..sl.len() {
-            if sl.correlation[i] == 0 || !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
+            if sl.correlation[i] == 0
+                || !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver)
+            {
                 continue;
             }
             let (p, c) = (process_of(i), sl.correlation[i]);
@@ -828,9 +876,17 @@ impl Trace {
                 continue;
             }
             let (p, c) = (process_of(i), sl.correlation[i]);
-            let from = if dense { table[key(p, c)] } else { map.get(&(p, c)).copied().unwrap_or(u32::MAX) };
+            let from = if dense {
+                table[key(p, c)]
+            } else {
+                map.get(&(p, c)).copied().unwrap_or(u32::MAX)
+            };
             if from != u32::MAX {
-                self.flows.push(Flow { id: u64::from(c), from: SliceId(from), to: SliceId(i as u32) });
+                self.flows.push(Flow {
+                    id: u64::from(c),
+                    from: SliceId(from),
+                    to: SliceId(i as u32),
+                });
             }
         }
     }
@@ -841,7 +897,11 @@ impl Trace {
         for k in &self.slices.kind {
             counts[*k as usize] += 1;
         }
-        SliceKind::ALL.iter().map(|&k| (k, counts[k as usize])).filter(|(_, c)| *c > 0).collect()
+        SliceKind::ALL
+            .iter()
+            .map(|&k| (k, counts[k as usize]))
+            .filter(|(_, c)| *c > 0)
+            .collect()
     }
 
     /// (first start, last end) over all slices, if any.
@@ -861,7 +921,11 @@ impl Trace {
 
     /// Devices of `process`, as model indices.
     pub fn devices_of(&self, process: u32) -> impl Iterator<Item = u32> + '_ {
-        self.devices.iter().enumerate().filter(move |(_, d)| d.process == process).map(|(i, _)| i as u32)
+        self.devices
+            .iter()
+            .enumerate()
+            .filter(move |(_, d)| d.process == process)
+            .map(|(i, _)| i as u32)
     }
 
     /// Total dropped records over all processes.
@@ -887,9 +951,16 @@ impl Trace {
         }
         for t in &other.tracks {
             let kind = match t.kind {
-                TrackKind::Gpu { device } => TrackKind::Gpu { device: device + d0 },
-                TrackKind::Stream { device, stream } => TrackKind::Stream { device: device + d0, stream },
-                TrackKind::Counter { device } => TrackKind::Counter { device: device.map(|d| d + d0) },
+                TrackKind::Gpu { device } => TrackKind::Gpu {
+                    device: device + d0,
+                },
+                TrackKind::Stream { device, stream } => TrackKind::Stream {
+                    device: device + d0,
+                    stream,
+                },
+                TrackKind::Counter { device } => TrackKind::Counter {
+                    device: device.map(|d| d + d0),
+                },
                 k => k,
             };
             self.tracks.push(Track {
@@ -899,7 +970,11 @@ impl Trace {
                 name: ms(t.name),
             });
         }
-        let lmap: Vec<u32> = other.launch_configs.iter().map(|&l| self.intern_launch(l)).collect();
+        let lmap: Vec<u32> = other
+            .launch_configs
+            .iter()
+            .map(|&l| self.intern_launch(l))
+            .collect();
         let cmap: Vec<u32> = other.copies.iter().map(|&c| self.intern_copy(c)).collect();
         let a0 = self.arg_sets.len() as u32;
         for set in other.arg_sets {
@@ -924,7 +999,11 @@ impl Trace {
                 SliceKind::Memcpy | SliceKind::Memset => cmap[o.payload[i] as usize],
                 _ => NO_PAYLOAD,
             };
-            let args = if o.args[i] == NO_ARGS { NO_ARGS } else { o.args[i] + a0 };
+            let args = if o.args[i] == NO_ARGS {
+                NO_ARGS
+            } else {
+                o.args[i] + a0
+            };
             self.push_slice_raw(
                 TrackId(o.track[i].0 + t0),
                 o.start_ns[i],
@@ -938,7 +1017,11 @@ impl Trace {
             );
         }
         for f in other.flows {
-            self.flows.push(Flow { id: f.id, from: SliceId(f.from.0 + s0), to: SliceId(f.to.0 + s0) });
+            self.flows.push(Flow {
+                id: f.id,
+                from: SliceId(f.from.0 + s0),
+                to: SliceId(f.to.0 + s0),
+            });
         }
         for i in 0..other.counters.len() {
             self.push_counter(
@@ -952,7 +1035,13 @@ impl Trace {
 }
 
 fn slice_key(sl: &Slices, i: usize) -> (u32, i64, std::cmp::Reverse<i64>, u8, u32) {
-    (sl.track[i].0, sl.start_ns[i], std::cmp::Reverse(sl.dur_ns[i]), sl.kind[i] as u8, sl.name[i].0)
+    (
+        sl.track[i].0,
+        sl.start_ns[i],
+        std::cmp::Reverse(sl.dur_ns[i]),
+        sl.kind[i] as u8,
+        sl.name[i].0,
+    )
 }
 
 #[cfg(test)]
@@ -961,11 +1050,23 @@ mod tests {
 
     #[test]
     fn kernel_slice_fits_in_48_bytes() {
-        assert!(Slices::slice_column_bytes() <= 48, "{}", Slices::slice_column_bytes());
+        assert!(
+            Slices::slice_column_bytes() <= 48,
+            "{}",
+            Slices::slice_column_bytes()
+        );
         // Measure what a million kernels really hold, launch configs shared.
         let mut t = Trace::new();
         let p = t.add_process(Process::default());
-        let tr = t.add_track(p, None, TrackKind::Stream { device: 0, stream: 7 }, "stream 7");
+        let tr = t.add_track(
+            p,
+            None,
+            TrackKind::Stream {
+                device: 0,
+                stream: 7,
+            },
+            "stream 7",
+        );
         let n = 1_000_000;
         t.reserve_slices(n);
         let names: Vec<StrId> = (0..50).map(|i| t.intern(&format!("kernel_{i}"))).collect();
@@ -973,14 +1074,21 @@ mod tests {
             let mut s = NewSlice::new(tr, SliceKind::Kernel, names[i % 50], i as i64 * 10, 5);
             s.class = SliceClass::Compute;
             s.correlation = i as u32;
-            s.launch = Some(LaunchConfig { grid: [(i % 8) as u32 + 1, 1, 1], block: [128, 1, 1], ..Default::default() });
+            s.launch = Some(LaunchConfig {
+                grid: [(i % 8) as u32 + 1, 1, 1],
+                block: [128, 1, 1],
+                ..Default::default()
+            });
             t.push_slice(s);
         }
         let per_slice = (t.slices.heap_bytes()
             + t.launch_configs.capacity() * std::mem::size_of::<LaunchConfig>())
             as f64
             / n as f64;
-        assert!(per_slice <= 48.0, "resident bytes per kernel slice: {per_slice}");
+        assert!(
+            per_slice <= 48.0,
+            "resident bytes per kernel slice: {per_slice}"
+        );
         assert_eq!(t.launch_configs.len(), 8);
     }
 
@@ -988,11 +1096,26 @@ mod tests {
     fn hta_classification() {
         use SliceClass::*;
         let k = SliceKind::Kernel;
-        assert_eq!(SliceClass::of_gpu_name(k, "ncclDevKernel_AllGather_RING_LL(x)"), Communication);
-        assert_eq!(SliceClass::of_gpu_name(k, "void ncclKernel_AllReduce_RING_LL_Sum_float(x)"), Communication);
-        assert_eq!(SliceClass::of_gpu_name(k, "Memcpy DtoH (Device -> Pinned)"), Memory);
-        assert_eq!(SliceClass::of_gpu_name(SliceKind::Memset, "anything"), Memory);
-        assert_eq!(SliceClass::of_gpu_name(k, "ampere_sgemm_128x64_nn"), Compute);
+        assert_eq!(
+            SliceClass::of_gpu_name(k, "ncclDevKernel_AllGather_RING_LL(x)"),
+            Communication
+        );
+        assert_eq!(
+            SliceClass::of_gpu_name(k, "void ncclKernel_AllReduce_RING_LL_Sum_float(x)"),
+            Communication
+        );
+        assert_eq!(
+            SliceClass::of_gpu_name(k, "Memcpy DtoH (Device -> Pinned)"),
+            Memory
+        );
+        assert_eq!(
+            SliceClass::of_gpu_name(SliceKind::Memset, "anything"),
+            Memory
+        );
+        assert_eq!(
+            SliceClass::of_gpu_name(k, "ampere_sgemm_128x64_nn"),
+            Compute
+        );
     }
 
     #[test]
@@ -1003,7 +1126,11 @@ mod tests {
         let n = t.intern("x");
         let a = t.push_slice(NewSlice::new(tr, SliceKind::Runtime, n, 100, 5));
         let b = t.push_slice(NewSlice::new(tr, SliceKind::Runtime, n, 10, 5));
-        t.flows.push(Flow { id: 1, from: a, to: b });
+        t.flows.push(Flow {
+            id: 1,
+            from: a,
+            to: b,
+        });
         t.sort_slices();
         assert_eq!(t.slices.start_ns, vec![10, 100]);
         assert_eq!(t.flows[0].from, SliceId(1));
@@ -1014,12 +1141,29 @@ mod tests {
     fn append_offsets_everything() {
         let mk = |pid| {
             let mut t = Trace::new();
-            let p = t.add_process(Process { pid, ..Default::default() });
-            let d = t.add_device(Device { process: p, ..Default::default() });
-            let tr = t.add_track(p, None, TrackKind::Stream { device: d, stream: 7 }, "stream 7");
+            let p = t.add_process(Process {
+                pid,
+                ..Default::default()
+            });
+            let d = t.add_device(Device {
+                process: p,
+                ..Default::default()
+            });
+            let tr = t.add_track(
+                p,
+                None,
+                TrackKind::Stream {
+                    device: d,
+                    stream: 7,
+                },
+                "stream 7",
+            );
             let nm = t.intern(&format!("k{pid}"));
             let mut s = NewSlice::new(tr, SliceKind::Kernel, nm, 1, 2);
-            s.launch = Some(LaunchConfig { grid: [pid, 1, 1], ..Default::default() });
+            s.launch = Some(LaunchConfig {
+                grid: [pid, 1, 1],
+                ..Default::default()
+            });
             t.push_slice(s);
             t
         };
@@ -1037,10 +1181,24 @@ mod tests {
         let mut t = Trace::new();
         let mut tracks = Vec::new();
         for pid in [1, 2] {
-            let p = t.add_process(Process { pid, ..Default::default() });
-            let d = t.add_device(Device { process: p, ..Default::default() });
+            let p = t.add_process(Process {
+                pid,
+                ..Default::default()
+            });
+            let d = t.add_device(Device {
+                process: p,
+                ..Default::default()
+            });
             let host = t.add_track(p, None, TrackKind::Thread { tid: pid }, "t");
-            let stream = t.add_track(p, None, TrackKind::Stream { device: d, stream: 7 }, "s");
+            let stream = t.add_track(
+                p,
+                None,
+                TrackKind::Stream {
+                    device: d,
+                    stream: 7,
+                },
+                "s",
+            );
             tracks.push((host, stream));
         }
         let n = t.intern("x");
@@ -1061,14 +1219,30 @@ mod tests {
         push(&mut t, s2, SliceKind::Kernel, 31, 77);
         push(&mut t, h2, SliceKind::CpuOp, 5, 3);
         push(&mut t, s2, SliceKind::Memset, 32, 3);
-        t.flows.push(Flow { id: 1, from: late, to: late });
+        t.flows.push(Flow {
+            id: 1,
+            from: late,
+            to: late,
+        });
         t.link_flows_by_correlation();
         assert_eq!(
             t.flows,
             vec![
-                Flow { id: 9, from: early, to: k1 },
-                Flow { id: 9, from: early, to: m1 },
-                Flow { id: 9, from: other, to: k2 },
+                Flow {
+                    id: 9,
+                    from: early,
+                    to: k1
+                },
+                Flow {
+                    id: 9,
+                    from: early,
+                    to: m1
+                },
+                Flow {
+                    id: 9,
+                    from: other,
+                    to: k2
+                },
             ]
         );
     }

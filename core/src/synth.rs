@@ -24,14 +24,23 @@ pub struct SynthOptions {
 
 impl Default for SynthOptions {
     fn default() -> Self {
-        SynthOptions { ranks: 2, target_slices: 10_000, layers: 8, item_sync: true, seed: 1 }
+        SynthOptions {
+            ranks: 2,
+            target_slices: 10_000,
+            layers: 8,
+            item_sync: true,
+            seed: 1,
+        }
     }
 }
 
 struct Rng(u64);
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
     /// `base` ± 10 %.
@@ -89,16 +98,63 @@ pub fn fsdp_like(o: &SynthOptions) -> Trace {
         });
         let d = t.add_device(h200(p, r));
         let host = t.add_track(p, None, TrackKind::Thread { tid: 1000 + r }, "python");
-        let gpu = t.add_track(p, None, TrackKind::Gpu { device: d }, &format!("GPU {r} · NVIDIA H200"));
-        let compute = t.add_track(p, Some(gpu), TrackKind::Stream { device: d, stream: 7 }, "stream 7");
-        let comm = t.add_track(p, Some(gpu), TrackKind::Stream { device: d, stream: 20 }, "stream 20");
-        ranks.push(RankTracks { host, compute, comm });
+        let gpu = t.add_track(
+            p,
+            None,
+            TrackKind::Gpu { device: d },
+            &format!("GPU {r} · NVIDIA H200"),
+        );
+        let compute = t.add_track(
+            p,
+            Some(gpu),
+            TrackKind::Stream {
+                device: d,
+                stream: 7,
+            },
+            "stream 7",
+        );
+        let comm = t.add_track(
+            p,
+            Some(gpu),
+            TrackKind::Stream {
+                device: d,
+                stream: 20,
+            },
+            "stream 20",
+        );
+        ranks.push(RankTracks {
+            host,
+            compute,
+            comm,
+        });
     }
     let names = Names::new(&mut t, o.layers);
-    let gemm = t.intern_launch(LaunchConfig { grid: [132, 4, 1], block: [256, 1, 1], registers_per_thread: 168, static_smem_bytes: 0, dynamic_smem_bytes: 200704 });
-    let elementwise = t.intern_launch(LaunchConfig { grid: [4096, 1, 1], block: [256, 1, 1], registers_per_thread: 32, static_smem_bytes: 0, dynamic_smem_bytes: 0 });
-    let nccl = t.intern_launch(LaunchConfig { grid: [16, 1, 1], block: [640, 1, 1], registers_per_thread: 96, static_smem_bytes: 4096, dynamic_smem_bytes: 0 });
-    let d2h = t.intern_copy(CopyInfo { bytes: 4, kind: CopyKind::DeviceToHost, pageable: false });
+    let gemm = t.intern_launch(LaunchConfig {
+        grid: [132, 4, 1],
+        block: [256, 1, 1],
+        registers_per_thread: 168,
+        static_smem_bytes: 0,
+        dynamic_smem_bytes: 200704,
+    });
+    let elementwise = t.intern_launch(LaunchConfig {
+        grid: [4096, 1, 1],
+        block: [256, 1, 1],
+        registers_per_thread: 32,
+        static_smem_bytes: 0,
+        dynamic_smem_bytes: 0,
+    });
+    let nccl = t.intern_launch(LaunchConfig {
+        grid: [16, 1, 1],
+        block: [640, 1, 1],
+        registers_per_thread: 96,
+        static_smem_bytes: 4096,
+        dynamic_smem_bytes: 0,
+    });
+    let d2h = t.intern_copy(CopyInfo {
+        bytes: 4,
+        kind: CopyKind::DeviceToHost,
+        pageable: false,
+    });
 
     let t0: i64 = 1_000_000_000;
     let mut step = 0u32;
@@ -113,7 +169,17 @@ pub fn fsdp_like(o: &SynthOptions) -> Trace {
             let launch = |t: &mut Trace, cpu: &mut i64, corr: &mut u32, api: StrId| -> u32 {
                 let c = *corr;
                 *corr += 1;
-                t.push_slice_raw(rt.host, *cpu, 4_000, api, SliceKind::Runtime, SliceClass::None, c, NO_PAYLOAD, NO_ARGS);
+                t.push_slice_raw(
+                    rt.host,
+                    *cpu,
+                    4_000,
+                    api,
+                    SliceKind::Runtime,
+                    SliceClass::None,
+                    c,
+                    NO_PAYLOAD,
+                    NO_ARGS,
+                );
                 *cpu += 5_000;
                 c
             };
@@ -123,8 +189,22 @@ pub fn fsdp_like(o: &SynthOptions) -> Trace {
                     let c = launch(&mut t, &mut cpu, &mut corr[r], names.launch);
                     let dur = rng.jitter(if phase == 0 { 60_000 } else { 90_000 });
                     let start = gpu_comm.max(cpu);
-                    let name = if phase == 0 { names.all_gather } else { names.reduce_scatter };
-                    t.push_slice_raw(rt.comm, start, dur, name, SliceKind::Kernel, SliceClass::Communication, c, nccl, NO_ARGS);
+                    let name = if phase == 0 {
+                        names.all_gather
+                    } else {
+                        names.reduce_scatter
+                    };
+                    t.push_slice_raw(
+                        rt.comm,
+                        start,
+                        dur,
+                        name,
+                        SliceKind::Kernel,
+                        SliceClass::Communication,
+                        c,
+                        nccl,
+                        NO_ARGS,
+                    );
                     gpu_comm = start + dur;
                     // Compute: the layer's GEMMs and an elementwise kernel;
                     // it waits for its all-gather in forward.
@@ -132,10 +212,24 @@ pub fn fsdp_like(o: &SynthOptions) -> Trace {
                     gpu_compute = gpu_compute.max(ready);
                     for k in 0..3 {
                         let c = launch(&mut t, &mut cpu, &mut corr[r], names.launch);
-                        let (name, lc, base) = if k < 2 { (names.gemm[l as usize % names.gemm.len()], gemm, 30_000) } else { (names.gelu, elementwise, 8_000) };
+                        let (name, lc, base) = if k < 2 {
+                            (names.gemm[l as usize % names.gemm.len()], gemm, 30_000)
+                        } else {
+                            (names.gelu, elementwise, 8_000)
+                        };
                         let dur = rng.jitter(base * (phase as i64 + 1));
                         let start = gpu_compute.max(cpu);
-                        t.push_slice_raw(rt.compute, start, dur, name, SliceKind::Kernel, SliceClass::Compute, c, lc, NO_ARGS);
+                        t.push_slice_raw(
+                            rt.compute,
+                            start,
+                            dur,
+                            name,
+                            SliceKind::Kernel,
+                            SliceClass::Compute,
+                            c,
+                            lc,
+                            NO_ARGS,
+                        );
                         gpu_compute = start + dur;
                     }
                 }
@@ -145,15 +239,45 @@ pub fn fsdp_like(o: &SynthOptions) -> Trace {
                 // work, then the host blocks until it lands.
                 let c = launch(&mut t, &mut cpu, &mut corr[r], names.memcpy_async);
                 let start = gpu_compute.max(cpu);
-                t.push_slice_raw(rt.compute, start, 2_000, names.memcpy_d2h, SliceKind::Memcpy, SliceClass::Memory, c, d2h, NO_ARGS);
+                t.push_slice_raw(
+                    rt.compute,
+                    start,
+                    2_000,
+                    names.memcpy_d2h,
+                    SliceKind::Memcpy,
+                    SliceClass::Memory,
+                    c,
+                    d2h,
+                    NO_ARGS,
+                );
                 gpu_compute = start + 2_000;
                 let sync_end = gpu_compute + 3_000;
-                t.push_slice_raw(rt.host, cpu, sync_end - cpu, names.stream_sync, SliceKind::Runtime, SliceClass::None, 0, NO_PAYLOAD, NO_ARGS);
+                t.push_slice_raw(
+                    rt.host,
+                    cpu,
+                    sync_end - cpu,
+                    names.stream_sync,
+                    SliceKind::Runtime,
+                    SliceClass::None,
+                    0,
+                    NO_PAYLOAD,
+                    NO_ARGS,
+                );
                 cpu = sync_end + 40_000; // the host prepares the next batch while the GPU idles
             }
             let end = cpu.max(gpu_compute).max(gpu_comm);
             let step_name = t.intern(&format!("ProfilerStep#{step}"));
-            t.push_slice_raw(rt.host, step_start, end - step_start, step_name, SliceKind::Range, SliceClass::None, 0, NO_PAYLOAD, NO_ARGS);
+            t.push_slice_raw(
+                rt.host,
+                step_start,
+                end - step_start,
+                step_name,
+                SliceKind::Range,
+                SliceClass::None,
+                0,
+                NO_PAYLOAD,
+                NO_ARGS,
+            );
             now[r] = end + 1_000;
         }
         step += 1;
@@ -197,14 +321,22 @@ mod tests {
 
     #[test]
     fn generates_the_requested_size_deterministically() {
-        let o = SynthOptions { target_slices: 5_000, ..Default::default() };
+        let o = SynthOptions {
+            target_slices: 5_000,
+            ..Default::default()
+        };
         let a = fsdp_like(&o);
         let b = fsdp_like(&o);
         assert!(a.slices.len() >= 5_000);
         assert_eq!(a.slices, b.slices);
         assert_eq!(a.processes.len(), 2);
         assert!(!a.flows.is_empty());
-        let comm = a.slices.class.iter().filter(|c| **c == SliceClass::Communication).count();
+        let comm = a
+            .slices
+            .class
+            .iter()
+            .filter(|c| **c == SliceClass::Communication)
+            .count();
         assert!(comm > 0);
     }
 }

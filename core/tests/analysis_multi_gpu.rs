@@ -9,12 +9,24 @@ use streamscope_core::*;
 #[test]
 fn each_gpu_of_a_process_is_its_own_rank() {
     let mut t = Trace::new();
-    let p = t.add_process(Process { pid: 7, rank: Some(0), ..Default::default() });
+    let p = t.add_process(Process {
+        pid: 7,
+        rank: Some(0),
+        ..Default::default()
+    });
     let mut streams = Vec::new();
     for d in 0..2 {
         let dev = t.add_device(h200(p, d));
         let g = t.add_track(p, None, TrackKind::Gpu { device: dev }, "GPU");
-        streams.push(t.add_track(p, Some(g), TrackKind::Stream { device: dev, stream: 7 }, "stream 7"));
+        streams.push(t.add_track(
+            p,
+            Some(g),
+            TrackKind::Stream {
+                device: dev,
+                stream: 7,
+            },
+            "stream 7",
+        ));
     }
     let gemm = t.intern("gemm");
     let ag = t.intern("ncclDevKernel_AllGather_RING_LL");
@@ -27,7 +39,12 @@ fn each_gpu_of_a_process_is_its_own_rank() {
     t.push_slice(c);
     t.sort_slices();
     let r = analyze(&t, &AnalysisOptions::default());
-    assert_eq!(r.ranks.len(), 2, "{:?}", r.ranks.iter().map(|x| &x.label).collect::<Vec<_>>());
+    assert_eq!(
+        r.ranks.len(),
+        2,
+        "{:?}",
+        r.ranks.iter().map(|x| &x.label).collect::<Vec<_>>()
+    );
     assert_eq!(r.ranks[0].rank, 0);
     assert_eq!(r.ranks[1].rank, 1);
     assert!(r.ranks[1].label.contains("GPU 1"), "{}", r.ranks[1].label);

@@ -38,18 +38,42 @@ fn kitchen_sink() -> Trace {
             world_size: Some(2),
             hostname: "h".into(),
             cmdline: "python train.py --x".into(),
-            clock: if r == 0 { ClockDomain::Realtime } else { ClockDomain::Monotonic },
+            clock: if r == 0 {
+                ClockDomain::Realtime
+            } else {
+                ClockDomain::Monotonic
+            },
             dropped_records: 3 * r as u64,
             capture_start_ns: Some(1_000),
             capture_end_ns: Some(900_000),
-            clock_snapshot: if r == 1 { vec![(3, 500), (6, 700)] } else { vec![] },
-            metadata: vec![("collector".into(), "0.1.0".into()), ("nccl".into(), "2.28.3".into())],
+            clock_snapshot: if r == 1 {
+                vec![(3, 500), (6, 700)]
+            } else {
+                vec![]
+            },
+            metadata: vec![
+                ("collector".into(), "0.1.0".into()),
+                ("nccl".into(), "2.28.3".into()),
+            ],
         });
         let d = t.add_device(h200(p, r));
         let host = t.add_track(p, None, TrackKind::Thread { tid: 7 }, "python");
         let gpu = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0 · NVIDIA H200");
-        let s7 = t.add_track(p, Some(gpu), TrackKind::Stream { device: d, stream: 7 }, "stream 7");
-        let ctr = t.add_track(p, Some(gpu), TrackKind::Counter { device: Some(d) }, "SMs in use");
+        let s7 = t.add_track(
+            p,
+            Some(gpu),
+            TrackKind::Stream {
+                device: d,
+                stream: 7,
+            },
+            "stream 7",
+        );
+        let ctr = t.add_track(
+            p,
+            Some(gpu),
+            TrackKind::Counter { device: Some(d) },
+            "SMs in use",
+        );
         let step = t.intern("ProfilerStep#1");
         let fwd = t.intern("forward");
         let mark = t.intern("mark");
@@ -70,14 +94,29 @@ fn kitchen_sink() -> Trace {
         let mut kern = NewSlice::new(s7, SliceKind::Kernel, k, 6_000, 10_000);
         kern.class = SliceClass::Compute;
         kern.correlation = 11;
-        kern.launch = Some(LaunchConfig { grid: [132, 2, 1], block: [256, 1, 1], registers_per_thread: 168, static_smem_bytes: 16, dynamic_smem_bytes: 200_000 });
+        kern.launch = Some(LaunchConfig {
+            grid: [132, 2, 1],
+            block: [256, 1, 1],
+            registers_per_thread: 168,
+            static_smem_bytes: 16,
+            dynamic_smem_bytes: 200_000,
+        });
         let (ki, ku, kd, kb) = (t.intern("i"), t.intern("u"), t.intern("d"), t.intern("b"));
-        kern.args = vec![(ki, ArgValue::Int(-5)), (ku, ArgValue::UInt(u64::MAX)), (kd, ArgValue::Double(0.25)), (kb, ArgValue::Bool(true))];
+        kern.args = vec![
+            (ki, ArgValue::Int(-5)),
+            (ku, ArgValue::UInt(u64::MAX)),
+            (kd, ArgValue::Double(0.25)),
+            (kb, ArgValue::Bool(true)),
+        ];
         t.push_slice(kern);
         // Concurrent kernels on one stream (programmatic dependent launch).
         let mut k2 = NewSlice::new(s7, SliceKind::Kernel, nccl, 12_000, 10_000);
         k2.class = SliceClass::Communication;
-        k2.launch = Some(LaunchConfig { grid: [16, 1, 1], block: [640, 1, 1], ..Default::default() });
+        k2.launch = Some(LaunchConfig {
+            grid: [16, 1, 1],
+            block: [640, 1, 1],
+            ..Default::default()
+        });
         t.push_slice(k2);
         let mut k3 = NewSlice::new(s7, SliceKind::Kernel, k, 30_000, 0);
         k3.class = SliceClass::Compute;
@@ -85,11 +124,19 @@ fn kitchen_sink() -> Trace {
         let name = t.intern("Memcpy DtoH");
         let mut cp = NewSlice::new(s7, SliceKind::Memcpy, name, 40_000, 1_000);
         cp.class = SliceClass::Memory;
-        cp.copy = Some(CopyInfo { bytes: 4, kind: CopyKind::DeviceToHost, pageable: true });
+        cp.copy = Some(CopyInfo {
+            bytes: 4,
+            kind: CopyKind::DeviceToHost,
+            pageable: true,
+        });
         t.push_slice(cp);
         let name = t.intern("Memset");
         let mut ms = NewSlice::new(s7, SliceKind::Memset, name, 42_000, 500);
-        ms.copy = Some(CopyInfo { bytes: 4096, kind: CopyKind::Unknown, pageable: false });
+        ms.copy = Some(CopyInfo {
+            bytes: 4096,
+            kind: CopyKind::Unknown,
+            pageable: false,
+        });
         t.push_slice(ms);
         let sync = t.intern("Stream Sync");
         t.push_slice(NewSlice::new(s7, SliceKind::Sync, sync, 41_000, 2_000));
@@ -113,7 +160,12 @@ fn round_trip_kitchen_sink_is_identical() {
 #[test]
 fn round_trip_generated_traces_is_identical() {
     for seed in 1..4 {
-        let t = fsdp_like(&SynthOptions { ranks: seed as u32, target_slices: 3_000, seed, ..Default::default() });
+        let t = fsdp_like(&SynthOptions {
+            ranks: seed as u32,
+            target_slices: 3_000,
+            seed,
+            ..Default::default()
+        });
         let back = from_bytes(&to_bytes(&t));
         assert_eq!(dump(&back), dump(&t), "seed {seed}");
     }
@@ -122,7 +174,10 @@ fn round_trip_generated_traces_is_identical() {
 #[test]
 fn streaming_batches_give_the_same_trace_as_one_write() {
     // The collector writes batch by batch, clearing events after each.
-    let full = fsdp_like(&SynthOptions { target_slices: 4_000, ..Default::default() });
+    let full = fsdp_like(&SynthOptions {
+        target_slices: 4_000,
+        ..Default::default()
+    });
     let mut batch = full.clone();
     batch.clear_events();
     let mut w = PerfettoWriter::new(Vec::new());
@@ -135,7 +190,17 @@ fn streaming_batches_give_the_same_trace_as_one_write() {
     while i < n {
         for &j in &order[i..(i + chunk).min(n)] {
             let s = &full.slices;
-            batch.push_slice_raw(s.track[j], s.start_ns[j], s.dur_ns[j], s.name[j], s.kind[j], s.class[j], s.correlation[j], s.payload[j], s.args[j]);
+            batch.push_slice_raw(
+                s.track[j],
+                s.start_ns[j],
+                s.dur_ns[j],
+                s.name[j],
+                s.kind[j],
+                s.class[j],
+                s.correlation[j],
+                s.payload[j],
+                s.args[j],
+            );
         }
         w.write_batch(&batch).expect("batch");
         batch.clear_events();
@@ -149,7 +214,8 @@ fn streaming_batches_give_the_same_trace_as_one_write() {
 /// Decodes with Perfetto's own generated types and checks the rules
 /// trace_processor enforces (FORMATS.md).
 fn check_perfetto_rules(bytes: &[u8]) -> usize {
-    let trace = perfetto_protos::trace::Trace::parse_from_bytes(bytes).expect("decodes with Perfetto's schema");
+    let trace = perfetto_protos::trace::Trace::parse_from_bytes(bytes)
+        .expect("decodes with Perfetto's schema");
     let mut cleared: HashSet<u32> = HashSet::new();
     let mut uuids: HashSet<u64> = HashSet::new();
     let mut counter_tracks: HashSet<u64> = HashSet::new();
@@ -162,11 +228,18 @@ fn check_perfetto_rules(bytes: &[u8]) -> usize {
             cleared.insert(seq);
         }
         if p.sequence_flags() & 2 != 0 {
-            assert!(cleared.contains(&seq), "packet {n} needs incremental state its sequence never cleared");
+            assert!(
+                cleared.contains(&seq),
+                "packet {n} needs incremental state its sequence never cleared"
+            );
         }
         if p.has_track_descriptor() {
             let td = p.track_descriptor();
-            assert!(uuids.insert(td.uuid()), "duplicate track uuid {}", td.uuid());
+            assert!(
+                uuids.insert(td.uuid()),
+                "duplicate track uuid {}",
+                td.uuid()
+            );
             if td.has_parent_uuid() {
                 parents.push(td.parent_uuid());
             }
@@ -199,7 +272,10 @@ fn check_perfetto_rules(bytes: &[u8]) -> usize {
             1 => stacks.entry(*track).or_default().push(*ts),
             2 => {
                 let open = stacks.get_mut(track).and_then(|s| s.pop());
-                assert!(open.is_some_and(|b| b <= *ts), "misplaced end on track {track} at {ts}");
+                assert!(
+                    open.is_some_and(|b| b <= *ts),
+                    "misplaced end on track {track} at {ts}"
+                );
             }
             _ => {}
         }
@@ -211,13 +287,17 @@ fn check_perfetto_rules(bytes: &[u8]) -> usize {
 #[test]
 fn output_decodes_with_perfettos_schema_and_keeps_its_rules() {
     assert!(check_perfetto_rules(&to_bytes(&kitchen_sink())) > 10);
-    let synth = fsdp_like(&SynthOptions { target_slices: 5_000, ..Default::default() });
+    let synth = fsdp_like(&SynthOptions {
+        target_slices: 5_000,
+        ..Default::default()
+    });
     check_perfetto_rules(&to_bytes(&synth));
 }
 
 #[test]
 fn kineto_export_keeps_perfetto_rules_and_kernel_counts() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/peer-traces/hta/tests/data/nccl_parser_config/nccl_data.json.gz");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/peer-traces/hta/tests/data/nccl_parser_config/nccl_data.json.gz");
     let t = streamscope_core::kineto::read_file(&src).expect("kineto import");
     let bytes = to_bytes(&t);
     check_perfetto_rules(&bytes);
@@ -228,14 +308,23 @@ fn kineto_export_keeps_perfetto_rules_and_kernel_counts() {
 
 #[test]
 fn truncated_file_loads_every_whole_packet_with_a_warning() {
-    let t = fsdp_like(&SynthOptions { target_slices: 2_000, ..Default::default() });
+    let t = fsdp_like(&SynthOptions {
+        target_slices: 2_000,
+        ..Default::default()
+    });
     let bytes = to_bytes(&t);
     let full = from_bytes(&bytes).slices.len();
     let mut last = 0;
     for frac in [0.3, 0.6, 0.9] {
         let cut = (bytes.len() as f64 * frac) as usize;
         let back = read_stream(Path::new("cut.pftrace"), &bytes[..cut]).expect("truncated loads");
-        assert!(back.warnings.iter().any(|w| w.contains("truncated at byte")), "{:?}", back.warnings);
+        assert!(
+            back.warnings
+                .iter()
+                .any(|w| w.contains("truncated at byte")),
+            "{:?}",
+            back.warnings
+        );
         assert!(back.slices.len() >= last && back.slices.len() <= full);
         assert!(back.slices.dur_ns.iter().all(|d| *d >= 0));
         last = back.slices.len();
@@ -248,7 +337,10 @@ fn bad_input_gives_clear_errors() {
     let empty = tmp("empty.pftrace");
     std::fs::write(&empty, b"").expect("write");
     let e = read_file(&empty).expect_err("empty");
-    assert!(e.to_string().contains("empty.pftrace") && e.to_string().contains("empty"), "{e}");
+    assert!(
+        e.to_string().contains("empty.pftrace") && e.to_string().contains("empty"),
+        "{e}"
+    );
 
     let text = tmp("notes.pftrace");
     std::fs::write(&text, b"hello, I am not a trace").expect("write");
@@ -261,7 +353,10 @@ fn bad_input_gives_clear_errors() {
     bytes.extend_from_slice(&[0x0a, 0x03, 0xff, 0xff, 0xff]);
     std::fs::write(&bad, &bytes).expect("write");
     let e = read_file(&bad).expect_err("corrupt");
-    assert!(matches!(e, TraceError::Corrupt { .. }) && e.to_string().contains("corrupt.pftrace"), "{e}");
+    assert!(
+        matches!(e, TraceError::Corrupt { .. }) && e.to_string().contains("corrupt.pftrace"),
+        "{e}"
+    );
 
     let missing = tmp("missing.pftrace");
     let e = read_file(&missing).expect_err("missing");

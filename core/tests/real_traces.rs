@@ -7,7 +7,9 @@ use streamscope_core::analysis::{analyze, AnalysisOptions};
 use streamscope_core::load::load_paths;
 
 fn bundled(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces")
+        .join(name)
 }
 
 #[test]
@@ -26,7 +28,11 @@ fn fsdp_ref_planted_item_sync_is_found_in_every_step() {
         assert_eq!(item.count, 13);
         assert!(item.warning.is_some());
         // Prefetch overlap hides most of the communication.
-        assert!(rank.overlap_pct.is_some_and(|p| p > 50.0), "{:?}", rank.overlap_pct);
+        assert!(
+            rank.overlap_pct.is_some_and(|p| p > 50.0),
+            "{:?}",
+            rank.overlap_pct
+        );
     }
 }
 
@@ -35,7 +41,11 @@ fn fsdp_ref_serial_overlaps_nothing() {
     let t = load_paths(&[bundled("fsdp-ref-serial-h200x2")]).expect("load");
     let r = analyze(&t, &AnalysisOptions::default());
     for rank in &r.ranks {
-        assert!(rank.overlap_pct.is_some_and(|p| p < 1.0), "{:?}", rank.overlap_pct);
+        assert!(
+            rank.overlap_pct.is_some_and(|p| p < 1.0),
+            "{:?}",
+            rank.overlap_pct
+        );
         assert!(rank.exposed_comm_us > 100_000.0);
     }
 }
@@ -55,6 +65,13 @@ fn torch_item_sync_points_at_the_python_line() {
         assert_eq!(item.count, 10);
     }
     // NCCL all-gathers and reduce-scatters of FSDP2 are recognised.
-    let names: Vec<&str> = r.collectives.iter().map(|c| c.collective.as_str()).collect();
-    assert!(names.contains(&"AllGather") && names.contains(&"ReduceScatter"), "{names:?}");
+    let names: Vec<&str> = r
+        .collectives
+        .iter()
+        .map(|c| c.collective.as_str())
+        .collect();
+    assert!(
+        names.contains(&"AllGather") && names.contains(&"ReduceScatter"),
+        "{names:?}"
+    );
 }

@@ -77,7 +77,9 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     let nccl = collectives::NcclNames::new(trace);
     // Ranks are independent: analyze them on all cores, then merge in
     // rank order so the report does not depend on the thread count.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(ctxs.len().max(1));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(ctxs.len().max(1));
     let per_thread = ctxs.len().div_ceil(threads.max(1)).max(1);
     let mut chunks: Vec<Vec<RankCtx>> = Vec::new();
     let mut it = ctxs.into_iter().peekable();
@@ -120,90 +122,90 @@ fn analyze_rank(
     nccl: &collectives::NcclNames,
     report: &mut Report,
 ) {
-        let (steps, source) = steps::detect(trace, &ctx);
-        assign_steps(trace, &mut ctx, &steps);
-        let (window, keep) = headline_window(
-            trace,
-            &ctx,
-            &steps,
-            source,
-            hta_filter,
-            opts,
-            &mut report.notes,
-        );
-        let head: Vec<&Ev> = ctx.gpu.iter().filter(|e| keep(e)).collect();
-        let all: Vec<&Ev> = ctx.gpu.iter().collect();
-        let unions = Unions::of(head.iter().copied());
-        let b = unions.breakdown();
-        let idle_by_stream =
-            waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
-        let (comm_stalls, _) = waits::comm_stalls(trace, &ctx, &head, opts.stall_tolerance_ns);
-        let prefetch = waits::prefetch_slack(
-            &ctx,
-            &head,
-            &unions.compute,
-            |id| nccl.is_all_gather(trace, id),
-            opts.stall_tolerance_ns,
-        );
-        let found = sync::find(trace, &ctx, &steps, opts);
-        report
-            .sync_warnings
-            .extend(found.groups.iter().filter(|s| s.warning.is_some()).cloned());
-        report.steps.extend(step_rows(
-            trace,
-            &ctx,
-            &steps,
-            source,
-            &all,
-            &found.per_step,
-            &|id| nccl.is_all_gather(trace, id),
-            opts,
-        ));
-        let syncs = found.groups;
-        let mut colls = collectives::stats(trace, &ctx, &head, nccl);
-        colls
-            .iter_mut()
-            .for_each(|c| c.window = window.label.clone());
-        report.collectives.extend(colls);
-        report
-            .occupancy
-            .extend(occupancy::devices(trace, &ctx, opts));
-        let p = &trace.processes[ctx.process as usize];
-        let mut device: Vec<String> = trace
-            .devices_of(ctx.process)
-            .filter(|d| ctx.device.is_none_or(|only| only == *d))
-            .map(|d| trace.devices[d as usize].name.clone())
-            .collect();
-        device.dedup();
-        report.ranks.push(RankReport {
-            rank: ctx.rank,
-            process: ctx.process,
-            label: match ctx.device {
-                Some(d) => format!("{} · GPU {}", p.label(), trace.devices[d as usize].ordinal),
-                None => p.label(),
-            },
-            device: device.join(", "),
-            has_gpu_events: !ctx.gpu.is_empty(),
-            window,
-            overlap_pct: b.overlap_pct,
-            exposed_comm_us: b.exposed_comm_us,
-            overlap_efficiency_pct: b.overlap_efficiency_pct,
-            compute_us: b.compute_us,
-            comm_us: b.comm_us,
-            overlap_us: b.overlap_us,
-            kernel_time_us: b.kernel_time_us,
-            idle_us: b.idle_us,
-            non_compute_us: b.non_compute_us,
-            idle_pct: b.idle_pct,
-            compute_pct: b.compute_pct,
-            non_compute_pct: b.non_compute_pct,
-            gpu_events: b.gpu_events,
-            step_source: source.name().to_string(),
-            idle_by_stream,
-            comm_stalls,
-            prefetch,
-            syncs,
-        });
+    let (steps, source) = steps::detect(trace, &ctx);
+    assign_steps(trace, &mut ctx, &steps);
+    let (window, keep) = headline_window(
+        trace,
+        &ctx,
+        &steps,
+        source,
+        hta_filter,
+        opts,
+        &mut report.notes,
+    );
+    let head: Vec<&Ev> = ctx.gpu.iter().filter(|e| keep(e)).collect();
+    let all: Vec<&Ev> = ctx.gpu.iter().collect();
+    let unions = Unions::of(head.iter().copied());
+    let b = unions.breakdown();
+    let idle_by_stream =
+        waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
+    let (comm_stalls, _) = waits::comm_stalls(trace, &ctx, &head, opts.stall_tolerance_ns);
+    let prefetch = waits::prefetch_slack(
+        &ctx,
+        &head,
+        &unions.compute,
+        |id| nccl.is_all_gather(trace, id),
+        opts.stall_tolerance_ns,
+    );
+    let found = sync::find(trace, &ctx, &steps, opts);
+    report
+        .sync_warnings
+        .extend(found.groups.iter().filter(|s| s.warning.is_some()).cloned());
+    report.steps.extend(step_rows(
+        trace,
+        &ctx,
+        &steps,
+        source,
+        &all,
+        &found.per_step,
+        &|id| nccl.is_all_gather(trace, id),
+        opts,
+    ));
+    let syncs = found.groups;
+    let mut colls = collectives::stats(trace, &ctx, &head, nccl);
+    colls
+        .iter_mut()
+        .for_each(|c| c.window = window.label.clone());
+    report.collectives.extend(colls);
+    report
+        .occupancy
+        .extend(occupancy::devices(trace, &ctx, opts));
+    let p = &trace.processes[ctx.process as usize];
+    let mut device: Vec<String> = trace
+        .devices_of(ctx.process)
+        .filter(|d| ctx.device.is_none_or(|only| only == *d))
+        .map(|d| trace.devices[d as usize].name.clone())
+        .collect();
+    device.dedup();
+    report.ranks.push(RankReport {
+        rank: ctx.rank,
+        process: ctx.process,
+        label: match ctx.device {
+            Some(d) => format!("{} · GPU {}", p.label(), trace.devices[d as usize].ordinal),
+            None => p.label(),
+        },
+        device: device.join(", "),
+        has_gpu_events: !ctx.gpu.is_empty(),
+        window,
+        overlap_pct: b.overlap_pct,
+        exposed_comm_us: b.exposed_comm_us,
+        overlap_efficiency_pct: b.overlap_efficiency_pct,
+        compute_us: b.compute_us,
+        comm_us: b.comm_us,
+        overlap_us: b.overlap_us,
+        kernel_time_us: b.kernel_time_us,
+        idle_us: b.idle_us,
+        non_compute_us: b.non_compute_us,
+        idle_pct: b.idle_pct,
+        compute_pct: b.compute_pct,
+        non_compute_pct: b.non_compute_pct,
+        gpu_events: b.gpu_events,
+        step_source: source.name().to_string(),
+        idle_by_stream,
+        comm_stalls,
+        prefetch,
+        syncs,
+    });
 }
 
 /// HTA filters by steps only when the trace names at least two distinct ProfilerStep events.

@@ -246,12 +246,25 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
         gpu.sort_by_key(|e| (e.s, e.id));
         let corr = CorrIndex::build(&corr_pairs[p], &sl.kind);
         let rank = t.processes[p].rank.unwrap_or(p as u32);
-        let mut devices: Vec<u32> = streams.iter().map(|k| k.device).filter(|&d| d != u32::MAX).collect();
+        let mut devices: Vec<u32> = streams
+            .iter()
+            .map(|k| k.device)
+            .filter(|&d| d != u32::MAX)
+            .collect();
         devices.sort_unstable();
         devices.dedup();
         let host = std::mem::take(&mut host[p]);
         if devices.len() <= 1 {
-            out.push(RankCtx { process: p as u32, rank, device: None, host, gpu, streams, corr, rounded });
+            out.push(RankCtx {
+                process: p as u32,
+                rank,
+                device: None,
+                host,
+                gpu,
+                streams,
+                corr,
+                rounded,
+            });
             continue;
         }
         // One process driving several GPUs (a thread per GPU, or one thread
@@ -269,7 +282,10 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
             let dev_gpu: Vec<Ev> = gpu
                 .iter()
                 .filter(|e| remap.get(e.stream as usize).is_some_and(|&r| r != u16::MAX))
-                .map(|e| Ev { stream: remap[e.stream as usize], ..*e })
+                .map(|e| Ev {
+                    stream: remap[e.stream as usize],
+                    ..*e
+                })
                 .collect();
             out.push(RankCtx {
                 process: p as u32,

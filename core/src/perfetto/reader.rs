@@ -39,7 +39,10 @@ pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
     let mut base: u64 = 0; // file offset of buf[0]
     loop {
         if !eof && hi - lo < 16 {
-            refill(&mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, 16).map_err(|e| TraceError::io(path, e))?;
+            refill(
+                &mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, 16,
+            )
+            .map_err(|e| TraceError::io(path, e))?;
         }
         if lo == hi {
             break;
@@ -49,7 +52,10 @@ pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
             if start == 0 {
                 return Err(TraceError::NotATrace {
                     path: path.to_path_buf(),
-                    why: format!("starts with byte 0x{:02x}, not a Perfetto TracePacket (0x0a)", buf[lo]),
+                    why: format!(
+                        "starts with byte 0x{:02x}, not a Perfetto TracePacket (0x0a)",
+                        buf[lo]
+                    ),
                 });
             }
             return Err(corrupt(path, start, "expected a TracePacket field (0x0a)"));
@@ -59,7 +65,10 @@ pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
                 r.truncated(start);
                 break;
             }
-            refill(&mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, 16).map_err(|e| TraceError::io(path, e))?;
+            refill(
+                &mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, 16,
+            )
+            .map_err(|e| TraceError::io(path, e))?;
             continue;
         };
         if len > 256 << 20 {
@@ -72,14 +81,20 @@ pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
                 break;
             }
             let need = 1 + hdr + len as usize;
-            refill(&mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, need).map_err(|e| TraceError::io(path, e))?;
+            refill(
+                &mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, need,
+            )
+            .map_err(|e| TraceError::io(path, e))?;
             continue;
         }
-        r.packet(&buf[lo + 1 + hdr..end]).map_err(|e| corrupt(path, start + 1 + hdr as u64 + e.offset as u64, e.why))?;
+        r.packet(&buf[lo + 1 + hdr..end])
+            .map_err(|e| corrupt(path, start + 1 + hdr as u64 + e.offset as u64, e.why))?;
         lo = end;
     }
     if base + hi as u64 == 0 {
-        return Err(TraceError::Empty { path: path.to_path_buf() });
+        return Err(TraceError::Empty {
+            path: path.to_path_buf(),
+        });
     }
     Ok(r.finish())
 }
@@ -126,7 +141,11 @@ fn varint_at(b: &[u8]) -> Option<(u64, usize)> {
 }
 
 fn corrupt(path: &Path, offset: u64, why: &str) -> TraceError {
-    TraceError::Corrupt { path: path.to_path_buf(), offset, why: why.to_string() }
+    TraceError::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        why: why.to_string(),
+    }
 }
 
 /// iid -> string id: a vector for the small dense iids writers use, a map
@@ -277,7 +296,10 @@ impl Reader {
         let n = self.slots.len() as u32;
         let i = *self.slot_of.entry(uuid).or_insert(n);
         if i == n {
-            self.slots.push(Slot { open: Vec::new(), seq });
+            self.slots.push(Slot {
+                open: Vec::new(),
+                seq,
+            });
         }
         self.last_slot = Some((uuid, i));
         i as usize
@@ -346,7 +368,12 @@ impl Reader {
     fn interned(&mut self, sq: usize, buf: &[u8]) -> std::result::Result<(), WireError> {
         let mut d = Dec::new(buf);
         while let Some((f, v)) = d.next()? {
-            if !matches!(f, INTERNED_EVENT_NAMES | INTERNED_DEBUG_ANNOTATION_NAMES | INTERNED_DEBUG_ANNOTATION_STRING_VALUES) {
+            if !matches!(
+                f,
+                INTERNED_EVENT_NAMES
+                    | INTERNED_DEBUG_ANNOTATION_NAMES
+                    | INTERNED_DEBUG_ANNOTATION_STRING_VALUES
+            ) {
                 continue;
             }
             let mut e = Dec::new(v.as_bytes());
@@ -373,7 +400,10 @@ impl Reader {
     fn descriptor(&mut self, buf: &[u8]) -> std::result::Result<(), WireError> {
         let mut d = Dec::new(buf);
         let mut uuid = 0u64;
-        let mut desc = Desc { seen_order: self.descs.len(), ..Default::default() };
+        let mut desc = Desc {
+            seen_order: self.descs.len(),
+            ..Default::default()
+        };
         while let Some((f, v)) = d.next()? {
             match f {
                 TD_UUID => uuid = v.as_u64(),
@@ -417,7 +447,11 @@ impl Reader {
         }
         // Lane tracks of ours map onto their base track.
         self.last_uuid = None;
-        if let Some(base) = desc.description.strip_prefix("streamscope lane=").and_then(|s| s.split(" of=").nth(1)) {
+        if let Some(base) = desc
+            .description
+            .strip_prefix("streamscope lane=")
+            .and_then(|s| s.split(" of=").nth(1))
+        {
             if let Ok(base) = base.parse::<u64>() {
                 let i = self.uuid_idx(base);
                 self.uuid_index.insert(uuid, i);
@@ -429,7 +463,12 @@ impl Reader {
         Ok(())
     }
 
-    fn track_event(&mut self, sq: usize, ts: i64, buf: &[u8]) -> std::result::Result<(), WireError> {
+    fn track_event(
+        &mut self,
+        sq: usize,
+        ts: i64,
+        buf: &[u8],
+    ) -> std::result::Result<(), WireError> {
         let mut d = Dec::new(buf);
         let mut ty = 0u64;
         let mut uuid = 0u64;
@@ -503,7 +542,11 @@ impl Reader {
                     SliceKind::Kernel if g.has_launch => {
                         // Kernels cycle through a few launch configurations:
                         // a small cache saves most hash lookups.
-                        let slot = (g.launch.grid[0] ^ g.launch.block[0].rotate_left(5) ^ g.launch.registers_per_thread) as usize % 8;
+                        let slot = (g.launch.grid[0]
+                            ^ g.launch.block[0].rotate_left(5)
+                            ^ g.launch.registers_per_thread)
+                            as usize
+                            % 8;
                         match self.launch_cache[slot] {
                             Some((lc, idx)) if lc == g.launch => idx,
                             _ => {
@@ -523,7 +566,17 @@ impl Reader {
                     (self.trace.arg_sets.len() - 1) as u32
                 };
                 let idx = self.uuid_idx(uuid);
-                let id = self.trace.push_slice_raw(TrackId(idx), ts, 0, name, g.kind, g.class, g.correlation, payload, args);
+                let id = self.trace.push_slice_raw(
+                    TrackId(idx),
+                    ts,
+                    0,
+                    name,
+                    g.kind,
+                    g.class,
+                    g.correlation,
+                    payload,
+                    args,
+                );
                 if ty == TE_TYPE_SLICE_BEGIN {
                     self.slots[slot].open.push(id.0);
                 }
@@ -534,7 +587,13 @@ impl Reader {
     }
 
     /// One top-level debug annotation of a slice.
-    fn annotation(&mut self, sq: usize, buf: &[u8], g: &mut GpuFields, args: &mut ArgSet) -> std::result::Result<(), WireError> {
+    fn annotation(
+        &mut self,
+        sq: usize,
+        buf: &[u8],
+        g: &mut GpuFields,
+        args: &mut ArgSet,
+    ) -> std::result::Result<(), WireError> {
         let mut d = Dec::new(buf);
         let mut name_iid = None;
         let mut name: Option<StrId> = None;
@@ -544,13 +603,19 @@ impl Reader {
             match f {
                 DA_NAME_IID => name_iid = Some(v.as_u64()),
                 DA_NAME => name = Some(self.trace.intern(v.as_str())),
-                DA_BOOL | DA_UINT | DA_INT | DA_DOUBLE | DA_STRING | DA_STRING_VALUE_IID => value = Some((f, v)),
+                DA_BOOL | DA_UINT | DA_INT | DA_DOUBLE | DA_STRING | DA_STRING_VALUE_IID => {
+                    value = Some((f, v))
+                }
                 DA_DICT_ENTRIES => dict = true,
                 _ => {}
             }
         }
         // Reserved names of ours have fixed iids on our sequences.
-        let fixed = if self.ours && name.is_none() { name_iid.map(|i| i as u32) } else { None };
+        let fixed = if self.ours && name.is_none() {
+            name_iid.map(|i| i as u32)
+        } else {
+            None
+        };
         match fixed {
             Some(AN_ARGS) if dict => {
                 let mut d = Dec::new(buf);
@@ -568,7 +633,10 @@ impl Reader {
                 let v = val.as_u64();
                 let text = || {
                     if vk == DA_STRING_VALUE_IID && v >= 1 {
-                        FIXED_STRING_VALUES.get(v as usize - 1).copied().unwrap_or("")
+                        FIXED_STRING_VALUES
+                            .get(v as usize - 1)
+                            .copied()
+                            .unwrap_or("")
                     } else {
                         ""
                     }
@@ -633,7 +701,11 @@ impl Reader {
     }
 
     /// A dict entry of ours: a named scalar.
-    fn plain_annotation(&mut self, sq: usize, buf: &[u8]) -> std::result::Result<Option<(StrId, ArgValue)>, WireError> {
+    fn plain_annotation(
+        &mut self,
+        sq: usize,
+        buf: &[u8],
+    ) -> std::result::Result<Option<(StrId, ArgValue)>, WireError> {
         let mut d = Dec::new(buf);
         let mut name = None;
         let mut value = None;
@@ -641,7 +713,9 @@ impl Reader {
             match f {
                 DA_NAME => name = Some(self.trace.intern(v.as_str())),
                 DA_NAME_IID => name = self.seqs[sq].annotation_names.get(v.as_u64()),
-                DA_BOOL | DA_UINT | DA_INT | DA_DOUBLE | DA_STRING | DA_STRING_VALUE_IID => value = Some((f, v)),
+                DA_BOOL | DA_UINT | DA_INT | DA_DOUBLE | DA_STRING | DA_STRING_VALUE_IID => {
+                    value = Some((f, v))
+                }
                 _ => {}
             }
         }
@@ -664,7 +738,12 @@ impl Reader {
     }
 
     /// The `streamscope.process` instant: process fields and devices.
-    fn process_metadata(&mut self, uuid: u64, sq: usize, annotations: &[&[u8]]) -> std::result::Result<(), WireError> {
+    fn process_metadata(
+        &mut self,
+        uuid: u64,
+        sq: usize,
+        annotations: &[&[u8]],
+    ) -> std::result::Result<(), WireError> {
         self.ours = true;
         let mut p = Process::default();
         let mut devices = Vec::new();
@@ -772,7 +851,12 @@ impl Reader {
 
         // Processes: one per process descriptor, in uuid order for our files
         // (the writer numbers them), else in the order seen.
-        let mut proc_uuids: Vec<u64> = self.descs.iter().filter(|(_, d)| d.is_process).map(|(u, _)| *u).collect();
+        let mut proc_uuids: Vec<u64> = self
+            .descs
+            .iter()
+            .filter(|(_, d)| d.is_process)
+            .map(|(u, _)| *u)
+            .collect();
         if self.ours {
             proc_uuids.sort_unstable();
         } else {
@@ -850,39 +934,63 @@ impl Reader {
             let process = match find_process(uuid, &self.descs) {
                 Some(p) => p,
                 None => *fallback_process.get_or_insert_with(|| {
-                    self.trace.add_process(Process { name: "unknown process".into(), ..Default::default() })
+                    self.trace.add_process(Process {
+                        name: "unknown process".into(),
+                        ..Default::default()
+                    })
                 }),
             };
             let field = |key: &str| -> Option<u32> {
-                desc.description.split_whitespace().find_map(|w| w.strip_prefix(key)).and_then(|v| v.parse().ok())
+                desc.description
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix(key))
+                    .and_then(|v| v.parse().ok())
             };
             let mut dev = |ord: Option<u32>, t: &mut Trace| -> u32 {
                 let ord = ord.unwrap_or(0);
                 *device_of.entry((process, ord)).or_insert_with(|| {
-                    t.add_device(Device { process, ordinal: ord, name: "unknown".into(), ..Default::default() })
+                    t.add_device(Device {
+                        process,
+                        ordinal: ord,
+                        name: "unknown".into(),
+                        ..Default::default()
+                    })
                 })
             };
             let kind = if let Some(tid) = desc.tid {
                 TrackKind::Thread { tid }
             } else if desc.description.starts_with("streamscope gpu") {
-                TrackKind::Gpu { device: dev(field("device="), &mut self.trace) }
+                TrackKind::Gpu {
+                    device: dev(field("device="), &mut self.trace),
+                }
             } else if desc.description.starts_with("streamscope stream") {
-                TrackKind::Stream { device: dev(field("device="), &mut self.trace), stream: field("stream=").unwrap_or(0) }
+                TrackKind::Stream {
+                    device: dev(field("device="), &mut self.trace),
+                    stream: field("stream=").unwrap_or(0),
+                }
             } else if desc.description.starts_with("streamscope counter") {
-                TrackKind::Counter { device: field("device=").map(|o| dev(Some(o), &mut self.trace)) }
+                TrackKind::Counter {
+                    device: field("device=").map(|o| dev(Some(o), &mut self.trace)),
+                }
             } else if desc.is_counter {
                 TrackKind::Counter { device: None }
             } else {
                 TrackKind::Other
             };
-            let name = if desc.name.is_empty() { format!("track {uuid}") } else { desc.name.clone() };
+            let name = if desc.name.is_empty() {
+                format!("track {uuid}")
+            } else {
+                desc.name.clone()
+            };
             let id = self.trace.add_track(process, None, kind, &name);
             track_of_index[i as usize] = Some(id);
         }
         // Parents (after all tracks exist).
         for &(_, i) in &order {
             let uuid = self.uuids[i as usize];
-            let Some(id) = track_of_index[i as usize] else { continue };
+            let Some(id) = track_of_index[i as usize] else {
+                continue;
+            };
             let parent = self.descs.get(&uuid).and_then(|d| d.parent);
             if let Some(pu) = parent {
                 if let Some(&pi) = self.uuid_index.get(&pu) {
@@ -900,10 +1008,15 @@ impl Reader {
                     let uuid = self.uuids[i];
                     let process = proc_of_uuid.get(&uuid).copied().unwrap_or_else(|| {
                         *fallback_process.get_or_insert_with(|| {
-                            self.trace.add_process(Process { name: "unknown process".into(), ..Default::default() })
+                            self.trace.add_process(Process {
+                                name: "unknown process".into(),
+                                ..Default::default()
+                            })
                         })
                     });
-                    let t = self.trace.add_track(process, None, TrackKind::Other, "process events");
+                    let t = self
+                        .trace
+                        .add_track(process, None, TrackKind::Other, "process events");
                     track_of_index[i] = Some(t);
                     t
                 }
@@ -936,7 +1049,10 @@ impl Reader {
             ));
         }
         if self.unmatched_ends > 0 {
-            self.trace.warnings.push(format!("{path}: {} slice ends had no matching begin", self.unmatched_ends));
+            self.trace.warnings.push(format!(
+                "{path}: {} slice ends had no matching begin",
+                self.unmatched_ends
+            ));
         }
         self.trace
     }
@@ -960,7 +1076,11 @@ impl Default for GpuFields {
             correlation: 0,
             launch: LaunchConfig::default(),
             has_launch: false,
-            copy: CopyInfo { bytes: 0, kind: CopyKind::Unknown, pageable: false },
+            copy: CopyInfo {
+                bytes: 0,
+                kind: CopyKind::Unknown,
+                pageable: false,
+            },
         }
     }
 }

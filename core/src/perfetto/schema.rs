@@ -121,9 +121,26 @@ use crate::model::{CopyKind, SliceClass, SliceKind};
 /// String values interned at the start of every sequence (iids 1..): the
 /// slice kinds, then the classes, then the copy kinds.
 pub const FIXED_STRING_VALUES: [&str; 20] = [
-    "kernel", "memcpy", "memset", "sync", "runtime", "driver", "range", "cpu_op", "gpu_range", "other",
-    "none", "compute", "communication", "memory",
-    "unknown", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP",
+    "kernel",
+    "memcpy",
+    "memset",
+    "sync",
+    "runtime",
+    "driver",
+    "range",
+    "cpu_op",
+    "gpu_range",
+    "other",
+    "none",
+    "compute",
+    "communication",
+    "memory",
+    "unknown",
+    "HtoD",
+    "DtoH",
+    "DtoD",
+    "HtoH",
+    "PtoP",
 ];
 pub const FIRST_FREE_STR_IID: u32 = FIXED_STRING_VALUES.len() as u32 + 1;
 
@@ -144,13 +161,34 @@ mod tests {
     #[test]
     fn fixed_value_tables_match_the_enums() {
         for k in SliceKind::ALL {
-            assert_eq!(FIXED_STRING_VALUES[kind_value_iid(k) as usize - 1], k.name());
+            assert_eq!(
+                FIXED_STRING_VALUES[kind_value_iid(k) as usize - 1],
+                k.name()
+            );
         }
-        for c in [SliceClass::None, SliceClass::Compute, SliceClass::Communication, SliceClass::Memory] {
-            assert_eq!(FIXED_STRING_VALUES[class_value_iid(c) as usize - 1], c.name());
+        for c in [
+            SliceClass::None,
+            SliceClass::Compute,
+            SliceClass::Communication,
+            SliceClass::Memory,
+        ] {
+            assert_eq!(
+                FIXED_STRING_VALUES[class_value_iid(c) as usize - 1],
+                c.name()
+            );
         }
-        for c in [CopyKind::Unknown, CopyKind::HostToDevice, CopyKind::DeviceToHost, CopyKind::DeviceToDevice, CopyKind::HostToHost, CopyKind::PeerToPeer] {
-            assert_eq!(FIXED_STRING_VALUES[copy_kind_value_iid(c) as usize - 1], c.name());
+        for c in [
+            CopyKind::Unknown,
+            CopyKind::HostToDevice,
+            CopyKind::DeviceToHost,
+            CopyKind::DeviceToDevice,
+            CopyKind::HostToHost,
+            CopyKind::PeerToPeer,
+        ] {
+            assert_eq!(
+                FIXED_STRING_VALUES[copy_kind_value_iid(c) as usize - 1],
+                c.name()
+            );
         }
     }
 }

@@ -176,17 +176,26 @@ impl<'a> Dec<'a> {
                     return Ok(v);
                 }
             }
-            return Err(WireError { offset: self.pos, why: "varint longer than 10 bytes" });
+            return Err(WireError {
+                offset: self.pos,
+                why: "varint longer than 10 bytes",
+            });
         }
         let mut v: u64 = 0;
         let mut shift = 0;
         loop {
             let Some(&b) = self.buf.get(self.pos) else {
-                return Err(WireError { offset: self.pos, why: "varint runs past the end" });
+                return Err(WireError {
+                    offset: self.pos,
+                    why: "varint runs past the end",
+                });
             };
             self.pos += 1;
             if shift >= 64 {
-                return Err(WireError { offset: self.pos, why: "varint longer than 10 bytes" });
+                return Err(WireError {
+                    offset: self.pos,
+                    why: "varint longer than 10 bytes",
+                });
             }
             v |= ((b & 0x7f) as u64) << shift;
             if b & 0x80 == 0 {
@@ -206,13 +215,19 @@ impl<'a> Dec<'a> {
         let key = self.read_varint()?;
         let field = (key >> 3) as u32;
         if field == 0 {
-            return Err(WireError { offset: self.pos, why: "field number 0" });
+            return Err(WireError {
+                offset: self.pos,
+                why: "field number 0",
+            });
         }
         let val = match (key & 7) as u8 {
             VARINT => Val::Varint(self.read_varint()?),
             FIXED64 => {
                 let Some(b) = self.buf.get(self.pos..self.pos + 8) else {
-                    return Err(WireError { offset: self.pos, why: "fixed64 runs past the end" });
+                    return Err(WireError {
+                        offset: self.pos,
+                        why: "fixed64 runs past the end",
+                    });
                 };
                 self.pos += 8;
                 Val::Fixed64(u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
@@ -220,19 +235,30 @@ impl<'a> Dec<'a> {
             LEN => {
                 let len = self.read_varint()? as usize;
                 let Some(b) = self.buf.get(self.pos..self.pos.saturating_add(len)) else {
-                    return Err(WireError { offset: self.pos, why: "length-delimited field runs past the end" });
+                    return Err(WireError {
+                        offset: self.pos,
+                        why: "length-delimited field runs past the end",
+                    });
                 };
                 self.pos += len;
                 Val::Bytes(b)
             }
             FIXED32 => {
                 let Some(b) = self.buf.get(self.pos..self.pos + 4) else {
-                    return Err(WireError { offset: self.pos, why: "fixed32 runs past the end" });
+                    return Err(WireError {
+                        offset: self.pos,
+                        why: "fixed32 runs past the end",
+                    });
                 };
                 self.pos += 4;
                 Val::Fixed32(u32::from_le_bytes(b.try_into().unwrap_or([0; 4])))
             }
-            _ => return Err(WireError { offset: self.pos, why: "unknown wire type" }),
+            _ => {
+                return Err(WireError {
+                    offset: self.pos,
+                    why: "unknown wire type",
+                })
+            }
         };
         Ok(Some((field, val)))
     }
@@ -257,7 +283,10 @@ mod tests {
         let mut inner = Dec::new(v.as_bytes());
         assert_eq!(inner.next().unwrap(), Some((8, Val::Varint(300))));
         assert_eq!(inner.next().unwrap(), Some((2, Val::Bytes(b"hello"))));
-        assert_eq!(inner.next().unwrap().map(|(f, v)| (f, v.as_f64())), Some((5, 1.5)));
+        assert_eq!(
+            inner.next().unwrap().map(|(f, v)| (f, v.as_f64())),
+            Some((5, 1.5))
+        );
         assert_eq!(inner.next().unwrap(), None);
         assert_eq!(d.next().unwrap(), None);
     }

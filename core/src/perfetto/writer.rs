@@ -109,7 +109,9 @@ impl<W: Write> PerfettoWriter<W> {
     pub fn new(out: W) -> Self {
         PerfettoWriter {
             out,
-            enc: Enc { buf: Vec::with_capacity(1 << 16) },
+            enc: Enc {
+                buf: Vec::with_capacity(1 << 16),
+            },
             seqs: Vec::new(),
             tracks: Vec::new(),
             tracks_written: 0,
@@ -148,7 +150,9 @@ impl<W: Write> PerfettoWriter<W> {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(0..sl.len() as u32);
-        let sorted = order.windows(2).all(|w| slice_order_key(sl, w[0]) <= slice_order_key(sl, w[1]));
+        let sorted = order
+            .windows(2)
+            .all(|w| slice_order_key(sl, w[0]) <= slice_order_key(sl, w[1]));
         if !sorted {
             order.sort_unstable_by_key(|&i| slice_order_key(sl, i));
         }
@@ -173,7 +177,14 @@ impl<W: Write> PerfettoWriter<W> {
             self.maybe_flush()?;
         }
         for p in 0..trace.processes.len() {
-            let state = (trace.devices.iter().filter(|d| d.process == p as u32).count(), trace.processes[p].dropped_records);
+            let state = (
+                trace
+                    .devices
+                    .iter()
+                    .filter(|d| d.process == p as u32)
+                    .count(),
+                trace.processes[p].dropped_records,
+            );
             if self.seqs[p].meta_written != Some(state) {
                 self.process_metadata(trace, p);
             }
@@ -218,7 +229,8 @@ impl<W: Write> PerfettoWriter<W> {
         }
         self.enc.uint(PKT_SEQUENCE_ID, seq.id as u64);
         if needs_state {
-            self.enc.uint(PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+            self.enc
+                .uint(PKT_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
         }
         at
     }
@@ -229,10 +241,16 @@ impl<W: Write> PerfettoWriter<W> {
         // sequence's timestamps, and interns the fixed annotation names and values.
         let at = self.enc.begin(TRACE_PACKET);
         self.enc.uint(PKT_SEQUENCE_ID, self.seqs[p].id as u64);
-        self.enc.uint(PKT_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS_INCREMENTAL_STATE);
+        self.enc.uint(
+            PKT_SEQUENCE_FLAGS,
+            SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS_INCREMENTAL_STATE,
+        );
         self.enc.uint(PKT_FIRST_PACKET_ON_SEQUENCE, 1);
         let d = self.enc.begin(PKT_DEFAULTS);
-        self.enc.uint(DEFAULTS_TIMESTAMP_CLOCK_ID, proc_.clock.perfetto_id() as u64);
+        self.enc.uint(
+            DEFAULTS_TIMESTAMP_CLOCK_ID,
+            proc_.clock.perfetto_id() as u64,
+        );
         self.enc.end(d);
         let inter = self.enc.begin(PKT_INTERNED_DATA);
         for (i, name) in RESERVED_NAMES.iter().enumerate() {
@@ -260,7 +278,10 @@ impl<W: Write> PerfettoWriter<W> {
             let snapshot = if proc_.clock_snapshot.is_empty() {
                 // No measured pair: declare the clocks equal at the capture start.
                 let t0 = proc_.capture_start_ns.unwrap_or(0).max(0);
-                vec![(proc_.clock.perfetto_id(), t0), (ClockDomain::Boottime.perfetto_id(), t0)]
+                vec![
+                    (proc_.clock.perfetto_id(), t0),
+                    (ClockDomain::Boottime.perfetto_id(), t0),
+                ]
             } else {
                 proc_.clock_snapshot.clone()
             };
@@ -283,10 +304,15 @@ impl<W: Write> PerfettoWriter<W> {
         if !proc_.cmdline.is_empty() {
             self.enc.bytes(PD_CMDLINE, proc_.cmdline.as_bytes());
         }
-        let name = if proc_.name.is_empty() { proc_.label() } else { proc_.name.clone() };
+        let name = if proc_.name.is_empty() {
+            proc_.label()
+        } else {
+            proc_.name.clone()
+        };
         self.enc.bytes(PD_PROCESS_NAME, name.as_bytes());
         if let Some(r) = proc_.rank {
-            self.enc.bytes(PD_PROCESS_LABELS, format!("rank {r}").as_bytes());
+            self.enc
+                .bytes(PD_PROCESS_LABELS, format!("rank {r}").as_bytes());
         }
         self.enc.end(pd);
         self.enc.end(td);
@@ -326,13 +352,26 @@ impl<W: Write> PerfettoWriter<W> {
             }
             kind => {
                 self.enc.bytes(TD_NAME, name.as_bytes());
-                let ordinal = |d: u32| trace.devices.get(d as usize).map(|d| d.ordinal).unwrap_or(d);
+                let ordinal = |d: u32| {
+                    trace
+                        .devices
+                        .get(d as usize)
+                        .map(|d| d.ordinal)
+                        .unwrap_or(d)
+                };
                 let desc = match kind {
-                    TrackKind::Gpu { device } => format!("streamscope gpu device={}", ordinal(device)),
-                    TrackKind::Stream { device, stream } => {
-                        format!("streamscope stream device={} stream={stream}", ordinal(device))
+                    TrackKind::Gpu { device } => {
+                        format!("streamscope gpu device={}", ordinal(device))
                     }
-                    TrackKind::Counter { device: Some(d) } => format!("streamscope counter device={}", ordinal(d)),
+                    TrackKind::Stream { device, stream } => {
+                        format!(
+                            "streamscope stream device={} stream={stream}",
+                            ordinal(device)
+                        )
+                    }
+                    TrackKind::Counter { device: Some(d) } => {
+                        format!("streamscope counter device={}", ordinal(d))
+                    }
                     TrackKind::Counter { device: None } => "streamscope counter".to_string(),
                     _ => String::new(),
                 };
@@ -357,8 +396,14 @@ impl<W: Write> PerfettoWriter<W> {
         let track = &trace.tracks[t];
         let base = track_uuid(track.process as usize, t);
         let (at, td) = self.open_descriptor(trace, t, uuid);
-        self.enc.bytes(TD_NAME, format!("{} (overlapping {lane})", trace.str(track.name)).as_bytes());
-        self.enc.bytes(TD_DESCRIPTION, format!("streamscope lane={lane} of={base}").as_bytes());
+        self.enc.bytes(
+            TD_NAME,
+            format!("{} (overlapping {lane})", trace.str(track.name)).as_bytes(),
+        );
+        self.enc.bytes(
+            TD_DESCRIPTION,
+            format!("streamscope lane={lane} of={base}").as_bytes(),
+        );
         self.enc.end(td);
         self.enc.end(at);
     }
@@ -426,7 +471,12 @@ impl<W: Write> PerfettoWriter<W> {
                 if k > 0 {
                     self.lane_descriptor(trace, t, k, uuid);
                 }
-                lanes.push(Lane { uuid, last_start: start, open_ends: vec![end], closed_until: i64::MIN });
+                lanes.push(Lane {
+                    uuid,
+                    last_start: start,
+                    open_ends: vec![end],
+                    closed_until: i64::MIN,
+                });
                 uuid
             }
         };
@@ -446,7 +496,9 @@ impl<W: Write> PerfettoWriter<W> {
         // Intern what this event needs that the sequence has not seen.
         let name = sl.name[i];
         let name_iid = self.intern_name(trace, p, name);
-        let launch = trace.launch_of(i).map(|lc| (lc, self.launch_iids(p, sl.payload[i] as usize, lc)));
+        let launch = trace
+            .launch_of(i)
+            .map(|lc| (lc, self.launch_iids(p, sl.payload[i] as usize, lc)));
 
         let at = self.packet(p, Some(start), true);
         let te = self.enc.begin(PKT_TRACK_EVENT);
@@ -463,7 +515,11 @@ impl<W: Write> PerfettoWriter<W> {
         }
         if let TrackKind::Stream { device, stream } = trace.tracks[t].kind {
             if kind.is_gpu_activity() || kind == SliceKind::Sync {
-                let ordinal = trace.devices.get(device as usize).map(|d| d.ordinal).unwrap_or(device);
+                let ordinal = trace
+                    .devices
+                    .get(device as usize)
+                    .map(|d| d.ordinal)
+                    .unwrap_or(device);
                 self.annotate_uint(AN_DEVICE, ordinal as u64);
                 self.annotate_uint(AN_STREAM, stream as u64);
             }
@@ -617,7 +673,11 @@ impl<W: Write> PerfettoWriter<W> {
     /// The `streamscope.process` instant: process fields and devices.
     fn process_metadata(&mut self, trace: &Trace, p: usize) {
         let pr = &trace.processes[p];
-        let devices: Vec<&Device> = trace.devices.iter().filter(|d| d.process == p as u32).collect();
+        let devices: Vec<&Device> = trace
+            .devices
+            .iter()
+            .filter(|d| d.process == p as u32)
+            .collect();
         let ts = self.seqs[p].last_ts.max(pr.capture_start_ns.unwrap_or(0));
         let name_iid = {
             // Event names are interned from the pool when present; this one is fixed.
@@ -647,7 +707,9 @@ impl<W: Write> PerfettoWriter<W> {
             enc.end(e);
         };
         kv(&mut self.enc, "pid", &|e| e.uint(DA_UINT, pr.pid as u64));
-        kv(&mut self.enc, "name", &|e| e.bytes(DA_STRING, pr.name.as_bytes()));
+        kv(&mut self.enc, "name", &|e| {
+            e.bytes(DA_STRING, pr.name.as_bytes())
+        });
         if let Some(r) = pr.rank {
             kv(&mut self.enc, "rank", &|e| e.uint(DA_UINT, r as u64));
         }
@@ -657,10 +719,18 @@ impl<W: Write> PerfettoWriter<W> {
         if let Some(r) = pr.world_size {
             kv(&mut self.enc, "world_size", &|e| e.uint(DA_UINT, r as u64));
         }
-        kv(&mut self.enc, "hostname", &|e| e.bytes(DA_STRING, pr.hostname.as_bytes()));
-        kv(&mut self.enc, "cmdline", &|e| e.bytes(DA_STRING, pr.cmdline.as_bytes()));
-        kv(&mut self.enc, "clock", &|e| e.bytes(DA_STRING, pr.clock.name().as_bytes()));
-        kv(&mut self.enc, "dropped_records", &|e| e.uint(DA_UINT, pr.dropped_records));
+        kv(&mut self.enc, "hostname", &|e| {
+            e.bytes(DA_STRING, pr.hostname.as_bytes())
+        });
+        kv(&mut self.enc, "cmdline", &|e| {
+            e.bytes(DA_STRING, pr.cmdline.as_bytes())
+        });
+        kv(&mut self.enc, "clock", &|e| {
+            e.bytes(DA_STRING, pr.clock.name().as_bytes())
+        });
+        kv(&mut self.enc, "dropped_records", &|e| {
+            e.uint(DA_UINT, pr.dropped_records)
+        });
         if let Some(v) = pr.capture_start_ns {
             kv(&mut self.enc, "capture_start_ns", &|e| e.int(DA_INT, v));
         }
@@ -668,10 +738,14 @@ impl<W: Write> PerfettoWriter<W> {
             kv(&mut self.enc, "capture_end_ns", &|e| e.int(DA_INT, v));
         }
         for (clock, ts) in &pr.clock_snapshot {
-            kv(&mut self.enc, &format!("clock_snapshot.{clock}"), &|e| e.int(DA_INT, *ts));
+            kv(&mut self.enc, &format!("clock_snapshot.{clock}"), &|e| {
+                e.int(DA_INT, *ts)
+            });
         }
         for (k, v) in &pr.metadata {
-            kv(&mut self.enc, &format!("meta.{k}"), &|e| e.bytes(DA_STRING, v.as_bytes()));
+            kv(&mut self.enc, &format!("meta.{k}"), &|e| {
+                e.bytes(DA_STRING, v.as_bytes())
+            });
         }
         self.enc.end(d);
         for dev in &devices {
@@ -692,13 +766,29 @@ impl<W: Write> PerfettoWriter<W> {
             u(&mut self.enc, "compute_minor", dev.compute_minor as u64);
             u(&mut self.enc, "sm_count", dev.sm_count as u64);
             u(&mut self.enc, "warp_size", dev.warp_size as u64);
-            u(&mut self.enc, "max_threads_per_block", dev.max_threads_per_block as u64);
-            u(&mut self.enc, "max_threads_per_sm", dev.max_threads_per_sm as u64);
-            u(&mut self.enc, "max_blocks_per_sm", dev.max_blocks_per_sm as u64);
+            u(
+                &mut self.enc,
+                "max_threads_per_block",
+                dev.max_threads_per_block as u64,
+            );
+            u(
+                &mut self.enc,
+                "max_threads_per_sm",
+                dev.max_threads_per_sm as u64,
+            );
+            u(
+                &mut self.enc,
+                "max_blocks_per_sm",
+                dev.max_blocks_per_sm as u64,
+            );
             u(&mut self.enc, "regs_per_sm", dev.regs_per_sm as u64);
             u(&mut self.enc, "regs_per_block", dev.regs_per_block as u64);
             u(&mut self.enc, "smem_per_sm_bytes", dev.smem_per_sm_bytes);
-            u(&mut self.enc, "smem_per_block_bytes", dev.smem_per_block_bytes);
+            u(
+                &mut self.enc,
+                "smem_per_block_bytes",
+                dev.smem_per_block_bytes,
+            );
             u(&mut self.enc, "global_mem_bytes", dev.global_mem_bytes);
             self.enc.end(d);
         }
@@ -710,7 +800,11 @@ impl<W: Write> PerfettoWriter<W> {
 
 fn slice_order_key(sl: &Slices, i: u32) -> (u32, i64, std::cmp::Reverse<i64>) {
     let i = i as usize;
-    (sl.track[i].0, sl.start_ns[i], std::cmp::Reverse(sl.dur_ns[i]))
+    (
+        sl.track[i].0,
+        sl.start_ns[i],
+        std::cmp::Reverse(sl.dur_ns[i]),
+    )
 }
 
 /// Writes a whole model as a Perfetto trace.
@@ -722,7 +816,10 @@ pub fn write_trace<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
 
 /// Writes a whole model to `path`.
 pub fn write_file(trace: &Trace, path: &std::path::Path) -> crate::Result<()> {
-    let err = |source| crate::TraceError::Write { path: path.to_path_buf(), source };
+    let err = |source| crate::TraceError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
     let f = std::fs::File::create(path).map_err(err)?;
     write_trace(trace, io::BufWriter::with_capacity(1 << 20, f)).map_err(err)?;
     Ok(())
