@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use streamscope_core::analysis::{analyze, AnalysisOptions};
+use streamscope_core::analysis::{analyze, AnalysisOptions, WindowRule};
 use streamscope_core::load::load_paths;
 
 fn bundled(name: &str) -> PathBuf {

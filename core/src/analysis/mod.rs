@@ -325,6 +325,17 @@ fn headline_window<'a>(
             };
             (w, Box::new(keep))
         }
+        None if source == StepSource::Nvtx && steps.len() >= 3 => {
+            let kept: Vec<i64> = steps[1..].iter().map(|s| s.number).collect();
+            let w = Window {
+                rule: WindowRule::SteadySteps,
+                start_ns: steps.get(1).map(|s| s.start_ns),
+                end_ns: steps.last().map(|s| s.end_ns),
+                label: format!("steps {} (nvtx; first step dropped as warm-up)", step_list(&kept)),
+                steps: kept,
+            };
+            (w, Box::new(|e: &Ev| e.step != NONE && e.step >= 1))
+        }
         None => {
             let w = Window {
                 rule: WindowRule::WholeTrace,

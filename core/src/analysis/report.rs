@@ -55,6 +55,11 @@ pub enum WindowRule {
     HtaSteps,
     /// Steps chosen with `--steps A..B`.
     SelectedSteps,
+    /// NVTX steps without HTA markers: GPU work launched in the steps after
+    /// the first (warm-up: lazy initialization, allocator growth, NCCL
+    /// setup), when there are at least three; startup and teardown outside
+    /// the steps are left out.
+    SteadySteps,
     /// One step.
     Step,
 }
