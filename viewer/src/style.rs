@@ -17,6 +17,8 @@ pub const COMPUTE: Color32 = Color32::from_rgb(76, 145, 214);
 pub const COMMUNICATION: Color32 = Color32::from_rgb(232, 146, 46);
 pub const MEMORY: Color32 = Color32::from_rgb(160, 110, 200);
 pub const SYNC: Color32 = Color32::from_rgb(220, 60, 60);
+/// A folded block whose slices differ in class.
+pub const MIXED: Color32 = Color32::from_rgb(140, 140, 150);
 pub const API: Color32 = Color32::from_rgb(120, 140, 150);
 pub const RANGE: Color32 = Color32::from_rgb(70, 160, 130);
 pub const OTHER: Color32 = Color32::from_rgb(140, 140, 140);

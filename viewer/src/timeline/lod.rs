@@ -55,9 +55,14 @@ impl TimeMap {
 pub enum Item {
     /// A slice wide enough to draw alone.
     Slice { slice: u32, x0: f32, x1: f32 },
-    /// Row positions `first..=last` folded into one block.
+    /// Row positions `first..=last` folded into one block. The first,
+    /// middle and last slices stand for its content (label and colour)
+    /// without visiting every slice, so a frame stays independent of the
+    /// slice count.
     Folded {
         first_slice: u32,
+        mid_slice: u32,
+        last_slice: u32,
         count: u32,
         x0: f32,
         x1: f32,
@@ -76,6 +81,25 @@ fn partition_point(mut lo: usize, mut hi: usize, pred: impl Fn(usize) -> bool) -
         }
     }
     lo
+}
+
+impl Item {
+    /// The kind every sampled slice of a folded block shares, if they agree.
+    pub fn folded_kind(&self, slices: &Slices) -> Option<streamscope_core::SliceKind> {
+        match *self {
+            Item::Folded {
+                first_slice,
+                mid_slice,
+                last_slice,
+                ..
+            } => {
+                let k = slices.kind[first_slice as usize];
+                (slices.kind[mid_slice as usize] == k && slices.kind[last_slice as usize] == k)
+                    .then_some(k)
+            }
+            Item::Slice { slice, .. } => Some(slices.kind[slice as usize]),
+        }
+    }
 }
 
 /// Appends the items of `row` visible through `map` to `out`.
@@ -141,6 +165,8 @@ pub fn fold_row(slices: &Slices, row: &Row, map: &TimeMap, out: &mut Vec<Item>) 
         } else {
             out.push(Item::Folded {
                 first_slice: row.slice(first) as u32,
+                mid_slice: row.slice((first + p) / 2) as u32,
+                last_slice: row.slice(p) as u32,
                 count,
                 x0,
                 x1,

@@ -343,12 +343,10 @@ fn hover_text(model: &Model, it: Item) -> String {
                 crate::style::fmt_ns(sl.dur_ns[s] as f64)
             )
         }
-        Item::Folded {
-            first_slice, count, ..
-        } => {
+        Item::Folded { count, .. } => {
             format!(
                 "{count} {} (click to zoom in)",
-                crate::style::plural_kind(sl.kind[first_slice as usize])
+                it.folded_kind(sl).map_or("slices", crate::style::plural_kind)
             )
         }
     }

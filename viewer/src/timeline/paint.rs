@@ -54,14 +54,21 @@ pub fn mesh_items(
             Item::Slice { slice, x0, x1 } => (x0, x1, color_of(trace, index, slice as usize)),
             Item::Folded {
                 first_slice,
+                mid_slice,
+                last_slice,
                 x0,
                 x1,
                 ..
-            } => (
-                x0,
-                x1,
-                folded_color(color_of(trace, index, first_slice as usize)),
-            ),
+            } => {
+                let c = color_of(trace, index, first_slice as usize);
+                let same = color_of(trace, index, mid_slice as usize) == c
+                    && color_of(trace, index, last_slice as usize) == c;
+                (
+                    x0,
+                    x1,
+                    folded_color(if same { c } else { crate::style::MIXED }),
+                )
+            }
         };
         let x0 = clamp_x(x0, left, right);
         let x1 = clamp_x(x1, left, right).max(x0 + 1.0);
@@ -104,15 +111,13 @@ pub fn label_items(
             Item::Slice { slice, x0, x1 } if x1 - x0 >= MIN_TEXT_PX => {
                 (x0, x1, trace.str(sl.name[slice as usize]).to_string())
             }
-            Item::Folded {
-                first_slice,
-                count,
+            Item::Folded { count, x0, x1, .. } if x1 - x0 >= MIN_TEXT_PX => (
                 x0,
                 x1,
-            } if x1 - x0 >= MIN_TEXT_PX => (
-                x0,
-                x1,
-                format!("{count} {}", plural_kind(sl.kind[first_slice as usize])),
+                format!(
+                    "{count} {}",
+                    it.folded_kind(sl).map_or("slices", plural_kind)
+                ),
             ),
             _ => continue,
         };
