@@ -60,14 +60,17 @@ pub fn mesh_items(
                 x1,
                 ..
             } => {
-                let c = color_of(trace, index, first_slice as usize);
-                let same = color_of(trace, index, mid_slice as usize) == c
-                    && color_of(trace, index, last_slice as usize) == c;
-                (
-                    x0,
-                    x1,
-                    folded_color(if same { c } else { crate::style::MIXED }),
-                )
+                // The colour two of the three samples share, else "mixed".
+                let [a, b, c] = [first_slice, mid_slice, last_slice]
+                    .map(|s| color_of(trace, index, s as usize));
+                let color = if a == b || a == c {
+                    a
+                } else if b == c {
+                    b
+                } else {
+                    crate::style::MIXED
+                };
+                (x0, x1, folded_color(color))
             }
         };
         let x0 = clamp_x(x0, left, right);
