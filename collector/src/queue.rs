@@ -1,9 +1,10 @@
 //! A bounded queue between CUPTI's buffer-completed callback and the writer
-//! thread. Memory stays bounded: a full queue waits a little for the writer,
-//! then drops the buffer and counts its records.
+//! thread, and a budget on buffers outstanding. Memory stays bounded: a full
+//! queue drops the buffer at once and counts its records, and past the
+//! budget CUPTI is refused a buffer (it then drops records and counts them).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -90,6 +91,54 @@ impl<T> BoundedQueue<T> {
     }
 }
 
+/// Counts activity buffers allocated and not yet freed (held by CUPTI,
+/// queued, or being converted), so their total memory has a ceiling.
+pub struct BufferBudget {
+    outstanding: AtomicUsize,
+    cap: usize,
+    refused: AtomicU64,
+}
+
+impl BufferBudget {
+    pub const fn new(cap: usize) -> Self {
+        BufferBudget {
+            outstanding: AtomicUsize::new(0),
+            cap,
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Takes one slot; false (and counted as refused) when all are in use.
+    pub fn try_acquire(&self) -> bool {
+        let taken = self
+            .outstanding
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.cap).then_some(n + 1)
+            })
+            .is_ok();
+        if !taken {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// Gives back a slot taken by `try_acquire` (the buffer was freed).
+    pub fn release(&self) {
+        let _ = self
+            .outstanding
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.load(Ordering::Acquire)
+    }
+
+    /// Buffer requests refused because the budget was spent.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +156,38 @@ mod tests {
         assert!(q.push(30, Duration::ZERO, |n| *n).is_ok());
         assert_eq!(q.len(), 2);
         assert_eq!(q.dropped_records(), 12);
+    }
+
+    #[test]
+    fn the_budget_refuses_past_its_cap_until_a_buffer_is_freed() {
+        let b = BufferBudget::new(3);
+        assert!(b.try_acquire() && b.try_acquire() && b.try_acquire());
+        assert!(!b.try_acquire());
+        assert!(!b.try_acquire());
+        assert_eq!((b.outstanding(), b.refused()), (3, 2));
+        b.release();
+        assert!(b.try_acquire());
+        assert!(!b.try_acquire());
+        assert_eq!((b.outstanding(), b.refused()), (3, 3));
+        for _ in 0..5 {
+            b.release(); // extra releases never wrap below zero
+        }
+        assert_eq!(b.outstanding(), 0);
+    }
+
+    #[test]
+    fn the_budget_holds_under_concurrent_requests() {
+        let b = Arc::new(BufferBudget::new(8));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let b = b.clone();
+                std::thread::spawn(move || (0..100).filter(|_| b.try_acquire()).count())
+            })
+            .collect();
+        let got: usize = threads.into_iter().filter_map(|t| t.join().ok()).sum();
+        assert_eq!(got, 8);
+        assert_eq!(b.outstanding(), 8);
+        assert_eq!(b.refused(), 400 - 8);
     }
 
     #[test]

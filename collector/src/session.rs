@@ -25,15 +25,18 @@ use crate::cupti_api::*;
 use crate::driver::Driver;
 use crate::process_info;
 use crate::python::{self, PyLines};
-use crate::queue::BoundedQueue;
+use crate::queue::{BoundedQueue, BufferBudget};
 use crate::records::{self, kind};
 
 /// Bytes of one activity buffer handed to CUPTI.
 const BUFFER_BYTES: usize = 2 << 20;
-/// Completed buffers waiting for the writer (bounds memory to 128 MiB).
+/// Completed buffers waiting for the writer.
 const QUEUE_BUFFERS: usize = 64;
-/// How long a buffer callback waits for room before dropping a buffer.
-const QUEUE_WAIT: Duration = Duration::from_millis(200);
+/// Buffers allocated at once (held by CUPTI, queued or being converted):
+/// bounds the collector's buffer memory to 144 MiB. Past it CUPTI is handed
+/// no buffer and drops records, which it counts.
+const MAX_BUFFERS: usize = QUEUE_BUFFERS + 8;
+static BUDGET: BufferBudget = BufferBudget::new(MAX_BUFFERS);
 const FLUSH_PERIOD: Duration = Duration::from_secs(1);
 /// How long exit and signal handlers wait for the final flush.
 pub const EXIT_WAIT: Duration = Duration::from_secs(10);
@@ -74,6 +77,7 @@ impl Drop for Buffer {
         if let (false, Some(l)) = (self.ptr.is_null(), buffer_layout()) {
             // SAFETY: ptr came from `alloc(buffer_layout())` in `buffer_requested`.
             unsafe { std::alloc::dealloc(self.ptr, l) };
+            BUDGET.release();
         }
     }
 }
@@ -123,10 +127,19 @@ unsafe extern "C" fn buffer_requested(
     max_records: *mut usize,
 ) {
     let _ = std::panic::catch_unwind(|| {
+        // Declining (a null buffer of size 0) is CUPTI's documented way to
+        // refuse: it drops records and counts them for
+        // cuptiActivityGetNumDroppedRecords.
         let p = match buffer_layout() {
-            // SAFETY: non-zero size layout.
-            Some(l) => unsafe { std::alloc::alloc(l) },
-            None => std::ptr::null_mut(),
+            Some(l) if BUDGET.try_acquire() => {
+                // SAFETY: non-zero size layout.
+                let p = unsafe { std::alloc::alloc(l) };
+                if p.is_null() {
+                    BUDGET.release();
+                }
+                p
+            }
+            _ => std::ptr::null_mut(),
         };
         // SAFETY: CUPTI passes valid out-pointers.
         unsafe {
@@ -160,7 +173,9 @@ unsafe extern "C" fn buffer_completed(
         if valid == 0 || buffer.is_null() || s.finished.load(Ordering::SeqCst) {
             return; // nothing in it, or no writer any more
         }
-        let _ = s.queue.push(buf, QUEUE_WAIT, |b| {
+        // Never waits: this may run on the writer thread itself (inside
+        // cuptiActivityFlushAll), and CUPTI's threads must not stall.
+        let _ = s.queue.push(buf, Duration::ZERO, |b| {
             let mut n = 0u64;
             for_each_record(&s.cupti, b.ptr, b.valid, |_| n += 1);
             n
@@ -225,6 +240,23 @@ unsafe extern "C" fn api_callback(_user: *mut c_void, domain: u32, cbid: u32, da
 }
 
 impl Session {
+    /// Adds the records CUPTI dropped from its global queue (for instance
+    /// while `buffer_requested` declined): the count resets on each read.
+    fn count_global_drops(&self) {
+        let mut dropped = 0usize;
+        // SAFETY: a NULL context asks for the global queue; writes one usize.
+        let rc = unsafe { (self.cupti.get_num_dropped)(std::ptr::null_mut(), 0, &mut dropped) };
+        if self
+            .cupti
+            .check("cuptiActivityGetNumDroppedRecords", rc)
+            .is_ok()
+            && dropped > 0
+        {
+            self.cupti_dropped
+                .fetch_add(dropped as u64, Ordering::Relaxed);
+        }
+    }
+
     /// NVTX push/pop tracking for `--capture-range nvtx:NAME`.
     ///
     /// # Safety
@@ -670,6 +702,7 @@ fn writer_main(
             // through `buffer_completed` into the queue.
             let rc = unsafe { (s.cupti.flush_all)(flag) };
             let _ = s.cupti.check("cuptiActivityFlushAll", rc);
+            s.count_global_drops();
             last_flush = Instant::now();
             drain(&mut conv, Duration::ZERO);
             while !s.queue.is_empty() {
@@ -686,6 +719,12 @@ fn writer_main(
     }
     let dropped = s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records();
     conv.process_mut().dropped_records = dropped;
+    if BUDGET.refused() > 0 {
+        conv.process_mut().metadata.push((
+            "activity_buffers_refused".into(),
+            format!("{} (all {MAX_BUFFERS} buffers in use)", BUDGET.refused()),
+        ));
+    }
     let bytes = w.bytes_written();
     if !write_failed {
         if let Err(e) = w.finish(&conv.trace) {
