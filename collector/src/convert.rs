@@ -11,6 +11,7 @@ use std::sync::Arc;
 use streamscope_core::model::*;
 
 use crate::capture::CaptureWindow;
+use crate::marker_names::{self, MarkerNames, MAX_MARKER_NAMES};
 use crate::python::PyLines;
 use crate::records::*;
 
@@ -48,7 +49,14 @@ pub struct Converter {
     api_names: HashMap<(bool, u32), StrId>,
     kernel_names: HashMap<Box<[u8]>, StrId>,
     copy_names: HashMap<(u8, u8, u8), StrId>,
-    open_markers: HashMap<u32, (i64, StrId, u32)>,
+    /// Marker id -> (start, name, tid, batch it opened in).
+    open_markers: HashMap<u32, (i64, StrId, u32, u64)>,
+    marker_names: MarkerNames,
+    /// Batches after which a range that never ended is forgotten.
+    pub marker_max_batches: u64,
+    /// Ranges forgotten because they never ended.
+    pub markers_abandoned: u64,
+    batches: u64,
     pending_syncs: Vec<PendingSync>,
     /// Correlation id -> thread track of API calls, this batch and the last.
     api_thread: [HashMap<u32, TrackId>; 2],
@@ -62,6 +70,11 @@ pub struct Converter {
 
 /// How many batches a sync record waits for its API call.
 const SYNC_MAX_AGE: u8 = 3;
+/// How many batches (about one a second) an NVTX range may stay open
+/// before it is taken for one that never ends (a push without a pop).
+const MARKER_MAX_BATCHES: u64 = 4 * 3600;
+/// Process metadata key counting such ranges.
+pub const ABANDONED_KEY: &str = "nvtx_ranges_never_ended";
 
 fn ts(raw: u64, offset: i64) -> i64 {
     (raw as i64).saturating_add(offset)
@@ -154,6 +167,10 @@ impl Converter {
             kernel_names: HashMap::new(),
             copy_names: HashMap::new(),
             open_markers: HashMap::new(),
+            marker_names: MarkerNames::new(MAX_MARKER_NAMES),
+            marker_max_batches: MARKER_MAX_BATCHES,
+            markers_abandoned: 0,
+            batches: 0,
             pending_syncs: Vec::new(),
             api_thread: [HashMap::new(), HashMap::new()],
             unknown_thread: None,
@@ -418,12 +435,10 @@ impl Converter {
         let t = ts(r.timestamp, self.ts_offset_ns);
         let flags = r.flags;
         if flags & MARKER_START != 0 {
-            let n = self
-                .trace
-                .intern(&name.map(|c| c.to_string_lossy()).unwrap_or_default());
-            self.open_markers.insert(r.id, (t, n, tid));
+            let n = self.marker_name(name);
+            self.open_markers.insert(r.id, (t, n, tid, self.batches));
         } else if flags & MARKER_END != 0 {
-            if let Some((start, n, tid)) = self.open_markers.remove(&r.id) {
+            if let Some((start, n, tid, _)) = self.open_markers.remove(&r.id) {
                 let end = t.max(start);
                 if self.window.keep(start, end) {
                     let track = self.thread_track(tid);
@@ -437,12 +452,31 @@ impl Converter {
                 }
             }
         } else if flags & MARKER_INSTANTANEOUS != 0 && self.window.keep(t, t) {
-            let n = self
-                .trace
-                .intern(&name.map(|c| c.to_string_lossy()).unwrap_or_default());
+            let n = self.marker_name(name);
             let track = self.thread_track(tid);
             self.trace
                 .push_slice(NewSlice::new(track, SliceKind::Range, n, t, 0));
+        }
+    }
+
+    fn marker_name(&mut self, name: Option<&CStr>) -> StrId {
+        let text = name.map(|c| c.to_string_lossy()).unwrap_or_default();
+        let limited = self.marker_names.limit_reached();
+        let id = self.marker_names.resolve(&mut self.trace, &text);
+        if !limited && self.marker_names.limit_reached() {
+            crate::warn!(
+                "streamscope: more than {MAX_MARKER_NAMES} distinct NVTX names; later ones are shortened"
+            );
+        }
+        id
+    }
+
+    /// Sets process metadata `key` (replacing an earlier value).
+    fn set_metadata(&mut self, key: &str, value: String) {
+        let meta = &mut self.process_mut().metadata;
+        match meta.iter_mut().find(|(k, _)| k == key) {
+            Some(kv) => kv.1 = value,
+            None => meta.push((key.to_string(), value)),
         }
     }
 
@@ -487,5 +521,20 @@ impl Converter {
         let [cur, prev] = &mut self.api_thread;
         std::mem::swap(cur, prev);
         cur.clear();
+        self.batches += 1;
+        let (now, max) = (self.batches, self.marker_max_batches);
+        let before = self.open_markers.len();
+        self.open_markers
+            .retain(|_, m| now.saturating_sub(m.3) <= max);
+        let gone = (before - self.open_markers.len()) as u64;
+        if gone > 0 {
+            self.markers_abandoned += gone;
+            let v = self.markers_abandoned.to_string();
+            self.set_metadata(ABANDONED_KEY, v);
+        }
+        if self.marker_names.limit_reached() {
+            let v = self.marker_names.describe();
+            self.set_metadata(marker_names::LIMIT_KEY, v);
+        }
     }
 }

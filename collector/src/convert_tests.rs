@@ -365,6 +365,78 @@ fn nvtx_ranges_and_marks_become_range_slices() {
 }
 
 #[test]
+fn nvtx_ranges_that_never_end_are_forgotten_and_counted() {
+    let (mut c, _) = converter(all());
+    c.marker_max_batches = 2;
+    let marker = |flags, id, ts| RawMarker {
+        kind: kind::MARKER,
+        flags,
+        timestamp: ts,
+        id,
+        object_kind: OBJECT_THREAD,
+        object_id: [100, 100, 0],
+        pad: 0,
+        name: std::ptr::null(),
+        domain: std::ptr::null(),
+    };
+    c.push(Record::Marker(
+        marker(MARKER_START, 1, 100),
+        Some(c"leaked"),
+    ));
+    c.push(Record::Marker(marker(MARKER_START, 2, 110), Some(c"long")));
+    c.finish_batch(false);
+    c.finish_batch(false);
+    // Still within the limit: the long range ends and is kept.
+    c.push(Record::Marker(marker(MARKER_END, 2, 900), None));
+    assert_eq!(names(&c.trace), vec!["long"]);
+    assert_eq!(c.markers_abandoned, 0);
+    c.finish_batch(false);
+    assert_eq!(c.markers_abandoned, 1);
+    // Its end, arriving after it was forgotten, adds nothing.
+    c.push(Record::Marker(marker(MARKER_END, 1, 950), None));
+    assert_eq!(c.trace.slices.len(), 1);
+    let meta = &c.trace.processes[0].metadata;
+    assert!(meta
+        .iter()
+        .any(|(k, v)| k == crate::convert::ABANDONED_KEY && v == "1"));
+}
+
+#[test]
+fn unique_nvtx_names_past_the_limit_share_normalized_names() {
+    let (mut c, _) = converter(all());
+    let mark = |id| RawMarker {
+        kind: kind::MARKER,
+        flags: MARKER_INSTANTANEOUS,
+        timestamp: 100 + id as u64,
+        id,
+        object_kind: OBJECT_THREAD,
+        object_id: [100, 100, 0],
+        pad: 0,
+        name: std::ptr::null(),
+        domain: std::ptr::null(),
+    };
+    let limit = crate::marker_names::MAX_MARKER_NAMES as u32;
+    for i in 0..limit + 1000 {
+        let name = std::ffi::CString::new(format!("aten::mul, seq = {i}")).unwrap_or_default();
+        c.push(Record::Marker(mark(i), Some(&name)));
+    }
+    let pool = c.trace.strings.len();
+    for i in 0..1000 {
+        let name = std::ffi::CString::new(format!("aten::add, seq = {i}")).unwrap_or_default();
+        c.push(Record::Marker(mark(i), Some(&name)));
+    }
+    // One new string ("aten::add") for a thousand new names.
+    assert_eq!(c.trace.strings.len(), pool + 1);
+    let last = *c.trace.slices.name.last().unwrap_or(&StrId(0));
+    assert_eq!(c.trace.strings.get(last), "aten::add");
+    c.finish_batch(false);
+    let meta = &c.trace.processes[0].metadata;
+    assert!(meta
+        .iter()
+        .any(|(k, _)| k == crate::marker_names::LIMIT_KEY));
+}
+
+#[test]
 fn records_outside_the_capture_window_are_dropped_and_offsets_apply() {
     let spec = CaptureSpec {
         trigger: Trigger::ProfilerApi,
