@@ -20,6 +20,7 @@ mod import;
 mod json;
 mod order;
 mod process;
+mod split;
 mod time;
 
 use std::io::Read;
@@ -46,33 +47,9 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Trace> {
         });
     }
     if bytes.starts_with(&GZIP_MAGIC) {
-        let mut json = Vec::with_capacity(gzip_size_hint(bytes));
-        flate2::read::MultiGzDecoder::new(bytes)
-            .read_to_end(&mut json)
-            .map_err(|e| {
-                TraceError::io(
-                    path,
-                    std::io::Error::new(e.kind(), format!("corrupt or truncated gzip data: {e}")),
-                )
-            })?;
-        import::import(path, &json)
+        split::import_gzip(path, bytes)
     } else {
         import::import(path, bytes)
-    }
-}
-
-/// Decompressed size from the gzip trailer (ISIZE, the size mod 2^32 of the
-/// last member), bounded so a corrupt trailer cannot ask for absurd memory.
-fn gzip_size_hint(gz: &[u8]) -> usize {
-    let fallback = gz.len().saturating_mul(8);
-    let Some(tail) = gz.len().checked_sub(4).and_then(|i| gz.get(i..)) else {
-        return fallback;
-    };
-    let isize = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
-    if isize >= gz.len() && isize <= gz.len().saturating_mul(64) {
-        isize
-    } else {
-        fallback
     }
 }
 

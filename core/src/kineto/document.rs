@@ -24,11 +24,58 @@ pub trait EventSink<'de> {
 #[derive(Debug, Default)]
 pub struct TopInfo<'a> {
     pub has_events: bool,
+    /// `traceEvents` was the last top-level key: a document cut inside its
+    /// events (see `split`) must end there.
+    pub ends_in_events: bool,
     pub schema_version: Option<&'a RawValue>,
     pub device_properties: Option<&'a RawValue>,
     pub distributed_info: Option<&'a RawValue>,
     pub base_time_ns: Option<&'a RawValue>,
     pub trace_name: Option<&'a RawValue>,
+    /// Which keys of `KEYS` appeared, so that the keys of a document's
+    /// second part replace the first part's exactly as a repeated key does.
+    present: u8,
+}
+
+/// The optional top-level keys kept, in the order of `TopInfo::slot`.
+const KEYS: [&str; 5] = [
+    "schemaVersion",
+    "deviceProperties",
+    "distributedInfo",
+    "baseTimeNanoseconds",
+    "traceName",
+];
+
+impl<'a> TopInfo<'a> {
+    fn slot(&mut self, key_index: usize) -> Option<&mut Option<&'a RawValue>> {
+        Some(match key_index {
+            0 => &mut self.schema_version,
+            1 => &mut self.device_properties,
+            2 => &mut self.distributed_info,
+            3 => &mut self.base_time_ns,
+            4 => &mut self.trace_name,
+            _ => return None,
+        })
+    }
+
+    /// The top level of a document read in two parts: `later`'s keys follow
+    /// (and so replace) this part's.
+    pub fn then(mut self, mut later: TopInfo<'a>) -> TopInfo<'a> {
+        for i in 0..KEYS.len() {
+            if later.present & (1 << i) != 0 {
+                let value = later.slot(i).and_then(|s| *s);
+                if let Some(slot) = self.slot(i) {
+                    *slot = value;
+                }
+            }
+        }
+        TopInfo {
+            has_events: self.has_events || later.has_events,
+            ends_in_events: later.ends_in_events,
+            present: self.present | later.present,
+            ..self
+        }
+    }
 }
 
 /// Parses a whole Kineto document in one pass, handing each event to `sink`
@@ -64,26 +111,25 @@ impl<'de, S: EventSink<'de>> Visitor<'de> for TopVisitor<'_, 'de, S> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut info = TopInfo::default();
         while let Some(key) = map.next_key::<Text<'de>>()? {
-            let slot = match key.as_str() {
-                "traceEvents" => {
-                    map.next_value_seed(EventsSeed {
-                        sink: &mut *self.sink,
-                        _de: PhantomData,
-                    })?;
-                    info.has_events = true;
-                    continue;
-                }
-                "schemaVersion" => &mut info.schema_version,
-                "deviceProperties" => &mut info.device_properties,
-                "distributedInfo" => &mut info.distributed_info,
-                "baseTimeNanoseconds" => &mut info.base_time_ns,
-                "traceName" => &mut info.trace_name,
-                _ => {
-                    map.next_value::<de::IgnoredAny>()?;
-                    continue;
-                }
+            if key.as_str() == "traceEvents" {
+                map.next_value_seed(EventsSeed {
+                    sink: &mut *self.sink,
+                    _de: PhantomData,
+                })?;
+                info.has_events = true;
+                info.ends_in_events = true;
+                continue;
+            }
+            info.ends_in_events = false;
+            let Some(i) = KEYS.iter().position(|k| *k == key.as_str()) else {
+                map.next_value::<de::IgnoredAny>()?;
+                continue;
             };
-            *slot = map.next_value::<Option<&'de RawValue>>()?;
+            let value = map.next_value::<Option<&'de RawValue>>()?;
+            info.present |= 1 << i;
+            if let Some(slot) = info.slot(i) {
+                *slot = value;
+            }
         }
         Ok(info)
     }

@@ -11,12 +11,13 @@ mod finish;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::mpsc::{Receiver, Sender};
 
 use serde_json::value::RawValue;
 
 use super::category::{copy_kind_of, Cat};
 use super::devices::unknown_device;
-use super::document::{parse_document, EventSink};
+use super::document::{parse_document, EventSink, TopInfo};
 use super::event::Event;
 use super::json::{ArgJson, Id};
 use super::time::us_text_to_ns;
@@ -72,11 +73,8 @@ pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
             },
         );
     }
-    let label = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut b = Builder::new(label);
+    let mut b = Builder::new(label_of(path));
+    b.trace.reserve_slices(json.len() / BYTES_PER_SLICE);
     let info = parse_document(json, &mut b).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => not_a_trace(path, &e.to_string()),
         _ => json_error(path, e),
@@ -85,6 +83,147 @@ pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
         return Err(not_a_trace(path, "no traceEvents"));
     }
     Ok(b.finish(&info))
+}
+
+fn label_of(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The first part of a document cut inside `traceEvents` (see `split`),
+/// mapped into the trace as a whole document.
+pub(super) struct FirstPart<'d> {
+    builder: Builder<'d>,
+    info: TopInfo<'d>,
+}
+
+/// Maps `json` (a document's first part, closed by `]}`, of a document of
+/// `total_bytes`); `None` unless it
+/// reads as a document that ends inside `traceEvents`, which proves the cut
+/// sat between two events. (The caller then imports the joined text, so
+/// any error is the one-pass import's.)
+pub(super) fn first_part<'d>(
+    path: &Path,
+    json: &'d [u8],
+    total_bytes: usize,
+) -> Option<FirstPart<'d>> {
+    let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
+    if json.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return None;
+    }
+    let mut builder = Builder::new(label_of(path));
+    builder.trace.reserve_slices(total_bytes / BYTES_PER_SLICE);
+    let info = parse_document(json, &mut builder).ok()?;
+    info.ends_in_events.then_some(FirstPart { builder, info })
+}
+
+/// Typical bytes of Kineto JSON per mapped slice (about 440 on HTA's
+/// traces), to size the slice columns once instead of growing them.
+const BYTES_PER_SLICE: usize = 400;
+
+/// Receives the rest of a document cut inside `traceEvents` while it is
+/// parsed on another thread: the events the importer maps, in file order,
+/// in batches sent to the thread that maps them.
+pub(super) struct RestSink<'d> {
+    to_mapper: Sender<Vec<Event<'d>>>,
+    /// Batches the mapper is done with, freed (and reused) on this thread:
+    /// freeing another thread's allocations contends for its malloc arena.
+    spent: Receiver<Vec<Event<'d>>>,
+    batch: Vec<Event<'d>>,
+    malformed: usize,
+    /// The mapper hung up (the first part failed): events are dropped.
+    abandoned: bool,
+}
+
+/// Events per batch sent to the mapping thread: large enough that sending
+/// costs nothing, small enough that mapping follows parsing closely.
+const REST_BATCH: usize = 1024;
+
+impl<'d> EventSink<'d> for RestSink<'d> {
+    fn event(&mut self, e: Event<'d>) {
+        if self.abandoned || !is_mapped(&e) {
+            return;
+        }
+        self.batch.push(e);
+        if self.batch.len() == REST_BATCH {
+            self.send();
+        }
+    }
+
+    fn malformed(&mut self) {
+        self.malformed += 1;
+    }
+}
+
+impl RestSink<'_> {
+    fn send(&mut self) {
+        let next = match self.spent.try_recv() {
+            Ok(mut spent) => {
+                spent.clear();
+                spent
+            }
+            Err(_) => Vec::with_capacity(REST_BATCH),
+        };
+        let batch = std::mem::replace(&mut self.batch, next);
+        self.abandoned |= self.to_mapper.send(batch).is_err();
+        // Free the rest of what came back while the mapper keeps up.
+        while let Ok(spent) = self.spent.try_recv() {
+            drop(spent);
+        }
+    }
+}
+
+/// What the rest of a cut document tells besides its events.
+pub(super) struct RestEnd<'d> {
+    info: TopInfo<'d>,
+    malformed: usize,
+}
+
+/// Parses `json` (`{"traceEvents":[` and the text after the cut), sending
+/// its events to `to_mapper` in batches that come back on `spent`; `None`
+/// when it does not parse (the joined text is then imported in one pass).
+pub(super) fn rest_part<'d>(
+    json: &'d [u8],
+    to_mapper: Sender<Vec<Event<'d>>>,
+    spent: Receiver<Vec<Event<'d>>>,
+) -> Option<RestEnd<'d>> {
+    let mut sink = RestSink {
+        to_mapper,
+        spent,
+        batch: Vec::with_capacity(REST_BATCH),
+        malformed: 0,
+        abandoned: false,
+    };
+    let info = parse_document(json, &mut sink).ok()?;
+    sink.send();
+    Some(RestEnd {
+        info,
+        malformed: sink.malformed,
+    })
+}
+
+impl<'d> FirstPart<'d> {
+    /// Maps a batch of the rest's events, after the first part's, as one
+    /// pass would.
+    pub(super) fn map_rest(&mut self, events: &[Event<'d>]) {
+        for e in events {
+            self.builder.map(e);
+        }
+    }
+
+    /// The trace, once every batch of the rest is mapped.
+    pub(super) fn finish(mut self, rest: RestEnd<'d>) -> Trace {
+        self.builder.skipped.malformed += rest.malformed;
+        let info = self.info.then(rest.info);
+        self.builder.finish(&info)
+    }
+}
+
+/// The events `Builder::event` maps (the others it ignores), so the rest of
+/// a cut document keeps only these.
+fn is_mapped(e: &Event) -> bool {
+    matches!(e.ph(), "X" | "M" | "C") || e.is_memory()
 }
 
 fn not_a_trace(path: &Path, why: &str) -> TraceError {
@@ -129,15 +268,7 @@ struct Builder<'de> {
 
 impl<'de> EventSink<'de> for Builder<'de> {
     fn event(&mut self, e: Event<'de>) {
-        match e.ph() {
-            "X" => self.complete(e),
-            "M" => self.metadata(&e),
-            "C" => self.counter(&e),
-            "i" | "I" if e.is_memory() => self.memory(&e),
-            // Flow events (ac2g, fwdbwd) are rebuilt from correlation ids;
-            // other instants carry nothing the analyses use.
-            _ => {}
-        }
+        self.map(&e);
     }
 
     fn malformed(&mut self) {
@@ -146,6 +277,20 @@ impl<'de> EventSink<'de> for Builder<'de> {
 }
 
 impl<'de> Builder<'de> {
+    /// Maps one event (by reference, so a batch from another thread is
+    /// freed by that thread, not here).
+    fn map(&mut self, e: &Event<'de>) {
+        match e.ph() {
+            "X" => self.complete(e),
+            "M" => self.metadata(e),
+            "C" => self.counter(e),
+            "i" | "I" if e.is_memory() => self.memory(e),
+            // Flow events (ac2g, fwdbwd) are rebuilt from correlation ids;
+            // other instants carry nothing the analyses use.
+            _ => {}
+        }
+    }
+
     fn new(label: String) -> Builder<'de> {
         let mut trace = Trace::new();
         trace.add_process(Process {
@@ -212,7 +357,7 @@ impl<'de> Builder<'de> {
         us_text_to_ns(r?.get())
     }
 
-    fn complete(&mut self, e: Event<'de>) {
+    fn complete(&mut self, e: &Event<'de>) {
         let cat = Cat::of(e.cat());
         let pid = e.pid.as_ref().and_then(Id::num);
         if cat.is_host() {
@@ -272,13 +417,13 @@ impl<'de> Builder<'de> {
                 match (device.and_then(to_u32), stream.and_then(to_u32)) {
                     (Some(d), Some(s)) => Place::Stream(d, s),
                     _ => {
-                        self.deferred.push(e);
+                        self.deferred.push(e.clone());
                         return;
                     }
                 }
             }
         };
-        self.push_slice(&e, cat, place, start);
+        self.push_slice(e, cat, place, start);
     }
 
     /// Places a deferred event once the host pid and all correlations are known.
