@@ -26,9 +26,14 @@ const PYTHON_HOOKS: &str = include_str!("../../collector/python/sitecustomize.py
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RecordArgs {
-    /// Directory for the traces (one file per CUDA process: rank-R.pftrace or pid-N.pftrace).
+    /// Directory for the traces (one file per CUDA process: rank-R.pftrace or pid-HOST-N.pftrace).
     #[arg(short = 'o', long = "output", default_value = "streamscope-trace")]
     pub output: PathBuf,
+    /// Record into a directory that already holds traces. Nothing is
+    /// deleted or overwritten (a name taken gets a -2, -3 suffix); needed
+    /// when several nodes record into one shared directory.
+    #[arg(long)]
+    pub force: bool,
     /// Record only between cudaProfilerStart/Stop (`cudaProfilerApi`) or while an NVTX range named NAME is open (`nvtx:NAME`).
     #[arg(long, value_parser = parse_capture_range)]
     pub capture_range: Option<String>,
@@ -192,6 +197,52 @@ fn is_ours(name: &str) -> bool {
         || name.starts_with(".progress-")
 }
 
+/// This host as the collector writes it in file names
+/// (collector/src/process_info.rs `host_tag`).
+fn host_tag() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let t: String = host
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if t.is_empty() {
+        "host".into()
+    } else {
+        t
+    }
+}
+
+/// Refuses a directory holding traces of an earlier run (unless `force`):
+/// they would be mixed into this run's summary, and deleting them could
+/// delete another node's traces in a shared directory.
+pub fn check_output_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
+    let old = files(dir, is_ours);
+    if old.is_empty() || force {
+        return Ok(());
+    }
+    let names: Vec<String> = old
+        .iter()
+        .take(3)
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    bail!(
+        "{} already holds {} trace file(s) ({}{}) from an earlier run; choose another -o directory, \
+         remove them, or pass --force to record alongside them (nothing is overwritten; \
+         --force is also how several nodes share one directory)",
+        dir.display(),
+        old.len(),
+        names.join(", "),
+        if old.len() > 3 { ", ..." } else { "" }
+    )
+}
+
 fn files(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|rd| {
@@ -235,9 +286,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("creating {}", args.output.display()))?;
     let out = std::fs::canonicalize(&args.output)
         .with_context(|| format!("resolving {}", args.output.display()))?;
-    for old in files(&out, is_ours) {
-        let _ = std::fs::remove_file(old);
-    }
+    check_output_dir(&out, args.force)?;
     let exe = std::env::current_exe().ok();
     let collector = find_collector(
         std::env::var_os(ENV_COLLECTOR).map(PathBuf::from),
@@ -328,7 +377,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     }
     let code = exit_code(status);
     let (_, totals) = progress_total(&out);
-    for p in files(&out, |n| n.starts_with(".progress-")) {
+    // Only this host's: another node sharing the directory may still run.
+    let mine = format!(".progress-{}-", host_tag());
+    for p in files(&out, |n| n.starts_with(&mine)) {
         let _ = std::fs::remove_file(p);
     }
     let traces = files(&out, |n| n.ends_with(".pftrace"));
@@ -467,9 +518,40 @@ mod tests {
     }
 
     #[test]
+    fn a_directory_with_old_traces_is_refused_without_force() {
+        let dir = std::env::temp_dir().join(format!("ss-record-old-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        std::fs::write(dir.join("notes.txt"), b"").expect("write");
+        assert!(
+            check_output_dir(&dir, false).is_ok(),
+            "other files are fine"
+        );
+        std::fs::write(dir.join("rank-0.pftrace"), b"old").expect("write");
+        let e = check_output_dir(&dir, false).expect_err("refused");
+        assert!(e.to_string().contains("rank-0.pftrace"), "{e}");
+        assert!(e.to_string().contains("--force"), "{e}");
+        assert!(check_output_dir(&dir, true).is_ok());
+        assert_eq!(
+            std::fs::read(dir.join("rank-0.pftrace")).expect("kept"),
+            b"old"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn host_tags_are_file_name_safe() {
+        let t = host_tag();
+        assert!(!t.is_empty());
+        assert!(t
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')));
+    }
+
+    #[test]
     fn only_our_files_are_cleared() {
         assert!(is_ours("rank-0.pftrace"));
-        assert!(is_ours("pid-12.pftrace"));
+        assert!(is_ours("pid-node1-12.pftrace"));
         assert!(is_ours(".progress-12"));
         assert!(!is_ours("notes.txt"));
         assert!(!is_ours("my.pftrace"));

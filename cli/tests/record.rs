@@ -153,9 +153,82 @@ fn a_traced_program_gets_its_trace_and_a_summary() {
         1,
         "only the trace is left (no progress files): {files:?}"
     );
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim();
     assert!(
-        files[0].starts_with("pid-") && files[0].ends_with(".pftrace"),
-        "{files:?}"
+        files[0].ends_with(".pftrace")
+            && (host.is_empty() || files[0].starts_with(&format!("pid-{host}-"))),
+        "pid-HOST-N.pftrace: {files:?}"
+    );
+    // A second run into the same directory is refused and leaves it alone...
+    let again = Command::new(&exe)
+        .args(["record", "-o"])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(&app)
+        .env("STREAMSCOPE_CUPTI_LIB", &cupti)
+        .env_remove("RANK")
+        .output()
+        .expect("streamscope runs");
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success(), "{stderr}");
+    assert!(stderr.contains("--force"), "{stderr}");
+    let first = out_dir.join(&files[0]);
+    let first_bytes = std::fs::read(&first).expect("first trace");
+    // ...and with --force records alongside, overwriting nothing.
+    let forced = Command::new(&exe)
+        .args(["record", "--force", "-o"])
+        .arg(&out_dir)
+        .arg("--")
+        .arg(&app)
+        .env("STREAMSCOPE_CUPTI_LIB", &cupti)
+        .env_remove("RANK")
+        .output()
+        .expect("streamscope runs");
+    let stderr = String::from_utf8_lossy(&forced.stderr);
+    assert_eq!(forced.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("2 trace file(s)"), "{stderr}");
+    assert_eq!(std::fs::read(&first).expect("first trace"), first_bytes);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_processes_with_the_same_rank_keep_both_traces() {
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_streamscope"));
+    if !exe.with_file_name("libstreamscope_collector.so").is_file() {
+        eprintln!("collector not built next to streamscope: skipped");
+        return;
+    }
+    let dir = temp("samerank");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (Some(cupti), Some(app)) = (
+        compile(&dir, "fake_cupti.c", "libfakecupti.so", true),
+        compile(&dir, "fake_app.c", "fake_app", false),
+    ) else {
+        eprintln!("no C compiler: skipped");
+        return;
+    };
+    let out_dir = dir.join("traces");
+    let script = format!("{0}; {0}; exit 0", app.display());
+    let out = Command::new(&exe)
+        .args(["record", "-o"])
+        .arg(&out_dir)
+        .args(["--", "sh", "-c", &script])
+        .env("STREAMSCOPE_CUPTI_LIB", &cupti)
+        .env("RANK", "5")
+        .output()
+        .expect("streamscope runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut files: Vec<String> = std::fs::read_dir(&out_dir)
+        .expect("out dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        vec!["rank-5-2.pftrace", "rank-5.pftrace"],
+        "{stderr}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -11,43 +11,72 @@ fn parse_u32(v: Option<String>) -> Option<u32> {
     v.and_then(|s| s.trim().parse().ok())
 }
 
-/// "rank-R.pftrace" when RANK is set, else "pid-N.pftrace".
-pub fn trace_file_name(rank: Option<u32>, pid: u32) -> String {
-    match rank {
-        Some(r) => format!("rank-{r}.pftrace"),
-        None => format!("pid-{pid}.pftrace"),
+/// The host name as it may appear in a file name (anything but
+/// `[A-Za-z0-9._-]` becomes `_`; "host" when unknown).
+pub fn host_tag(hostname: &str) -> String {
+    let t: String = hostname
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if t.is_empty() {
+        "host".into()
+    } else {
+        t
     }
 }
 
-/// Creates the trace file in `dir`. A second process with the same rank
-/// (a subprocess that inherited RANK, an old file) gets a `-pidN` suffix
-/// instead of overwriting: the first name is claimed with O_EXCL.
+/// "rank-R.pftrace" when RANK is set, else "pid-HOST-N.pftrace" (the host
+/// keeps processes of several nodes apart in a shared folder).
+pub fn trace_file_name(rank: Option<u32>, host: &str, pid: u32) -> String {
+    match rank {
+        Some(r) => format!("rank-{r}.pftrace"),
+        None => format!("pid-{}-{pid}.pftrace", host_tag(host)),
+    }
+}
+
+/// How many suffixed names are tried before giving up.
+const MAX_SUFFIX: u32 = 1000;
+
+/// Creates the trace file in `dir` without ever replacing a file: a name
+/// already taken (a second process with the same RANK, a launcher, a file
+/// of an earlier run) gets a `-2`, `-3`, ... suffix. O_EXCL claims it.
 pub fn create_trace_file(
     dir: &Path,
     rank: Option<u32>,
+    host: &str,
     pid: u32,
 ) -> std::io::Result<(PathBuf, std::fs::File)> {
-    let first = dir.join(trace_file_name(rank, pid));
-    match std::fs::File::options()
-        .write(true)
-        .create_new(true)
-        .open(&first)
-    {
-        Ok(f) => Ok((first, f)),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let other = match rank {
-                Some(r) => dir.join(format!("rank-{r}-pid{pid}.pftrace")),
-                None => first,
-            };
-            std::fs::File::create(&other).map(|f| (other, f))
+    let name = trace_file_name(rank, host, pid);
+    let stem = name.trim_end_matches(".pftrace");
+    let mut last = None;
+    for n in 1..=MAX_SUFFIX {
+        let path = if n == 1 {
+            dir.join(&name)
+        } else {
+            dir.join(format!("{stem}-{n}.pftrace"))
+        };
+        match std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(f) => return Ok((path, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
         }
-        Err(e) => Err(e),
     }
+    Err(last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into()))
 }
 
-/// The progress file `streamscope record` polls.
-pub fn progress_path(dir: &Path, pid: u32) -> PathBuf {
-    dir.join(format!(".progress-{pid}"))
+/// The progress file `streamscope record` polls (".progress-HOST-PID").
+pub fn progress_path(dir: &Path, host: &str, pid: u32) -> PathBuf {
+    dir.join(format!(".progress-{}-{pid}", host_tag(host)))
 }
 
 /// The model's process, from the environment (`get`) and the host.
@@ -142,20 +171,39 @@ mod tests {
 
     #[test]
     fn file_names_follow_rank_or_pid() {
-        assert_eq!(trace_file_name(Some(3), 77), "rank-3.pftrace");
-        assert_eq!(trace_file_name(None, 77), "pid-77.pftrace");
-        let dir = std::env::temp_dir().join(format!("ss-naming-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let (a, _) = create_trace_file(&dir, Some(1), 5).expect("first");
-        assert_eq!(a, dir.join("rank-1.pftrace"));
-        let (b, _) = create_trace_file(&dir, Some(1), 6).expect("second");
+        assert_eq!(trace_file_name(Some(3), "n1", 77), "rank-3.pftrace");
         assert_eq!(
-            b,
-            dir.join("rank-1-pid6.pftrace"),
+            trace_file_name(None, "n1.cluster", 77),
+            "pid-n1.cluster-77.pftrace"
+        );
+        assert_eq!(trace_file_name(None, "a b/c", 7), "pid-a_b_c-7.pftrace");
+        assert_eq!(trace_file_name(None, "", 7), "pid-host-7.pftrace");
+        assert_eq!(
+            progress_path(Path::new("/o"), "n1", 9),
+            PathBuf::from("/o/.progress-n1-9")
+        );
+        let dir = std::env::temp_dir().join(format!("ss-naming-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let (a, _) = create_trace_file(&dir, Some(1), "n1", 5).expect("first");
+        assert_eq!(a, dir.join("rank-1.pftrace"));
+        std::fs::write(&a, b"first").expect("write");
+        let (b, _) = create_trace_file(&dir, Some(1), "n1", 6).expect("second");
+        assert_eq!(b, dir.join("rank-1-2.pftrace"));
+        let (b3, _) = create_trace_file(&dir, Some(1), "n1", 7).expect("third");
+        assert_eq!(b3, dir.join("rank-1-3.pftrace"));
+        assert_eq!(
+            std::fs::read(&a).expect("read"),
+            b"first",
             "the first file is never overwritten"
         );
-        let (c, _) = create_trace_file(&dir, None, 7).expect("pid");
-        assert_eq!(c, dir.join("pid-7.pftrace"));
+        let (c, _) = create_trace_file(&dir, None, "n1", 7).expect("pid");
+        assert_eq!(c, dir.join("pid-n1-7.pftrace"));
+        std::fs::write(&c, b"old").expect("write");
+        // The same pid on the same host (an earlier run): a suffix, no truncation.
+        let (d, _) = create_trace_file(&dir, None, "n1", 7).expect("pid again");
+        assert_eq!(d, dir.join("pid-n1-7-2.pftrace"));
+        assert_eq!(std::fs::read(&c).expect("read"), b"old");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -384,16 +384,12 @@ pub fn start() -> Result<(), String> {
     std::fs::create_dir_all(&out_dir)
         .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
     let pid = std::process::id();
-    let process = process_info::describe(
-        env,
-        pid,
-        &process_info::hostname(),
-        &process_info::cmdline(),
-    );
+    let host = process_info::hostname();
+    let process = process_info::describe(env, pid, &host, &process_info::cmdline());
     // The file first: nothing of CUPTI is touched when it cannot be written.
-    let (trace_path, file) = process_info::create_trace_file(&out_dir, process.rank, pid)
+    let (trace_path, file) = process_info::create_trace_file(&out_dir, process.rank, &host, pid)
         .map_err(|e| format!("cannot create a trace file in {}: {e}", out_dir.display()))?;
-    let progress_path = process_info::progress_path(&out_dir, pid);
+    let progress_path = process_info::progress_path(&out_dir, &host, pid);
     let r = start_cupti(spec, process, file, trace_path.clone(), progress_path);
     if r.is_err() && session().is_none() {
         let _ = std::fs::remove_file(&trace_path);
@@ -624,7 +620,9 @@ struct Progress {
 
 impl Progress {
     fn write(&self, bytes: u64, dropped: u64, done: bool) {
-        let tmp = self.path.with_extension("tmp");
+        // Appended, not `with_extension`: a dotted host name has its own dots.
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
         let text = format!(
             "events={} records={} bytes={bytes} dropped={dropped} done={}\n",
             self.events, self.records, done as u8

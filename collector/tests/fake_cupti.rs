@@ -141,12 +141,18 @@ fn a_normal_exit_writes_a_complete_trace() {
         .iter()
         .any(|tr| tr.kind == TrackKind::Thread { tid: 7 }));
     let progress =
-        std::fs::read_to_string(dir.join(format!(".progress-{}", out_pid(&t)))).unwrap_or_default();
+        std::fs::read_to_string(dir.join(format!(".progress-{}-{}", host_tag(), out_pid(&t))))
+            .unwrap_or_default();
     assert!(
         progress.contains("done=1"),
         "final progress written: {progress:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// This host as the collector writes it in file names.
+fn host_tag() -> String {
+    streamscope_collector::process_info::host_tag(&streamscope_collector::process_info::hostname())
 }
 
 fn out_pid(t: &streamscope_core::model::Trace) -> u32 {
