@@ -55,6 +55,14 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
     });
 }
 
+/// Our handler's flags: SA_SIGINFO, plus SA_RESTART and SA_ONSTACK only
+/// when the previous disposition had them. Python installs its SIGINT
+/// handler without SA_RESTART and relies on the EINTR a blocking call gets
+/// to raise KeyboardInterrupt; forcing SA_RESTART would hang it.
+fn handler_flags(old_flags: c_int) -> c_int {
+    libc::SA_SIGINFO | (old_flags & (libc::SA_RESTART | libc::SA_ONSTACK))
+}
+
 /// Installs the handlers, keeping the previous ones to chain to.
 pub fn install() -> Result<(), String> {
     for (sig, slot) in [(libc::SIGINT, &PREV_INT), (libc::SIGTERM, &PREV_TERM)] {
@@ -70,7 +78,7 @@ pub fn install() -> Result<(), String> {
             }
             let mut act: libc::sigaction = std::mem::zeroed();
             act.sa_sigaction = on_signal as *const () as usize;
-            act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+            act.sa_flags = handler_flags(old.sa_flags);
             libc::sigemptyset(&mut act.sa_mask);
             if libc::sigaction(sig, &act, std::ptr::null_mut()) != 0 {
                 return Err(format!("sigaction({sig}) failed"));
@@ -78,4 +86,22 @@ pub fn install() -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn restart_and_onstack_follow_the_previous_handler() {
+        assert_eq!(handler_flags(0), libc::SA_SIGINFO);
+        assert_eq!(
+            handler_flags(libc::SA_ONSTACK | libc::SA_NODEFER),
+            libc::SA_SIGINFO | libc::SA_ONSTACK
+        );
+        assert_eq!(
+            handler_flags(libc::SA_RESTART),
+            libc::SA_SIGINFO | libc::SA_RESTART
+        );
+    }
 }
