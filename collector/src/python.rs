@@ -2,8 +2,10 @@
 //!
 //! Called from CUPTI's API-enter callback of sync and memcpy functions, on
 //! the thread that makes the call. It reads the Python stack only when this
-//! thread already holds the GIL (`Py_IsInitialized`, `PyGILState_Check` and
-//! a current thread state all say so); it never takes the GIL, so it cannot
+//! thread already holds the GIL (`Py_IsInitialized` and `PyGILState_Check`
+//! say so, and this thread's GIL state is the current thread state), no
+//! exception is pending, and the cyclic GC is paused for the walk (3.10+,
+//! so no finalizer runs in the middle); it never takes the GIL, so it cannot
 //! deadlock, and it touches only objects it owns a reference to, releasing
 //! each one. When the CUDA call came from code that released the GIL
 //! (e.g. `torch.cuda.synchronize()`), or from a thread without Python, it
@@ -57,12 +59,19 @@ impl PyLines {
 type Obj = *mut c_void;
 
 /// The CPython C-API functions we use (all in the stable ABI of 3.9+,
-/// except the optional unchecked thread-state getter).
+/// except the unchecked thread-state getter and the 3.10+ GC switches).
 #[derive(Clone, Copy)]
 pub struct PyApi {
     pub is_initialized: unsafe extern "C" fn() -> c_int,
     pub gil_check: unsafe extern "C" fn() -> c_int,
+    /// PyThreadState_GetUnchecked / _PyThreadState_UncheckedGet: the
+    /// current thread state, NULL without aborting.
     pub thread_state: Option<unsafe extern "C" fn() -> Obj>,
+    /// PyGILState_GetThisThreadState: this OS thread's thread state.
+    pub this_thread_state: unsafe extern "C" fn() -> Obj,
+    /// PyGC_Disable (returns whether the GC was enabled) / PyGC_Enable.
+    pub gc_disable: Option<unsafe extern "C" fn() -> c_int>,
+    pub gc_enable: Option<unsafe extern "C" fn() -> c_int>,
     pub err_occurred: unsafe extern "C" fn() -> Obj,
     pub err_clear: unsafe extern "C" fn(),
     /// PyEval_GetFrame: borrowed reference.
@@ -113,10 +122,24 @@ impl PyApi {
                 })
             }
         };
+        let int_fn = |name: &CStr| {
+            let p = sym(name);
+            // SAFETY: PyGC_Disable and PyGC_Enable are `int (void)`.
+            (!p.is_null()).then(|| unsafe {
+                std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p)
+            })
+        };
+        let (gc_disable, gc_enable) = match (int_fn(c"PyGC_Disable"), int_fn(c"PyGC_Enable")) {
+            (Some(d), Some(e)) => (Some(d), Some(e)),
+            _ => (None, None),
+        };
         Some(PyApi {
             is_initialized: resolve!(c"Py_IsInitialized"),
             gil_check: resolve!(c"PyGILState_Check"),
             thread_state,
+            this_thread_state: resolve!(c"PyGILState_GetThisThreadState"),
+            gc_disable,
+            gc_enable,
             err_occurred: resolve!(c"PyErr_Occurred"),
             err_clear: resolve!(c"PyErr_Clear"),
             get_frame: resolve!(c"PyEval_GetFrame"),
@@ -221,14 +244,40 @@ pub fn location_with(api: &PyApi) -> Option<String> {
         if (api.is_initialized)() == 0 || (api.gil_check)() != 1 {
             return None;
         }
-        if let Some(ts) = api.thread_state {
-            if ts().is_null() {
-                return None;
-            }
+        // PyGILState_Check is also 1 when the GIL state API is off (sub-
+        // interpreters); then only this comparison says the GIL is ours.
+        let current = api
+            .thread_state
+            .map(|f| f())
+            .unwrap_or(std::ptr::null_mut());
+        if current.is_null() || (api.this_thread_state)() != current {
+            return None;
         }
         if !(api.err_occurred)().is_null() {
             return None; // an exception is pending: leave the interpreter alone
         }
+        // No collection (and so no finalizer) may run while we hold frames.
+        let gc_was_enabled = match api.gc_disable {
+            Some(disable) => disable() != 0,
+            None => false,
+        };
+        let found = walk(api);
+        if gc_was_enabled {
+            if let Some(enable) = api.gc_enable {
+                enable();
+            }
+        }
+        found
+    }
+}
+
+/// The frame walk of [`location_with`].
+///
+/// # Safety
+/// The caller holds the GIL on this thread, with no exception pending.
+unsafe fn walk(api: &PyApi) -> Option<String> {
+    // SAFETY: as in `location_with`; the GIL is held (the caller checked).
+    unsafe {
         let str_attr = |obj: Obj, name: &CStr| -> Option<String> {
             let o = (api.get_attr)(obj, name.as_ptr());
             if o.is_null() {
@@ -322,12 +371,30 @@ mod tests {
     unsafe extern "C" fn gil() -> c_int {
         GIL.load(Ordering::SeqCst) as c_int
     }
+    static THIS_THREAD: AtomicUsize = AtomicUsize::new(0x77);
+    static GC_ENABLED: AtomicUsize = AtomicUsize::new(1);
+    static GC_OFF_DURING_WALK: AtomicUsize = AtomicUsize::new(0);
+    unsafe extern "C" fn current_ts() -> Obj {
+        0x77 as Obj
+    }
+    unsafe extern "C" fn this_ts() -> Obj {
+        THIS_THREAD.load(Ordering::SeqCst) as Obj
+    }
+    unsafe extern "C" fn gc_disable() -> c_int {
+        GC_ENABLED.swap(0, Ordering::SeqCst) as c_int
+    }
+    unsafe extern "C" fn gc_enable() -> c_int {
+        GC_ENABLED.swap(1, Ordering::SeqCst) as c_int
+    }
     unsafe extern "C" fn no_err() -> Obj {
         std::ptr::null_mut()
     }
     unsafe extern "C" fn clear() {}
     unsafe extern "C" fn get_frame() -> Obj {
         CALLS_PAST_GIL.fetch_add(1, Ordering::SeqCst);
+        if GC_ENABLED.load(Ordering::SeqCst) == 0 {
+            GC_OFF_DURING_WALK.fetch_add(1, Ordering::SeqCst);
+        }
         1 as Obj
     }
     unsafe extern "C" fn back(f: Obj) -> Obj {
@@ -369,7 +436,10 @@ mod tests {
         PyApi {
             is_initialized: init,
             gil_check: gil,
-            thread_state: None,
+            thread_state: Some(current_ts),
+            this_thread_state: this_ts,
+            gc_disable: Some(gc_disable),
+            gc_enable: Some(gc_enable),
             err_occurred: no_err,
             err_clear: clear,
             get_frame,
@@ -384,6 +454,26 @@ mod tests {
 
     #[test]
     fn without_the_gil_nothing_is_read_and_with_it_the_user_frame_is_found() {
+        // One test: the fakes share statics.
+        GIL.store(1, Ordering::SeqCst);
+        THIS_THREAD.store(0x55, Ordering::SeqCst);
+        assert_eq!(
+            location_with(&fake()),
+            None,
+            "another thread's state is current"
+        );
+        assert_eq!(CALLS_PAST_GIL.load(Ordering::SeqCst), 0);
+        let no_ts = PyApi {
+            thread_state: None,
+            ..fake()
+        };
+        THIS_THREAD.store(0x77, Ordering::SeqCst);
+        assert_eq!(
+            location_with(&no_ts),
+            None,
+            "no way to read the current state"
+        );
+        assert_eq!(CALLS_PAST_GIL.load(Ordering::SeqCst), 0);
         GIL.store(0, Ordering::SeqCst);
         assert_eq!(location_with(&fake()), None);
         assert_eq!(
@@ -401,6 +491,21 @@ mod tests {
             0,
             "every new reference released"
         );
+        assert_eq!(GC_OFF_DURING_WALK.load(Ordering::SeqCst), 1, "GC paused");
+        assert_eq!(GC_ENABLED.load(Ordering::SeqCst), 1, "and enabled again");
+        // A GC the user had disabled stays disabled.
+        GC_ENABLED.store(0, Ordering::SeqCst);
+        assert!(location_with(&fake()).is_some());
+        assert_eq!(GC_ENABLED.load(Ordering::SeqCst), 0);
+        GC_ENABLED.store(1, Ordering::SeqCst);
+        // Without the 3.10 switches the walk still works.
+        let old = PyApi {
+            gc_disable: None,
+            gc_enable: None,
+            ..fake()
+        };
+        assert!(location_with(&old).is_some());
+        assert_eq!(REFS.load(Ordering::SeqCst), 0);
     }
 
     #[test]
