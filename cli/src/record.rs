@@ -301,7 +301,11 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         Err(e) => eprintln!("streamscope: {e}; running untraced"),
     }
     let hooks_dir = match (&collector, args.no_python_hooks) {
-        (Ok(_), false) => install_python_hooks(&mut cmd),
+        (Ok(lib), false) => {
+            // The hooks call into the collector through this (and only this).
+            cmd.env("STREAMSCOPE_PY_HOOK_LIB", lib);
+            install_python_hooks(&mut cmd)
+        }
         _ => None,
     };
     let cupti = std::env::var_os(ENV_CUPTI)

@@ -6,9 +6,11 @@ and the like, so the collector cannot read the Python stack at the moment of
 the CUDA call. These thin wrappers tell the collector the caller's
 file:line (a thread-local in libstreamscope_collector) just before calling
 the original, and clear it after. Nothing happens until torch is imported;
-inside torch.compile regions the original runs unwrapped; any failure here
-leaves torch untouched. A user sitecustomize further down the path is still
-imported. STREAMSCOPE_PYTHON_HOOKS=0 turns this off.
+Tensor methods of CPU tensors and torch.compile regions run the original
+at once; nothing here raises into user code. A user sitecustomize further
+down the path is still imported (its own errors reach Python's site module
+as they would without us). STREAMSCOPE_PY_HOOK_LIB names the collector
+(`streamscope record` sets it); STREAMSCOPE_PYTHON_HOOKS=0 turns this off.
 """
 
 import os
@@ -25,8 +27,11 @@ def _chain_user_sitecustomize():
             import importlib
 
             importlib.import_module("sitecustomize")
-        except ImportError:
-            pass
+        except ImportError as e:
+            # No user sitecustomize: fine. An import failing inside one is
+            # the user's error, reported by site as without us.
+            if e.name != "sitecustomize":
+                raise
     finally:
         sys.path[:] = saved_path
         if ours is not None:
@@ -34,7 +39,7 @@ def _chain_user_sitecustomize():
 
 
 def _install():
-    lib_path = os.environ.get("STREAMSCOPE_PY_HOOK_LIB") or os.environ.get("CUDA_INJECTION64_PATH")
+    lib_path = os.environ.get("STREAMSCOPE_PY_HOOK_LIB")
     if not lib_path or os.environ.get("STREAMSCOPE_PYTHON_HOOKS") == "0":
         return
     import ctypes
@@ -46,7 +51,8 @@ def _install():
     active = threading.local()
 
     try:
-        set_location = ctypes.CDLL(lib_path).streamscope_set_python_location
+        # PyDLL: the call keeps the GIL (it is a few instructions).
+        set_location = ctypes.PyDLL(lib_path).streamscope_set_python_location
     except (OSError, AttributeError):
         return
     set_location.argtypes = [ctypes.c_char_p]
@@ -69,19 +75,35 @@ def _install():
         compiler = getattr(torch, "compiler", None)
         is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
 
-        def wrap(fn):
+        def on_cuda(args):
+            try:
+                return bool(args[0].is_cuda)
+            except Exception:
+                return False
+
+        def wrap(fn, tensor_method):
             @functools.wraps(fn)
             def wrapper(*args, **kwargs):
                 # Inside another wrapped call (tolist -> cpu), keep the outer site.
-                if is_compiling() or getattr(active, "on", False):
+                try:
+                    skip = is_compiling() or getattr(active, "on", False) or (tensor_method and not on_cuda(args))
+                except Exception:
+                    skip = True
+                if skip:
                     return fn(*args, **kwargs)
                 active.on = True
-                set_location(caller())
                 try:
+                    try:
+                        set_location(caller())
+                    except Exception:
+                        pass
                     return fn(*args, **kwargs)
                 finally:
-                    set_location(None)
                     active.on = False
+                    try:
+                        set_location(None)
+                    except Exception:
+                        pass
 
             wrapper.__streamscope_wrapped__ = True
             return wrapper
@@ -94,7 +116,7 @@ def _install():
             if original is None or getattr(original, "__streamscope_wrapped__", False):
                 continue
             try:
-                setattr(owner, name, wrap(original))
+                setattr(owner, name, wrap(original, owner is torch.Tensor))
             except (AttributeError, TypeError):
                 pass
 

@@ -19,6 +19,10 @@ def seen():
     _lib.streamscope_python_location(buf, 1024)
     return buf.value.decode()
 class Tensor:
+    def __init__(self, cuda=True):
+        self.is_cuda = cuda
+    def numpy(self):
+        raise ValueError("boom")
     def item(self):
         return seen()
     def helper(self):
@@ -46,6 +50,12 @@ print(step())
 print(torch.cuda.Event().synchronize())
 print(t.tolist())
 print("after:" + torch.seen())
+print("cpu:" + torch.Tensor(cuda=False).item())
+try:
+    t.numpy()
+except ValueError:
+    pass
+print(t.item())
 "#;
 
 fn write(path: &Path, text: &str) {
@@ -113,7 +123,31 @@ fn wrapped_torch_calls_report_the_user_line() {
             format!("{}:8 (<module>)", user.display()),
             format!("{}:9 (<module>)", user.display()),
             "after:".to_string(),
+            "cpu:".to_string(),
+            format!("{}:16 (<module>)", user.display()),
         ]
     );
+    // An import failing inside the user's own sitecustomize is reported by
+    // Python's site module as it would be without the hooks.
+    write(
+        &dir.join("usersite/sitecustomize.py"),
+        "import streamscope_no_such_module\n",
+    );
+    let out = Command::new("python3")
+        .args(["-c", "print('ran')"])
+        .env(
+            "PYTHONPATH",
+            format!("{}:{}", hooks.display(), dir.join("usersite").display()),
+        )
+        .env("STREAMSCOPE_PY_HOOK_LIB", &lib)
+        .output()
+        .expect("python runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ran",
+        "{stderr}"
+    );
+    assert!(stderr.contains("streamscope_no_such_module"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
