@@ -142,12 +142,71 @@ fn cupti_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// A random 64-bit value for a folder name (/dev/urandom, else std's
+/// randomly seeded hasher).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_ok()
+    {
+        return u64::from_le_bytes(b);
+    }
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+/// Creates a fresh folder only we can use, like mkdtemp: a random name,
+/// mode 0700, and never an existing path (another user's folder or a
+/// symlink planted in /tmp would make Python run their code).
+pub fn private_temp_dir(base: &Path, prefix: &str) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut last = None;
+    for _ in 0..100 {
+        let dir = base.join(format!("{prefix}{:016x}", random_u64()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into()))
+}
+
+/// Writes `text` to a file that must not exist yet.
+fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut f = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    f.write_all(text.as_bytes())
+}
+
 /// Writes the hooks into a private temporary folder put first on the
 /// child's PYTHONPATH; returns the folder (removed at the end).
 fn install_python_hooks(cmd: &mut Command) -> Option<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("streamscope-python-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
-    std::fs::write(dir.join("sitecustomize.py"), PYTHON_HOOKS).ok()?;
+    let dir = match private_temp_dir(&std::env::temp_dir(), "streamscope-python-") {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("streamscope: no Python call-site hooks (temporary folder: {e})");
+            return None;
+        }
+    };
+    if let Err(e) = write_new(&dir.join("sitecustomize.py"), PYTHON_HOOKS) {
+        eprintln!("streamscope: no Python call-site hooks ({e})");
+        let _ = std::fs::remove_dir_all(&dir);
+        return None;
+    }
     let mut path = OsString::from(dir.as_os_str());
     if let Some(old) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
         path.push(":");
@@ -541,6 +600,30 @@ mod tests {
             b"old"
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn hook_folders_are_fresh_and_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("ss-record-priv-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).expect("temp dir");
+        let a = private_temp_dir(&base, "h-").expect("first");
+        let b = private_temp_dir(&base, "h-").expect("second");
+        assert_ne!(a, b);
+        assert_eq!(a.parent(), Some(base.as_path()));
+        let mode = std::fs::metadata(&a).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o077, 0, "no access for group or others: {mode:o}");
+        write_new(&a.join("sitecustomize.py"), "x = 1\n").expect("write");
+        assert!(
+            write_new(&a.join("sitecustomize.py"), "y = 2\n").is_err(),
+            "an existing file is never written through"
+        );
+        assert_eq!(
+            std::fs::read_to_string(a.join("sitecustomize.py")).expect("read"),
+            "x = 1\n"
+        );
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

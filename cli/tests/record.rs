@@ -232,3 +232,34 @@ fn two_processes_with_the_same_rank_keep_both_traces() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_python_hooks_come_from_a_private_folder_and_know_the_collector() {
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_streamscope"));
+    let lib = exe.with_file_name("libstreamscope_collector.so");
+    if !lib.is_file() {
+        eprintln!("collector not built next to streamscope: skipped");
+        return;
+    }
+    let dir = temp("hooks");
+    let out = Command::new(&exe)
+        .args(["record", "-o"])
+        .arg(&dir)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "d=${PYTHONPATH%%:*}; echo \"$STREAMSCOPE_PY_HOOK_LIB\"; stat -c %a \"$d\"; ls \"$d\"",
+        ])
+        .output()
+        .expect("streamscope runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        vec![lib.to_string_lossy().as_ref(), "700", "sitecustomize.py"],
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
