@@ -66,6 +66,8 @@ pub struct Converter {
     return_key: StrId,
     /// Records converted (including those outside the capture window).
     pub records_seen: u64,
+    /// Records skipped because they had no end yet (counted as dropped).
+    pub incomplete_records: u64,
 }
 
 /// How many batches a sync record waits for its API call.
@@ -178,6 +180,7 @@ impl Converter {
             python_key,
             return_key,
             records_seen: 0,
+            incomplete_records: 0,
         }
     }
 
@@ -274,9 +277,14 @@ impl Converter {
         }
     }
 
-    fn times(&self, start: u64, end: u64) -> Option<(i64, i64)> {
-        if start == 0 || end == 0 {
-            return None; // no timestamps, or still running at a forced flush
+    fn times(&mut self, start: u64, end: u64) -> Option<(i64, i64)> {
+        if end == 0 {
+            // Still running at a forced flush: lost, so counted.
+            self.incomplete_records += 1;
+            return None;
+        }
+        if start == 0 {
+            return None;
         }
         let s = ts(start, self.ts_offset_ns);
         let e = ts(end, self.ts_offset_ns).max(s);

@@ -124,6 +124,15 @@ fn names(t: &Trace) -> Vec<&str> {
 }
 
 #[test]
+fn records_without_an_end_are_skipped_and_counted() {
+    let (mut c, _) = converter(all());
+    c.push(Record::Kernel(kernel(1000, 0, 7, 11), c"still_running"));
+    c.push(Record::Kernel(kernel(1000, 3000, 7, 12), c"done"));
+    assert_eq!(names(&c.trace), vec!["done"]);
+    assert_eq!(c.incomplete_records, 1);
+}
+
+#[test]
 fn kernels_go_on_stream_tracks_under_their_gpu() {
     let (mut c, _) = converter(all());
     c.push(Record::Kernel(

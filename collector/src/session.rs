@@ -672,7 +672,9 @@ fn writer_main(
     };
     let mut write = |conv: &mut Converter, w: &mut PerfettoWriter<File>, last: bool| {
         conv.finish_batch(last);
-        let dropped = s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records();
+        let dropped = s.cupti_dropped.load(Ordering::Relaxed)
+            + s.queue.dropped_records()
+            + conv.incomplete_records;
         let (cs, ce) = s.window.bounds();
         let p = conv.process_mut();
         p.dropped_records = dropped;
@@ -695,7 +697,9 @@ fn writer_main(
         let flush_now = requested > s.flush_done.load(Ordering::SeqCst);
         let stop = s.stop.load(Ordering::SeqCst);
         if flush_now || stop || last_flush.elapsed() >= FLUSH_PERIOD {
-            let flag = if flush_now || stop { FLUSH_FORCED } else { 0 };
+            // Forced only at the end: a forced flush also hands back
+            // records still in progress (a running kernel), which are lost.
+            let flag = if stop { FLUSH_FORCED } else { 0 };
             // SAFETY: plain flag argument; completed buffers come back
             // through `buffer_completed` into the queue.
             let rc = unsafe { (s.cupti.flush_all)(flag) };
@@ -715,7 +719,9 @@ fn writer_main(
             write(&mut conv, &mut w, false);
         }
     }
-    let dropped = s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records();
+    let dropped = s.cupti_dropped.load(Ordering::Relaxed)
+        + s.queue.dropped_records()
+        + conv.incomplete_records;
     conv.process_mut().dropped_records = dropped;
     if BUDGET.refused() > 0 {
         conv.process_mut().metadata.push((
