@@ -160,6 +160,9 @@ unsafe extern "C" fn buffer_completed(
     let _ = std::panic::catch_unwind(|| {
         let buf = Buffer { ptr: buffer, valid };
         let Some(s) = session() else { return };
+        if s.forked() {
+            return; // freed (by `buf`), nothing else: see `Session::forked`
+        }
         let mut dropped = 0usize;
         // SAFETY: ctx/stream are the ones CUPTI passed for this buffer.
         let rc = unsafe { (s.cupti.get_num_dropped)(ctx, stream, &mut dropped) };
@@ -211,7 +214,7 @@ unsafe fn attr_message<'a>(attr: *const u8) -> Option<&'a std::ffi::CStr> {
 unsafe extern "C" fn api_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
     let _ = std::panic::catch_unwind(|| {
         let Some(s) = session() else { return };
-        if data.is_null() {
+        if data.is_null() || s.forked() {
             return;
         }
         if domain == CB_DOMAIN_NVTX {
@@ -240,6 +243,13 @@ unsafe extern "C" fn api_callback(_user: *mut c_void, domain: u32, cbid: u32, da
 }
 
 impl Session {
+    /// True in a forked child. It has no writer thread, and a mutex the
+    /// parent's threads held at fork (the queue's, the Python lines') stays
+    /// locked for ever there, so the callbacks must touch none of them.
+    fn forked(&self) -> bool {
+        std::process::id() != self.pid
+    }
+
     /// Adds the records CUPTI dropped from its global queue (for instance
     /// while `buffer_requested` declined): the count resets on each read.
     fn count_global_drops(&self) {
@@ -303,7 +313,7 @@ impl Session {
     /// to `wait` for it. Safe to call from a signal handler: atomics and
     /// nanosleep only.
     pub fn flush_and_wait(&self, finish: bool, wait: Duration) {
-        if std::process::id() != self.pid || self.finished.load(Ordering::SeqCst) {
+        if self.forked() || self.finished.load(Ordering::SeqCst) {
             return; // a forked child has no writer thread
         }
         if finish {
