@@ -26,6 +26,7 @@ pub mod capture;
 pub mod convert;
 pub mod cupti_api;
 pub mod driver;
+pub mod flush_sync;
 pub mod marker_names;
 pub mod process_info;
 pub mod python;

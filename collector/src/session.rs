@@ -12,7 +12,7 @@ use std::alloc::Layout;
 use std::ffi::c_void;
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use crate::capture::{CaptureSpec, CaptureWindow, Trigger};
 use crate::convert::{normalize_api_name, Converter, HostInfo};
 use crate::cupti_api::*;
 use crate::driver::Driver;
+use crate::flush_sync::FlushSync;
 use crate::process_info;
 use crate::python::{self, PyLines};
 use crate::queue::{BoundedQueue, BufferBudget};
@@ -38,8 +39,9 @@ const QUEUE_BUFFERS: usize = 64;
 const MAX_BUFFERS: usize = QUEUE_BUFFERS + 8;
 static BUDGET: BufferBudget = BufferBudget::new(MAX_BUFFERS);
 const FLUSH_PERIOD: Duration = Duration::from_secs(1);
-/// How long exit and signal handlers wait for the final flush.
-pub const EXIT_WAIT: Duration = Duration::from_secs(10);
+/// How long exit and signal handlers wait for the final flush (after that
+/// the writer is abandoned: see flush_sync.rs).
+pub const EXIT_WAIT: Duration = Duration::from_secs(3);
 pub const SIGNAL_WAIT: Duration = Duration::from_secs(3);
 
 /// Runtime API functions whose Python caller is recorded (host syncs).
@@ -89,11 +91,7 @@ pub struct Session {
     python: Arc<PyLines>,
     window: Arc<CaptureWindow>,
     cupti_dropped: AtomicU64,
-    /// Final flush requested (exit, or a terminating signal).
-    stop: AtomicBool,
-    finished: AtomicBool,
-    flush_requested: AtomicU64,
-    flush_done: AtomicU64,
+    sync: FlushSync,
     sync_cbids: Vec<u32>,
     profiler_start: Vec<(u32, u32)>,
     profiler_stop: Vec<(u32, u32)>,
@@ -160,7 +158,7 @@ unsafe extern "C" fn buffer_completed(
     let _ = std::panic::catch_unwind(|| {
         let buf = Buffer { ptr: buffer, valid };
         let Some(s) = session() else { return };
-        if s.forked() {
+        if s.forked() || !s.sync.may_call_cupti() {
             return; // freed (by `buf`), nothing else: see `Session::forked`
         }
         let mut dropped = 0usize;
@@ -173,7 +171,7 @@ unsafe extern "C" fn buffer_completed(
         {
             s.cupti_dropped.fetch_add(dropped as u64, Ordering::Relaxed);
         }
-        if valid == 0 || buffer.is_null() || s.finished.load(Ordering::SeqCst) {
+        if valid == 0 || buffer.is_null() || s.sync.finished.load(Ordering::SeqCst) {
             return; // nothing in it, or no writer any more
         }
         // Never waits: this may run on the writer thread itself (inside
@@ -313,26 +311,15 @@ impl Session {
     /// to `wait` for it. Safe to call from a signal handler: atomics and
     /// nanosleep only.
     pub fn flush_and_wait(&self, finish: bool, wait: Duration) {
-        if self.forked() || self.finished.load(Ordering::SeqCst) {
+        if self.forked() {
             return; // a forked child has no writer thread
         }
-        if finish {
-            self.stop.store(true, Ordering::SeqCst);
-        }
-        let ticket = self.flush_requested.fetch_add(1, Ordering::SeqCst) + 1;
-        let step = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 5_000_000,
-        };
-        let rounds = wait.as_millis() / 5;
-        for _ in 0..rounds {
-            if self.flush_done.load(Ordering::SeqCst) >= ticket
-                || self.finished.load(Ordering::SeqCst)
-            {
-                return;
-            }
-            // SAFETY: nanosleep with a valid timespec; async-signal-safe.
-            unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
+        if !self.sync.flush_and_wait(finish, wait) && finish {
+            const MSG: &[u8] =
+                b"streamscope: the final flush timed out; the trace may miss the end\n";
+            // SAFETY: write(2) on stderr with a static buffer is
+            // async-signal-safe (this may run in a signal handler).
+            let _ = unsafe { libc::write(2, MSG.as_ptr().cast(), MSG.len()) };
         }
     }
 }
@@ -566,10 +553,7 @@ fn start_cupti(
         python: python.clone(),
         window: window.clone(),
         cupti_dropped: AtomicU64::new(0),
-        stop: AtomicBool::new(false),
-        finished: AtomicBool::new(false),
-        flush_requested: AtomicU64::new(0),
-        flush_done: AtomicU64::new(0),
+        sync: FlushSync::default(),
         sync_cbids,
         profiler_start,
         profiler_stop,
@@ -594,12 +578,12 @@ fn start_cupti(
             if r.is_err() {
                 crate::warn!("streamscope: writer thread failed; the rest of this run is untraced");
             }
-            s.finished.store(true, Ordering::SeqCst);
+            s.sync.finished.store(true, Ordering::SeqCst);
         })
         .map_err(|e| format!("cannot start the writer thread: {e}"));
     if spawned.is_err() {
         // Buffers CUPTI still hands back are freed at once from now on.
-        s.finished.store(true, Ordering::SeqCst);
+        s.sync.finished.store(true, Ordering::SeqCst);
     }
     spawned.map(|_| ())
 }
@@ -669,11 +653,14 @@ fn writer_main(
     let drain = |conv: &mut Converter, wait: Duration| {
         let mut n = 0;
         while let Some(buf) = s.queue.pop(if n == 0 { wait } else { Duration::ZERO }) {
-            for_each_record(&s.cupti, buf.ptr, buf.valid, |rec| {
-                // SAFETY: a record CUPTI handed out from a buffer we still own.
-                let r = unsafe { records::parse(rec) };
-                conv.push(r);
-            });
+            // Abandoned: the buffer is only freed (reading it is a CUPTI call).
+            if s.sync.may_call_cupti() {
+                for_each_record(&s.cupti, buf.ptr, buf.valid, |rec| {
+                    // SAFETY: a record CUPTI handed out from a buffer we still own.
+                    let r = unsafe { records::parse(rec) };
+                    conv.push(r);
+                });
+            }
             n += 1;
             if n >= QUEUE_BUFFERS {
                 break;
@@ -703,18 +690,23 @@ fn writer_main(
     };
     loop {
         drain(&mut conv, Duration::from_millis(50));
-        let requested = s.flush_requested.load(Ordering::SeqCst);
-        let flush_now = requested > s.flush_done.load(Ordering::SeqCst);
-        let stop = s.stop.load(Ordering::SeqCst);
+        if !s.sync.may_call_cupti() {
+            break; // exiting without us: write what we have, call nothing
+        }
+        let requested = s.sync.requested.load(Ordering::SeqCst);
+        let flush_now = requested > s.sync.done.load(Ordering::SeqCst);
+        let stop = s.sync.stop.load(Ordering::SeqCst);
         if flush_now || stop || last_flush.elapsed() >= FLUSH_PERIOD {
             // Forced only at the end: a forced flush also hands back
             // records still in progress (a running kernel), which are lost.
             let flag = if stop { FLUSH_FORCED } else { 0 };
-            // SAFETY: plain flag argument; completed buffers come back
-            // through `buffer_completed` into the queue.
-            let rc = unsafe { (s.cupti.flush_all)(flag) };
-            let _ = s.cupti.check("cuptiActivityFlushAll", rc);
-            s.count_global_drops();
+            if s.sync.may_call_cupti() {
+                // SAFETY: plain flag argument; completed buffers come back
+                // through `buffer_completed` into the queue.
+                let rc = unsafe { (s.cupti.flush_all)(flag) };
+                let _ = s.cupti.check("cuptiActivityFlushAll", rc);
+                s.count_global_drops();
+            }
             last_flush = Instant::now();
             drain(&mut conv, Duration::ZERO);
             while !s.queue.is_empty() {
@@ -724,7 +716,7 @@ fn writer_main(
             if stop {
                 break;
             }
-            s.flush_done.store(requested, Ordering::SeqCst);
+            s.sync.mark_done(requested);
         } else if conv.trace.slices.len() >= 200_000 {
             write(&mut conv, &mut w, false);
         }
@@ -751,6 +743,5 @@ fn writer_main(
         let _ = std::fs::remove_file(trace_path);
     }
     progress.write(bytes, dropped, true);
-    s.flush_done
-        .store(s.flush_requested.load(Ordering::SeqCst), Ordering::SeqCst);
+    s.sync.mark_done(s.sync.requested.load(Ordering::SeqCst));
 }
