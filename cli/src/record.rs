@@ -24,7 +24,11 @@ const COLLECTOR_FILE: &str = "libstreamscope_collector.so";
 /// (PyTorch releases the GIL there, so the collector cannot read the stack).
 const PYTHON_HOOKS: &str = include_str!("../../collector/python/sitecustomize.py");
 
+/// CUPTI takes one client per process (CUDA 13.2 and earlier).
+pub const PROFILER_NOTE: &str = "Note: a program that starts torch.profiler (or another CUPTI tool) itself gets no CUDA events from it while recorded: CUPTI allows one subscriber.";
+
 #[derive(Debug, Clone, clap::Args)]
+#[command(after_help = PROFILER_NOTE)]
 pub struct RecordArgs {
     /// Directory for the traces (one file per CUDA process: rank-R.pftrace or pid-HOST-N.pftrace).
     #[arg(short = 'o', long = "output", default_value = "streamscope-trace")]
@@ -482,6 +486,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             totals.dropped
         );
     }
+    eprintln!("streamscope: {PROFILER_NOTE}");
     eprintln!(
         "Next: streamscope report {0}   |   streamscope view {0}",
         out.display()

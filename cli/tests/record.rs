@@ -71,6 +71,19 @@ fn the_child_sees_the_collector_environment() {
 }
 
 #[test]
+fn help_warns_about_torch_profiler() {
+    let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
+        .args(["record", "--help"])
+        .output()
+        .expect("streamscope runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("torch.profiler") && text.contains("one subscriber"),
+        "{text}"
+    );
+}
+
+#[test]
 fn a_bad_capture_range_is_refused() {
     let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
         .args(["record", "--capture-range", "bogus", "--", "true"])
@@ -139,6 +152,7 @@ fn a_traced_program_gets_its_trace_and_a_summary() {
         "the program's exit code: {stderr}"
     );
     assert!(stderr.contains("1 trace file(s)"), "{stderr}");
+    assert!(stderr.contains("torch.profiler"), "{stderr}");
     assert!(
         stderr.contains("GPU events · overlap"),
         "summary per process: {stderr}"
