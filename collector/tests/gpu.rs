@@ -41,7 +41,10 @@ fn out_dir(name: &str) -> PathBuf {
 }
 
 fn inject(cmd: &mut Command, out: &Path) {
+    // As `streamscope record` does: the Python hooks find the collector
+    // through STREAMSCOPE_PY_HOOK_LIB only.
     cmd.env("CUDA_INJECTION64_PATH", collector())
+        .env("STREAMSCOPE_PY_HOOK_LIB", collector())
         .env("STREAMSCOPE_OUT", out);
     if let Some(c) = cupti() {
         cmd.env("NVTX_INJECTION64_PATH", &c)
@@ -290,6 +293,8 @@ fn sigterm_flushes_the_trace_before_the_process_dies() {
     inject(&mut cmd, &out);
     let mut child = cmd.stdout(Stdio::null()).spawn().expect("python starts");
     std::thread::sleep(Duration::from_secs(8));
+    // The trace is on CLOCK_MONOTONIC, like this.
+    let sent_ns = streamscope_collector::process_info::monotonic_ns();
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -300,5 +305,16 @@ fn sigterm_flushes_the_trace_before_the_process_dies() {
         count(&t, SliceKind::Kernel) > 100,
         "kernels flushed before death: {}",
         count(&t, SliceKind::Kernel)
+    );
+    let last_end_ns = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
+        .map(|i| t.slices.start_ns[i] + t.slices.dur_ns[i])
+        .max()
+        .unwrap_or(0);
+    let lost_ns = sent_ns - last_end_ns;
+    assert!(
+        lost_ns <= 1_500_000_000,
+        "the last kernel ended {:.3} s before SIGTERM was sent (at most 1.5 s may be lost)",
+        lost_ns as f64 / 1e9
     );
 }
