@@ -86,7 +86,18 @@ pub fn parse_document<'de, S: EventSink<'de>>(
     json: &'de [u8],
     sink: &mut S,
 ) -> Result<TopInfo<'de>, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_slice(json);
+    // Validating UTF-8 once is cheaper than string by string; invalid text
+    // is parsed as bytes so the error names the place.
+    match std::str::from_utf8(json) {
+        Ok(text) => parse_from(serde_json::Deserializer::from_str(text), sink),
+        Err(_) => parse_from(serde_json::Deserializer::from_slice(json), sink),
+    }
+}
+
+fn parse_from<'de, R: serde_json::de::Read<'de>, S: EventSink<'de>>(
+    mut de: serde_json::Deserializer<R>,
+    sink: &mut S,
+) -> Result<TopInfo<'de>, serde_json::Error> {
     let info = de::Deserializer::deserialize_map(
         &mut de,
         TopVisitor {
@@ -160,5 +171,57 @@ impl<'de, S: EventSink<'de>> Visitor<'de> for EventsSeed<'_, 'de, S> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Names(Vec<String>, usize);
+
+    impl<'de> EventSink<'de> for Names {
+        fn event(&mut self, e: Event<'de>) {
+            self.0.push(e.name().to_string());
+        }
+        fn malformed(&mut self) {
+            self.1 += 1;
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_is_an_error_at_its_place_and_escapes_are_read() {
+        let ok = br#"{"traceEvents": [{"name": "a\u00e9\n"}, 3, {"name": "b"}], "traceName": "t"}"#;
+        let mut names = Names::default();
+        let info = parse_document(ok, &mut names).expect("valid document");
+        assert_eq!(names.0, ["a\u{e9}\n", "b"]);
+        assert_eq!(names.1, 1);
+        assert_eq!(info.trace_name.map(|r| r.get()), Some(r#""t""#));
+        assert!(!info.ends_in_events);
+
+        let bad = b"{\"traceEvents\": [{\"name\": \"a\xff\"}]}";
+        let e = parse_document(bad, &mut Names::default()).expect_err("invalid UTF-8");
+        assert!(e.to_string().contains("line 1 column"), "{e}");
+    }
+
+    #[test]
+    fn later_part_keys_replace_earlier_ones() {
+        let first = parse_document(
+            br#"{"traceName": "a", "schemaVersion": 1, "traceEvents": []}"#,
+            &mut Names::default(),
+        )
+        .expect("first");
+        assert!(first.ends_in_events);
+        let later = parse_document(
+            br#"{"traceEvents": [], "traceName": null, "baseTimeNanoseconds": 5}"#,
+            &mut Names::default(),
+        )
+        .expect("later");
+        let both = first.then(later);
+        assert!(both.trace_name.is_none());
+        assert_eq!(both.schema_version.map(|r| r.get()), Some("1"));
+        assert_eq!(both.base_time_ns.map(|r| r.get()), Some("5"));
+        assert!(both.has_events && !both.ends_in_events);
     }
 }

@@ -9,10 +9,11 @@
 
 mod finish;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};
 
+use rustc_hash::FxHashMap as HashMap;
 use serde_json::value::RawValue;
 
 use super::category::{copy_kind_of, Cat};
@@ -300,15 +301,15 @@ impl<'de> Builder<'de> {
         Builder {
             trace,
             label,
-            host_events: HashMap::new(),
+            host_events: HashMap::default(),
             cpu_labelled: None,
-            process_names: HashMap::new(),
-            thread_names: HashMap::new(),
-            text_tids: HashMap::new(),
-            corr_thread: HashMap::new(),
-            devices: HashMap::new(),
-            tracks: HashMap::new(),
-            counters: HashMap::new(),
+            process_names: HashMap::default(),
+            thread_names: HashMap::default(),
+            text_tids: HashMap::default(),
+            corr_thread: HashMap::default(),
+            devices: HashMap::default(),
+            tracks: HashMap::default(),
+            counters: HashMap::default(),
             deferred: Vec::new(),
             capture: None,
             skipped: Skipped::default(),

@@ -30,7 +30,7 @@ use crate::model::Trace;
 const MIN_SPLIT_BYTES: usize = 1 << 20;
 /// Percent of the text in the first part. This thread also maps every
 /// event into the trace, so it parses less than half.
-const FIRST_PERCENT: usize = 37;
+const FIRST_PERCENT: usize = 42;
 /// Closes the first part into a document.
 const FIRST_END: &[u8] = b"]}";
 /// Opens the rest as a document continuing `traceEvents`.
