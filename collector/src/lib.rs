@@ -6,7 +6,7 @@
 //! synchronizations, runtime and driver API calls, overhead, NVTX), puts
 //! CUPTI's timestamps on CLOCK_MONOTONIC, subscribes the callbacks that find
 //! the Python line of host syncs and drive the capture window, and starts
-//! the writer thread that streams `rank-R.pftrace` / `pid-N.pftrace` into
+//! the writer thread that streams `rank-R.pftrace` / `pid-HOST-N.pftrace` into
 //! `$STREAMSCOPE_OUT`. See README.md for how each piece works.
 //!
 //! This is the only crate with FFI `unsafe`; every entry point CUPTI, the
