@@ -9,8 +9,8 @@
 #   OUT=<results folder> bash scripts/gpu/collector.sh
 #
 # Results in $OUT (6 files at most): collector.log (everything, one file),
-# overhead.json, torch/rank-{0,1}.pftrace, fsdp-overlap/pid-N.pftrace,
-# fsdp-serial/pid-N.pftrace. One failing step never stops the script.
+# overhead.json, torch/rank-{0,1}.pftrace, fsdp-overlap/pid-HOST-N.pftrace,
+# fsdp-serial/pid-HOST-N.pftrace. One failing step never stops the script.
 set -u
 
 : "${BIN:?set BIN to the folder holding streamscope, libstreamscope_collector.so, fsdp-ref, collector-gpu-tests}"
