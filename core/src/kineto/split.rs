@@ -56,58 +56,94 @@ enum Route {
 /// one pass).
 fn import_gzip_with(path: &Path, gz: &[u8], first_percent: usize) -> Result<(Trace, Route)> {
     let size = gzip_size_hint(gz);
-    let first_len = if first_percent < 100 && size >= MIN_SPLIT_BYTES {
-        size / 100 * first_percent
-    } else {
-        usize::MAX
-    };
     let mut decoder = flate2::bufread::MultiGzDecoder::new(gz);
-    let mut first = Vec::with_capacity(size.min(first_len) + FIRST_END.len());
-    (&mut decoder)
-        .take(first_len as u64)
-        .read_to_end(&mut first)
-        .map_err(|e| gzip_error(path, e))?;
-    let cut = if first.len() == first_len {
-        find_cut(&first)
-    } else {
-        None
-    };
-    let Some(cut) = cut else {
+    if first_percent >= 100 || size < MIN_SPLIT_BYTES {
+        let mut text = Vec::with_capacity(size);
         decoder
-            .read_to_end(&mut first)
+            .read_to_end(&mut text)
             .map_err(|e| gzip_error(path, e))?;
-        return Ok((import::import(path, &first)?, Route::OnePass));
-    };
-
-    let mut rest = Vec::with_capacity(size.saturating_sub(cut) + REST_START.len());
-    rest.extend_from_slice(REST_START);
-    rest.extend_from_slice(&first[cut + 1..]);
-    first.truncate(cut);
-    first.extend_from_slice(FIRST_END);
-    if let Some(trace) = import_two_parts(path, &first, &mut rest, decoder, size)? {
-        return Ok((trace, Route::TwoParts));
+        return Ok((import::import(path, &text)?, Route::OnePass));
     }
-    first.truncate(first.len() - FIRST_END.len());
-    first.push(b',');
-    first.extend_from_slice(&rest[REST_START.len()..]);
-    drop(rest);
-    Ok((import::import(path, &first)?, Route::Rejoined))
+    let first_len = size / 100 * first_percent;
+    let mut first = Vec::new();
+    let mut rest = Vec::new();
+    let read = read_in_two_parts(path, decoder, &mut first, first_len, &mut rest, size)?;
+    let route = match read {
+        Read2::Trace(trace) => return Ok((trace, Route::TwoParts)),
+        Read2::Whole => Route::OnePass,
+        Read2::Rejoin => {
+            first.truncate(first.len() - FIRST_END.len());
+            first.push(b',');
+            first.extend_from_slice(&rest[REST_START.len()..]);
+            drop(rest);
+            Route::Rejoined
+        }
+    };
+    Ok((import::import(path, &first)?, route))
 }
 
-/// Maps `first` here while another thread inflates the rest of the stream
-/// into `rest` and parses it, sending its events here in batches. `None`
-/// when either part does not read as expected (see the module doc).
-fn import_two_parts(
+/// What [`read_in_two_parts`] made of a stream.
+enum Read2 {
+    Trace(Trace),
+    /// No cut found: `first` holds the whole text.
+    Whole,
+    /// The parts did not read as expected (see the module doc): `first` and
+    /// `rest` are to be joined.
+    Rejoin,
+}
+
+/// Inflates about `first_len` bytes into `first` and cuts them after an
+/// event; then maps `first` here while another thread inflates the rest of
+/// the stream into `rest` and parses it, sending its events here in
+/// batches. That thread first touches the memory of `rest` (page faults
+/// cost as much as inflating), while this one inflates `first`.
+fn read_in_two_parts<'t>(
     path: &Path,
-    first: &[u8],
-    rest: &mut Vec<u8>,
-    decoder: impl Read + Send,
+    mut decoder: impl Read + Send,
+    first: &'t mut Vec<u8>,
+    first_len: usize,
+    rest: &'t mut Vec<u8>,
     total_bytes: usize,
-) -> Result<Option<Trace>> {
+) -> Result<Read2> {
     std::thread::scope(|s| {
+        let (start, started) = std::sync::mpsc::channel::<(Vec<u8>, _)>();
         let (to_mapper, batches) = std::sync::mpsc::channel();
         let (to_parser, spent) = std::sync::mpsc::channel();
-        let worker = s.spawn(move || read_rest(decoder, rest, to_mapper, spent));
+        let rest_len = total_bytes.saturating_sub(first_len) + 64 * 1024;
+        let worker = s.spawn(move || {
+            rest.resize(rest_len, 0);
+            rest.clear();
+            // The text after the cut, then the stream; none when no cut.
+            let Ok((tail, decoder)) = started.recv() else {
+                return Ok(None);
+            };
+            rest.extend_from_slice(REST_START);
+            rest.extend_from_slice(&tail);
+            read_rest(decoder, rest, to_mapper, spent)
+        });
+        first.reserve_exact(first_len + FIRST_END.len());
+        (&mut decoder)
+            .take(first_len as u64)
+            .read_to_end(first)
+            .map_err(|e| gzip_error(path, e))?;
+        let cut = if first.len() == first_len {
+            find_cut(first)
+        } else {
+            None
+        };
+        let Some(cut) = cut else {
+            drop(start);
+            decoder
+                .read_to_end(first)
+                .map_err(|e| gzip_error(path, e))?;
+            return Ok(Read2::Whole);
+        };
+        let tail = first[cut + 1..].to_vec();
+        first.truncate(cut);
+        first.extend_from_slice(FIRST_END);
+        // A send fails only if the worker panicked: its join says so.
+        let _ = start.send((tail, decoder));
+        let first: &'t [u8] = first;
         let mut first_part = import::first_part(path, first, total_bytes);
         if let Some(f) = first_part.as_mut() {
             for batch in &batches {
@@ -123,8 +159,8 @@ fn import_two_parts(
             Err(panic) => std::panic::resume_unwind(panic),
         };
         Ok(match (first_part, rest_end) {
-            (Some(f), Some(r)) => Some(f.finish(r)),
-            _ => None,
+            (Some(f), Some(r)) => Read2::Trace(f.finish(r)),
+            _ => Read2::Rejoin,
         })
     })
 }
