@@ -259,6 +259,9 @@ struct Builder<'de> {
     devices: HashMap<u32, u32>,
     tracks: HashMap<Place, TrackId>,
     counters: HashMap<(String, Option<u32>), TrackId>,
+    /// Allocator counter tracks by (device, which total), so the tens of
+    /// thousands of "[memory]" events do not format their names.
+    memory_tracks: HashMap<(Option<u32>, usize), TrackId>,
     /// Events whose track depends on the host pid or on correlations seen
     /// later (stream-less syncs, unknown categories): few, placed at the end.
     deferred: Vec<Event<'de>>,
@@ -310,6 +313,7 @@ impl<'de> Builder<'de> {
             devices: HashMap::default(),
             tracks: HashMap::default(),
             counters: HashMap::default(),
+            memory_tracks: HashMap::default(),
             deferred: Vec::new(),
             capture: None,
             skipped: Skipped::default(),
@@ -588,18 +592,29 @@ impl<'de> Builder<'de> {
             return;
         };
         let ordinal = e.gpu_memory_device();
-        let who = match ordinal {
-            Some(o) => format!("GPU {o}"),
-            None => "CPU".to_string(),
-        };
-        for (key, what) in [
+        for (i, (key, what)) in [
             ("Total Allocated", "allocated"),
             ("Total Reserved", "reserved"),
-        ] {
-            if let Some(v) = e.arg(key).and_then(ArgJson::as_f64) {
-                let t = self.counter_track(format!("{who} memory {what} (bytes)"), ordinal);
-                self.trace.push_counter(t, ts, v);
-            }
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let Some(v) = e.arg(key).and_then(ArgJson::as_f64) else {
+                continue;
+            };
+            let t = match self.memory_tracks.get(&(ordinal, i)) {
+                Some(&t) => t,
+                None => {
+                    let who = match ordinal {
+                        Some(o) => format!("GPU {o}"),
+                        None => "CPU".to_string(),
+                    };
+                    let t = self.counter_track(format!("{who} memory {what} (bytes)"), ordinal);
+                    self.memory_tracks.insert((ordinal, i), t);
+                    t
+                }
+            };
+            self.trace.push_counter(t, ts, v);
         }
     }
 }
