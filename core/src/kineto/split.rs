@@ -69,7 +69,7 @@ fn import_gzip_with(path: &Path, gz: &[u8], first_percent: usize) -> Result<(Tra
     let mut rest = Vec::new();
     let read = read_in_two_parts(path, decoder, &mut first, first_len, &mut rest, size)?;
     let route = match read {
-        Read2::Trace(trace) => return Ok((trace, Route::TwoParts)),
+        Read2::Trace(trace) => return Ok((*trace, Route::TwoParts)),
         Read2::Whole => Route::OnePass,
         Read2::Rejoin => {
             first.truncate(first.len() - FIRST_END.len());
@@ -84,7 +84,7 @@ fn import_gzip_with(path: &Path, gz: &[u8], first_percent: usize) -> Result<(Tra
 
 /// What [`read_in_two_parts`] made of a stream.
 enum Read2 {
-    Trace(Trace),
+    Trace(Box<Trace>),
     /// No cut found: `first` holds the whole text.
     Whole,
     /// The parts did not read as expected (see the module doc): `first` and
@@ -159,7 +159,7 @@ fn read_in_two_parts<'t>(
             Err(panic) => std::panic::resume_unwind(panic),
         };
         Ok(match (first_part, rest_end) {
-            (Some(f), Some(r)) => Read2::Trace(f.finish(r)),
+            (Some(f), Some(r)) => Read2::Trace(Box::new(f.finish(r))),
             _ => Read2::Rejoin,
         })
     })
