@@ -99,11 +99,10 @@ pub(super) struct FirstPart<'d> {
     info: TopInfo<'d>,
 }
 
-/// Maps `json` (a document's first part, closed by `]}`, of a document of
-/// `total_bytes`); `None` unless it
-/// reads as a document that ends inside `traceEvents`, which proves the cut
-/// sat between two events. (The caller then imports the joined text, so
-/// any error is the one-pass import's.)
+/// Maps `json`, the first part (closed by `]}`) of a document of
+/// `total_bytes`. `None` unless it reads as a document that ends inside
+/// `traceEvents`, which proves the cut sat between two events (the caller
+/// then imports the joined text, so any error is the one-pass import's).
 pub(super) fn first_part<'d>(
     path: &Path,
     json: &'d [u8],
