@@ -266,7 +266,11 @@ fn right_drag_selects_a_range_and_drag_pans() {
         "range {got} ns, expected about {expect}"
     );
 
-    // A primary drag to the left moves the view later in time.
+    // A primary drag to the left moves the view later in time (from the
+    // trace's start, so there is room to pan).
+    h.state_mut().timeline.view_start_rel_ns = 0.0;
+    h.state_mut().timeline.view_dur_ns *= 0.5;
+    h.run();
     let s0 = h.state().timeline.view_start_rel_ns;
     h.event(Event::PointerMoved(b));
     press(&mut h, b, PointerButton::Primary, true);
@@ -335,4 +339,32 @@ fn details_show_the_kernel_occupancy_from_the_analysis() {
         "missing {expected}"
     );
     assert!(h.query_by_label("264 × 1 × 1 (264 blocks)").is_some());
+}
+
+#[test]
+fn opens_on_the_steps_the_headline_covers() {
+    let mut h = harness(app());
+    h.run();
+    let app = h.state();
+    let model = app.model.as_ref().expect("loaded");
+    let (a, b) = model
+        .report
+        .ranks
+        .iter()
+        .filter_map(|r| Some((r.window.start_ns?, r.window.end_ns?)))
+        .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+        .expect("the generated trace has steps");
+    let (v0, v1) = app.timeline.window_ns(&model.index);
+    assert!(
+        v0 <= a && v1 >= b,
+        "view {v0}..{v1} misses the window {a}..{b}"
+    );
+    let (s0, s1) = model.index.span_ns;
+    // Zoomed onto the steps (with a margin), not the whole trace.
+    let want = (1.5 * (b - a) as f64).min(1.1 * (s1 - s0) as f64);
+    assert!(
+        ((v1 - v0) as f64 - want).abs() <= want * 0.01 + 2.0,
+        "view {} ns, want {want}",
+        v1 - v0
+    );
 }

@@ -182,6 +182,18 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     st.last_width_px = lanes.width();
     if st.view_dur_ns <= 0.0 {
         st.fit(&model.index);
+        // Open on the steps the headline numbers cover: startup and teardown
+        // (model build, communicator setup) are rarely what one looks for.
+        let windows = model
+            .report
+            .ranks
+            .iter()
+            .filter_map(|r| Some((r.window.start_ns?, r.window.end_ns?)));
+        if let Some((a, b)) = windows.reduce(|(a, b), (c, d)| (a.min(c), b.max(d))) {
+            if b > a {
+                st.zoom_to(&model.index, a, b);
+            }
+        }
     }
 
     st.lines = model.lanes.lines(&model.index, &st.collapsed);
@@ -346,7 +358,8 @@ fn hover_text(model: &Model, it: Item) -> String {
         Item::Folded { count, .. } => {
             format!(
                 "{count} {} (click to zoom in)",
-                it.folded_kind(sl).map_or("slices", crate::style::plural_kind)
+                it.folded_kind(sl)
+                    .map_or("slices", crate::style::plural_kind)
             )
         }
     }
