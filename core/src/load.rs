@@ -93,16 +93,24 @@ fn is_trace_name(p: &Path) -> bool {
 /// Detects the format of one file from its first bytes.
 pub fn sniff(path: &Path) -> Result<Format> {
     use std::io::Read;
-    let mut head = [0u8; 2];
-    let mut f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let n = f.read(&mut head).map_err(|e| TraceError::io(path, e))?;
-    match (n, head) {
-        (0, _) => Err(TraceError::Empty {
+    let mut head = Vec::with_capacity(64 << 10);
+    let f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+    f.take(64 << 10)
+        .read_to_end(&mut head)
+        .map_err(|e| TraceError::io(path, e))?;
+    let first_non_space = head.iter().copied().find(|b| !b.is_ascii_whitespace());
+    match head.first() {
+        None => Err(TraceError::Empty {
             path: path.to_path_buf(),
         }),
-        (_, [0x0a, _]) => Ok(Format::Perfetto),
-        (2, [0x1f, 0x8b]) => Ok(Format::Kineto),
-        (_, [b'{', _]) | (_, [b' ' | b'\r' | b'\t', _]) => Ok(Format::Kineto),
+        Some(0x1f) if head.get(1) == Some(&0x8b) => Ok(Format::Kineto),
+        // 0x0a is both Perfetto's packet tag and a newline: JSON that starts
+        // with a newline is still JSON.
+        Some(0x0a) if first_non_space == Some(b'{') && crate::kineto::looks_like_kineto(&head) => {
+            Ok(Format::Kineto)
+        }
+        Some(0x0a) => Ok(Format::Perfetto),
+        _ if first_non_space == Some(b'{') => Ok(Format::Kineto),
         _ => Err(TraceError::NotATrace {
             path: path.to_path_buf(),
             why: "neither a Perfetto protobuf trace nor Kineto JSON".into(),

@@ -440,7 +440,7 @@ impl Slices {
         self.start_ns.is_empty()
     }
     pub fn end_ns(&self, i: usize) -> i64 {
-        self.start_ns[i] + self.dur_ns[i]
+        self.start_ns[i].saturating_add(self.dur_ns[i])
     }
     /// Bytes of column data per slice.
     pub const fn slice_column_bytes() -> usize {
@@ -914,7 +914,7 @@ impl Trace {
         let mut hi = i64::MIN;
         for i in 0..sl.len() {
             lo = lo.min(sl.start_ns[i]);
-            hi = hi.max(sl.start_ns[i] + sl.dur_ns[i]);
+            hi = hi.max(sl.start_ns[i].saturating_add(sl.dur_ns[i]));
         }
         Some((lo, hi))
     }

@@ -362,3 +362,180 @@ fn bad_input_gives_clear_errors() {
     let e = read_file(&missing).expect_err("missing");
     assert!(e.to_string().contains("missing.pftrace"), "{e}");
 }
+
+// ---- Crafted input from the review of the reader (each once hung, panicked
+// or loaded wrong). Built with the crate's own protobuf encoder.
+
+use streamscope_core::perfetto::wire::Enc;
+
+/// One TracePacket, built by `f`, framed as a Trace.packet field.
+fn packet(out: &mut Enc, f: impl FnOnce(&mut Enc)) {
+    let at = out.begin(1);
+    f(out);
+    out.end(at);
+}
+
+fn thread_descriptor(e: &mut Enc, uuid: u64, pid: i64, tid: i64, name: &str) {
+    packet(e, |e| {
+        e.uint(10, 1);
+        let td = e.begin(60);
+        e.uint(1, uuid);
+        let th = e.begin(4);
+        e.int(1, pid);
+        e.int(2, tid);
+        e.bytes(5, name.as_bytes());
+        e.end(th);
+        e.end(td);
+    });
+}
+
+fn slice_event(e: &mut Enc, ty: u64, ts: u64, uuid: Option<u64>, name: &str) {
+    packet(e, |e| {
+        e.uint(8, ts);
+        e.uint(10, 1);
+        let te = e.begin(11);
+        e.uint(9, ty);
+        if let Some(u) = uuid {
+            e.uint(11, u);
+        }
+        if !name.is_empty() {
+            e.bytes(23, name.as_bytes());
+        }
+        e.end(te);
+    });
+}
+
+#[test]
+fn a_runaway_length_varint_is_corrupt_not_a_hang() {
+    let mut bytes = vec![0x0a];
+    bytes.extend_from_slice(&[0xff; 11]);
+    bytes.resize(5 << 20, 0);
+    let e = read_stream(Path::new("h.pftrace"), &bytes[..]).expect_err("corrupt");
+    assert!(matches!(e, TraceError::Corrupt { .. }), "{e}");
+}
+
+#[test]
+fn no_whole_packet_is_not_a_trace() {
+    let e = read_stream(Path::new("x.pftrace"), &b"\x0a\x05abc"[..]).expect_err("no packet");
+    assert!(matches!(e, TraceError::NotATrace { .. }), "{e}");
+    // JSON that starts with a newline is sniffed as JSON, not Perfetto.
+    let f = tmp("nl.json");
+    std::fs::write(&f, b"\n{\"traceEvents\": []}\n").expect("write");
+    assert_eq!(
+        streamscope_core::load::sniff(&f).expect("sniff"),
+        streamscope_core::load::Format::Kineto
+    );
+}
+
+#[test]
+fn timestamps_beyond_i64_are_corrupt() {
+    let mut e = Enc::default();
+    thread_descriptor(&mut e, 2, 10, 11, "main");
+    slice_event(&mut e, 1, 1 << 63, Some(2), "x");
+    let err = read_stream(Path::new("ovf.pftrace"), &e.buf[..]).expect_err("overflow");
+    assert!(matches!(err, TraceError::Corrupt { .. }), "{err}");
+}
+
+#[test]
+fn a_counter_on_a_process_track_gets_a_real_track() {
+    let mut e = Enc::default();
+    packet(&mut e, |e| {
+        e.uint(10, 1);
+        let td = e.begin(60);
+        e.uint(1, 7);
+        let pd = e.begin(3);
+        e.int(1, 42);
+        e.end(pd);
+        e.end(td);
+    });
+    packet(&mut e, |e| {
+        e.uint(8, 1000);
+        e.uint(10, 1);
+        let te = e.begin(11);
+        e.uint(9, 4);
+        e.uint(11, 7);
+        e.double(44, 3.5);
+        e.end(te);
+    });
+    let t = from_bytes(&e.buf);
+    assert_eq!(t.counters.len(), 1);
+    let track = t.counters.track[0];
+    assert!((track.0 as usize) < t.tracks.len());
+    assert_eq!(t.processes[t.track(track).process as usize].pid, 42);
+    // Exporting it again works.
+    let back = from_bytes(&to_bytes(&t));
+    assert_eq!(back.counters.value, vec![3.5]);
+}
+
+#[test]
+fn threads_of_different_pids_without_process_descriptors_stay_apart() {
+    let mut e = Enc::default();
+    thread_descriptor(&mut e, 2, 100, 101, "a");
+    thread_descriptor(&mut e, 3, 200, 201, "b");
+    slice_event(&mut e, 1, 10, Some(2), "x");
+    slice_event(&mut e, 2, 20, Some(2), "");
+    slice_event(&mut e, 1, 10, Some(3), "y");
+    slice_event(&mut e, 2, 30, Some(3), "");
+    let t = from_bytes(&e.buf);
+    let mut pids: Vec<u32> = t.processes.iter().map(|p| p.pid).collect();
+    pids.sort_unstable();
+    assert_eq!(pids, vec![100, 200]);
+    assert_eq!(t.slices.len(), 2);
+    assert_ne!(t.slice_process(0), t.slice_process(1));
+}
+
+#[test]
+fn events_without_a_track_use_the_sequence_default() {
+    // The Perfetto SDK: trace_packet_defaults.track_event_defaults.track_uuid.
+    let mut e = Enc::default();
+    thread_descriptor(&mut e, 2, 10, 11, "main");
+    packet(&mut e, |e| {
+        e.uint(10, 1);
+        e.uint(13, 3);
+        let d = e.begin(59);
+        let ted = e.begin(11);
+        e.uint(11, 2);
+        e.end(ted);
+        e.end(d);
+    });
+    slice_event(&mut e, 1, 100, None, "work");
+    slice_event(&mut e, 2, 200, None, "");
+    let t = from_bytes(&e.buf);
+    assert_eq!(t.slices.len(), 1);
+    assert_eq!(
+        t.track(t.slices.track[0]).kind,
+        TrackKind::Thread { tid: 11 }
+    );
+    assert_eq!(t.slices.dur_ns[0], 100);
+}
+
+#[test]
+fn hundreds_of_overlapping_slices_on_one_stream_round_trip() {
+    // More lanes than 255 (lane uuids must never wrap onto a track's).
+    let mut t = Trace::new();
+    let p = t.add_process(Process {
+        pid: 1,
+        ..Default::default()
+    });
+    let d = t.add_device(h200(p, 0));
+    let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
+    let s = t.add_track(
+        p,
+        Some(g),
+        TrackKind::Stream {
+            device: d,
+            stream: 7,
+        },
+        "stream 7",
+    );
+    let k = t.intern("k");
+    for i in 0..300i64 {
+        let mut ns = NewSlice::new(s, SliceKind::Kernel, k, i * 1000, 1_000_000 + i * 1000);
+        ns.class = SliceClass::Compute;
+        t.push_slice(ns);
+    }
+    t.sort_slices();
+    let bytes = to_bytes(&t);
+    check_perfetto_rules(&bytes);
+    assert_eq!(dump(&from_bytes(&bytes)), dump(&t));
+}

@@ -100,7 +100,13 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
                 })
             })
             .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
     });
     for part in parts {
         report.notes.extend(part.notes);
@@ -331,7 +337,10 @@ fn headline_window<'a>(
                 rule: WindowRule::SteadySteps,
                 start_ns: steps.get(1).map(|s| s.start_ns),
                 end_ns: steps.last().map(|s| s.end_ns),
-                label: format!("steps {} (nvtx; first step dropped as warm-up)", step_list(&kept)),
+                label: format!(
+                    "steps {} (nvtx; first step dropped as warm-up)",
+                    step_list(&kept)
+                ),
                 steps: kept,
             };
             (w, Box::new(|e: &Ev| e.step != NONE && e.step >= 1))

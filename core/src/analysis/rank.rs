@@ -229,7 +229,7 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
                 };
                 stream_of_track[tr as usize] = stream;
             }
-            let (mut s, mut e) = (sl.start_ns[i], sl.start_ns[i] + sl.dur_ns[i]);
+            let (mut s, mut e) = (sl.start_ns[i], sl.start_ns[i].saturating_add(sl.dur_ns[i]));
             if rounded {
                 s = ceil_us(s);
                 e = floor_us(e).max(s);
@@ -289,7 +289,10 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
                 .collect();
             out.push(RankCtx {
                 process: p as u32,
-                rank: rank + k as u32,
+                // R·n + k: distinct across processes that each drive n GPUs.
+                rank: rank
+                    .saturating_mul(devices.len() as u32)
+                    .saturating_add(k as u32),
                 device: Some(dev),
                 host: host.clone(),
                 gpu: dev_gpu,

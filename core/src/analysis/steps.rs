@@ -40,8 +40,11 @@ pub fn profiler_step_number(name: &str) -> Option<i64> {
     name.strip_prefix("ProfilerStep#")?.trim().parse().ok()
 }
 
-fn nvtx_step_regex() -> Option<Regex> {
-    Regex::new(r"(?i)^\s*(?:train[_ ]?)?step(?:[ _#:]*(\d+))?\s*$").ok()
+/// Compiled once: `is_step_name` runs for every enclosing range of every sync.
+fn nvtx_step_regex() -> Option<&'static Regex> {
+    static RE: std::sync::OnceLock<Option<Regex>> = std::sync::OnceLock::new();
+    RE.get_or_init(|| Regex::new(r"(?i)^\s*(?:train[_ ]?)?step(?:[ _#:]*(\d+))?\s*$").ok())
+        .as_ref()
 }
 
 /// Whether a range name marks a step (those are left out of NVTX call-site paths).

@@ -61,6 +61,13 @@ pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
             return Err(corrupt(path, start, "expected a TracePacket field (0x0a)"));
         }
         let Some((len, hdr)) = varint_at(&buf[lo + 1..hi]) else {
+            if hi - (lo + 1) >= 10 {
+                return Err(corrupt(
+                    path,
+                    start,
+                    "packet length varint longer than 10 bytes",
+                ));
+            }
             if eof {
                 r.truncated(start);
                 break;
@@ -94,6 +101,14 @@ pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
     if base + hi as u64 == 0 {
         return Err(TraceError::Empty {
             path: path.to_path_buf(),
+        });
+    }
+    if r.packets == 0 {
+        // Not one whole packet: this is no Perfetto trace (a text file that
+        // starts with a newline, 0x0a, looks like one for a byte).
+        return Err(TraceError::NotATrace {
+            path: path.to_path_buf(),
+            why: "no whole Perfetto TracePacket in it".into(),
         });
     }
     Ok(r.finish())
@@ -186,6 +201,9 @@ impl IidMap {
 #[derive(Default)]
 struct SeqState {
     cleared: bool,
+    /// trace_packet_defaults.track_event_defaults.track_uuid: the track of
+    /// events that name none (the Perfetto SDK's thread events).
+    default_track_uuid: Option<u64>,
     names: IidMap,
     annotation_names: IidMap,
     string_values: IidMap,
@@ -330,20 +348,32 @@ impl Reader {
         let mut track_event: Option<&[u8]> = None;
         let mut interned: Option<&[u8]> = None;
         let mut descriptor: Option<&[u8]> = None;
+        let mut defaults: Option<&[u8]> = None;
         while let Some((f, v)) = d.next()? {
             match f {
-                PKT_TIMESTAMP => ts = Some(v.as_u64() as i64),
+                PKT_TIMESTAMP => {
+                    let t = v.as_u64();
+                    if t > i64::MAX as u64 {
+                        return Err(WireError {
+                            offset: 0,
+                            why: "timestamp beyond 2^63 ns",
+                        });
+                    }
+                    ts = Some(t as i64)
+                }
                 PKT_SEQUENCE_ID => seq_id = v.as_u64() as u32,
                 PKT_SEQUENCE_FLAGS => flags = v.as_u64(),
                 PKT_TRACK_EVENT => track_event = Some(v.as_bytes()),
                 PKT_INTERNED_DATA => interned = Some(v.as_bytes()),
                 PKT_TRACK_DESCRIPTOR => descriptor = Some(v.as_bytes()),
+                PKT_DEFAULTS => defaults = Some(v.as_bytes()),
                 _ => {}
             }
         }
         let sq = self.seq_idx(seq_id);
         if flags & SEQ_INCREMENTAL_STATE_CLEARED != 0 {
             let s = &mut self.seqs[sq];
+            s.default_track_uuid = None;
             s.names.clear();
             s.annotation_names.clear();
             s.string_values.clear();
@@ -352,6 +382,19 @@ impl Reader {
         if flags & SEQ_NEEDS_INCREMENTAL_STATE != 0 && !self.seqs[sq].cleared {
             self.dropped_packets += 1;
             return Ok(());
+        }
+        if let Some(b) = defaults {
+            let mut d = Dec::new(b);
+            while let Some((f, v)) = d.next()? {
+                if f == DEFAULTS_TRACK_EVENT_DEFAULTS {
+                    let mut e = Dec::new(v.as_bytes());
+                    while let Some((ef, ev)) = e.next()? {
+                        if ef == TED_TRACK_UUID {
+                            self.seqs[sq].default_track_uuid = Some(ev.as_u64());
+                        }
+                    }
+                }
+            }
         }
         if let Some(b) = interned {
             self.interned(sq, b)?;
@@ -471,7 +514,7 @@ impl Reader {
     ) -> std::result::Result<(), WireError> {
         let mut d = Dec::new(buf);
         let mut ty = 0u64;
-        let mut uuid = 0u64;
+        let mut uuid = self.seqs[sq].default_track_uuid.unwrap_or(0);
         let mut name: Option<StrId> = None;
         let mut counter_value = None;
         // Annotation messages, kept from the first pass (a kernel has about
@@ -502,7 +545,8 @@ impl Reader {
             TE_TYPE_SLICE_END => match self.slots[slot].open.pop() {
                 Some(i) => {
                     let i = i as usize;
-                    self.trace.slices.dur_ns[i] = (ts - self.trace.slices.start_ns[i]).max(0);
+                    self.trace.slices.dur_ns[i] =
+                        ts.saturating_sub(self.trace.slices.start_ns[i]).max(0);
                 }
                 None => self.unmatched_ends += 1,
             },
@@ -844,7 +888,8 @@ impl Reader {
             let last = self.seqs[slot.seq].last_ts;
             for i in slot.open {
                 let i = i as usize;
-                self.trace.slices.dur_ns[i] = (last - self.trace.slices.start_ns[i]).max(0);
+                self.trace.slices.dur_ns[i] =
+                    last.saturating_sub(self.trace.slices.start_ns[i]).max(0);
                 unterminated += 1;
             }
         }
@@ -888,6 +933,26 @@ impl Reader {
             if let Some(pid) = d.pid {
                 proc_of_pid.entry(pid).or_insert(pi);
             }
+        }
+
+        // Threads whose pid has no process descriptor still get a process of
+        // their own pid (not one shared "unknown" process).
+        let mut orphan_pids: Vec<u32> = self
+            .descs
+            .values()
+            .filter(|d| d.tid.is_some())
+            .filter_map(|d| d.pid)
+            .filter(|pid| !proc_of_pid.contains_key(pid))
+            .collect();
+        orphan_pids.sort_unstable();
+        orphan_pids.dedup();
+        for pid in orphan_pids {
+            let pi = self.trace.add_process(Process {
+                pid,
+                name: format!("pid {pid}"),
+                ..Default::default()
+            });
+            proc_of_pid.insert(pid, pi);
         }
 
         // Tracks: every uuid that is a descriptor (not a process) or that
@@ -998,36 +1063,32 @@ impl Reader {
                 }
             }
         }
-        // Events on process tracks (foreign traces): give them a track.
-        let n = self.trace.slices.len();
-        for s in 0..n {
+        // Events on process tracks (foreign traces) or on uuids without a
+        // descriptor: give them a track of their own.
+        let mut track_for = |i: usize, trace: &mut Trace| -> TrackId {
+            if let Some(t) = track_of_index[i] {
+                return t;
+            }
+            let uuid = self.uuids[i];
+            let process = proc_of_uuid.get(&uuid).copied().unwrap_or_else(|| {
+                *fallback_process.get_or_insert_with(|| {
+                    trace.add_process(Process {
+                        name: "unknown process".into(),
+                        ..Default::default()
+                    })
+                })
+            });
+            let t = trace.add_track(process, None, TrackKind::Other, "process events");
+            track_of_index[i] = Some(t);
+            t
+        };
+        for s in 0..self.trace.slices.len() {
             let i = self.trace.slices.track[s].0 as usize;
-            let t = match track_of_index[i] {
-                Some(t) => t,
-                None => {
-                    let uuid = self.uuids[i];
-                    let process = proc_of_uuid.get(&uuid).copied().unwrap_or_else(|| {
-                        *fallback_process.get_or_insert_with(|| {
-                            self.trace.add_process(Process {
-                                name: "unknown process".into(),
-                                ..Default::default()
-                            })
-                        })
-                    });
-                    let t = self
-                        .trace
-                        .add_track(process, None, TrackKind::Other, "process events");
-                    track_of_index[i] = Some(t);
-                    t
-                }
-            };
-            self.trace.slices.track[s] = t;
+            self.trace.slices.track[s] = track_for(i, &mut self.trace);
         }
         for c in 0..self.trace.counters.len() {
             let i = self.trace.counters.track[c].0 as usize;
-            if let Some(t) = track_of_index[i] {
-                self.trace.counters.track[c] = t;
-            }
+            self.trace.counters.track[c] = track_for(i, &mut self.trace);
         }
         self.trace.sort_slices();
         self.trace.link_flows_by_correlation();

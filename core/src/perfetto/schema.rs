@@ -20,6 +20,9 @@ pub const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
 
 // TracePacketDefaults
 pub const DEFAULTS_TIMESTAMP_CLOCK_ID: u32 = 58;
+pub const DEFAULTS_TRACK_EVENT_DEFAULTS: u32 = 11;
+// TrackEventDefaults
+pub const TED_TRACK_UUID: u32 = 11;
 
 // TrackDescriptor
 pub const TD_UUID: u32 = 1;

@@ -89,10 +89,6 @@ pub fn track_uuid(p: usize, t: usize) -> u64 {
     ((p as u64 + 1) << 32) | (t as u64 + 1)
 }
 
-fn lane_uuid(base: u64, lane: usize) -> u64 {
-    base ^ ((lane as u64) << 56)
-}
-
 /// Streams a model to a Perfetto trace. See the module docs.
 pub struct PerfettoWriter<W: Write> {
     out: W,
@@ -103,6 +99,7 @@ pub struct PerfettoWriter<W: Write> {
     bytes_written: u64,
     packets_written: u64,
     order: Vec<u32>,
+    next_lane_uuid: u64,
 }
 
 impl<W: Write> PerfettoWriter<W> {
@@ -118,6 +115,7 @@ impl<W: Write> PerfettoWriter<W> {
             bytes_written: 0,
             packets_written: 0,
             order: Vec::new(),
+            next_lane_uuid: 0,
         }
     }
 
@@ -467,7 +465,15 @@ impl<W: Write> PerfettoWriter<W> {
             Some(u) => u,
             None => {
                 let k = lanes.len();
-                let uuid = if k == 0 { base } else { lane_uuid(base, k) };
+                // Lanes get uuids of their own space (top bit set), counted
+                // per writer: they never meet a track's uuid, whatever the
+                // number of lanes. The descriptor names the base track.
+                let uuid = if k == 0 {
+                    base
+                } else {
+                    self.next_lane_uuid += 1;
+                    (1 << 63) | self.next_lane_uuid
+                };
                 if k > 0 {
                     self.lane_descriptor(trace, t, k, uuid);
                 }
@@ -489,7 +495,7 @@ impl<W: Write> PerfettoWriter<W> {
         let t = sl.track[i].0 as usize;
         let p = trace.tracks[t].process as usize;
         let start = sl.start_ns[i];
-        let end = start + sl.dur_ns[i];
+        let end = start.saturating_add(sl.dur_ns[i]);
         let uuid = self.place(trace, t, start, end);
         let kind = sl.kind[i];
 
