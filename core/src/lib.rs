@@ -4,15 +4,15 @@
 //! This crate has no GPU and no GUI dependency; the collector, the viewer and
 //! the CLI all stand on it.
 
+pub mod analysis;
+pub mod chrome;
+pub mod dump;
 pub mod error;
+pub mod kineto;
+pub mod load;
 pub mod model;
 pub mod perfetto;
-pub mod kineto;
-pub mod chrome;
-pub mod load;
 pub mod synth;
-pub mod dump;
-pub mod analysis;
 
 pub use error::{Result, TraceError};
 pub use model::*;

@@ -68,7 +68,9 @@ fn bundled_in(dir: &Path) -> Option<PathBuf> {
         .collect();
     names.sort();
     let has = |p: &PathBuf, word: &str| {
-        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.to_lowercase().contains(word))
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.to_lowercase().contains(word))
     };
     let torch = names.iter().find(|p| has(p, "torch")).cloned();
     torch.or_else(|| names.into_iter().find(|p| has(p, "fsdp")))
