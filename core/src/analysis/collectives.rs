@@ -102,7 +102,7 @@ fn comm_args(t: &Trace, keys: &ArgKeys, i: usize) -> CommArgs {
 }
 
 /// record_param_comms ops of each host thread, sorted by start.
-fn param_comms_by_track(t: &Trace, ctx: &RankCtx) -> HashMap<TrackId, Vec<u32>> {
+pub fn param_comms_by_track(t: &Trace, ctx: &RankCtx) -> HashMap<TrackId, Vec<u32>> {
     let sl = &t.slices;
     let Some(name) = t.strings.lookup("record_param_comms") else {
         return HashMap::new();
@@ -121,12 +121,23 @@ fn param_comms_by_track(t: &Trace, ctx: &RankCtx) -> HashMap<TrackId, Vec<u32>> 
 
 /// Statistics per (collective, algorithm, protocol, dtype, op) over `events`.
 pub fn stats(t: &Trace, ctx: &RankCtx, events: &[&Ev], names: &NcclNames) -> Vec<CollectiveStats> {
+    stats_with(t, ctx, events, names, &param_comms_by_track(t, ctx))
+}
+
+/// [`stats`] with the rank's record_param_comms ops already indexed (one
+/// index serves every step of a rank).
+pub fn stats_with(
+    t: &Trace,
+    ctx: &RankCtx,
+    events: &[&Ev],
+    names: &NcclNames,
+    param_comms: &HashMap<TrackId, Vec<u32>>,
+) -> Vec<CollectiveStats> {
     let sl = &t.slices;
     let world = t
         .processes
         .get(ctx.process as usize)
         .and_then(|p| p.world_size);
-    let param_comms = param_comms_by_track(t, ctx);
     let keys = ArgKeys::new(t);
     let enclosing = |launch: u32| -> Option<u32> {
         let l = launch as usize;

@@ -18,7 +18,7 @@ pub mod waits;
 
 pub use report::*;
 
-use crate::model::Trace;
+use crate::model::{SliceClass, Trace};
 use breakdown::Unions;
 use rank::{Ev, RankCtx, NONE};
 use steps::{Step, StepSource};
@@ -113,6 +113,7 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         report.sync_warnings.extend(part.sync_warnings);
         report.steps.extend(part.steps);
         report.collectives.extend(part.collectives);
+        report.collectives_per_step.extend(part.collectives_per_step);
         report.occupancy.extend(part.occupancy);
         report.ranks.extend(part.ranks);
     }
@@ -168,11 +169,30 @@ fn analyze_rank(
         opts,
     ));
     let syncs = found.groups;
-    let mut colls = collectives::stats(trace, &ctx, &head, nccl);
+    let param_comms = collectives::param_comms_by_track(trace, &ctx);
+    let mut colls = collectives::stats_with(trace, &ctx, &head, nccl, &param_comms);
     colls
         .iter_mut()
         .for_each(|c| c.window = window.label.clone());
     report.collectives.extend(colls);
+    // Per step: the communication kernels launched in each step.
+    let mut comm_by_step: Vec<Vec<&Ev>> = vec![Vec::new(); steps.len()];
+    for e in &ctx.gpu {
+        if e.class == SliceClass::Communication && e.step != NONE {
+            if let Some(v) = comm_by_step.get_mut(e.step as usize) {
+                v.push(e);
+            }
+        }
+    }
+    for (k, evs) in comm_by_step.iter().enumerate() {
+        if evs.is_empty() {
+            continue;
+        }
+        let mut rows = collectives::stats_with(trace, &ctx, evs, nccl, &param_comms);
+        rows.iter_mut()
+            .for_each(|c| c.window = format!("step {}", steps[k].number));
+        report.collectives_per_step.extend(rows);
+    }
     report
         .occupancy
         .extend(occupancy::devices(trace, &ctx, opts));

@@ -14,8 +14,10 @@ pub struct Report {
     pub ranks: Vec<RankReport>,
     /// Per-step rows of every rank (rank-major, step order).
     pub steps: Vec<StepReport>,
-    /// Per-collective statistics of every rank.
+    /// Per-collective statistics of every rank (headline window).
     pub collectives: Vec<CollectiveStats>,
+    /// The same per step (`window` = "step N"), rank-major, step order.
+    pub collectives_per_step: Vec<CollectiveStats>,
     /// Per-device SM occupancy.
     pub occupancy: Vec<DeviceOccupancy>,
     /// Synchronization groups that deserve attention (repeat in the steady
