@@ -509,12 +509,12 @@ pub fn summary(r: &Report) -> String {
         s += &format!(
             "  {}: {} GPU events · overlap {} · exposed comm {:.0} µs · compute {:.0} µs · comm {:.0} µs · idle {}\n",
             rank.label,
-            rank.gpu_events,
-            pct(rank.overlap_pct),
-            rank.exposed_comm_us,
-            rank.compute_us,
-            rank.comm_us,
-            pct(rank.idle_pct)
+            rank.breakdown.gpu_events,
+            pct(rank.breakdown.overlap_pct),
+            rank.breakdown.exposed_comm_us,
+            rank.breakdown.compute_us,
+            rank.breakdown.comm_us,
+            pct(rank.breakdown.idle_pct)
         );
     }
     if !r.sync_warnings.is_empty() {

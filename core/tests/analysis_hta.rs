@@ -114,38 +114,50 @@ fn matches_hta_on_its_sample_traces() {
         assert!(k.has_gpu_events, "{f}");
         assert_eq!(k.window.rule, WindowRule::HtaSteps, "{f}");
         assert_eq!(k.window.steps, e.steps, "{f}");
-        close("overlap %", f, k.overlap_pct, e.overlap_pct, 0.05);
-        close("idle %", f, k.idle_pct, e.idle_pct, 0.05);
-        close("compute %", f, k.compute_pct, e.compute_pct, 0.05);
+        close("overlap %", f, k.breakdown.overlap_pct, e.overlap_pct, 0.05);
+        close("idle %", f, k.breakdown.idle_pct, e.idle_pct, 0.05);
+        close("compute %", f, k.breakdown.compute_pct, e.compute_pct, 0.05);
         close(
             "non-compute %",
             f,
-            k.non_compute_pct,
+            k.breakdown.non_compute_pct,
             e.non_compute_pct,
             0.05,
         );
-        close("comm us", f, Some(k.comm_us), e.comm_us, 1.0);
-        close("overlap us", f, Some(k.overlap_us), e.overlap_us, 1.0);
-        close("idle us", f, Some(k.idle_us), e.idle_us, 1.0);
-        close("compute us", f, Some(k.compute_us), e.compute_us, 1.0);
+        close("comm us", f, Some(k.breakdown.comm_us), e.comm_us, 1.0);
+        close(
+            "overlap us",
+            f,
+            Some(k.breakdown.overlap_us),
+            e.overlap_us,
+            1.0,
+        );
+        close("idle us", f, Some(k.breakdown.idle_us), e.idle_us, 1.0);
+        close(
+            "compute us",
+            f,
+            Some(k.breakdown.compute_us),
+            e.compute_us,
+            1.0,
+        );
         close(
             "non-compute us",
             f,
-            Some(k.non_compute_us),
+            Some(k.breakdown.non_compute_us),
             e.non_compute_us,
             1.0,
         );
         close(
             "kernel time us",
             f,
-            Some(k.kernel_time_us),
+            Some(k.breakdown.kernel_time_us),
             e.kernel_time_us,
             1.0,
         );
         close(
             "exposed comm us",
             f,
-            Some(k.exposed_comm_us),
+            Some(k.breakdown.exposed_comm_us),
             e.comm_us - e.overlap_us,
             1.0,
         );
@@ -164,13 +176,25 @@ fn two_ranks_loaded_together_match_hta_per_rank() {
             .iter()
             .find(|k| k.rank == e.rank)
             .unwrap_or_else(|| panic!("rank {}", e.rank));
-        close("overlap %", e.file, k.overlap_pct, e.overlap_pct, 0.05);
-        close("idle %", e.file, k.idle_pct, e.idle_pct, 0.05);
-        close("compute %", e.file, k.compute_pct, e.compute_pct, 0.05);
+        close(
+            "overlap %",
+            e.file,
+            k.breakdown.overlap_pct,
+            e.overlap_pct,
+            0.05,
+        );
+        close("idle %", e.file, k.breakdown.idle_pct, e.idle_pct, 0.05);
+        close(
+            "compute %",
+            e.file,
+            k.breakdown.compute_pct,
+            e.compute_pct,
+            0.05,
+        );
         close(
             "non-compute %",
             e.file,
-            k.non_compute_pct,
+            k.breakdown.non_compute_pct,
             e.non_compute_pct,
             0.05,
         );

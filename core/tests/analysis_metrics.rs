@@ -115,18 +115,18 @@ fn touching_nested_and_several_streams() {
     let r = b.report();
     let k = &r.ranks[0];
     assert_eq!(k.window.rule, WindowRule::WholeTrace);
-    assert_eq!(k.compute_us, 0.2);
-    assert_eq!(k.comm_us, 0.15);
-    assert_eq!(k.overlap_us, 0.05);
-    assert_eq!(k.exposed_comm_us, 0.1);
-    let ov = k.overlap_pct.unwrap_or(-1.0);
+    assert_eq!(k.breakdown.compute_us, 0.2);
+    assert_eq!(k.breakdown.comm_us, 0.15);
+    assert_eq!(k.breakdown.overlap_us, 0.05);
+    assert_eq!(k.breakdown.exposed_comm_us, 0.1);
+    let ov = k.breakdown.overlap_pct.unwrap_or(-1.0);
     assert!((ov - 100.0 / 3.0).abs() < 1e-9, "{ov}");
     // min(|C|, |M|) = 150 ns: efficiency equals overlap % here.
-    assert!((k.overlap_efficiency_pct.unwrap_or(-1.0) - 100.0 / 3.0).abs() < 1e-9);
-    assert_eq!(k.kernel_time_us, 0.3);
-    assert_eq!(k.idle_pct, Some(0.0));
-    assert!((k.non_compute_us - 0.1).abs() < 1e-12);
-    assert_eq!(k.gpu_events, 4);
+    assert!((k.breakdown.overlap_efficiency_pct.unwrap_or(-1.0) - 100.0 / 3.0).abs() < 1e-9);
+    assert_eq!(k.breakdown.kernel_time_us, 0.3);
+    assert_eq!(k.breakdown.idle_pct, Some(0.0));
+    assert!((k.breakdown.non_compute_us - 0.1).abs() < 1e-12);
+    assert_eq!(k.breakdown.gpu_events, 4);
 }
 
 #[test]
@@ -136,17 +136,17 @@ fn zero_length_kernels_add_no_time() {
     b.kernel(b.s7, "empty", 300, 0, None);
     b.kernel(b.s20, AR, 400, 0, None);
     let k = &b.report().ranks[0];
-    assert_eq!(k.compute_us, 0.1);
-    assert_eq!(k.comm_us, 0.0);
+    assert_eq!(k.breakdown.compute_us, 0.1);
+    assert_eq!(k.breakdown.comm_us, 0.0);
     assert_eq!(
-        k.overlap_pct, None,
+        k.breakdown.overlap_pct, None,
         "zero communication time: undefined, not NaN"
     );
     assert_eq!(
-        k.kernel_time_us, 0.4,
+        k.breakdown.kernel_time_us, 0.4,
         "kernel time runs to the last end, zero-length or not"
     );
-    assert_eq!(k.idle_pct, Some(75.0));
+    assert_eq!(k.breakdown.idle_pct, Some(75.0));
 }
 
 #[test]
@@ -156,9 +156,12 @@ fn no_communication_at_all() {
     b.kernel(b.s8, "gemm", 50, 100, None);
     let r = b.report();
     let k = &r.ranks[0];
-    assert_eq!((k.overlap_pct, k.overlap_efficiency_pct), (None, None));
-    assert_eq!(k.exposed_comm_us, 0.0);
-    assert_eq!(k.compute_pct, Some(100.0));
+    assert_eq!(
+        (k.breakdown.overlap_pct, k.breakdown.overlap_efficiency_pct),
+        (None, None)
+    );
+    assert_eq!(k.breakdown.exposed_comm_us, 0.0);
+    assert_eq!(k.breakdown.compute_pct, Some(100.0));
     assert!(r.collectives.is_empty());
     let json = render::json(&r);
     assert!(json.contains("\"overlap_pct\": null"), "{json}");
@@ -184,10 +187,14 @@ fn rank_without_gpu_events_is_reported_as_such() {
     assert_eq!(empty.rank, 1);
     assert!(!empty.has_gpu_events);
     assert_eq!(
-        (empty.overlap_pct, empty.idle_pct, empty.compute_pct),
+        (
+            empty.breakdown.overlap_pct,
+            empty.breakdown.idle_pct,
+            empty.breakdown.compute_pct
+        ),
         (None, None, None)
     );
-    assert_eq!(empty.kernel_time_us, 0.0);
+    assert_eq!(empty.breakdown.kernel_time_us, 0.0);
     let text = render::text(&r);
     assert!(text.contains("no GPU events"), "{text}");
     assert!(!text.contains("NaN") && !render::json(&r).contains("NaN"));
@@ -292,8 +299,8 @@ fn hta_window_drops_the_last_step_by_correlation() {
     assert_eq!(k.window.rule, WindowRule::HtaSteps);
     assert_eq!(k.window.steps, vec![1]);
     assert_eq!(k.step_source, "ProfilerStep");
-    assert_eq!(k.gpu_events, 2);
-    assert_eq!(k.overlap_pct, Some(25.0));
+    assert_eq!(k.breakdown.gpu_events, 2);
+    assert_eq!(k.breakdown.overlap_pct, Some(25.0));
     // Every step still gets a row, by launch.
     assert_eq!(r.steps.len(), 2);
     assert_eq!(r.steps[1].breakdown.gpu_events, 1);
@@ -307,8 +314,8 @@ fn hta_window_drops_the_last_step_by_correlation() {
         },
     );
     assert_eq!(sel.ranks[0].window.rule, WindowRule::SelectedSteps);
-    assert_eq!(sel.ranks[0].gpu_events, 1);
-    assert_eq!(sel.ranks[0].compute_us, 0.5);
+    assert_eq!(sel.ranks[0].breakdown.gpu_events, 1);
+    assert_eq!(sel.ranks[0].breakdown.compute_us, 0.5);
 }
 
 #[test]
@@ -469,7 +476,7 @@ fn empty_trace_and_gpu_work_off_stream_tracks() {
     k.class = SliceClass::Compute;
     t.push_slice(k);
     let r = analyze(&t, &AnalysisOptions::default());
-    assert_eq!(r.ranks[0].compute_us, 1.0);
+    assert_eq!(r.ranks[0].breakdown.compute_us, 1.0);
     assert_eq!(r.ranks[0].idle_by_stream.len(), 1);
     assert!(r.occupancy.is_empty(), "no device record");
 }

@@ -49,8 +49,11 @@ fn each_gpu_of_a_process_is_its_own_rank() {
     assert_eq!(r.ranks[1].rank, 1);
     assert!(r.ranks[1].label.contains("GPU 1"), "{}", r.ranks[1].label);
     // GPU 1's communication is all exposed: GPU 0's compute does not hide it.
-    assert_eq!(r.ranks[1].overlap_pct, Some(0.0));
-    assert!((r.ranks[1].exposed_comm_us - 100.0).abs() < 1e-6);
-    assert_eq!(r.ranks[0].overlap_pct, None, "no communication on GPU 0");
+    assert_eq!(r.ranks[1].breakdown.overlap_pct, Some(0.0));
+    assert!((r.ranks[1].breakdown.exposed_comm_us - 100.0).abs() < 1e-6);
+    assert_eq!(
+        r.ranks[0].breakdown.overlap_pct, None,
+        "no communication on GPU 0"
+    );
     assert_eq!(r.occupancy.len(), 2);
 }

@@ -82,7 +82,7 @@ fn sync_free_trace_gives_no_warning() {
     assert!(r
         .ranks
         .iter()
-        .all(|k| k.overlap_pct.is_some_and(|p| p > 0.0)));
+        .all(|k| k.breakdown.overlap_pct.is_some_and(|p| p > 0.0)));
 }
 
 struct B {

@@ -32,9 +32,9 @@ fn fsdp_ref_planted_item_sync_is_found_in_every_step() {
         assert_eq!(rank.window.rule, WindowRule::SteadySteps);
         assert_eq!(rank.window.steps.len(), 12);
         assert!(
-            rank.overlap_pct.is_some_and(|p| p > 80.0),
+            rank.breakdown.overlap_pct.is_some_and(|p| p > 80.0),
             "{:?}",
-            rank.overlap_pct
+            rank.breakdown.overlap_pct
         );
     }
 }
@@ -45,11 +45,11 @@ fn fsdp_ref_serial_overlaps_nothing() {
     let r = analyze(&t, &AnalysisOptions::default());
     for rank in &r.ranks {
         assert!(
-            rank.overlap_pct.is_some_and(|p| p < 1.0),
+            rank.breakdown.overlap_pct.is_some_and(|p| p < 1.0),
             "{:?}",
-            rank.overlap_pct
+            rank.breakdown.overlap_pct
         );
-        assert!(rank.exposed_comm_us > 100_000.0);
+        assert!(rank.breakdown.exposed_comm_us > 100_000.0);
     }
 }
 

@@ -40,7 +40,7 @@ fn a_folder_of_ranks_opens_with_labelled_lanes() {
     }
     // The headline overlap of each rank, as the analysis computed it.
     for r in &m.report.ranks {
-        let pct = r.overlap_pct.expect("the ranks communicate");
+        let pct = r.breakdown.overlap_pct.expect("the ranks communicate");
         let text = format!("{pct:.1}% of communication hidden");
         assert!(h.query_by_label(&text).is_some(), "missing {text}");
     }

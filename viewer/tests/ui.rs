@@ -111,7 +111,7 @@ fn overlap_panel_shows_the_analysis_numbers() {
     let mut h = harness(app());
     h.run();
     for r in &report.ranks {
-        let pct = r.overlap_pct.expect("the ranks communicate");
+        let pct = r.breakdown.overlap_pct.expect("the ranks communicate");
         assert!(pct > 0.0 && pct < 100.0, "{pct}");
         let text = format!("{pct:.1}% of communication hidden");
         assert!(
@@ -120,7 +120,9 @@ fn overlap_panel_shows_the_analysis_numbers() {
         );
         let eff = format!(
             "{:.1}%",
-            r.overlap_efficiency_pct.expect("both compute and comm")
+            r.breakdown
+                .overlap_efficiency_pct
+                .expect("both compute and comm")
         );
         assert!(h.query_all_by_label(&eff).next().is_some(), "missing {eff}");
     }

@@ -113,7 +113,9 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         report.sync_warnings.extend(part.sync_warnings);
         report.steps.extend(part.steps);
         report.collectives.extend(part.collectives);
-        report.collectives_per_step.extend(part.collectives_per_step);
+        report
+            .collectives_per_step
+            .extend(part.collectives_per_step);
         report.occupancy.extend(part.occupancy);
         report.ranks.extend(part.ranks);
     }
@@ -213,19 +215,7 @@ fn analyze_rank(
         device: device.join(", "),
         has_gpu_events: !ctx.gpu.is_empty(),
         window,
-        overlap_pct: b.overlap_pct,
-        exposed_comm_us: b.exposed_comm_us,
-        overlap_efficiency_pct: b.overlap_efficiency_pct,
-        compute_us: b.compute_us,
-        comm_us: b.comm_us,
-        overlap_us: b.overlap_us,
-        kernel_time_us: b.kernel_time_us,
-        idle_us: b.idle_us,
-        non_compute_us: b.non_compute_us,
-        idle_pct: b.idle_pct,
-        compute_pct: b.compute_pct,
-        non_compute_pct: b.non_compute_pct,
-        gpu_events: b.gpu_events,
+        breakdown: b,
         step_source: source.name().to_string(),
         idle_by_stream,
         comm_stalls,

@@ -108,19 +108,10 @@ pub struct RankReport {
     pub has_gpu_events: bool,
     /// Window of the headline (HTA-compatible) numbers below.
     pub window: Window,
-    pub overlap_pct: Option<f64>,
-    pub exposed_comm_us: f64,
-    pub overlap_efficiency_pct: Option<f64>,
-    pub compute_us: f64,
-    pub comm_us: f64,
-    pub overlap_us: f64,
-    pub kernel_time_us: f64,
-    pub idle_us: f64,
-    pub non_compute_us: f64,
-    pub idle_pct: Option<f64>,
-    pub compute_pct: Option<f64>,
-    pub non_compute_pct: Option<f64>,
-    pub gpu_events: u64,
+    /// The headline numbers over `window` (flat in JSON: `overlap_pct`,
+    /// `exposed_comm_us`, ... sit beside `rank`).
+    #[serde(flatten)]
+    pub breakdown: Breakdown,
     /// Where steps came from: "ProfilerStep", "nvtx", "repetition" or "none".
     pub step_source: String,
     /// Idle time per stream by HTA's categories (headline window).

@@ -87,24 +87,31 @@ fn rank_ui(ui: &mut Ui, r: &RankReport) {
         .num_columns(2)
         .show(ui, |ui| {
             ui.label("overlap");
-            ui.label(format!("{} of communication hidden", pct(r.overlap_pct)));
+            ui.label(format!(
+                "{} of communication hidden",
+                pct(r.breakdown.overlap_pct)
+            ));
             ui.end_row();
             ui.label("exposed comm");
-            ui.label(fmt_ns(r.exposed_comm_us * 1e3));
+            ui.label(fmt_ns(r.breakdown.exposed_comm_us * 1e3));
             ui.end_row();
             ui.label("efficiency");
-            ui.label(pct(r.overlap_efficiency_pct))
+            ui.label(pct(r.breakdown.overlap_efficiency_pct))
                 .on_hover_text("overlap / min(compute, communication)");
             ui.end_row();
             ui.label("compute / comm");
             ui.label(format!(
                 "{} / {}",
-                fmt_ns(r.compute_us * 1e3),
-                fmt_ns(r.comm_us * 1e3)
+                fmt_ns(r.breakdown.compute_us * 1e3),
+                fmt_ns(r.breakdown.comm_us * 1e3)
             ));
             ui.end_row();
             ui.label("idle");
-            ui.label(format!("{} ({})", fmt_ns(r.idle_us * 1e3), pct(r.idle_pct)));
+            ui.label(format!(
+                "{} ({})",
+                fmt_ns(r.breakdown.idle_us * 1e3),
+                pct(r.breakdown.idle_pct)
+            ));
             ui.end_row();
             ui.label("window");
             ui.label(&r.window.label);
@@ -114,11 +121,11 @@ fn rank_ui(ui: &mut Ui, r: &RankReport) {
     stacked_bar(
         ui,
         bar_parts(
-            r.compute_us,
-            r.comm_us,
-            r.overlap_us,
-            r.idle_us,
-            r.kernel_time_us,
+            r.breakdown.compute_us,
+            r.breakdown.comm_us,
+            r.breakdown.overlap_us,
+            r.breakdown.idle_us,
+            r.breakdown.kernel_time_us,
         ),
         w,
     );
