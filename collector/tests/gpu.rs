@@ -201,6 +201,22 @@ fn python_syncs_carry_their_file_and_line() {
     assert_eq!(t.processes[0].dropped_records, 0);
 }
 
+/// The capture scripts run 20 cos, then 7 sin inside the window, then 20
+/// tan: only the sin kernels may be in the trace.
+fn assert_only_the_window_kernels(t: &Trace) {
+    let kernels = names_of(t, SliceKind::Kernel);
+    assert!(
+        kernels.iter().filter(|n| n.contains("sin")).count() >= 7,
+        "{kernels:?}"
+    );
+    assert!(
+        !kernels
+            .iter()
+            .any(|n| n.contains("cos_") || n.contains("tan_")),
+        "{kernels:?}"
+    );
+}
+
 const PROFILER_SCRIPT: &str = r#"import torch
 x = torch.ones(1 << 16, device="cuda")
 for _ in range(20): torch.cos(x)
@@ -222,17 +238,7 @@ fn profiler_api_capture_keeps_only_the_window() {
     cmd.env("STREAMSCOPE_CAPTURE_RANGE", "cudaProfilerApi");
     run_ok(cmd);
     let t = load(&out);
-    let kernels = names_of(&t, SliceKind::Kernel);
-    assert!(
-        kernels.iter().filter(|n| n.contains("sin")).count() >= 7,
-        "{kernels:?}"
-    );
-    assert!(
-        !kernels
-            .iter()
-            .any(|n| n.contains("cos_") || n.contains("tan_")),
-        "{kernels:?}"
-    );
+    assert_only_the_window_kernels(&t);
     let p = &t.processes[0];
     assert!(
         p.capture_start_ns.is_some() && p.capture_end_ns.is_some(),
@@ -261,17 +267,7 @@ fn nvtx_capture_keeps_only_the_named_range() {
     cmd.env("STREAMSCOPE_CAPTURE_RANGE", "nvtx:capture-me");
     run_ok(cmd);
     let t = load(&out);
-    let kernels = names_of(&t, SliceKind::Kernel);
-    assert!(
-        kernels.iter().filter(|n| n.contains("sin")).count() >= 7,
-        "{kernels:?}"
-    );
-    assert!(
-        !kernels
-            .iter()
-            .any(|n| n.contains("cos_") || n.contains("tan_")),
-        "{kernels:?}"
-    );
+    assert_only_the_window_kernels(&t);
     assert!(names_of(&t, SliceKind::Range)
         .iter()
         .any(|n| n == "capture-me"));
