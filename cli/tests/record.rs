@@ -119,20 +119,48 @@ fn compile(
     ok.then_some(target)
 }
 
-#[test]
-fn a_traced_program_gets_its_trace_and_a_summary() {
+/// A test that needs the collector library and a C compiler: outside CI it
+/// says why it skips; in CI (where `cargo test --workspace` builds the
+/// collector and gcc is installed) a missing piece is a failure.
+fn skip_or_fail(why: &str) {
+    assert!(std::env::var_os("CI").is_none(), "{why}");
+    eprintln!("{why}: skipped");
+}
+
+/// streamscope, a fresh temp dir, a fake libcupti and a fake CUDA app
+/// built in it.
+fn fake_rig(
+    name: &str,
+) -> Option<(
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+    std::path::PathBuf,
+)> {
     let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_streamscope"));
     if !exe.with_file_name("libstreamscope_collector.so").is_file() {
-        eprintln!("collector not built next to streamscope: skipped");
-        return;
+        skip_or_fail(
+            "collector not built next to streamscope (cargo build -p streamscope-collector)",
+        );
+        return None;
     }
-    let dir = temp("fake");
+    let dir = temp(name);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let (Some(cupti), Some(app)) = (
+    match (
         compile(&dir, "fake_cupti.c", "libfakecupti.so", true),
         compile(&dir, "fake_app.c", "fake_app", false),
-    ) else {
-        eprintln!("no C compiler: skipped");
+    ) {
+        (Some(cupti), Some(app)) => Some((exe, dir, cupti, app)),
+        _ => {
+            skip_or_fail("no C compiler");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_traced_program_gets_its_trace_and_a_summary() {
+    let Some((exe, dir, cupti, app)) = fake_rig("fake") else {
         return;
     };
     let out_dir = dir.join("traces");
@@ -208,18 +236,7 @@ fn a_traced_program_gets_its_trace_and_a_summary() {
 
 #[test]
 fn two_processes_with_the_same_rank_keep_both_traces() {
-    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_streamscope"));
-    if !exe.with_file_name("libstreamscope_collector.so").is_file() {
-        eprintln!("collector not built next to streamscope: skipped");
-        return;
-    }
-    let dir = temp("samerank");
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let (Some(cupti), Some(app)) = (
-        compile(&dir, "fake_cupti.c", "libfakecupti.so", true),
-        compile(&dir, "fake_app.c", "fake_app", false),
-    ) else {
-        eprintln!("no C compiler: skipped");
+    let Some((exe, dir, cupti, app)) = fake_rig("samerank") else {
         return;
     };
     let out_dir = dir.join("traces");
@@ -252,7 +269,9 @@ fn the_python_hooks_come_from_a_private_folder_and_know_the_collector() {
     let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_streamscope"));
     let lib = exe.with_file_name("libstreamscope_collector.so");
     if !lib.is_file() {
-        eprintln!("collector not built next to streamscope: skipped");
+        skip_or_fail(
+            "collector not built next to streamscope (cargo build -p streamscope-collector)",
+        );
         return;
     }
     let dir = temp("hooks");
