@@ -127,8 +127,29 @@ fn skip_or_fail(why: &str) {
     eprintln!("{why}: skipped");
 }
 
-/// streamscope, a fresh temp dir, a fake libcupti and a fake CUDA app
-/// built in it.
+/// The collector library `cargo test --workspace` built: next to the
+/// streamscope executable after a `cargo build`, else in deps/ (a test
+/// build compiles the cdylib there without copying it up).
+fn collector_lib() -> Option<std::path::PathBuf> {
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_streamscope"));
+    let dir = exe.parent()?;
+    [
+        dir.join("libstreamscope_collector.so"),
+        dir.join("deps/libstreamscope_collector.so"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
+}
+
+/// `streamscope` with the collector it must inject named explicitly.
+fn streamscope_with(lib: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_streamscope"));
+    c.env("STREAMSCOPE_COLLECTOR", lib);
+    c
+}
+
+/// The collector library, a fresh temp dir, a fake libcupti and a fake CUDA
+/// app built in it.
 fn fake_rig(
     name: &str,
 ) -> Option<(
@@ -137,20 +158,17 @@ fn fake_rig(
     std::path::PathBuf,
     std::path::PathBuf,
 )> {
-    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_streamscope"));
-    if !exe.with_file_name("libstreamscope_collector.so").is_file() {
-        skip_or_fail(
-            "collector not built next to streamscope (cargo build -p streamscope-collector)",
-        );
+    let Some(lib) = collector_lib() else {
+        skip_or_fail("collector library not built (cargo build -p streamscope-collector)");
         return None;
-    }
+    };
     let dir = temp(name);
     std::fs::create_dir_all(&dir).expect("temp dir");
     match (
         compile(&dir, "fake_cupti.c", "libfakecupti.so", true),
         compile(&dir, "fake_app.c", "fake_app", false),
     ) {
-        (Some(cupti), Some(app)) => Some((exe, dir, cupti, app)),
+        (Some(cupti), Some(app)) => Some((lib, dir, cupti, app)),
         _ => {
             skip_or_fail("no C compiler");
             None
@@ -160,11 +178,11 @@ fn fake_rig(
 
 #[test]
 fn a_traced_program_gets_its_trace_and_a_summary() {
-    let Some((exe, dir, cupti, app)) = fake_rig("fake") else {
+    let Some((lib, dir, cupti, app)) = fake_rig("fake") else {
         return;
     };
     let out_dir = dir.join("traces");
-    let out = Command::new(&exe)
+    let out = streamscope_with(&lib)
         .args(["record", "-o"])
         .arg(&out_dir)
         .arg("--")
@@ -203,7 +221,7 @@ fn a_traced_program_gets_its_trace_and_a_summary() {
         "pid-HOST-N.pftrace: {files:?}"
     );
     // A second run into the same directory is refused and leaves it alone...
-    let again = Command::new(&exe)
+    let again = streamscope_with(&lib)
         .args(["record", "-o"])
         .arg(&out_dir)
         .arg("--")
@@ -218,7 +236,7 @@ fn a_traced_program_gets_its_trace_and_a_summary() {
     let first = out_dir.join(&files[0]);
     let first_bytes = std::fs::read(&first).expect("first trace");
     // ...and with --force records alongside, overwriting nothing.
-    let forced = Command::new(&exe)
+    let forced = streamscope_with(&lib)
         .args(["record", "--force", "-o"])
         .arg(&out_dir)
         .arg("--")
@@ -236,12 +254,12 @@ fn a_traced_program_gets_its_trace_and_a_summary() {
 
 #[test]
 fn two_processes_with_the_same_rank_keep_both_traces() {
-    let Some((exe, dir, cupti, app)) = fake_rig("samerank") else {
+    let Some((lib, dir, cupti, app)) = fake_rig("samerank") else {
         return;
     };
     let out_dir = dir.join("traces");
     let script = format!("{0}; {0}; exit 0", app.display());
-    let out = Command::new(&exe)
+    let out = streamscope_with(&lib)
         .args(["record", "-o"])
         .arg(&out_dir)
         .args(["--", "sh", "-c", &script])
@@ -266,16 +284,12 @@ fn two_processes_with_the_same_rank_keep_both_traces() {
 
 #[test]
 fn the_python_hooks_come_from_a_private_folder_and_know_the_collector() {
-    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_streamscope"));
-    let lib = exe.with_file_name("libstreamscope_collector.so");
-    if !lib.is_file() {
-        skip_or_fail(
-            "collector not built next to streamscope (cargo build -p streamscope-collector)",
-        );
+    let Some(lib) = collector_lib() else {
+        skip_or_fail("collector library not built (cargo build -p streamscope-collector)");
         return;
-    }
+    };
     let dir = temp("hooks");
-    let out = Command::new(&exe)
+    let out = streamscope_with(&lib)
         .args(["record", "-o"])
         .arg(&dir)
         .args([
