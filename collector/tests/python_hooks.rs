@@ -5,11 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// The collector cdylib: target/debug after a `cargo build`, else the one a
+/// test build leaves in target/debug/deps beside this test executable.
 fn cdylib() -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?.parent()?;
-    let p = dir.join("libstreamscope_collector.so");
-    p.is_file().then_some(p)
+    let deps = std::env::current_exe().ok()?.parent()?.to_path_buf();
+    let up = deps.parent()?.join("libstreamscope_collector.so");
+    [up, deps.join("libstreamscope_collector.so")]
+        .into_iter()
+        .find(|p| p.is_file())
 }
 
 const FAKE_TORCH: &str = r#"import ctypes, os
