@@ -115,7 +115,7 @@ mod tests {
 
     fn args(format: Format) -> ReportArgs {
         let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/peer-traces/hta/tests/data/nccl_parser_config/nccl_data.json.gz");
+            .join("../core/tests/data/hta/nccl_parser_config/nccl_data.json.gz");
         ReportArgs {
             traces: vec![trace],
             format,

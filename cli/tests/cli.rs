@@ -14,7 +14,7 @@ fn repo() -> PathBuf {
 
 fn peer(rel: &str) -> PathBuf {
     repo()
-        .join("../shared/peer-traces/hta/tests/data")
+        .join("core/tests/data/hta")
         .join(rel)
 }
 

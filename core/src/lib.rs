@@ -12,6 +12,7 @@ pub mod kineto;
 pub mod load;
 pub mod model;
 pub mod perfetto;
+pub mod protocol;
 pub mod synth;
 
 pub use error::{Result, TraceError};

@@ -1,5 +1,5 @@
 //! HTA parity: the headline numbers on HTA's own sample traces match what
-//! HTA 0.5 computes (../shared/peer-traces/hta/EXPECTED.md) within 0.05
+//! HTA 0.5 computes (tests/data/hta/EXPECTED.md) within 0.05
 //! percentage points, and the µs figures within 1 µs.
 
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use streamscope_core::analysis::{analyze, AnalysisOptions, WindowRule};
 
 fn trace(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/peer-traces/hta/tests/data")
+        .join("tests/data/hta")
         .join(rel)
 }
 

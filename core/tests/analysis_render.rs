@@ -8,7 +8,7 @@ use streamscope_core::synth::{fsdp_like, SynthOptions};
 
 fn nccl_data() -> streamscope_core::Trace {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/peer-traces/hta/tests/data/nccl_parser_config/nccl_data.json.gz");
+        .join("tests/data/hta/nccl_parser_config/nccl_data.json.gz");
     streamscope_core::kineto::read_file(&p).unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -1,4 +1,4 @@
-//! Kineto import on HTA's real traces (shared/peer-traces/hta) and on bad input.
+//! Kineto import on HTA's real traces (core/tests/data/hta) and on bad input.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -10,7 +10,7 @@ use streamscope_core::{
 
 fn hta(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/peer-traces/hta/tests/data")
+        .join("tests/data/hta")
         .join(rel)
 }
 

@@ -297,7 +297,7 @@ fn output_decodes_with_perfettos_schema_and_keeps_its_rules() {
 #[test]
 fn kineto_export_keeps_perfetto_rules_and_kernel_counts() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/peer-traces/hta/tests/data/nccl_parser_config/nccl_data.json.gz");
+        .join("tests/data/hta/nccl_parser_config/nccl_data.json.gz");
     let t = streamscope_core::kineto::read_file(&src).expect("kineto import");
     let bytes = to_bytes(&t);
     check_perfetto_rules(&bytes);

@@ -1,5 +1,5 @@
 //! The viewer on real Kineto traces (HTA's two-rank sample, in
-//! ../shared/peer-traces): loading a folder of ranks, lane labels, level of
+//! core/tests/data/hta): loading a folder of ranks, lane labels, level of
 //! detail that accounts for every slice, and the overlap panel.
 
 use std::path::{Path, PathBuf};
@@ -11,7 +11,7 @@ use streamscope_viewer::ViewerApp;
 
 fn ranks_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/peer-traces/hta/tests/data/trace_filter")
+        .join("../core/tests/data/hta/trace_filter")
 }
 
 fn app() -> ViewerApp {

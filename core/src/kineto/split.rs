@@ -232,7 +232,7 @@ mod tests {
 
     fn hta(rel: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/peer-traces/hta/tests/data")
+            .join("tests/data/hta")
             .join(rel)
     }
 
