@@ -10,8 +10,7 @@ use streamscope_viewer::timeline::lod::{fold_row, Item, TimeMap};
 use streamscope_viewer::ViewerApp;
 
 fn ranks_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../core/tests/data/hta/trace_filter")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/tests/data/hta/trace_filter")
 }
 
 fn app() -> ViewerApp {

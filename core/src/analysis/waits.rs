@@ -87,7 +87,7 @@ pub fn comm_stalls(
             continue;
         }
         let dev = device_of(e);
-        let lo = pe.max(e.s - tolerance_ns);
+        let lo = pe.max(e.s.saturating_sub(tolerance_ns));
         let from = comm_ends.partition_point(|c| (c.0, c.1) < (dev, lo));
         let launch = ctx.launch_start(t, e.id);
         let hit = comm_ends[from..]

@@ -25,16 +25,37 @@ pub struct TimeMap {
     pub width_px: f64,
 }
 
+/// `t_ns - origin_ns` as f64, exact in i128 first, so timestamps anywhere
+/// in i64 (epoch-based Kineto µs, negative after alignment) never overflow.
+#[inline]
+pub fn rel_ns(t_ns: i64, origin_ns: i64) -> f64 {
+    (t_ns as i128 - origin_ns as i128) as f64
+}
+
+/// `origin_ns + rel_ns`, rounded and saturated to i64 (NaN gives the origin).
+#[inline]
+pub fn abs_ns(origin_ns: i64, rel_ns: f64) -> i64 {
+    let r = if rel_ns.is_finite() {
+        rel_ns.round() as i128
+    } else {
+        0
+    };
+    (origin_ns as i128 + r).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
 impl TimeMap {
     #[inline]
     pub fn x(&self, t_ns: i64) -> f64 {
-        self.left_px + ((t_ns - self.origin_ns) as f64 - self.start_rel_ns) / self.ns_per_px
+        self.left_px + (rel_ns(t_ns, self.origin_ns) - self.start_rel_ns) / self.ns_per_px
     }
 
     /// Absolute time at screen x.
     #[inline]
     pub fn t(&self, x: f64) -> i64 {
-        self.origin_ns + (self.start_rel_ns + (x - self.left_px) * self.ns_per_px).round() as i64
+        abs_ns(
+            self.origin_ns,
+            self.start_rel_ns + (x - self.left_px) * self.ns_per_px,
+        )
     }
 
     pub fn end_rel_ns(&self) -> f64 {
@@ -44,8 +65,8 @@ impl TimeMap {
     /// Visible window in absolute ns.
     pub fn window_ns(&self) -> (i64, i64) {
         (
-            self.origin_ns + self.start_rel_ns.floor() as i64,
-            self.origin_ns + self.end_rel_ns().ceil() as i64,
+            abs_ns(self.origin_ns, self.start_rel_ns.floor()),
+            abs_ns(self.origin_ns, self.end_rel_ns().ceil()),
         )
     }
 }
@@ -112,7 +133,7 @@ pub fn fold_row(slices: &Slices, row: &Row, map: &TimeMap, out: &mut Vec<Item>) 
     let start = |p: usize| slices.start_ns[row.slice(p)];
     let end = |p: usize| {
         let s = row.slice(p);
-        slices.start_ns[s] + slices.dur_ns[s]
+        slices.start_ns[s].saturating_add(slices.dur_ns[s])
     };
     let min_ns = MIN_SLICE_PX * map.ns_per_px;
     // First slice ending inside or after the window (ends increase along a row).
@@ -120,7 +141,7 @@ pub fn fold_row(slices: &Slices, row: &Row, map: &TimeMap, out: &mut Vec<Item>) 
     let stop = partition_point(p, n, |q| start(q) <= t1);
     while p < stop {
         let (s0, e0) = (start(p), end(p));
-        if (e0 - s0) as f64 >= min_ns {
+        if rel_ns(e0, s0) >= min_ns {
             out.push(Item::Slice {
                 slice: row.slice(p) as u32,
                 x0: map.x(s0) as f32,
@@ -135,7 +156,7 @@ pub fn fold_row(slices: &Slices, row: &Row, map: &TimeMap, out: &mut Vec<Item>) 
         let first = p;
         let mut group_end = e0;
         loop {
-            let reach = group_end + min_ns.ceil() as i64;
+            let reach = group_end.saturating_add(min_ns.ceil() as i64);
             let q = partition_point(p + 1, stop, |k| end(k) <= reach);
             if q > p + 1 {
                 group_end = group_end.max(end(q - 1));
@@ -146,7 +167,7 @@ pub fn fold_row(slices: &Slices, row: &Row, map: &TimeMap, out: &mut Vec<Item>) 
                 break;
             }
             let (sq, eq) = (start(q), end(q));
-            if sq <= group_end + min_ns.ceil() as i64 && ((eq - sq) as f64) < min_ns {
+            if sq <= group_end.saturating_add(min_ns.ceil() as i64) && rel_ns(eq, sq) < min_ns {
                 group_end = group_end.max(eq);
                 p = q;
             } else {

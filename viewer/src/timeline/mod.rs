@@ -20,7 +20,7 @@ use streamscope_core::TrackId;
 use crate::model::Model;
 use index::TimelineIndex;
 use layout::{GroupKey, Line, LineKind};
-use lod::{Item, TimeMap};
+use lod::{abs_ns, rel_ns, Item, TimeMap};
 
 pub const RULER_H: f32 = 22.0;
 pub const LABEL_W: f32 = 230.0;
@@ -60,40 +60,56 @@ pub struct TimelineState {
     row_items: Vec<(u32, u32, u32, f32)>,
 }
 
+/// The trace's span in ns as f64 (at least 1), exact for any i64 bounds.
+fn span_f64(index: &TimelineIndex) -> f64 {
+    rel_ns(index.span_ns.1, index.span_ns.0).max(1.0)
+}
+
 impl TimelineState {
     /// Visible window in absolute ns (after the first frame).
     pub fn window_ns(&self, index: &TimelineIndex) -> (i64, i64) {
         let o = index.span_ns.0;
         (
-            o + self.view_start_rel_ns as i64,
-            o + (self.view_start_rel_ns + self.view_dur_ns) as i64,
+            abs_ns(o, self.view_start_rel_ns),
+            abs_ns(o, self.view_start_rel_ns + self.view_dur_ns),
         )
     }
 
     pub fn fit(&mut self, index: &TimelineIndex) {
-        let (a, b) = index.span_ns;
         self.view_start_rel_ns = 0.0;
-        self.view_dur_ns = (b - a).max(1) as f64;
+        self.view_dur_ns = span_f64(index);
         self.clamp(index);
     }
 
     /// Shows `start_ns..end_ns` (absolute) with a margin on both sides.
     pub fn zoom_to(&mut self, index: &TimelineIndex, start_ns: i64, end_ns: i64) {
-        let dur = ((end_ns - start_ns).max(1) as f64) * 1.5;
-        let mid = (start_ns - index.span_ns.0) as f64 + (end_ns - start_ns) as f64 / 2.0;
-        self.view_dur_ns = dur.max(100.0);
+        let (a, b) = (start_ns.min(end_ns), start_ns.max(end_ns));
+        let len = rel_ns(b, a).max(1.0);
+        let mid = rel_ns(a, index.span_ns.0) + len / 2.0;
+        self.view_dur_ns = (len * 1.5).max(100.0);
         self.view_start_rel_ns = mid - self.view_dur_ns / 2.0;
         self.clamp(index);
     }
 
-    /// Keeps the view within the trace (plus a margin) and above 10 ns wide.
+    /// Keeps the view within the trace (plus a margin) and above 10 ns
+    /// wide. Whatever the state before (even NaN or infinite), the state
+    /// after is finite with `view_dur_ns > 0`.
     fn clamp(&mut self, index: &TimelineIndex) {
-        let span = (index.span_ns.1 - index.span_ns.0).max(1) as f64;
+        let span = span_f64(index);
         let margin = span * 0.05;
-        self.view_dur_ns = self.view_dur_ns.clamp(10.0, span + 2.0 * margin);
-        self.view_start_rel_ns = self
-            .view_start_rel_ns
-            .clamp(-margin, span + margin - self.view_dur_ns);
+        let max_dur = (span + 2.0 * margin).max(10.0);
+        if !self.view_dur_ns.is_finite() || self.view_dur_ns <= 0.0 {
+            self.view_dur_ns = max_dur;
+        }
+        self.view_dur_ns = self.view_dur_ns.clamp(10.0, max_dur);
+        if !self.view_start_rel_ns.is_finite() {
+            self.view_start_rel_ns = 0.0;
+        }
+        // Rounding can put `span + margin - dur` a hair below `-margin` at
+        // large magnitudes; the bounds are ordered by construction here.
+        let lo = -margin;
+        let hi = (span + margin - self.view_dur_ns).max(lo);
+        self.view_start_rel_ns = self.view_start_rel_ns.clamp(lo, hi);
     }
 
     /// Zooms by `factor` (<1 zooms in) keeping the time under `frac` of the
@@ -138,7 +154,7 @@ impl TimelineState {
         {
             self.zoom_to(&model.index, st, st + dur);
         } else {
-            let mid = (st - model.index.span_ns.0) as f64 + dur as f64 / 2.0;
+            let mid = rel_ns(st, model.index.span_ns.0) + dur as f64 / 2.0;
             self.view_start_rel_ns = mid - self.view_dur_ns / 2.0;
             self.clamp(&model.index);
         }
@@ -303,7 +319,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
         ruler_painter.text(
             Pos2::new((x0 + x1) / 2.0, ruler.bottom() - 2.0),
             egui::Align2::CENTER_BOTTOM,
-            crate::style::fmt_ns((b - a) as f64),
+            crate::style::fmt_ns(rel_ns(b, a)),
             egui::FontId::proportional(12.0),
             Color32::YELLOW,
         );
