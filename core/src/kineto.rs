@@ -6,7 +6,7 @@
 //! ids. See `design/FORMATS.md` for the fields read.
 //!
 //! Mapped: complete events ("X") of every category (unknown ones become
-//! `Other` slices on their thread or stream), "[memory]" instants as
+//! `Other` slices on their thread or stream), "\[memory\]" instants as
 //! allocator counters, "C" counters, process/thread names. The profiler's
 //! own span becomes the capture window. Not mapped: flow events (ac2g is
 //! what correlation ids already say; fwdbwd links are not modelled) and

@@ -308,7 +308,7 @@ fn zoom_onto_the_whole_trace_clamps_for_any_span() {
         i64::MIN + 1,
     ] {
         for _ in 0..150 {
-            let span = 1_000 + (rng.next() % (3 * DAY_NS as u64)) as i64 >> rng.below(40);
+            let span = (1_000 + (rng.next() % (3 * DAY_NS as u64)) as i64) >> rng.below(40);
             let app = ViewerApp::from_trace(trace_at(base, span.max(1_000), 3));
             let m = app.model.as_ref().expect("trace loaded");
             let mut st = app.timeline.clone();
