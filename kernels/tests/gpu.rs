@@ -73,8 +73,9 @@ fn one_block_matches_the_cpu_reference() {
 
     // The GPU's seeded initialisation is bit-identical to the CPU's.
     let master = s.alloc_zeros::<f32>(8 * dim * dim).expect("alloc");
-    kernels
-        .init_uniform_f32(
+    // SAFETY: buffers allocated above with the sizes this call uses.
+    unsafe {
+        kernels.init_uniform_f32(
             &s,
             ptr(&master, &s),
             8 * dim * dim,
@@ -84,7 +85,8 @@ fn one_block_matches_the_cpu_reference() {
             4 * dim * dim,
             init_scales(dim),
         )
-        .expect("init params");
+    }
+    .expect("init params");
     let w_f32 = s.clone_dtoh(&master).expect("copy back");
     assert_eq!(
         w_f32,
@@ -92,8 +94,9 @@ fn one_block_matches_the_cpu_reference() {
         "seeded parameters differ"
     );
     let x_gpu = s.alloc_zeros::<u16>(tokens * dim).expect("alloc");
-    kernels
-        .init_uniform_bf16(
+    // SAFETY: buffers allocated above with the sizes this call uses.
+    unsafe {
+        kernels.init_uniform_bf16(
             &s,
             ptr(&x_gpu, &s),
             tokens * dim,
@@ -102,7 +105,8 @@ fn one_block_matches_the_cpu_reference() {
             0,
             1.0,
         )
-        .expect("init x");
+    }
+    .expect("init x");
     let x = init_rows(seed, INPUT_STREAM, 0, tokens, dim);
     assert_eq!(
         from_bits(&s.clone_dtoh(&x_gpu).expect("copy")),
@@ -137,9 +141,11 @@ fn one_block_matches_the_cpu_reference() {
         g: ptr(&g, &s),
         y: ptr(&y, &s),
     };
-    block::forward(&c, d, fb, "test block").expect("forward");
-    kernels
-        .mse_loss(
+    // SAFETY: buffers allocated above with the sizes this call uses.
+    unsafe { block::forward(&c, d, fb, "test block") }.expect("forward");
+    // SAFETY: buffers allocated above with the sizes this call uses.
+    unsafe {
+        kernels.mse_loss(
             &s,
             ptr(&y, &s),
             ptr(&t_gpu, &s),
@@ -149,7 +155,8 @@ fn one_block_matches_the_cpu_reference() {
             tokens * dim,
             inv_count,
         )
-        .expect("loss");
+    }
+    .expect("loss");
     let y_after_fwd = from_bits(&s.clone_dtoh(&y).expect("copy y"));
     let dy_in = from_bits(&s.clone_dtoh(&dy).expect("copy dy"));
     let bb = BackwardBufs {
@@ -161,7 +168,8 @@ fn one_block_matches_the_cpu_reference() {
         scratch: ptr(&scratch, &s),
         dw: ptr(&dw, &s),
     };
-    block::backward(&c, d, bb, "test block").expect("backward");
+    // SAFETY: buffers allocated above with the sizes this call uses.
+    unsafe { block::backward(&c, d, bb, "test block") }.expect("backward");
     s.synchronize().expect("sync");
 
     let want = block_forward_backward(&x, &w, &t, tokens, dim, inv_count, Rounding::Bf16);

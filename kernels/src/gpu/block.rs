@@ -53,7 +53,12 @@ pub struct ForwardBufs {
 }
 
 /// `a = x W1^T; g = gelu(a); y = x + g W2^T`.
-pub fn forward(c: &Compute, d: Dims, b: ForwardBufs, label: &str) -> Result<(), GpuError> {
+/// # Safety
+///
+/// Every pointer of `b` must address a live device buffer on `c`'s context
+/// of the size documented on its field for the shapes `d`, alive until the
+/// compute stream has run the block; `x` and `y` must not overlap.
+pub unsafe fn forward(c: &Compute, d: Dims, b: ForwardBufs, label: &str) -> Result<(), GpuError> {
     let h = d.hidden();
     // SAFETY: x and y are distinct device buffers of T*d bf16 on this context.
     unsafe {
@@ -74,8 +79,10 @@ pub fn forward(c: &Compute, d: Dims, b: ForwardBufs, label: &str) -> Result<(), 
         beta: 0.0,
         out: Out::Bf16,
     };
-    c.gemm.run(&up, b.x, b.w, b.a, &format!("{label} x*W1^T"))?;
-    c.kernels.gelu_fwd(c.stream, b.a, b.g, d.tokens * h)?;
+    // SAFETY: `b` is sized for `d` (this function's contract).
+    unsafe { c.gemm.run(&up, b.x, b.w, b.a, &format!("{label} x*W1^T")) }?;
+    // SAFETY: `b` is sized for `d` (this function's contract).
+    unsafe { c.kernels.gelu_fwd(c.stream, b.a, b.g, d.tokens * h) }?;
     let down = RowMajor {
         trans_a: false,
         trans_b: true,
@@ -85,13 +92,16 @@ pub fn forward(c: &Compute, d: Dims, b: ForwardBufs, label: &str) -> Result<(), 
         beta: 1.0,
         out: Out::Bf16,
     };
-    c.gemm.run(
-        &down,
-        b.g,
-        b.w + d.w2_offset_bytes(),
-        b.y,
-        &format!("{label} x+g*W2^T"),
-    )
+    // SAFETY: `b` is sized for `d` (this function's contract).
+    unsafe {
+        c.gemm.run(
+            &down,
+            b.g,
+            b.w + d.w2_offset_bytes(),
+            b.y,
+            &format!("{label} x+g*W2^T"),
+        )
+    }
 }
 
 /// Device pointers of one block's backward.
@@ -110,7 +120,12 @@ pub struct BackwardBufs {
 }
 
 /// `dW2 = dy^T g; dg = dy W2; da = dg gelu'(a); dW1 = da^T x; dx = dy + da W1`.
-pub fn backward(c: &Compute, d: Dims, b: BackwardBufs, label: &str) -> Result<(), GpuError> {
+/// # Safety
+///
+/// Every pointer of `b` must address a live device buffer on `c`'s context
+/// of the size documented on its field for the shapes `d`, alive until the
+/// compute stream has run the block; `x` and `y` must not overlap.
+pub unsafe fn backward(c: &Compute, d: Dims, b: BackwardBufs, label: &str) -> Result<(), GpuError> {
     let h = d.hidden();
     let t = d.tokens;
     let dw2 = RowMajor {
@@ -122,13 +137,16 @@ pub fn backward(c: &Compute, d: Dims, b: BackwardBufs, label: &str) -> Result<()
         beta: 0.0,
         out: Out::F32,
     };
-    c.gemm.run(
-        &dw2,
-        b.dy,
-        b.g,
-        b.dw + d.dw2_offset_bytes(),
-        &format!("{label} dW2=dy^T*g"),
-    )?;
+    // SAFETY: `b` is sized for `d` (this function's contract).
+    unsafe {
+        c.gemm.run(
+            &dw2,
+            b.dy,
+            b.g,
+            b.dw + d.dw2_offset_bytes(),
+            &format!("{label} dW2=dy^T*g"),
+        )
+    }?;
     let dg = RowMajor {
         trans_a: false,
         trans_b: false,
@@ -138,15 +156,21 @@ pub fn backward(c: &Compute, d: Dims, b: BackwardBufs, label: &str) -> Result<()
         beta: 0.0,
         out: Out::Bf16,
     };
-    c.gemm.run(
-        &dg,
-        b.dy,
-        b.w + d.w2_offset_bytes(),
-        b.scratch,
-        &format!("{label} dg=dy*W2"),
-    )?;
-    c.kernels
-        .gelu_bwd(c.stream, b.scratch, b.a, b.scratch, t * h)?;
+    // SAFETY: `b` is sized for `d` (this function's contract).
+    unsafe {
+        c.gemm.run(
+            &dg,
+            b.dy,
+            b.w + d.w2_offset_bytes(),
+            b.scratch,
+            &format!("{label} dg=dy*W2"),
+        )
+    }?;
+    // SAFETY: `b` is sized for `d` (this function's contract).
+    unsafe {
+        c.kernels
+            .gelu_bwd(c.stream, b.scratch, b.a, b.scratch, t * h)
+    }?;
     let dw1 = RowMajor {
         trans_a: true,
         trans_b: false,
@@ -156,8 +180,11 @@ pub fn backward(c: &Compute, d: Dims, b: BackwardBufs, label: &str) -> Result<()
         beta: 0.0,
         out: Out::F32,
     };
-    c.gemm
-        .run(&dw1, b.scratch, b.x, b.dw, &format!("{label} dW1=da^T*x"))?;
+    // SAFETY: `b` is sized for `d` (this function's contract).
+    unsafe {
+        c.gemm
+            .run(&dw1, b.scratch, b.x, b.dw, &format!("{label} dW1=da^T*x"))
+    }?;
     let dx = RowMajor {
         trans_a: false,
         trans_b: false,
@@ -167,6 +194,9 @@ pub fn backward(c: &Compute, d: Dims, b: BackwardBufs, label: &str) -> Result<()
         beta: 1.0,
         out: Out::Bf16,
     };
-    c.gemm
-        .run(&dx, b.scratch, b.w, b.dy, &format!("{label} dx=dy+da*W1"))
+    // SAFETY: `b` is sized for `d` (this function's contract).
+    unsafe {
+        c.gemm
+            .run(&dx, b.scratch, b.w, b.dy, &format!("{label} dx=dy+da*W1"))
+    }
 }

@@ -46,7 +46,19 @@ impl Gemm {
     }
 
     /// Runs `p` on device pointers `a`, `b` (bf16) and `c` (bf16 or f32).
-    pub fn run(&self, p: &RowMajor, a: u64, b: u64, c: u64, what: &str) -> Result<(), GpuError> {
+    /// # Safety
+    ///
+    /// `a`, `b` and `c` must be addresses of live device buffers on this
+    /// handle's context, at least as large as the row-major shapes `p`
+    /// describes, alive until the stream has run the GEMM.
+    pub unsafe fn run(
+        &self,
+        p: &RowMajor,
+        a: u64,
+        b: u64,
+        c: u64,
+        what: &str,
+    ) -> Result<(), GpuError> {
         let (tb, ta, ldb, lda, ldc) = col_major_args(p);
         let op = |t: bool| {
             if t {

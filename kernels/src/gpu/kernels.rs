@@ -117,8 +117,14 @@ impl Kernels {
         }
     }
 
+    /// # Safety
+    ///
+    /// Every `u64` argument naming a buffer must be the address of a live
+    /// device allocation on `s`'s context holding at least the elements the
+    /// kernel touches (`n`, or the sizes documented above), staying alive
+    /// until `s` has run the kernel.
     #[allow(clippy::too_many_arguments)]
-    pub fn init_uniform_f32(
+    pub unsafe fn init_uniform_f32(
         &self,
         s: &Arc<CudaStream>,
         out: u64,
@@ -144,8 +150,14 @@ impl Kernels {
             .ctx("launching init_uniform_f32")
     }
 
+    /// # Safety
+    ///
+    /// Every `u64` argument naming a buffer must be the address of a live
+    /// device allocation on `s`'s context holding at least the elements the
+    /// kernel touches (`n`, or the sizes documented above), staying alive
+    /// until `s` has run the kernel.
     #[allow(clippy::too_many_arguments)]
-    pub fn init_uniform_bf16(
+    pub unsafe fn init_uniform_bf16(
         &self,
         s: &Arc<CudaStream>,
         out: u64,
@@ -169,7 +181,13 @@ impl Kernels {
             .ctx("launching init_uniform_bf16")
     }
 
-    pub fn cast_f32_bf16(
+    /// # Safety
+    ///
+    /// Every `u64` argument naming a buffer must be the address of a live
+    /// device allocation on `s`'s context holding at least the elements the
+    /// kernel touches (`n`, or the sizes documented above), staying alive
+    /// until `s` has run the kernel.
+    pub unsafe fn cast_f32_bf16(
         &self,
         s: &Arc<CudaStream>,
         src: u64,
@@ -185,7 +203,19 @@ impl Kernels {
             .ctx("launching cast_f32_bf16")
     }
 
-    pub fn gelu_fwd(&self, s: &Arc<CudaStream>, a: u64, g: u64, n: usize) -> Result<(), GpuError> {
+    /// # Safety
+    ///
+    /// Every `u64` argument naming a buffer must be the address of a live
+    /// device allocation on `s`'s context holding at least the elements the
+    /// kernel touches (`n`, or the sizes documented above), staying alive
+    /// until `s` has run the kernel.
+    pub unsafe fn gelu_fwd(
+        &self,
+        s: &Arc<CudaStream>,
+        a: u64,
+        g: u64,
+        n: usize,
+    ) -> Result<(), GpuError> {
         let n64 = n as u64;
         let mut b = s.launch_builder(&self.gelu_fwd);
         b.arg(&a).arg(&g).arg(&n64);
@@ -195,7 +225,13 @@ impl Kernels {
             .ctx("launching gelu_fwd")
     }
 
-    pub fn gelu_bwd(
+    /// # Safety
+    ///
+    /// Every `u64` argument naming a buffer must be the address of a live
+    /// device allocation on `s`'s context holding at least the elements the
+    /// kernel touches (`n`, or the sizes documented above), staying alive
+    /// until `s` has run the kernel.
+    pub unsafe fn gelu_bwd(
         &self,
         s: &Arc<CudaStream>,
         dg: u64,
@@ -213,8 +249,14 @@ impl Kernels {
     }
 
     /// Writes dy and LOSS_BLOCKS partial sums, then sums them into `loss_out[0]`.
+    /// # Safety
+    ///
+    /// Every `u64` argument naming a buffer must be the address of a live
+    /// device allocation on `s`'s context holding at least the elements the
+    /// kernel touches (`n`, or the sizes documented above), staying alive
+    /// until `s` has run the kernel.
     #[allow(clippy::too_many_arguments)]
-    pub fn mse_loss(
+    pub unsafe fn mse_loss(
         &self,
         s: &Arc<CudaStream>,
         y: u64,
@@ -256,8 +298,14 @@ impl Kernels {
             .ctx("launching sum_partials")
     }
 
+    /// # Safety
+    ///
+    /// Every `u64` argument naming a buffer must be the address of a live
+    /// device allocation on `s`'s context holding at least the elements the
+    /// kernel touches (`n`, or the sizes documented above), staying alive
+    /// until `s` has run the kernel.
     #[allow(clippy::too_many_arguments)]
-    pub fn adamw(
+    pub unsafe fn adamw(
         &self,
         s: &Arc<CudaStream>,
         master: u64,
@@ -290,8 +338,14 @@ impl Kernels {
             .ctx("launching adamw_step")
     }
 
+    /// # Safety
+    ///
+    /// Every `u64` argument naming a buffer must be the address of a live
+    /// device allocation on `s`'s context holding at least the elements the
+    /// kernel touches (`n`, or the sizes documented above), staying alive
+    /// until `s` has run the kernel.
     #[allow(clippy::too_many_arguments)]
-    pub fn sgd_momentum(
+    pub unsafe fn sgd_momentum(
         &self,
         s: &Arc<CudaStream>,
         master: u64,

@@ -68,7 +68,12 @@ impl Communicator {
     }
 
     /// `recv[world * count] <- concat over ranks of send[count]`, on `stream`.
-    pub fn all_gather(
+    /// # Safety
+    ///
+    /// `send` and `recv` (or `buf`) must be addresses of live device buffers
+    /// on this rank's device holding the element counts this collective
+    /// reads and writes, alive until `stream` has run it.
+    pub unsafe fn all_gather(
         &self,
         send: u64,
         recv: u64,
@@ -94,7 +99,12 @@ impl Communicator {
     }
 
     /// `recv[count] <- sum over ranks of send[rank*count ..]`, on `stream`.
-    pub fn reduce_scatter_sum(
+    /// # Safety
+    ///
+    /// `send` and `recv` (or `buf`) must be addresses of live device buffers
+    /// on this rank's device holding the element counts this collective
+    /// reads and writes, alive until `stream` has run it.
+    pub unsafe fn reduce_scatter_sum(
         &self,
         send: u64,
         recv: u64,
@@ -121,7 +131,12 @@ impl Communicator {
     }
 
     /// In-place sum over ranks of `count` f32 values, on `stream`.
-    pub fn all_reduce_sum_f32(
+    /// # Safety
+    ///
+    /// `send` and `recv` (or `buf`) must be addresses of live device buffers
+    /// on this rank's device holding the element counts this collective
+    /// reads and writes, alive until `stream` has run it.
+    pub unsafe fn all_reduce_sum_f32(
         &self,
         buf: u64,
         count: usize,

@@ -312,39 +312,51 @@ impl Trainer {
         let offset = p.shard.shard_offset(self.rank);
         for (l, layer) in self.layers.iter().enumerate() {
             let master = ptr(&layer.master, s);
-            self.kernels.init_uniform_f32(
-                s,
-                master,
-                shard,
-                p.seed,
-                PARAM_STREAM + l as u64,
-                offset,
-                p.shard.w1_params,
-                init_scales(p.dim),
-            )?;
-            self.kernels
-                .cast_f32_bf16(s, master, ptr(&layer.shard_bf16, s), shard)?;
+            // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+            unsafe {
+                self.kernels.init_uniform_f32(
+                    s,
+                    master,
+                    shard,
+                    p.seed,
+                    PARAM_STREAM + l as u64,
+                    offset,
+                    p.shard.w1_params,
+                    init_scales(p.dim),
+                )
+            }?;
+            // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+            unsafe {
+                self.kernels
+                    .cast_f32_bf16(s, master, ptr(&layer.shard_bf16, s), shard)
+            }?;
         }
         let td = p.tokens_local * p.dim;
         let first = self.rank * td;
-        self.kernels.init_uniform_bf16(
-            s,
-            ptr(&self.xs[0], s),
-            td,
-            p.seed,
-            INPUT_STREAM,
-            first,
-            1.0,
-        )?;
-        self.kernels.init_uniform_bf16(
-            s,
-            ptr(&self.target, s),
-            td,
-            p.seed,
-            TARGET_STREAM,
-            first,
-            1.0,
-        )?;
+        // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+        unsafe {
+            self.kernels.init_uniform_bf16(
+                s,
+                ptr(&self.xs[0], s),
+                td,
+                p.seed,
+                INPUT_STREAM,
+                first,
+                1.0,
+            )
+        }?;
+        // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+        unsafe {
+            self.kernels.init_uniform_bf16(
+                s,
+                ptr(&self.target, s),
+                td,
+                p.seed,
+                TARGET_STREAM,
+                first,
+                1.0,
+            )
+        }?;
         s.synchronize().ctx("initialising parameters and data")?;
         Ok(())
     }
@@ -391,14 +403,17 @@ impl Trainer {
         span.start.record(cs).ctx("recording a timing event")?;
         let send = ptr(&self.layers[block].shard_bf16, cs);
         let recv = ptr(&self.gathered[slot], cs);
-        self.comm.all_gather(
-            send,
-            recv,
-            self.plan.shard.shard_params,
-            Dtype::Bf16,
-            cs,
-            &label,
-        )?;
+        // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+        unsafe {
+            self.comm.all_gather(
+                send,
+                recv,
+                self.plan.shard.shard_params,
+                Dtype::Bf16,
+                cs,
+                &label,
+            )
+        }?;
         span.end.record(cs).ctx("recording a timing event")?;
         self.record(&self.deps.gathered[slot], cs, "a finished all-gather")
     }
@@ -412,14 +427,17 @@ impl Trainer {
         span.start.record(cs).ctx("recording a timing event")?;
         let send = ptr(&self.grads[gslot], cs);
         let recv = ptr(&self.layers[block].grad, cs);
-        self.comm.reduce_scatter_sum(
-            send,
-            recv,
-            self.plan.shard.shard_params,
-            Dtype::F32,
-            cs,
-            &label,
-        )?;
+        // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+        unsafe {
+            self.comm.reduce_scatter_sum(
+                send,
+                recv,
+                self.plan.shard.shard_params,
+                Dtype::F32,
+                cs,
+                &label,
+            )
+        }?;
         span.end.record(cs).ctx("recording a timing event")?;
         self.record(&self.deps.grad_free[gslot], cs, "a finished reduce-scatter")
     }
@@ -468,12 +486,15 @@ impl Trainer {
                     g: ptr(&self.acts_g[l], cs),
                     y: ptr(&self.xs[l + 1], cs),
                 };
-                block::forward(
-                    &self.compute_ctx(),
-                    self.dims,
-                    bufs,
-                    &format!("forward block {l}"),
-                )?;
+                // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+                unsafe {
+                    block::forward(
+                        &self.compute_ctx(),
+                        self.dims,
+                        bufs,
+                        &format!("forward block {l}"),
+                    )
+                }?;
                 spans.fwd[l]
                     .end
                     .record(cs)
@@ -499,16 +520,19 @@ impl Trainer {
         let n = self.plan.tokens_local * self.plan.dim;
         let inv_count = 1.0 / (self.plan.tokens_global * self.plan.dim) as f32;
         let loss_out = ptr(&self.losses, cs) + (step * 4) as u64;
-        self.kernels.mse_loss(
-            cs,
-            ptr(&self.xs[self.plan.layers], cs),
-            ptr(&self.target, cs),
-            ptr(&self.dy, cs),
-            ptr(&self.partial, cs),
-            loss_out,
-            n,
-            inv_count,
-        )?;
+        // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+        unsafe {
+            self.kernels.mse_loss(
+                cs,
+                ptr(&self.xs[self.plan.layers], cs),
+                ptr(&self.target, cs),
+                ptr(&self.dy, cs),
+                ptr(&self.partial, cs),
+                loss_out,
+                n,
+                inv_count,
+            )
+        }?;
         if self.plan.item_sync {
             let _i = nvtx::range("loss.item()");
             let view = self.losses.slice(step..step + 1);
@@ -568,12 +592,15 @@ impl Trainer {
                     scratch: ptr(&self.scratch, cs),
                     dw: ptr(&self.grads[gslot], cs),
                 };
-                block::backward(
-                    &self.compute_ctx(),
-                    self.dims,
-                    bufs,
-                    &format!("backward block {l}"),
-                )?;
+                // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+                unsafe {
+                    block::backward(
+                        &self.compute_ctx(),
+                        self.dims,
+                        bufs,
+                        &format!("backward block {l}"),
+                    )
+                }?;
                 spans.bwd[l]
                     .end
                     .record(cs)
@@ -622,12 +649,26 @@ impl Trainer {
                         weight_decay: 0.0,
                         step: (step + 1) as u32,
                     };
-                    self.kernels
-                        .adamw(cs, master, m, ptr(v, cs), grad, out, shard, h)?;
+                    // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+                    unsafe {
+                        self.kernels
+                            .adamw(cs, master, m, ptr(v, cs), grad, out, shard, h)
+                    }?;
                 }
                 _ => {
-                    self.kernels
-                        .sgd_momentum(cs, master, m, grad, out, shard, self.plan.lr, 0.9)?
+                    // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+                    unsafe {
+                        self.kernels.sgd_momentum(
+                            cs,
+                            master,
+                            m,
+                            grad,
+                            out,
+                            shard,
+                            self.plan.lr,
+                            0.9,
+                        )
+                    }?
                 }
             }
         }
@@ -675,12 +716,15 @@ impl Trainer {
             .ctx("finishing the steps (communication stream)")?;
         // Global loss: each rank's loss is already divided by the global token count.
         let lp = ptr(&self.losses, &self.comm_stream);
-        self.comm.all_reduce_sum_f32(
-            lp,
-            total,
-            &self.comm_stream,
-            "summing the losses over ranks",
-        )?;
+        // SAFETY: buffers sized for the plan at construction, owned by the trainer.
+        unsafe {
+            self.comm.all_reduce_sum_f32(
+                lp,
+                total,
+                &self.comm_stream,
+                "summing the losses over ranks",
+            )
+        }?;
         let loss = self
             .comm_stream
             .clone_dtoh(&self.losses)
