@@ -132,7 +132,7 @@ ev = json.load(open(sys.argv[1]))
 ev = ev["traceEvents"] if isinstance(ev, dict) else ev
 want = {}
 for i, l in enumerate(open(sys.argv[2]), 1):
-    m = re.search(r"# (SYNC|NOT-A-SYNC): (\S+)", l)
+    m = re.search(r"  # (SYNC|NOT-A-SYNC): (\S+)$", l)
     if m: want[i] = (m.group(1), m.group(2))
 lines = collections.Counter(); opt = 0
 for e in ev:
