@@ -189,13 +189,13 @@ print(json.dumps({"crash_"+k:{"kill_ns":t,"last_kernel_end_ns":last,"lost_ms":(t
 if step crash-sigkill-start 5 true; then
   RANK=0 "$S" record -o "$W/crash-kill" -- "$PY" examples/sync_zoo.py --steps 0 --seconds 40 > "$W/kill.out" 2>&1 &
   rec=$!
-  sleep 20   # torch import + CUDA start + ~10 s of steps
+  sleep 16   # torch import + CUDA start + several seconds of steps
   child=$(pgrep -P "$rec" | head -1)   # the recorded python (a child of streamscope)
   t_kill=$("$PY" -c 'import os,sys,time; t=time.clock_gettime_ns(time.CLOCK_MONOTONIC); os.kill(int(sys.argv[1]),9); print(t)' "${child:-0}" 2>/dev/null || echo 0)
   wait "$rec"; echo "record rc=$? (child $child killed at $t_kill)"; tail -20 "$W/kill.out"
   crash_json sigkill "$W/crash-kill" "$t_kill"
 fi
-step crash-sigsegv 90 env RANK=0 "$S" record -o "$W/crash-segv" -- "$PY" examples/sync_zoo.py --steps 0 --seconds 40 --crash-after 12 2>&1 | tee "$W/segv.out" | tail -20
+step crash-sigsegv 90 env RANK=0 "$S" record -o "$W/crash-segv" -- "$PY" examples/sync_zoo.py --steps 0 --seconds 30 --crash-after 8 2>&1 | tee "$W/segv.out" | tail -20
 t_segv=$(grep -o 'segfault at CLOCK_MONOTONIC [0-9]*' "$W/segv.out" | awk '{print $4}')
 crash_json sigsegv "$W/crash-segv" "${t_segv:-0}"
 # A segfault 1 s after CUDA starts must not leave an empty trace.
@@ -203,12 +203,13 @@ step crash-early-segv 60 env RANK=0 "$S" record -o "$W/crash-early" -- "$PY" -c 
 ls -la "$W/crash-early"
 step crash-early-info 30 "$S" info "$W/crash-early"
 
-# 6. One clock: two processes started 3 s apart, --delay 12 --duration 3.
-step window 80 "$S" record --delay 12 --duration 3 -o "$W/window" -- bash -c "
-  RANK=0 LOCAL_RANK=0 '$PY' examples/sync_zoo.py --steps 0 --seconds 24 --dim 2048 > '$W/win0.txt' 2>&1 &
+# 6. One clock: two processes started 3 s apart, --delay 11 --duration 2.
+step window 80 "$S" record --delay 11 --duration 2 -o "$W/window" -- bash -c "
+  RANK=0 LOCAL_RANK=0 '$PY' examples/sync_zoo.py --steps 0 --seconds 16 --dim 2048 > '$W/win0.txt' 2>&1 &
   sleep 3
-  RANK=1 LOCAL_RANK=1 '$PY' examples/sync_zoo.py --steps 0 --seconds 21 --dim 2048 > '$W/win1.txt' 2>&1 &
+  RANK=1 LOCAL_RANK=1 '$PY' examples/sync_zoo.py --steps 0 --seconds 13 --dim 2048 > '$W/win1.txt' 2>&1 &
   wait"
+"$S" info "$W/window" 2>&1 | grep -i -E 'capture|rank|span' | head -20
 chrome "$W/window"
 "$PY" - "$W/window.json" <<'PY' | tee -a "$J"
 import collections, json, sys
@@ -230,6 +231,7 @@ PY
 
 # 7. torch.profiler inside the recorded job: one line at its start, one in the summary.
 step profiler 100 env RANK=0 "$S" record -o "$W/profiler" -- "$PY" examples/sync_zoo.py --steps 4 --profiler 2>&1 | tee "$W/prof.out" | grep -i -n 'streamscope' | head -20
+"$S" info "$W/profiler" 2>&1 | head -30   # our trace must still hold the GPU work
 note "{\"torch_profiler\": {\"lines_mentioning_profiler\": $(grep -ci 'torch.profiler' "$W/prof.out")}}"
 
 # 8. Overhead, alternating: sync_zoo plain / recorded --no-python-hooks /
