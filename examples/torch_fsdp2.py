@@ -4,7 +4,8 @@ A small real workload for `streamscope record`:
 
     streamscope record -o traces/torch -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py
 
-Each step is an NVTX range "step N" (streamscope finds steps from it), and
+Each step is an NVTX range "step N" (streamscope finds steps from it;
+`--no-nvtx` leaves them out, and steps then end at each optimizer step), and
 `loss.item()` runs every step: the host synchronization streamscope should
 flag, with this file's line. Rank 0 prints one JSON line with the median
 step time.
@@ -41,6 +42,8 @@ def main():
     p.add_argument("--dim", type=int, default=2048)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--no-nvtx", action="store_true",
+                   help="no NVTX step ranges (streamscope then finds steps from optimizer.step())")
     args = p.parse_args()
 
     rank = int(os.environ.get("RANK", "0"))
@@ -64,7 +67,8 @@ def main():
     step_s = []
     loss_value = float("nan")
     for step in range(args.steps):
-        torch.cuda.nvtx.range_push(f"step {step}")
+        if not args.no_nvtx:
+            torch.cuda.nvtx.range_push(f"step {step}")
         t0 = time.perf_counter()
         out = model(x)
         loss = F.mse_loss(out.float(), target)
@@ -73,7 +77,8 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss_value = loss.item()  # host sync every step, on purpose
         step_s.append(time.perf_counter() - t0)
-        torch.cuda.nvtx.range_pop()
+        if not args.no_nvtx:
+            torch.cuda.nvtx.range_pop()
 
     if rank == 0:
         steady = step_s[len(step_s) // 5 :] or step_s

@@ -12,20 +12,20 @@ use anyhow::{bail, Context};
 use streamscope_core::analysis::{analyze, AnalysisOptions, Report};
 use streamscope_core::load::load_paths;
 
-/// Environment the collector reads (collector/src/{process_info,capture}.rs).
-const ENV_OUT: &str = "STREAMSCOPE_OUT";
-const ENV_RANGE: &str = "STREAMSCOPE_CAPTURE_RANGE";
-const ENV_DELAY: &str = "STREAMSCOPE_DELAY_S";
-const ENV_DURATION: &str = "STREAMSCOPE_DURATION_S";
-const ENV_CUPTI: &str = "STREAMSCOPE_CUPTI_LIB";
+/// Environment the collector reads (core::protocol::env, one definition).
+use streamscope_core::protocol::env::{
+    CAPTURE_RANGE as ENV_RANGE, CUPTI_LIB as ENV_CUPTI, DELAY_S as ENV_DELAY,
+    DURATION_S as ENV_DURATION, OUT as ENV_OUT, PY_HOOK_LIB as ENV_PY_HOOK_LIB,
+    START_MONOTONIC_NS as ENV_START,
+};
 const ENV_COLLECTOR: &str = "STREAMSCOPE_COLLECTOR";
 const COLLECTOR_FILE: &str = "libstreamscope_collector.so";
-/// Python hooks that tell the collector the call site of `.item()` & co.
-/// (PyTorch releases the GIL there, so the collector cannot read the stack).
+/// Python hooks: optimizer-step markers, the torch.profiler notice and the
+/// frame reader's self-check (collector/python/sitecustomize.py).
 const PYTHON_HOOKS: &str = include_str!("../../collector/python/sitecustomize.py");
 
 /// CUPTI takes one client per process (CUDA 13.2 and earlier).
-pub const PROFILER_NOTE: &str = "Note: a program that starts torch.profiler (or another CUPTI tool) itself gets no CUDA events from it while recorded: CUPTI allows one subscriber.";
+pub const PROFILER_NOTE: &str = "Note: a program that starts torch.profiler (or another CUPTI tool) itself gets no CUDA events from it while recorded: CUPTI allows one subscriber. The Python hooks say so when it happens.";
 
 #[derive(Debug, Clone, clap::Args)]
 #[command(after_help = PROFILER_NOTE)]
@@ -41,14 +41,16 @@ pub struct RecordArgs {
     /// Record only between cudaProfilerStart/Stop (`cudaProfilerApi`) or while an NVTX range named NAME is open (`nvtx:NAME`).
     #[arg(long, value_parser = parse_capture_range)]
     pub capture_range: Option<String>,
-    /// Seconds to wait after CUDA starts before recording.
+    /// Seconds to wait, from this command's start (the same instant for
+    /// every process it starts), before recording.
     #[arg(long, value_parser = parse_seconds)]
     pub delay: Option<f64>,
     /// Seconds to record (from the start of the capture).
     #[arg(long, value_parser = parse_seconds)]
     pub duration: Option<f64>,
-    /// Do not put the Python call-site hooks (a sitecustomize.py wrapping
-    /// `.item()`, `torch.cuda.synchronize()` & co.) on PYTHONPATH.
+    /// Do not put the Python hooks (a sitecustomize.py marking optimizer
+    /// steps and noticing torch.profiler) on PYTHONPATH. Host syncs still
+    /// get their Python line (the collector reads the frames itself).
     #[arg(long)]
     pub no_python_hooks: bool,
     /// The command to run, after `--`.
@@ -340,6 +342,14 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
+/// CLOCK_MONOTONIC now, in ns (the collector's clock).
+pub fn monotonic_ns() -> i64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec)
+}
+
 /// Runs the command under the collector; returns its exit code.
 pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     let Some((program, rest)) = args.command.split_first() else {
@@ -366,7 +376,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     let hooks_dir = match (&collector, args.no_python_hooks) {
         (Ok(lib), false) => {
             // The hooks call into the collector through this (and only this).
-            cmd.env("STREAMSCOPE_PY_HOOK_LIB", lib);
+            cmd.env(ENV_PY_HOOK_LIB, lib);
             install_python_hooks(&mut cmd)
         }
         _ => None,
@@ -396,6 +406,8 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     >::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
     .context("installing signal handlers")?;
     let started = Instant::now();
+    // The origin of --delay/--duration for every process (one clock).
+    cmd.env(ENV_START, monotonic_ns().to_string());
     let mut child = cmd
         .spawn()
         .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
@@ -477,6 +489,13 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         Ok(trace) => {
             let report = analyze(&trace, &AnalysisOptions::default());
             eprint!("{}", summary(&report));
+            let profiler = torch_profiler_lines(&trace);
+            if !profiler.is_empty() {
+                eprintln!("streamscope: torch.profiler ran inside the recorded job:");
+                for l in profiler {
+                    eprintln!("{l}");
+                }
+            }
         }
         Err(e) => eprintln!("streamscope: could not read the traces back: {e}"),
     }
@@ -486,12 +505,29 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             totals.dropped
         );
     }
-    eprintln!("streamscope: {PROFILER_NOTE}");
     eprintln!(
         "Next: streamscope report {0}   |   streamscope view {0}",
         out.display()
     );
     Ok(code)
+}
+
+/// Host-sync warnings listed in the end-of-record summary.
+pub const SUMMARY_WARNINGS: usize = 10;
+
+/// The processes in which torch.profiler was started while recorded
+/// (process metadata `core::protocol::TORCH_PROFILER_KEY`).
+pub fn torch_profiler_lines(trace: &streamscope_core::model::Trace) -> Vec<String> {
+    trace
+        .processes
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .iter()
+                .find(|(k, _)| k == streamscope_core::protocol::TORCH_PROFILER_KEY)
+                .map(|(_, v)| format!("  {}: {v}", p.name))
+        })
+        .collect()
 }
 
 /// A few lines per rank: overlap, exposed communication, sync warnings.
@@ -518,11 +554,18 @@ pub fn summary(r: &Report) -> String {
         );
     }
     if !r.sync_warnings.is_empty() {
-        s += &format!("  {} host-sync warning(s):\n", r.sync_warnings.len());
-        for w in r.sync_warnings.iter().take(5) {
+        let n = r.sync_warnings.len();
+        s += &format!("  {n} host-sync warning(s):\n");
+        for w in r.sync_warnings.iter().take(SUMMARY_WARNINGS) {
             s += &format!(
                 "    rank {} · {} · {} at {} · {}× · host blocked {:.0} µs · GPU idle {:.0} µs\n",
                 w.rank, w.pattern, w.api, w.where_, w.count, w.host_blocked_us, w.gpu_idle_us
+            );
+        }
+        if n > SUMMARY_WARNINGS {
+            s += &format!(
+                "    ... and {} more (all of them: streamscope report)\n",
+                n - SUMMARY_WARNINGS
             );
         }
     }
@@ -664,6 +707,56 @@ mod tests {
             .collect();
         assert_eq!(ranks.len(), 2, "{s}");
         assert!(ranks.iter().all(|l| l.contains('%')), "{s}");
+    }
+
+    #[test]
+    fn the_warning_count_matches_the_lines() {
+        let warning = |i: u64| streamscope_core::analysis::report::SyncGroup {
+            pattern: "item-like".into(),
+            api: "cudaStreamSynchronize".into(),
+            where_: format!("train.py:{i} (step)"),
+            count: 1,
+            warning: Some("blocks".into()),
+            ..Default::default()
+        };
+        for n in [1usize, 6, SUMMARY_WARNINGS, SUMMARY_WARNINGS + 3] {
+            let r = Report {
+                sync_warnings: (0..n as u64).map(warning).collect(),
+                ..Default::default()
+            };
+            let s = summary(&r);
+            assert!(s.contains(&format!("  {n} host-sync warning(s):")), "{s}");
+            let listed = s.lines().filter(|l| l.starts_with("    rank ")).count();
+            let more: usize = s
+                .lines()
+                .find_map(|l| l.strip_prefix("    ... and "))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            assert_eq!(listed + more, n, "{s}");
+            assert_eq!(listed, n.min(SUMMARY_WARNINGS), "{s}");
+        }
+    }
+
+    #[test]
+    fn torch_profiler_runs_are_named() {
+        let mut t = streamscope_core::model::Trace::default();
+        assert!(torch_profiler_lines(&t).is_empty());
+        let mut p = streamscope_core::model::Process {
+            name: "rank 1 · node · 12".into(),
+            ..Default::default()
+        };
+        p.metadata.push((
+            streamscope_core::protocol::TORCH_PROFILER_KEY.into(),
+            "torch.profiler was started while recorded".into(),
+        ));
+        t.processes.push(p);
+        t.processes.push(Default::default());
+        let lines = torch_profiler_lines(&t);
+        assert_eq!(
+            lines,
+            vec!["  rank 1 · node · 12: torch.profiler was started while recorded".to_string()]
+        );
     }
 
     #[test]

@@ -1,16 +1,23 @@
-"""streamscope: the Python call sites of host syncs.
+"""streamscope: Python hooks of `streamscope record`.
 
-`streamscope record` puts this file's folder first on PYTHONPATH. PyTorch
-drops the GIL around the CUDA calls of `.item()`, `torch.cuda.synchronize()`
-and the like, so the collector cannot read the Python stack at the moment of
-the CUDA call. These thin wrappers tell the collector the caller's
-file:line (a thread-local in libstreamscope_collector) just before calling
-the original, and clear it after. Nothing happens until torch is imported;
-Tensor methods of CPU tensors and torch.compile regions run the original
-at once; nothing here raises into user code. A user sitecustomize further
-down the path is still imported (its own errors reach Python's site module
-as they would without us). STREAMSCOPE_PY_HOOK_LIB names the collector
-(`streamscope record` sets it); STREAMSCOPE_PYTHON_HOOKS=0 turns this off.
+`streamscope record` puts this file's folder first on PYTHONPATH. Nothing
+happens until torch is imported; then, through ctypes.PyDLL (the GIL is
+kept; a few instructions each):
+- the collector's frame reader (which reads the Python line of every host
+  sync itself, without the GIL) is checked once against sys._getframe: a
+  mismatch switches it off with one line on stderr;
+- a global optimizer step pre/post hook pair notes every
+  torch.optim.Optimizer.step(): a host range "streamscope:optimizer.step"
+  in the trace, the end of a training step;
+- the start of torch.profiler with CUDA activities is said once, on stderr
+  and in the trace (CUPTI takes one subscriber: its CUDA events are
+  missing while recorded).
+No torch function is wrapped on the hot path: no frame of this file shows
+up in user tracebacks or warnings. Nothing here raises into user code. A
+user sitecustomize further down the path is still imported (its own
+errors reach Python's site module as they would without us).
+STREAMSCOPE_PY_HOOK_LIB names the collector (`streamscope record` sets it);
+STREAMSCOPE_PYTHON_HOOKS=0 turns this off.
 """
 
 import os
@@ -42,83 +49,74 @@ def _install():
     lib_path = os.environ.get("STREAMSCOPE_PY_HOOK_LIB")
     if not lib_path or os.environ.get("STREAMSCOPE_PYTHON_HOOKS") == "0":
         return
-    import ctypes
-    import functools
     import importlib.util
-    import threading
 
-    this_file = os.path.abspath(__file__)
-    active = threading.local()
-
-    try:
-        # PyDLL: the call keeps the GIL (it is a few instructions).
-        set_location = ctypes.PyDLL(lib_path).streamscope_set_python_location
-    except (OSError, AttributeError):
-        return
-    set_location.argtypes = [ctypes.c_char_p]
-    set_location.restype = None
-
-    def caller():
-        f = sys._getframe(2)
-        while f is not None:
-            name = f.f_code.co_filename
-            if not (
-                "/torch/" in name or name.startswith("<") or name.endswith("contextlib.py") or name == this_file
-            ):
-                break
-            f = f.f_back
-        if f is None:
-            return None
+    def here(f):
         return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})".encode("utf-8", "replace")
 
     def patch(torch):
-        compiler = getattr(torch, "compiler", None)
-        is_compiling = getattr(compiler, "is_compiling", None) or (lambda: False)
+        import ctypes
+        import threading
+        import time
 
-        def on_cuda(args):
-            try:
-                return bool(args[0].is_cuda)
-            except Exception:
-                return False
+        try:
+            lib = ctypes.PyDLL(lib_path)
+        except OSError:
+            return
+        try:
+            check = lib.streamscope_check_python_frames
+            check.argtypes = [ctypes.c_char_p]
+            check.restype = ctypes.c_int
+            check(here(sys._getframe()))  # both sides read this very line
+        except Exception:
+            pass
 
-        def wrap(fn, tensor_method):
-            @functools.wraps(fn)
-            def wrapper(*args, **kwargs):
-                # Inside another wrapped call (tolist -> cpu), keep the outer site.
+        try:
+            emit = lib.streamscope_optimizer_step
+            emit.argtypes = [ctypes.c_int64, ctypes.c_int64]
+            emit.restype = None
+            from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+            mono = time.monotonic_ns
+            local = threading.local()
+
+            def pre(optimizer, args, kwargs):
                 try:
-                    skip = is_compiling() or getattr(active, "on", False) or (tensor_method and not on_cuda(args))
+                    local.starts.append(mono())
+                except AttributeError:
+                    local.starts = [mono()]
+
+            def post(optimizer, args, kwargs):
+                try:
+                    emit(local.starts.pop(), mono())
                 except Exception:
-                    skip = True
-                if skip:
-                    return fn(*args, **kwargs)
-                active.on = True
+                    pass
+
+            register_optimizer_step_pre_hook(pre)
+            register_optimizer_step_post_hook(post)
+        except Exception:
+            pass
+
+        try:
+            said = lib.streamscope_torch_profiler_started
+            said.argtypes = []
+            said.restype = ctypes.c_int
+            prof = torch.autograd.profiler.profile
+            name = "_prepare_trace" if hasattr(prof, "_prepare_trace") else "__enter__"
+            original = getattr(prof, name)
+
+            def started(self, *args, **kwargs):
                 try:
-                    try:
-                        set_location(caller())
-                    except Exception:
-                        pass
-                    return fn(*args, **kwargs)
-                finally:
-                    active.on = False
-                    try:
-                        set_location(None)
-                    except Exception:
-                        pass
+                    acts = getattr(self, "kineto_activities", None)
+                    if acts is None or any("CUDA" in str(a) for a in acts):
+                        said()
+                except Exception:
+                    pass
+                return original(self, *args, **kwargs)
 
-            wrapper.__streamscope_wrapped__ = True
-            return wrapper
-
-        cuda = getattr(torch, "cuda", None)
-        targets = [(torch.Tensor, n) for n in ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")]
-        targets += [(cuda, "synchronize"), (getattr(cuda, "Stream", None), "synchronize"), (getattr(cuda, "Event", None), "synchronize")]
-        for owner, name in targets:
-            original = getattr(owner, name, None) if owner is not None else None
-            if original is None or getattr(original, "__streamscope_wrapped__", False):
-                continue
-            try:
-                setattr(owner, name, wrap(original, owner is torch.Tensor))
-            except (AttributeError, TypeError):
-                pass
+            setattr(prof, name, started)
+        except Exception:
+            pass
 
     class TorchFinder:
         """Patches torch right after `import torch` has run torch/__init__."""

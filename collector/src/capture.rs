@@ -9,9 +9,22 @@
 
 use std::sync::Mutex;
 
-pub const ENV_RANGE: &str = "STREAMSCOPE_CAPTURE_RANGE";
-pub const ENV_DELAY: &str = "STREAMSCOPE_DELAY_S";
-pub const ENV_DURATION: &str = "STREAMSCOPE_DURATION_S";
+use streamscope_core::protocol::env;
+
+pub const ENV_RANGE: &str = env::CAPTURE_RANGE;
+pub const ENV_DELAY: &str = env::DELAY_S;
+pub const ENV_DURATION: &str = env::DURATION_S;
+
+/// The origin of `--delay`/`--duration`: `streamscope record`'s start
+/// (CLOCK_MONOTONIC ns in `STREAMSCOPE_START_MONOTONIC_NS`, shared by every
+/// process of the node), so all ranks capture the same wall-clock interval;
+/// this process's own start (`now_ns`) when unset or not a time in the past.
+pub fn window_origin(env_value: Option<&str>, now_ns: i64) -> i64 {
+    env_value
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|&t| t > 0 && t <= now_ns)
+        .unwrap_or(now_ns)
+}
 
 /// What opens the window.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,6 +199,26 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         CaptureSpec::from_env(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn the_origin_is_records_start_when_given() {
+        assert_eq!(window_origin(Some("1000"), 5000), 1000);
+        assert_eq!(window_origin(Some(" 4999 "), 5000), 4999);
+        assert_eq!(window_origin(None, 5000), 5000);
+        assert_eq!(window_origin(Some("junk"), 5000), 5000);
+        assert_eq!(window_origin(Some("9000"), 5000), 5000, "not in the past");
+        assert_eq!(window_origin(Some("-3"), 5000), 5000);
+        // Two processes started 3 s apart share one window.
+        let spec = CaptureSpec {
+            trigger: Trigger::Always,
+            delay_ns: 10,
+            duration_ns: Some(5),
+        };
+        let a = CaptureWindow::new(spec.clone(), window_origin(Some("100"), 200));
+        let b = CaptureWindow::new(spec, window_origin(Some("100"), 3200));
+        assert_eq!(a.bounds(), (Some(110), Some(115)));
+        assert_eq!(a.bounds(), b.bounds());
     }
 
     #[test]

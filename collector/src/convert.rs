@@ -72,9 +72,9 @@ pub struct Converter {
 
 /// How many batches a sync record waits for its API call.
 const SYNC_MAX_AGE: u8 = 3;
-/// How many batches (about one a second) an NVTX range may stay open
-/// before it is taken for one that never ends (a push without a pop).
-const MARKER_MAX_BATCHES: u64 = 4 * 3600;
+/// How many batches (about ten a second) an NVTX range may stay open
+/// before it is taken for one that never ends (a push without a pop): 4 h.
+const MARKER_MAX_BATCHES: u64 = 4 * 3600 * 10;
 /// Process metadata key counting such ranges.
 pub const ABANDONED_KEY: &str = "nvtx_ranges_never_ended";
 
@@ -513,6 +513,29 @@ impl Converter {
         let mut s = NewSlice::new(track, SliceKind::Other, name, start, dur);
         s.correlation = r.correlation_id;
         self.trace.push_slice(s);
+    }
+
+    /// A range the collector noted on host thread `tid` itself (the Python
+    /// hooks' optimizer steps), kept when it overlaps the capture window.
+    pub fn host_range(&mut self, tid: u32, start_ns: i64, end_ns: i64, name: &str) {
+        let end = end_ns.max(start_ns);
+        if !self.window.keep(start_ns, end) {
+            return;
+        }
+        let track = self.thread_track(tid);
+        let n = self.trace.intern(name);
+        self.trace.push_slice(NewSlice::new(
+            track,
+            SliceKind::Range,
+            n,
+            start_ns,
+            end - start_ns,
+        ));
+    }
+
+    /// Sets process metadata `key` (replacing an earlier value).
+    pub fn set_process_metadata(&mut self, key: &str, value: String) {
+        self.set_metadata(key, value);
     }
 
     /// Ends a batch: places the synchronization records whose thread is now

@@ -29,6 +29,7 @@ pub mod driver;
 pub mod flush_sync;
 pub mod marker_names;
 pub mod process_info;
+pub mod pyframes;
 pub mod python;
 pub mod queue;
 pub mod records;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use streamscope_core::model::{ClockDomain, Process};
 
-pub const ENV_OUT: &str = "STREAMSCOPE_OUT";
+pub const ENV_OUT: &str = streamscope_core::protocol::env::OUT;
 
 fn parse_u32(v: Option<String>) -> Option<u32> {
     v.and_then(|s| s.trim().parse().ok())

@@ -1,4 +1,7 @@
-//! The Python file:line behind a host synchronization.
+//! The Python file:line behind a host synchronization, through the C API
+//! (the fallback of pyframes.rs, for Python versions whose layout it does
+//! not know), and what the Python hooks hand the collector (optimizer
+//! steps, torch.profiler starts).
 //!
 //! Called from CUPTI's API-enter callback of sync and memcpy functions, on
 //! the thread that makes the call. It reads the Python stack only when this
@@ -17,6 +20,7 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Python locations by CUDA correlation id, waiting for their API record.
@@ -155,59 +159,74 @@ impl PyApi {
 
 static API: OnceLock<Option<PyApi>> = OnceLock::new();
 
-thread_local! {
-    /// The call site the Python hooks (python/sitecustomize.py) noted for
-    /// the sync this thread is about to make.
-    static HINT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+/// A host range the Python hooks noted: (thread id, start ns, end ns), on
+/// CLOCK_MONOTONIC (Python's `time.monotonic_ns`, the trace's clock).
+pub type HostRange = (u32, i64, i64);
+
+/// Optimizer steps noted and not yet written (the writer drains them with
+/// every batch). Bounded: past [`MAX_HOST_RANGES`] new ones are counted,
+/// not kept (a process that never starts CUDA has no writer).
+static OPTIMIZER_STEPS: Mutex<Vec<HostRange>> = Mutex::new(Vec::new());
+static OPTIMIZER_STEPS_LOST: AtomicU64 = AtomicU64::new(0);
+const MAX_HOST_RANGES: usize = 1 << 16;
+/// When torch.profiler was first started (CLOCK_MONOTONIC ns), 0 = never.
+static TORCH_PROFILER_AT: AtomicI64 = AtomicI64::new(0);
+
+/// Takes the optimizer steps noted so far, and how many were lost.
+pub fn take_optimizer_steps() -> (Vec<HostRange>, u64) {
+    let v = OPTIMIZER_STEPS
+        .lock()
+        .map(|mut v| std::mem::take(&mut *v))
+        .unwrap_or_default();
+    (v, OPTIMIZER_STEPS_LOST.load(Ordering::Relaxed))
 }
 
-/// The call site noted by the Python hooks on this thread, if any.
-pub fn hint() -> Option<String> {
-    HINT.try_with(|h| h.borrow().clone()).ok().flatten()
+/// When torch.profiler started in this process, if it did.
+pub fn torch_profiler_started_at() -> Option<i64> {
+    let t = TORCH_PROFILER_AT.load(Ordering::Relaxed);
+    (t != 0).then_some(t)
 }
 
-/// Called by python/sitecustomize.py (through ctypes) around `.item()`,
-/// `torch.cuda.synchronize()` and co.: `loc` is "file:line (function)", or
-/// null to clear.
-///
-/// # Safety
-/// `loc` is null or a NUL-terminated string valid for the call.
+/// Called by python/sitecustomize.py (ctypes.PyDLL, GIL held) after every
+/// `torch.optim.Optimizer.step()`: its start and end, CLOCK_MONOTONIC ns.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn streamscope_set_python_location(loc: *const c_char) {
+pub extern "C" fn streamscope_optimizer_step(start_ns: i64, end_ns: i64) {
     let _ = std::panic::catch_unwind(|| {
-        let value = if loc.is_null() {
-            None
-        } else {
-            // SAFETY: the caller passes a NUL-terminated string.
-            Some(
-                unsafe { CStr::from_ptr(loc) }
-                    .to_string_lossy()
-                    .into_owned(),
-            )
-        };
-        let _ = HINT.try_with(|h| *h.borrow_mut() = value);
+        // SAFETY: gettid has no arguments and cannot fail.
+        let tid = unsafe { libc::gettid() } as u32;
+        match OPTIMIZER_STEPS.lock() {
+            Ok(mut v) if v.len() < MAX_HOST_RANGES => v.push((tid, start_ns, end_ns.max(start_ns))),
+            _ => {
+                OPTIMIZER_STEPS_LOST.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     });
 }
 
-/// Copies this thread's noted call site into `buf` (NUL-terminated,
-/// truncated to `len`); returns its full length, 0 when none. For tests and
-/// debugging from Python.
-///
-/// # Safety
-/// `buf` is null or points at `len` writable bytes.
+/// Optimizer steps noted and not yet written (tests of the hooks).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn streamscope_python_location(buf: *mut c_char, len: usize) -> usize {
+pub extern "C" fn streamscope_debug_pending_optimizer_steps() -> usize {
+    std::panic::catch_unwind(|| OPTIMIZER_STEPS.lock().map(|v| v.len()).unwrap_or(0)).unwrap_or(0)
+}
+
+/// What stderr and the trace say when torch.profiler starts while recorded.
+pub const TORCH_PROFILER_MESSAGE: &str = "torch.profiler was started while recorded: its CUDA events are missing (CUPTI takes one subscriber per process; streamscope's trace has them)";
+
+/// Called by python/sitecustomize.py when torch.profiler starts with CUDA
+/// activities: says so once on stderr; returns 1 the first time.
+#[unsafe(no_mangle)]
+pub extern "C" fn streamscope_torch_profiler_started() -> c_int {
     std::panic::catch_unwind(|| {
-        let Some(h) = hint() else { return 0 };
-        if !buf.is_null() && len > 0 {
-            let n = h.len().min(len - 1);
-            // SAFETY: `buf` has `len` writable bytes; we write n + 1 <= len.
-            unsafe {
-                std::ptr::copy_nonoverlapping(h.as_ptr(), buf as *mut u8, n);
-                *buf.add(n) = 0;
-            }
+        let now = crate::process_info::monotonic_ns().max(1);
+        if TORCH_PROFILER_AT
+            .compare_exchange(0, now, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            crate::warn!("streamscope: {TORCH_PROFILER_MESSAGE}");
+            1
+        } else {
+            0
         }
-        h.len()
     })
     .unwrap_or(0)
 }

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use streamscope_core::model::Device;
 use streamscope_core::perfetto::writer::PerfettoWriter;
+use streamscope_core::protocol;
 
 use crate::capture::{CaptureSpec, CaptureWindow, Trigger};
 use crate::convert::{normalize_api_name, Converter, HostInfo};
@@ -38,27 +39,21 @@ const QUEUE_BUFFERS: usize = 64;
 /// no buffer and drops records, which it counts.
 const MAX_BUFFERS: usize = QUEUE_BUFFERS + 8;
 static BUDGET: BufferBudget = BufferBudget::new(MAX_BUFFERS);
-const FLUSH_PERIOD: Duration = Duration::from_secs(1);
+/// How often the writer asks CUPTI for what it has (completed records
+/// only) and writes it: what a SIGKILL can lose, plus CUPTI's own delay.
+const FLUSH_PERIOD: Duration = Duration::from_millis(100);
+/// How often the progress file for `streamscope record` is rewritten.
+const PROGRESS_PERIOD: Duration = Duration::from_millis(250);
 /// How long exit and signal handlers wait for the final flush (after that
 /// the writer is abandoned: see flush_sync.rs).
 pub const EXIT_WAIT: Duration = Duration::from_secs(3);
 pub const SIGNAL_WAIT: Duration = Duration::from_secs(3);
+/// How long a crash (SIGSEGV & co.) waits for the final flush before the
+/// process dies as it would have.
+pub const CRASH_WAIT: Duration = Duration::from_millis(1500);
 
 /// Runtime API functions whose Python caller is recorded (host syncs).
-const SYNC_APIS: &[&str] = &[
-    "cudaDeviceSynchronize",
-    "cudaStreamSynchronize",
-    "cudaStreamSynchronize_ptsz",
-    "cudaEventSynchronize",
-    "cudaMemcpy",
-    "cudaMemcpy_ptds",
-    "cudaMemcpyAsync",
-    "cudaMemcpyAsync_ptsz",
-    "cudaMemcpy2D",
-    "cudaMemcpy2DAsync",
-    "cudaMemcpyFromSymbol",
-    "cudaMemcpyDtoH",
-];
+const SYNC_APIS: &[&str] = protocol::HOST_SYNC_APIS;
 
 /// A CUPTI activity buffer we allocated.
 pub struct Buffer {
@@ -227,7 +222,9 @@ unsafe extern "C" fn api_callback(_user: *mut c_void, domain: u32, cbid: u32, da
         let d = unsafe { std::ptr::read_unaligned(data as *const records::RawCallbackData) };
         if d.callback_site == API_ENTER {
             if domain == CB_DOMAIN_RUNTIME_API && s.sync_cbids.contains(&cbid) {
-                if let Some(loc) = python::current_location().or_else(python::hint) {
+                if let Some(loc) =
+                    crate::pyframes::current_location().or_else(python::current_location)
+                {
                     s.python.insert(d.correlation_id, loc);
                 }
             }
@@ -481,7 +478,22 @@ fn start_cupti(
     }
     meta.push(("activity".into(), kinds.join(",")));
 
-    let window = Arc::new(CaptureWindow::new(spec.clone(), origin_ns));
+    let window_origin =
+        crate::capture::window_origin(env(protocol::env::START_MONOTONIC_NS).as_deref(), origin_ns);
+    if !spec.is_unlimited() {
+        meta.push((
+            "capture_origin".into(),
+            if window_origin == origin_ns {
+                "collector start".into()
+            } else {
+                format!(
+                    "streamscope record's start ({} ms before this process's CUDA start)",
+                    (origin_ns - window_origin) / 1_000_000
+                )
+            },
+        ));
+    }
+    let window = Arc::new(CaptureWindow::new(spec.clone(), window_origin));
     let mut subscriber: *mut c_void = std::ptr::null_mut();
     // SAFETY: subscribes a callback valid for the life of the process.
     let rc =
@@ -636,6 +648,7 @@ fn writer_main(
 ) {
     block_signals();
     conv.own_tid = Some(gettid());
+    crate::signals::WRITER_TID.store(gettid(), Ordering::SeqCst);
     // Queried here, not during cuInit (where InitializeInjection runs).
     if let Some(v) = Driver::open().as_ref().and_then(Driver::version) {
         conv.process_mut()
@@ -667,7 +680,25 @@ fn writer_main(
             }
         }
     };
+    let mut profiler_said = false;
+    let mut last_progress = Instant::now();
     let mut write = |conv: &mut Converter, w: &mut PerfettoWriter<File>, last: bool| {
+        let (steps, lost) = python::take_optimizer_steps();
+        for (tid, start, end) in steps {
+            conv.host_range(tid, start, end, protocol::OPTIMIZER_STEP_RANGE);
+        }
+        if lost > 0 {
+            conv.set_process_metadata(protocol::OPTIMIZER_STEPS_LOST_KEY, lost.to_string());
+        }
+        if !profiler_said {
+            if let Some(at) = python::torch_profiler_started_at() {
+                profiler_said = true;
+                conv.set_process_metadata(
+                    protocol::TORCH_PROFILER_KEY,
+                    format!("{} (started at {at} ns)", python::TORCH_PROFILER_MESSAGE),
+                );
+            }
+        }
         conv.finish_batch(last);
         let dropped = s.cupti_dropped.load(Ordering::Relaxed)
             + s.queue.dropped_records()
@@ -686,7 +717,10 @@ fn writer_main(
             }
         }
         conv.trace.clear_events();
-        progress.write(w.bytes_written(), dropped, false);
+        if last_progress.elapsed() >= PROGRESS_PERIOD {
+            progress.write(w.bytes_written(), dropped, false);
+            last_progress = Instant::now();
+        }
     };
     loop {
         drain(&mut conv, Duration::from_millis(50));

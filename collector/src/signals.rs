@@ -1,37 +1,109 @@
-//! SIGINT/SIGTERM: flush the trace, then hand the signal to whoever had it.
+//! SIGINT/SIGTERM, and the crashes SIGSEGV/SIGBUS/SIGABRT/SIGILL/SIGFPE:
+//! flush the trace, then hand the signal to whoever had it.
 //!
-//! The handler only touches atomics and sleeps (both async-signal-safe)
-//! while the writer thread flushes, for at most [`SIGNAL_WAIT`]; then it
+//! The handler only touches atomics, sleeps and (on a timeout) write(2)s
+//! one line: all async-signal-safe. The work is done by the writer thread,
+//! which was not interrupted: it asks CUPTI for everything buffered (a
+//! forced flush), converts and writes it, while the handler waits, at most
+//! [`SIGNAL_WAIT`] (INT/TERM) or [`CRASH_WAIT`] (crashes). Then the handler
 //! calls the previous handler, or for a default action restores it and
-//! re-raises, so the program ends exactly as it would have.
+//! re-raises, so the program ends exactly as it would have (same signal,
+//! same core dump).
+//!
+//! Why a crash is safe enough to handle this way: the crashed thread itself
+//! runs nothing but atomics and nanosleep, so whatever state it broke
+//! (a heap it corrupted, a lock it held) is touched only by the writer
+//! thread. If the writer then blocks on such a lock (malloc's, or CUDA's if
+//! the crash was inside the driver) or faults itself, the handler stops
+//! waiting after CRASH_WAIT and the process dies as it would have, only
+//! that much later. A crash on the writer thread (or while a crash is
+//! already being handled) does not wait at all. The handlers run on the
+//! alternate signal stack when the program set one (SA_ONSTACK), so a stack
+//! overflow still reaches the default action.
 
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
-use crate::session::{session, SIGNAL_WAIT};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use crate::session::{session, CRASH_WAIT, SIGNAL_WAIT};
 
 static PREV_INT: OnceLock<libc::sigaction> = OnceLock::new();
 static PREV_TERM: OnceLock<libc::sigaction> = OnceLock::new();
+static PREV_SEGV: OnceLock<libc::sigaction> = OnceLock::new();
+static PREV_BUS: OnceLock<libc::sigaction> = OnceLock::new();
+static PREV_ABRT: OnceLock<libc::sigaction> = OnceLock::new();
+static PREV_ILL: OnceLock<libc::sigaction> = OnceLock::new();
+static PREV_FPE: OnceLock<libc::sigaction> = OnceLock::new();
+
+/// The writer thread's id (a crash there must not wait for itself).
+pub static WRITER_TID: AtomicU32 = AtomicU32::new(0);
+/// A crash is being handled: a second one (the writer faulting on what the
+/// first broke, another thread) goes straight to the previous handler.
+static CRASHING: AtomicBool = AtomicBool::new(false);
+
+/// The signals a crash raises.
+pub const CRASH_SIGNALS: [c_int; 5] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGABRT,
+    libc::SIGILL,
+    libc::SIGFPE,
+];
 
 fn prev(sig: c_int) -> Option<&'static libc::sigaction> {
     match sig {
         libc::SIGINT => PREV_INT.get(),
         libc::SIGTERM => PREV_TERM.get(),
+        libc::SIGSEGV => PREV_SEGV.get(),
+        libc::SIGBUS => PREV_BUS.get(),
+        libc::SIGABRT => PREV_ABRT.get(),
+        libc::SIGILL => PREV_ILL.get(),
+        libc::SIGFPE => PREV_FPE.get(),
         _ => None,
     }
+}
+
+fn slot(sig: c_int) -> Option<&'static OnceLock<libc::sigaction>> {
+    Some(match sig {
+        libc::SIGINT => &PREV_INT,
+        libc::SIGTERM => &PREV_TERM,
+        libc::SIGSEGV => &PREV_SEGV,
+        libc::SIGBUS => &PREV_BUS,
+        libc::SIGABRT => &PREV_ABRT,
+        libc::SIGILL => &PREV_ILL,
+        libc::SIGFPE => &PREV_FPE,
+        _ => return None,
+    })
+}
+
+/// Whether a handler for `sig` may wait for the writer now.
+fn may_wait(sig: c_int) -> bool {
+    if !CRASH_SIGNALS.contains(&sig) {
+        return true;
+    }
+    // SAFETY: gettid has no arguments and cannot fail (async-signal-safe).
+    let me = unsafe { libc::gettid() } as u32;
+    me != WRITER_TID.load(Ordering::SeqCst) && !CRASHING.swap(true, Ordering::SeqCst)
 }
 
 extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
     let _ = std::panic::catch_unwind(|| {
         let Some(old) = prev(sig) else { return };
         let handler = old.sa_sigaction;
-        let terminating = handler == libc::SIG_DFL;
-        if handler != libc::SIG_IGN {
+        let crash = CRASH_SIGNALS.contains(&sig);
+        // A crash signal with the default action (or ignored: the kernel
+        // kills on a synchronous fault anyway) ends the process: a final
+        // flush. With a program's own handler (faulthandler, a runtime that
+        // uses SIGSEGV on purpose) the process may go on: a plain flush,
+        // which leaves the writer running.
+        let terminating = handler == libc::SIG_DFL || (crash && handler == libc::SIG_IGN);
+        if (handler != libc::SIG_IGN || crash) && may_wait(sig) {
             if let Some(s) = session() {
-                s.flush_and_wait(terminating, SIGNAL_WAIT);
+                s.flush_and_wait(terminating, if crash { CRASH_WAIT } else { SIGNAL_WAIT });
             }
         }
-        if handler == libc::SIG_IGN {
+        if handler == libc::SIG_IGN && !crash {
             return;
         }
         if terminating {
@@ -65,7 +137,11 @@ fn handler_flags(old_flags: c_int) -> c_int {
 
 /// Installs the handlers, keeping the previous ones to chain to.
 pub fn install() -> Result<(), String> {
-    for (sig, slot) in [(libc::SIGINT, &PREV_INT), (libc::SIGTERM, &PREV_TERM)] {
+    let sigs = [libc::SIGINT, libc::SIGTERM]
+        .into_iter()
+        .chain(CRASH_SIGNALS);
+    for sig in sigs {
+        let Some(slot) = slot(sig) else { continue };
         // SAFETY: zeroed sigaction structs are valid; we fill the handler,
         // flags and an empty mask, and sigaction saves the old one in `old`.
         unsafe {
@@ -79,6 +155,10 @@ pub fn install() -> Result<(), String> {
             let mut act: libc::sigaction = std::mem::zeroed();
             act.sa_sigaction = on_signal as *const () as usize;
             act.sa_flags = handler_flags(old.sa_flags);
+            if CRASH_SIGNALS.contains(&sig) {
+                // On the alternate stack when there is one (stack overflow).
+                act.sa_flags |= libc::SA_ONSTACK;
+            }
             libc::sigemptyset(&mut act.sa_mask);
             if libc::sigaction(sig, &act, std::ptr::null_mut()) != 0 {
                 return Err(format!("sigaction({sig}) failed"));

@@ -225,3 +225,101 @@ fn a_process_without_gpu_work_leaves_no_trace() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn monotonic_ns() -> i64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec * 1_000_000_000 + t.tv_nsec
+}
+
+/// Child: start the collector, run 700 ms, then crash with SIGSEGV (raised
+/// on this thread: the handler path of a real fault), printing when.
+#[test]
+fn child_crashes() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    // As in a Python process: the default action (the Rust test harness
+    // has a stack-overflow handler of its own).
+    // SAFETY: sets a default disposition; no handler code involved.
+    unsafe { libc::signal(libc::SIGSEGV, libc::SIG_DFL) };
+    assert_eq!(streamscope_collector::InitializeInjection(), 1);
+    std::thread::sleep(Duration::from_millis(700));
+    println!("crash at {}", monotonic_ns());
+    // SAFETY: raise has no memory effects; SIGSEGV ends the process.
+    unsafe { libc::raise(libc::SIGSEGV) };
+    std::thread::sleep(Duration::from_secs(10));
+}
+
+/// The last kernel's end in a trace (CLOCK_MONOTONIC ns).
+fn last_kernel_end(path: &Path) -> i64 {
+    let t = load_paths(&[path.to_path_buf()]).expect("trace loads");
+    (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
+        .map(|i| t.slices.start_ns[i] + t.slices.dur_ns[i])
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_segfault_flushes_then_dies_by_the_signal() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let dir = temp("segv");
+    let Some(so) = fake_cupti(&dir) else {
+        assert!(std::env::var_os("CI").is_none(), "no C compiler");
+        eprintln!("no C compiler: skipped");
+        return;
+    };
+    let out = child("child_crashes", &dir, &so).output().expect("child runs");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "it still dies by the signal: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let crash: i64 = stdout
+        .lines()
+        .find_map(|l| l.split_once("crash at ").map(|(_, v)| v))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("crash time in {stdout:?} {}", String::from_utf8_lossy(&out.stderr)));
+    let last = last_kernel_end(&dir.join("rank-3.pftrace"));
+    // The fake hands back a kernel ending at each flush: the final (forced)
+    // flush of the crash handler puts one right at the crash.
+    let lost_ms = (crash - last) as f64 / 1e6;
+    assert!(lost_ms < 50.0, "lost {lost_ms:.1} ms before the segfault");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigkill_loses_at_most_250_ms() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let dir = temp("kill");
+    let Some(so) = fake_cupti(&dir) else {
+        assert!(std::env::var_os("CI").is_none(), "no C compiler");
+        eprintln!("no C compiler: skipped");
+        return;
+    };
+    let mut c = child("child_waits_for_sigterm", &dir, &so);
+    c.stdout(std::process::Stdio::null());
+    let mut proc = c.spawn().expect("child runs");
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = monotonic_ns();
+    let _ = proc.kill();
+    let _ = proc.wait();
+    let last = last_kernel_end(&dir.join("rank-3.pftrace"));
+    let lost_ms = (killed - last) as f64 / 1e6;
+    // Periodic flushes every 100 ms; nothing runs at a SIGKILL.
+    assert!(lost_ms < 250.0, "lost {lost_ms:.1} ms before SIGKILL");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,64 +1,129 @@
-//! python/sitecustomize.py against a stand-in `torch` package: the wrapped
-//! calls see the user's file:line in the collector's thread-local, and it
-//! is cleared after. Needs python3 and the built cdylib (skipped without).
+//! The Python side of the collector, with python3 (and python3.10 to
+//! python3.13 when they are installed) against a stand-in `torch` package:
+//! - the frame reader (collector/src/pyframes.rs) returns the user's
+//!   file:line from inside a C call made with the GIL released (what a
+//!   CUDA callback inside `.item()` sees), through torch frames, generators,
+//!   methods and other threads;
+//! - python/sitecustomize.py: optimizer steps reach the library, a started
+//!   torch.profiler is said once, warnings and tracebacks keep the user's
+//!   frames (no frame of sitecustomize.py), a user sitecustomize still runs
+//!   and its own import error is reported by Python.
+//!
+//! Needs python3 and the built cdylib (skipped without, except under CI).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The collector cdylib: target/debug after a `cargo build`, else the one a
-/// test build leaves in target/debug/deps beside this test executable.
+/// The collector cdylib: the newer of target/debug (a `cargo build`) and
+/// the one a test build leaves in target/debug/deps beside this test.
 fn cdylib() -> Option<PathBuf> {
     let deps = std::env::current_exe().ok()?.parent()?.to_path_buf();
     let up = deps.parent()?.join("libstreamscope_collector.so");
     [up, deps.join("libstreamscope_collector.so")]
         .into_iter()
-        .find(|p| p.is_file())
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
 }
 
-const FAKE_TORCH: &str = r#"import ctypes, os
+/// A stand-in torch: `Tensor.item()` "syncs" by calling into the collector
+/// through ctypes.CDLL, which releases the GIL, as PyTorch does around its
+/// CUDA calls. The location comes back as the result.
+const FAKE_TORCH: &str = r#"import ctypes, os, warnings
 _lib = ctypes.CDLL(os.environ["STREAMSCOPE_PY_HOOK_LIB"])
-def seen():
+_f = _lib.streamscope_debug_python_location
+_f.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+_f.restype = ctypes.c_size_t
+def _sync():
     buf = ctypes.create_string_buffer(1024)
-    _lib.streamscope_python_location(buf, 1024)
+    _f(buf, 1024)
     return buf.value.decode()
 class Tensor:
-    def __init__(self, cuda=True):
-        self.is_cuda = cuda
-    def numpy(self):
-        raise ValueError("boom")
     def item(self):
-        return seen()
-    def helper(self):
-        return self.item()
+        return _sync()
     def tolist(self):
-        return self.item()
-from . import cuda
-"#;
-
-const FAKE_CUDA: &str = r#"from .. import seen
+        return [self.item()]
+    def __float__(self):
+        warnings.warn("converting a tensor to a Python float", UserWarning, stacklevel=2)
+        return 1.0
+    def fail(self):
+        raise RuntimeError("CUDA error (stand-in)")
 def synchronize():
-    return seen()
-class Event:
-    def synchronize(self):
-        return seen()
+    return _sync()
+from . import optim, autograd
 "#;
 
-const USER: &str = r#"import torch
+const FAKE_OPTIM: &str = r#"from . import optimizer
+"#;
+
+const FAKE_OPTIMIZER: &str = r#"_pre, _post = [], []
+def register_optimizer_step_pre_hook(h):
+    _pre.append(h)
+def register_optimizer_step_post_hook(h):
+    _post.append(h)
+class Optimizer:
+    def step(self):
+        for h in _pre:
+            h(self, (), {})
+        for h in _post:
+            h(self, (), {})
+"#;
+
+const FAKE_AUTOGRAD: &str = r#"from . import profiler
+"#;
+
+const FAKE_PROFILER: &str = r#"class profile:
+    def __init__(self, cuda=True):
+        self.kineto_activities = {"ProfilerActivity.CPU"} | ({"ProfilerActivity.CUDA"} if cuda else set())
+    def _prepare_trace(self):
+        pass
+    def __enter__(self):
+        self._prepare_trace()
+        return self
+    def __exit__(self, *a):
+        return False
+"#;
+
+/// Each line ending in `# L` must be the location its print shows, in order.
+const USER: &str = r#"import ctypes, os, sys, threading, warnings
+import torch
 t = torch.Tensor()
-print(t.item())
-print(torch.cuda.synchronize())
+print(t.item())  # L
+print(torch.synchronize())  # L
 def step():
-    return t.helper()
+    return t.tolist()[0]  # L
 print(step())
-print(torch.cuda.Event().synchronize())
-print(t.tolist())
-print("after:" + torch.seen())
-print("cpu:" + torch.Tensor(cuda=False).item())
-try:
-    t.numpy()
-except ValueError:
+def gen():
+    yield t.item()  # L
+print(next(gen()))
+class Model:
+    def forward(self):
+        return t.item()  # L
+print(Model().forward())
+out = []
+th = threading.Thread(target=lambda: out.append(t.item()))  # L
+th.start(); th.join(); print(out[0])
+opt = torch.optim.optimizer.Optimizer()
+for _ in range(3):
+    opt.step()
+lib = ctypes.CDLL(os.environ["STREAMSCOPE_PY_HOOK_LIB"])
+lib.streamscope_debug_pending_optimizer_steps.restype = ctypes.c_size_t
+print("steps", lib.streamscope_debug_pending_optimizer_steps())
+with torch.autograd.profiler.profile(cuda=False):
     pass
-print(t.item())
+with torch.autograd.profiler.profile():
+    pass
+with torch.autograd.profiler.profile():
+    pass
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    float(t)  # W
+    print("warning", w[0].filename, w[0].lineno)
+import traceback
+try:
+    t.fail()  # T
+except RuntimeError:
+    print("traceback", "".join(traceback.format_exc()).count("sitecustomize"))
 "#;
 
 fn write(path: &Path, text: &str) {
@@ -68,22 +133,67 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("write");
 }
 
+fn lines_marked(text: &str, mark: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.ends_with(mark))
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// python3, and the other CPython versions the frame reader knows, when
+/// installed (on PATH, or under ~/.pyenv).
+fn pythons() -> Vec<PathBuf> {
+    let mut v = vec![PathBuf::from("python3")];
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    for minor in 10..=13 {
+        let name = format!("python3.{minor}");
+        let on_path = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).any(|d| d.join(&name).is_file()))
+            .unwrap_or(false);
+        if on_path && python_ok(Path::new(&name)) {
+            v.push(PathBuf::from(name));
+            continue;
+        }
+        if let Some(Ok(rd)) = home
+            .as_ref()
+            .map(|h| std::fs::read_dir(h.join(".pyenv/versions")))
+        {
+            let mut found: Vec<PathBuf> = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&format!("3.{minor}.")))
+                })
+                .map(|p| p.join("bin/python3"))
+                .filter(|p| p.is_file())
+                .collect();
+            found.sort();
+            v.extend(found.pop());
+        }
+    }
+    v
+}
+
+fn python_ok(py: &Path) -> bool {
+    Command::new(py)
+        .args(["-c", "pass"])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
 #[test]
-fn wrapped_torch_calls_report_the_user_line() {
+fn frames_hooks_and_user_lines() {
     let Some(lib) = cdylib() else {
         // In CI (gcc, python3 and the cdylib are there) this must not skip.
         assert!(std::env::var_os("CI").is_none(), "cdylib not built");
         eprintln!("cdylib not built: skipped");
         return;
     };
-    if Command::new("python3")
-        .arg("-c")
-        .arg("pass")
-        .status()
-        .map(|s| !s.success())
-        .unwrap_or(true)
-    {
-        // In CI (gcc, python3 and the cdylib are there) this must not skip.
+    if !python_ok(Path::new("python3")) {
         assert!(std::env::var_os("CI").is_none(), "no python3");
         eprintln!("no python3: skipped");
         return;
@@ -91,13 +201,18 @@ fn wrapped_torch_calls_report_the_user_line() {
     let dir = std::env::temp_dir().join(format!("ss-pyhooks-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let hooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    // The stand-in lives under a folder named torch: a library file to the
+    // frame reader, as the real one is.
     write(&dir.join("pkgs/torch/__init__.py"), FAKE_TORCH);
-    write(&dir.join("pkgs/torch/cuda/__init__.py"), FAKE_CUDA);
-    write(&dir.join("app/user.py"), USER);
-    // A user sitecustomize of its own must still run.
+    write(&dir.join("pkgs/torch/optim/__init__.py"), FAKE_OPTIM);
+    write(&dir.join("pkgs/torch/optim/optimizer.py"), FAKE_OPTIMIZER);
+    write(&dir.join("pkgs/torch/autograd/__init__.py"), FAKE_AUTOGRAD);
+    write(&dir.join("pkgs/torch/autograd/profiler.py"), FAKE_PROFILER);
+    let user = dir.join("app/user.py");
+    write(&user, USER);
     write(
         &dir.join("usersite/sitecustomize.py"),
-        "import os\nos.environ['USER_SITE_RAN'] = '1'\nprint('user sitecustomize')\n",
+        "import os\nprint('user sitecustomize')\n",
     );
     let path = format!(
         "{}:{}:{}",
@@ -105,35 +220,65 @@ fn wrapped_torch_calls_report_the_user_line() {
         dir.join("pkgs").display(),
         dir.join("usersite").display()
     );
-    let out = Command::new("python3")
-        .arg(dir.join("app/user.py"))
-        .env("PYTHONPATH", path)
-        .env("STREAMSCOPE_PY_HOOK_LIB", &lib)
-        .env_remove("CUDA_INJECTION64_PATH")
-        .output()
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let func = |line: usize| {
+        let text = USER.lines().nth(line - 1).unwrap_or_default();
+        match text {
+            _ if text.starts_with("    return t.tolist") => "step",
+            _ if text.starts_with("    yield") => "gen",
+            _ if text.starts_with("        return") => "forward",
+            _ if text.starts_with("th = ") => "<lambda>",
+            _ => "<module>",
+        }
+    };
+    let mut expected: Vec<String> = vec!["user sitecustomize".into()];
+    expected.extend(
+        lines_marked(USER, "# L")
+            .into_iter()
+            .map(|l| format!("{}:{l} ({})", user.display(), func(l))),
     );
-    let user = dir.join("app/user.py");
-    let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(
-        lines,
-        vec![
-            "user sitecustomize".to_string(),
-            format!("{}:3 (<module>)", user.display()),
-            format!("{}:4 (<module>)", user.display()),
-            format!("{}:6 (step)", user.display()),
-            format!("{}:8 (<module>)", user.display()),
-            format!("{}:9 (<module>)", user.display()),
-            "after:".to_string(),
-            "cpu:".to_string(),
-            format!("{}:16 (<module>)", user.display()),
-        ]
-    );
+    expected.push("steps 3".into());
+    expected.push(format!(
+        "warning {} {}",
+        user.display(),
+        lines_marked(USER, "# W")[0]
+    ));
+    expected.push("traceback 0".into());
+    let mut ran = 0;
+    for py in pythons() {
+        if !python_ok(&py) {
+            continue;
+        }
+        let out = Command::new(&py)
+            .arg(&user)
+            .env("PYTHONPATH", &path)
+            .env("STREAMSCOPE_PY_HOOK_LIB", &lib)
+            .env_remove("CUDA_INJECTION64_PATH")
+            .output()
+            .expect("python runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{}: {stdout}\n{stderr}", py.display());
+        let got: Vec<&str> = stdout.lines().collect();
+        assert_eq!(got, expected, "{}\n{stderr}", py.display());
+        // The torch.profiler notice: once, though CUDA profiling started twice.
+        assert_eq!(
+            stderr
+                .matches("torch.profiler was started while recorded")
+                .count(),
+            1,
+            "{}: {stderr}",
+            py.display()
+        );
+        assert!(
+            !stderr.contains("frame reader is off"),
+            "{}: {stderr}",
+            py.display()
+        );
+        ran += 1;
+    }
+    assert!(ran >= 1);
+    eprintln!("frame reader checked on {ran} Python version(s)");
+
     // An import failing inside the user's own sitecustomize is reported by
     // Python's site module as it would be without the hooks.
     write(
@@ -157,4 +302,34 @@ fn wrapped_torch_calls_report_the_user_line() {
     );
     assert!(stderr.contains("streamscope_no_such_module"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Without the hooks (`--no-python-hooks`), the frame reader alone still
+/// gives the user's line; an unknown Python says so in one line.
+#[test]
+fn the_frame_reader_needs_no_hooks() {
+    let Some(lib) = cdylib() else {
+        assert!(std::env::var_os("CI").is_none(), "cdylib not built");
+        return;
+    };
+    if !python_ok(Path::new("python3")) {
+        assert!(std::env::var_os("CI").is_none(), "no python3");
+        return;
+    }
+    let script = r#"import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+f = lib.streamscope_debug_python_location
+f.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+f.restype = ctypes.c_size_t
+buf = ctypes.create_string_buffer(256)
+n = f(buf, 256)
+print(buf.value.decode(), n)
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&lib)
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.trim(), "<string>:7 (<module>) 21", "{stdout}");
 }

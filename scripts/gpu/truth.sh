@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# What the collector must prove on a real GPU (2 GPUs; under 9 minutes):
+#   1. the Python frame reader on this machine's python3 (GIL released),
+#   2. examples/sync_zoo.py recorded (1 GPU): every planted sync by its line,
+#      the pinned copy not flagged, optimizer-step ranges, the report,
+#   3. the torch FSDP2 example under torchrun (2 GPUs), once with NVTX step
+#      ranges, once with no NVTX and no profiler,
+#   4. fsdp-ref --prefetch 0 / 1 / 2, two processes (one per GPU),
+#   5. crash loss: SIGKILL and a real segfault of a recorded process after
+#      N s: last kernel end in the trace vs the moment of the kill,
+#   6. one clock for --delay/--duration: two processes started 3 s apart
+#      must capture the same wall-clock interval,
+#   7. torch.profiler inside the recorded job: said once, at that moment,
+#   8. the hooks' overhead: sync_zoo plain / recorded without hooks /
+#      recorded with hooks, and FSDP2 plain / recorded, alternating.
+# Builds nothing (scripts/build-carry.sh, here, first). From the repo root:
+#
+#   BIN=.carry/bin OUT=<results> bash scripts/gpu/truth.sh
+#
+# Results (8 files at most come back from the lent machine):
+#   $OUT/truth.log    everything, one file
+#   $OUT/truth.json   the measured numbers (overhead, crash loss, windows, checks)
+#   $OUT/sync-zoo-h200.tar.gz, torch-fsdp2-nvtx-h200x2.tar.gz,
+#   $OUT/torch-fsdp2-plain-h200x2.tar.gz, fsdp-ref-prefetch-h200x2.tar.gz:
+#     trace folders, to unpack into traces/ (`tar xzf F -C traces/`).
+# Each step has a time limit, the whole script a budget (TRUTH_BUDGET_S,
+# default 510 s: later steps are skipped, and say so, when it runs out);
+# one failing step never stops the script.
+set -u
+
+: "${BIN:?set BIN to the folder holding streamscope, libstreamscope_collector.so, fsdp-ref}"
+: "${OUT:?set OUT to a folder for results}"
+BIN="$(cd "$BIN" && pwd)"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+exec > >(tee -a "$OUT/truth.log") 2>&1
+BUDGET_END=$((SECONDS + ${TRUTH_BUDGET_S:-510}))
+
+export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+CUPTI=/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13
+[ -e "$CUPTI" ] && export STREAMSCOPE_CUPTI_LIB="$CUPTI"
+S="$BIN/streamscope"
+F="$BIN/fsdp-ref"
+LIB="$BIN/libstreamscope_collector.so"
+PY=python3
+[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+export PATH="$(dirname "$PY"):$PATH"
+W="$(mktemp -d)"
+J="$W/json"   # one JSON object per line, joined into truth.json at the end
+: > "$J"
+note() { echo "$1" >> "$J"; }
+
+nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
+[ -z "$nccl" ] && [ -e /usr/lib/x86_64-linux-gnu/libnccl.so.2 ] && nccl=/usr/lib/x86_64-linux-gnu/libnccl.so.2
+if [ -n "$nccl" ]; then
+  mkdir -p "$W/shim" && ln -sf "$nccl" "$W/shim/libnccl.so"
+  export LD_LIBRARY_PATH="$W/shim:$LD_LIBRARY_PATH"
+fi
+
+SUMMARY="$W/summary.txt"
+: > "$SUMMARY"
+# step NAME LIMIT_S CMD... : CMD with min(LIMIT_S, budget left); its rc in the summary.
+step() {
+  local name="$1" limit="$2"; shift 2
+  local left=$((BUDGET_END - SECONDS))
+  echo
+  if [ "$left" -lt 20 ]; then
+    echo "=== $name: skipped (the script's time budget is spent)"
+    printf '%-30s skipped (budget)\n' "$name" >> "$SUMMARY"
+    return 1
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  echo "=== $name (limit ${limit}s): $*"
+  local start=$SECONDS
+  timeout -k 5 "$limit" "$@"
+  local rc=$?
+  echo "=== $name: rc=$rc in $((SECONDS - start)) s"
+  printf '%-30s rc=%-4s %4ss\n' "$name" "$rc" "$((SECONDS - start))" >> "$SUMMARY"
+  return $rc
+}
+# pack NAME: $W/NAME (trace folder) -> $OUT/NAME.tar.gz, without the launcher's pid-*.pftrace.
+pack() {
+  find "$W/$1" -name 'pid-*.pftrace' -print -delete 2>/dev/null
+  ls -la "$W/$1" 2>&1
+  tar czf "$OUT/$1.tar.gz" -C "$W" "$1" && ls -la "$OUT/$1.tar.gz"
+}
+chrome() { # DIR -> DIR.json (Trace Event JSON: absolute CLOCK_MONOTONIC µs)
+  "$S" export "$1" --to chrome-json -o "$1.json" >/dev/null 2>&1 || echo "export of $1 failed"
+}
+
+echo "=== machine $(date -u +%FT%TZ)"
+nvidia-smi -L
+ls -la "$BIN"
+"$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
+"$S" --version
+
+# 1. The frame reader, on this python: a C-ABI function of the collector
+#    called through ctypes.CDLL (GIL released) must return the caller's line.
+cat > "$W/frames.py" <<'PY'
+import ctypes, json, sys, threading
+lib = ctypes.CDLL(sys.argv[1])  # CDLL: the GIL is released during the call
+f = lib.streamscope_debug_python_location
+f.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+f.restype = ctypes.c_size_t
+def probe():
+    buf = ctypes.create_string_buffer(512)
+    n = f(buf, 512)  # LINE-A
+    return buf.value.decode()
+def nested():
+    return probe()
+res = {"python": sys.version.split()[0]}
+got = nested()
+res["main_thread"] = got
+res["ok"] = got.endswith(f"frames.py:{[i for i, l in enumerate(open(__file__), 1) if 'LINE-A' in l and 'res' not in l][0]} (probe)")
+out = {}
+t = threading.Thread(target=lambda: out.setdefault("v", nested())); t.start(); t.join()
+res["other_thread"] = out.get("v")
+res["ok"] = res["ok"] and out.get("v") == got
+print(json.dumps({"frame_reader": res}))
+PY
+step frame-reader 60 "$PY" "$W/frames.py" "$LIB" | tee "$W/frames.out"
+grep '^{' "$W/frames.out" >> "$J"
+
+# 2. sync_zoo recorded (the trace for traces/sync-zoo-h200/).
+step sync-zoo 120 env RANK=0 "$S" record -o "$W/sync-zoo-h200" -- "$PY" examples/sync_zoo.py --steps 12 2>&1 | tee "$W/zoo.out"
+step sync-zoo-report 60 "$S" report "$W/sync-zoo-h200"
+chrome "$W/sync-zoo-h200"
+"$PY" - "$W/sync-zoo-h200.json" examples/sync_zoo.py <<'PY' | tee -a "$J"
+import collections, json, re, sys
+ev = json.load(open(sys.argv[1]))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+want = {}
+for i, l in enumerate(open(sys.argv[2]), 1):
+    m = re.search(r"  # (SYNC|NOT-A-SYNC): (\S+)$", l)
+    if m: want[i] = (m.group(1), m.group(2))
+lines = collections.Counter(); opt = 0
+for e in ev:
+    a = e.get("args") or {}
+    p = a.get("python")
+    if p and "sync_zoo.py:" in p:
+        lines[(e["name"], int(p.split("sync_zoo.py:")[1].split()[0]))] += 1
+    if e.get("name") == "streamscope:optimizer.step": opt += 1
+per_line = collections.defaultdict(list)
+for (api, ln), n in lines.items(): per_line[ln].append(f"{api}x{n}")
+missing = [f"{ln} {k}" for ln, (s, k) in want.items() if s == "SYNC" and ln not in per_line]
+for ln in sorted(per_line): print(f"  line {ln:4} {want.get(ln, ('?', 'unplanted'))[1]:20} {' '.join(per_line[ln])}", file=sys.stderr)
+print(json.dumps({"sync_zoo_trace": {"lines_with_python_arg": len(per_line), "planted_without_line": missing,
+      "optimizer_step_ranges": opt}}))
+PY
+pack sync-zoo-h200
+
+# 3. torch FSDP2 under torchrun, 2 GPUs: with NVTX step ranges, then without NVTX/profiler.
+step fsdp2-nvtx 150 "$S" record -o "$W/torch-fsdp2-nvtx-h200x2" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 10
+step fsdp2-nvtx-report 60 "$S" report "$W/torch-fsdp2-nvtx-h200x2"
+pack torch-fsdp2-nvtx-h200x2
+step fsdp2-plain 150 "$S" record -o "$W/torch-fsdp2-plain-h200x2" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 10 --no-nvtx
+step fsdp2-plain-report 60 "$S" report "$W/torch-fsdp2-plain-h200x2"
+pack torch-fsdp2-plain-h200x2
+
+# 4. fsdp-ref prefetch 0/1/2, two processes (RANK 0/1; rank 0 hands out the NCCL id).
+CFG="--mode overlap --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 10 --warmup 3 --item-sync --timeout-s 100"
+mkdir -p "$W/fsdp-ref-prefetch-h200x2"
+for pf in 0 1 2; do
+  d="$W/fsdp-ref-prefetch-h200x2/prefetch-$pf"
+  step "fsdp-ref-prefetch-$pf" 90 "$S" record -o "$d" -- bash -c "
+    for r in 0 1; do RANK=\$r WORLD_SIZE=2 LOCAL_RANK=\$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$((29740 + pf)) \
+      '$F' $CFG --prefetch $pf > '$W/pf$pf-rank'\$r.txt 2>&1 & done; wait"
+  cat "$W/pf$pf-rank0.txt" 2>/dev/null | tail -5
+  step "fsdp-ref-prefetch-$pf-report" 40 "$S" report "$d" | head -40
+done
+pack fsdp-ref-prefetch-h200x2
+
+# 5. Crash loss: the last kernel in the trace vs the moment of the kill.
+last_kernel() { # DIR -> last kernel end, CLOCK_MONOTONIC ns
+  chrome "$1"
+  "$PY" -c 'import json,sys
+ev=json.load(open(sys.argv[1])); ev=ev["traceEvents"] if isinstance(ev,dict) else ev
+e=[float(x["ts"])+float(x.get("dur",0)) for x in ev if x.get("ph")=="X" and x.get("cat")=="kernel"]
+print(int(max(e)*1000) if e else 0)' "$1.json" 2>/dev/null || echo 0
+}
+crash_json() { # KIND DIR T_NS
+  local last; last=$(last_kernel "$2")
+  ls -la "$2" 2>&1
+  "$PY" -c 'import json,sys
+k,last,t=sys.argv[1],int(sys.argv[2]),int(sys.argv[3])
+print(json.dumps({"crash_"+k:{"kill_ns":t,"last_kernel_end_ns":last,"lost_ms":(t-last)/1e6 if last and t else None,"target_ms":250}}))' "$1" "$last" "$3" | tee -a "$J"
+}
+if step crash-sigkill-start 5 true; then
+  RANK=0 "$S" record -o "$W/crash-kill" -- "$PY" examples/sync_zoo.py --steps 0 --seconds 40 > "$W/kill.out" 2>&1 &
+  rec=$!
+  sleep 16   # torch import + CUDA start + several seconds of steps
+  child=$(pgrep -P "$rec" | head -1)   # the recorded python (a child of streamscope)
+  t_kill=$("$PY" -c 'import os,sys,time; t=time.clock_gettime_ns(time.CLOCK_MONOTONIC); os.kill(int(sys.argv[1]),9); print(t)' "${child:-0}" 2>/dev/null || echo 0)
+  wait "$rec"; echo "record rc=$? (child $child killed at $t_kill)"; tail -20 "$W/kill.out"
+  crash_json sigkill "$W/crash-kill" "$t_kill"
+fi
+step crash-sigsegv 90 env RANK=0 "$S" record -o "$W/crash-segv" -- "$PY" examples/sync_zoo.py --steps 0 --seconds 30 --crash-after 8 2>&1 | tee "$W/segv.out" | tail -20
+t_segv=$(grep -o 'segfault at CLOCK_MONOTONIC [0-9]*' "$W/segv.out" | awk '{print $4}')
+crash_json sigsegv "$W/crash-segv" "${t_segv:-0}"
+# A segfault 1 s after CUDA starts must not leave an empty trace.
+step crash-early-segv 60 env RANK=0 "$S" record -o "$W/crash-early" -- "$PY" -c 'import ctypes, time, torch; x = torch.ones(1 << 20, device="cuda"); y = (x * 2).sum(); torch.cuda.synchronize(); time.sleep(1); ctypes.string_at(0)'
+ls -la "$W/crash-early"
+step crash-early-info 30 "$S" info "$W/crash-early"
+
+# 6. One clock: two processes started 3 s apart, --delay 11 --duration 2.
+step window 80 "$S" record --delay 11 --duration 2 -o "$W/window" -- bash -c "
+  RANK=0 LOCAL_RANK=0 '$PY' examples/sync_zoo.py --steps 0 --seconds 16 --dim 2048 > '$W/win0.txt' 2>&1 &
+  sleep 3
+  RANK=1 LOCAL_RANK=1 '$PY' examples/sync_zoo.py --steps 0 --seconds 13 --dim 2048 > '$W/win1.txt' 2>&1 &
+  wait"
+"$S" info "$W/window" 2>&1 | grep -i -E 'capture|rank|span' | head -20
+chrome "$W/window"
+"$PY" - "$W/window.json" <<'PY' | tee -a "$J"
+import collections, json, sys
+try:
+    ev = json.load(open(sys.argv[1])); ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+except Exception as e:
+    print(json.dumps({"window": {"error": str(e)}})); sys.exit()
+names = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"}
+span = collections.defaultdict(lambda: [float("inf"), 0.0])
+for e in ev:
+    if e.get("ph") == "X" and e.get("cat") == "kernel":
+        s = span[e["pid"]]; s[0] = min(s[0], float(e["ts"])); s[1] = max(s[1], float(e["ts"]) + float(e.get("dur", 0)))
+r = {names.get(p, str(p)): {"first_kernel_us": s[0], "last_kernel_us": s[1]} for p, s in span.items()}
+v = list(span.values())
+if len(v) == 2:
+    r["start_diff_ms"] = abs(v[0][0] - v[1][0]) / 1e3; r["end_diff_ms"] = abs(v[0][1] - v[1][1]) / 1e3
+print(json.dumps({"window": r}))
+PY
+
+# 7. torch.profiler inside the recorded job: one line at its start, one in the summary.
+step profiler 100 env RANK=0 "$S" record -o "$W/profiler" -- "$PY" examples/sync_zoo.py --steps 4 --profiler 2>&1 | tee "$W/prof.out" | grep -i -n 'streamscope' | head -20
+"$S" info "$W/profiler" 2>&1 | head -30   # our trace must still hold the GPU work
+note "{\"torch_profiler\": {\"lines_mentioning_profiler\": $(grep -ci 'torch.profiler' "$W/prof.out")}}"
+
+# 8. Overhead, alternating: sync_zoo plain / recorded --no-python-hooks /
+#    recorded; FSDP2 plain / recorded (no NVTX).
+for i in 1 2; do
+  step "zoo-plain-$i" 60 "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-plain-$i.json"
+  step "zoo-nohooks-$i" 60 "$S" record --no-python-hooks -o "$W/ov-zoo-nohooks-$i" -- "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-nohooks-$i.json"
+  step "zoo-hooks-$i" 60 "$S" record -o "$W/ov-zoo-hooks-$i" -- "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-hooks-$i.json"
+done
+for i in 1 2; do
+  step "fsdp2-plain-$i" 90 torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-plain-$i.json"
+  step "fsdp2-hooks-$i" 90 "$S" record -o "$W/ov-fsdp2-hooks-$i" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-hooks-$i.json"
+done
+"$PY" - "$W" <<'PY' | tee -a "$J"
+import glob, json, statistics, sys
+def med(pat):
+    v = []
+    for f in sorted(glob.glob(f"{sys.argv[1]}/{pat}-*.json")):
+        for l in open(f):
+            if l.startswith("{"):
+                try: v.append(float(json.loads(l)["step_ms_median"]))
+                except Exception: pass
+    return v
+r = {}
+for w, kinds in (("zoo", ("plain", "nohooks", "hooks")), ("fsdp2", ("plain", "hooks"))):
+    d = {k: med(f"ov-{w}-{k}") for k in kinds}
+    for k, v in d.items():
+        if v: d[k + "_median_ms"] = statistics.median(v)
+    b = d.get("plain_median_ms")
+    for k in kinds[1:]:
+        m = d.get(k + "_median_ms")
+        if b and m: d[k + "_vs_plain_pct"] = 100 * (m - b) / b
+    if d.get("nohooks_median_ms") and d.get("hooks_median_ms"):
+        d["hooks_vs_nohooks_pct"] = 100 * (d["hooks_median_ms"] - d["nohooks_median_ms"]) / d["nohooks_median_ms"]
+    r[w] = d
+print(json.dumps({"overhead": r}))
+PY
+
+"$PY" -c 'import json,sys
+d={}
+for l in open(sys.argv[1]):
+    l=l.strip()
+    if l.startswith("{"):
+        try: d.update(json.loads(l))
+        except Exception: pass
+json.dump(d, open(sys.argv[2], "w"), indent=1)' "$J" "$OUT/truth.json"
+echo
+echo "=== truth.json"; cat "$OUT/truth.json"
+echo "=== summary"; cat "$SUMMARY"
+echo "=== results"
+find "$OUT" -type f -printf '%10s %p\n' | sort -k2
+find "$OUT" -type f -size +15M -printf 'too big to come back: %p\n'
+rm -rf "$W"
