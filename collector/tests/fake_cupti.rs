@@ -276,7 +276,9 @@ fn a_segfault_flushes_then_dies_by_the_signal() {
         eprintln!("no C compiler: skipped");
         return;
     };
-    let out = child("child_crashes", &dir, &so).output().expect("child runs");
+    let out = child("child_crashes", &dir, &so)
+        .output()
+        .expect("child runs");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(
         out.status.signal(),
@@ -290,7 +292,12 @@ fn a_segfault_flushes_then_dies_by_the_signal() {
         .lines()
         .find_map(|l| l.split_once("crash at ").map(|(_, v)| v))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("crash time in {stdout:?} {}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "crash time in {stdout:?} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     let last = last_kernel_end(&dir.join("rank-3.pftrace"));
     // The fake hands back a kernel ending at each flush: the final (forced)
     // flush of the crash handler puts one right at the crash.
