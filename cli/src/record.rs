@@ -239,49 +239,24 @@ pub struct Progress {
     pub dropped: u64,
 }
 
-/// Parses "events=N records=N bytes=N dropped=N done=0|1".
+/// Parses a progress file (core::protocol::Progress, the collector's format).
 pub fn parse_progress(text: &str) -> Progress {
-    let mut p = Progress::default();
-    for kv in text.split_whitespace() {
-        let Some((k, v)) = kv.split_once('=') else {
-            continue;
-        };
-        let v: u64 = v.parse().unwrap_or(0);
-        match k {
-            "events" => p.events = v,
-            "bytes" => p.bytes = v,
-            "dropped" => p.dropped = v,
-            _ => {}
-        }
+    let p = streamscope_core::protocol::Progress::parse(text);
+    Progress {
+        events: p.events,
+        bytes: p.bytes,
+        dropped: p.dropped,
     }
-    p
 }
 
 fn is_ours(name: &str) -> bool {
-    (name.ends_with(".pftrace") && (name.starts_with("rank-") || name.starts_with("pid-")))
-        || name.starts_with(".progress-")
+    streamscope_core::protocol::is_collector_file(name)
 }
 
-/// This host as the collector writes it in file names
-/// (collector/src/process_info.rs `host_tag`).
+/// This host as the collector writes it in file names.
 fn host_tag() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let t: String = host
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if t.is_empty() {
-        "host".into()
-    } else {
-        t
-    }
+    streamscope_core::protocol::host_tag(&host)
 }
 
 /// Refuses a directory holding traces of an earlier run (unless `force`):
@@ -323,7 +298,9 @@ fn files(dir: &Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
 
 fn progress_total(dir: &Path) -> (usize, Progress) {
     let mut total = Progress::default();
-    let ps = files(dir, |n| n.starts_with(".progress-") && !n.ends_with(".tmp"));
+    let ps = files(dir, |n| {
+        n.starts_with(streamscope_core::protocol::PROGRESS_PREFIX) && !n.ends_with(".tmp")
+    });
     for p in &ps {
         let one = parse_progress(&std::fs::read_to_string(p).unwrap_or_default());
         total.events += one.events;
@@ -457,7 +434,11 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     let code = exit_code(status);
     let (_, totals) = progress_total(&out);
     // Only this host's: another node sharing the directory may still run.
-    let mine = format!(".progress-{}-", host_tag());
+    let mine = format!(
+        "{}{}-",
+        streamscope_core::protocol::PROGRESS_PREFIX,
+        host_tag()
+    );
     for p in files(&out, |n| n.starts_with(&mine)) {
         let _ = std::fs::remove_file(p);
     }

@@ -85,6 +85,8 @@ def _install():
                     local.starts.append(mono())
                 except AttributeError:
                     local.starts = [mono()]
+                except Exception:
+                    pass
 
             def post(optimizer, args, kwargs):
                 try:
@@ -101,7 +103,7 @@ def _install():
             said = lib.streamscope_torch_profiler_started
             said.argtypes = []
             said.restype = ctypes.c_int
-            prof = torch.autograd.profiler.profile
+            prof = importlib.import_module("torch.autograd.profiler").profile
             name = "_prepare_trace" if hasattr(prof, "_prepare_trace") else "__enter__"
             original = getattr(prof, name)
 

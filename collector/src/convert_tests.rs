@@ -530,3 +530,33 @@ fn batches_stream_through_the_writer_and_read_back() {
         ]
     );
 }
+
+#[test]
+fn optimizer_steps_become_ranges_on_their_thread() {
+    use streamscope_core::protocol::OPTIMIZER_STEP_RANGE;
+    let spec = crate::capture::CaptureSpec {
+        trigger: crate::capture::Trigger::Always,
+        delay_ns: 1_000,
+        duration_ns: Some(1_000),
+    };
+    let (mut c, _) = converter(CaptureWindow::new(spec, 0));
+    c.host_range(42, 1_200, 1_500, OPTIMIZER_STEP_RANGE);
+    c.host_range(42, 5_000, 6_000, OPTIMIZER_STEP_RANGE); // outside the window
+    c.host_range(43, 1_900, 1_800, OPTIMIZER_STEP_RANGE); // end before start: empty
+    let t = &c.trace;
+    assert_eq!(t.slices.len(), 2);
+    for i in 0..2 {
+        assert_eq!(t.slices.kind[i], SliceKind::Range);
+        assert_eq!(t.str(t.slices.name[i]), OPTIMIZER_STEP_RANGE);
+        assert!(matches!(
+            t.track(t.slices.track[i]).kind,
+            TrackKind::Thread { .. }
+        ));
+    }
+    assert_eq!((t.slices.start_ns[0], t.slices.dur_ns[0]), (1_200, 300));
+    assert_eq!((t.slices.start_ns[1], t.slices.dur_ns[1]), (1_900, 0));
+    assert!(matches!(
+        t.track(t.slices.track[0]).kind,
+        TrackKind::Thread { tid: 42 }
+    ));
+}

@@ -11,34 +11,7 @@ fn parse_u32(v: Option<String>) -> Option<u32> {
     v.and_then(|s| s.trim().parse().ok())
 }
 
-/// The host name as it may appear in a file name (anything but
-/// `[A-Za-z0-9._-]` becomes `_`; "host" when unknown).
-pub fn host_tag(hostname: &str) -> String {
-    let t: String = hostname
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if t.is_empty() {
-        "host".into()
-    } else {
-        t
-    }
-}
-
-/// "rank-R.pftrace" when RANK is set, else "pid-HOST-N.pftrace" (the host
-/// keeps processes of several nodes apart in a shared folder).
-pub fn trace_file_name(rank: Option<u32>, host: &str, pid: u32) -> String {
-    match rank {
-        Some(r) => format!("rank-{r}.pftrace"),
-        None => format!("pid-{}-{pid}.pftrace", host_tag(host)),
-    }
-}
+pub use streamscope_core::protocol::{host_tag, trace_file_name};
 
 /// How many suffixed names are tried before giving up.
 const MAX_SUFFIX: u32 = 1000;
@@ -76,7 +49,7 @@ pub fn create_trace_file(
 
 /// The progress file `streamscope record` polls (".progress-HOST-PID").
 pub fn progress_path(dir: &Path, host: &str, pid: u32) -> PathBuf {
-    dir.join(format!(".progress-{}-{pid}", host_tag(host)))
+    dir.join(streamscope_core::protocol::progress_file_name(host, pid))
 }
 
 /// The model's process, from the environment (`get`) and the host.

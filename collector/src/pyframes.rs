@@ -65,7 +65,7 @@ pub struct Layout {
     pub co_linetable: usize,
     /// `co_code_adaptive` (3.11+): the instructions, inside the code object.
     pub co_code: usize,
-    /// `_co_firsttraceable` (3.11, 3.12): frames before it are incomplete.
+    /// `_co_firsttraceable` (3.11+): frames before it are incomplete.
     pub co_firsttraceable: Option<usize>,
     /// sizeof(PyASCIIObject) / sizeof(PyCompactUnicodeObject).
     pub ascii_size: usize,
@@ -139,7 +139,7 @@ pub fn layout_for(minor: u32) -> Option<Layout> {
             co_name: 120,
             co_linetable: 136,
             co_code: 200,
-            co_firsttraceable: None,
+            co_firsttraceable: Some(184),
             ascii_size: 40,
             compact_size: 56,
         },

@@ -629,10 +629,14 @@ impl Progress {
         // Appended, not `with_extension`: a dotted host name has its own dots.
         let mut tmp = self.path.clone().into_os_string();
         tmp.push(".tmp");
-        let text = format!(
-            "events={} records={} bytes={bytes} dropped={dropped} done={}\n",
-            self.events, self.records, done as u8
-        );
+        let text = protocol::Progress {
+            events: self.events,
+            records: self.records,
+            bytes,
+            dropped,
+            done,
+        }
+        .to_line();
         if std::fs::write(&tmp, text).is_ok() {
             let _ = std::fs::rename(&tmp, &self.path);
         }

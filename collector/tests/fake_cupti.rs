@@ -57,6 +57,15 @@ fn child_exits_normally() {
         streamscope_collector::session::session().is_some(),
         "collector started on the fake CUPTI"
     );
+    // What the Python hooks do around an optimizer step and at a
+    // torch.profiler start (not in the run that must leave no trace).
+    if std::env::var_os("FAKE_CUPTI_EMPTY").is_none() {
+        streamscope_collector::python::streamscope_optimizer_step(1_000, 2_000);
+        assert_eq!(
+            streamscope_collector::python::streamscope_torch_profiler_started(),
+            1
+        );
+    }
     std::thread::sleep(Duration::from_millis(2500));
 }
 
@@ -142,6 +151,27 @@ fn a_normal_exit_writes_a_complete_trace() {
         .tracks
         .iter()
         .any(|tr| tr.kind == TrackKind::Thread { tid: 7 }));
+    // The optimizer step the "hooks" noted, as a range on their thread.
+    let steps: Vec<usize> = (0..t.slices.len())
+        .filter(|&i| t.str(t.slices.name[i]) == streamscope_core::protocol::OPTIMIZER_STEP_RANGE)
+        .collect();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(t.slices.kind[steps[0]], SliceKind::Range);
+    assert_eq!(
+        (t.slices.start_ns[steps[0]], t.slices.dur_ns[steps[0]]),
+        (1_000, 1_000)
+    );
+    // torch.profiler: said once on stderr, kept in the trace for `record`.
+    assert_eq!(
+        stderr.matches("torch.profiler was started").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(p
+        .metadata
+        .iter()
+        .any(|(k, v)| k == streamscope_core::protocol::TORCH_PROFILER_KEY
+            && v.contains("CUDA events are missing")));
     let progress =
         std::fs::read_to_string(dir.join(format!(".progress-{}-{}", host_tag(), out_pid(&t))))
             .unwrap_or_default();
@@ -276,7 +306,9 @@ fn a_segfault_flushes_then_dies_by_the_signal() {
         eprintln!("no C compiler: skipped");
         return;
     };
-    let out = child("child_crashes", &dir, &so).output().expect("child runs");
+    let out = child("child_crashes", &dir, &so)
+        .output()
+        .expect("child runs");
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(
         out.status.signal(),
@@ -290,7 +322,12 @@ fn a_segfault_flushes_then_dies_by_the_signal() {
         .lines()
         .find_map(|l| l.split_once("crash at ").map(|(_, v)| v))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("crash time in {stdout:?} {}", String::from_utf8_lossy(&out.stderr)));
+        .unwrap_or_else(|| {
+            panic!(
+                "crash time in {stdout:?} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
     let last = last_kernel_end(&dir.join("rank-3.pftrace"));
     // The fake hands back a kernel ending at each flush: the final (forced)
     // flush of the crash handler puts one right at the crash.

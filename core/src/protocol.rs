@@ -54,3 +54,122 @@ pub const HOST_SYNC_APIS: &[&str] = &[
     "cudaMemcpyFromSymbol",
     "cudaMemcpyDtoH",
 ];
+
+/// The host name as it may appear in a file name (anything but
+/// `[A-Za-z0-9._-]` becomes `_`; "host" when unknown).
+pub fn host_tag(hostname: &str) -> String {
+    let t: String = hostname
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if t.is_empty() {
+        "host".into()
+    } else {
+        t
+    }
+}
+
+/// "rank-R.pftrace" when RANK is set, else "pid-HOST-N.pftrace" (the host
+/// keeps processes of several nodes apart in a shared folder). A name
+/// already taken gets "-2", "-3", ... before the extension.
+pub fn trace_file_name(rank: Option<u32>, host: &str, pid: u32) -> String {
+    match rank {
+        Some(r) => format!("rank-{r}.pftrace"),
+        None => format!("pid-{}-{pid}.pftrace", host_tag(host)),
+    }
+}
+
+/// Whether a file name is one the collector writes (a trace or a progress file).
+pub fn is_collector_file(name: &str) -> bool {
+    (name.ends_with(".pftrace") && (name.starts_with("rank-") || name.starts_with("pid-")))
+        || name.starts_with(PROGRESS_PREFIX)
+}
+
+/// Progress files: ".progress-HOST-PID", rewritten (through a ".tmp" and a
+/// rename) while the collector runs, removed by `record` at the end.
+pub const PROGRESS_PREFIX: &str = ".progress-";
+
+pub fn progress_file_name(host: &str, pid: u32) -> String {
+    format!("{PROGRESS_PREFIX}{}-{pid}", host_tag(host))
+}
+
+/// One progress file's content: "events=N records=N bytes=N dropped=N done=0|1".
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Progress {
+    pub events: u64,
+    pub records: u64,
+    pub bytes: u64,
+    pub dropped: u64,
+    pub done: bool,
+}
+
+impl Progress {
+    pub fn to_line(&self) -> String {
+        format!(
+            "events={} records={} bytes={} dropped={} done={}\n",
+            self.events, self.records, self.bytes, self.dropped, self.done as u8
+        )
+    }
+
+    /// Unknown keys and bad numbers are ignored (0).
+    pub fn parse(text: &str) -> Progress {
+        let mut p = Progress::default();
+        for kv in text.split_whitespace() {
+            let Some((k, v)) = kv.split_once('=') else {
+                continue;
+            };
+            let v: u64 = v.parse().unwrap_or(0);
+            match k {
+                "events" => p.events = v,
+                "records" => p.records = v,
+                "bytes" => p.bytes = v,
+                "dropped" => p.dropped = v,
+                "done" => p.done = v != 0,
+                _ => {}
+            }
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_lines_round_trip() {
+        let p = Progress {
+            events: 12,
+            records: 40,
+            bytes: 2048,
+            dropped: 3,
+            done: true,
+        };
+        assert_eq!(
+            p.to_line(),
+            "events=12 records=40 bytes=2048 dropped=3 done=1\n"
+        );
+        assert_eq!(Progress::parse(&p.to_line()), p);
+        assert_eq!(Progress::parse("garbage x=1"), Progress::default());
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(trace_file_name(Some(3), "n1", 77), "rank-3.pftrace");
+        assert_eq!(trace_file_name(None, "a b/c", 7), "pid-a_b_c-7.pftrace");
+        assert_eq!(progress_file_name("n1", 9), ".progress-n1-9");
+        assert_eq!(host_tag(""), "host");
+        assert!(is_collector_file("rank-0.pftrace"));
+        assert!(is_collector_file("pid-n-1-2.pftrace"));
+        assert!(is_collector_file(".progress-n-1"));
+        assert!(!is_collector_file("my.pftrace"));
+        assert!(!is_collector_file("notes.txt"));
+    }
+}

@@ -125,11 +125,16 @@ grep '^{' "$W/frames.out" >> "$J"
 # 2. sync_zoo recorded (the trace for traces/sync-zoo-h200/).
 step sync-zoo 120 env RANK=0 "$S" record -o "$W/sync-zoo-h200" -- "$PY" examples/sync_zoo.py --steps 12 2>&1 | tee "$W/zoo.out"
 step sync-zoo-report 60 "$S" report "$W/sync-zoo-h200"
-chrome "$W/sync-zoo-h200"
-"$PY" - "$W/sync-zoo-h200.json" examples/sync_zoo.py <<'PY' | tee -a "$J"
+# zoo_lines DIR KEY: which planted lines of sync_zoo.py the trace in DIR
+# gives a Python line to (its API slices' `python` arg), into truth.json.
+zoo_lines() {
+  chrome "$1"
+  "$PY" - "$1.json" examples/sync_zoo.py "$2" <<'PY' | tee -a "$J"
 import collections, json, re, sys
-ev = json.load(open(sys.argv[1]))
-ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+try:
+    ev = json.load(open(sys.argv[1])); ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+except Exception as e:
+    print(json.dumps({sys.argv[3]: {"error": str(e)}})); sys.exit()
 want = {}
 for i, l in enumerate(open(sys.argv[2]), 1):
     m = re.search(r"  # (SYNC|NOT-A-SYNC): (\S+)$", l)
@@ -145,9 +150,11 @@ per_line = collections.defaultdict(list)
 for (api, ln), n in lines.items(): per_line[ln].append(f"{api}x{n}")
 missing = [f"{ln} {k}" for ln, (s, k) in want.items() if s == "SYNC" and ln not in per_line]
 for ln in sorted(per_line): print(f"  line {ln:4} {want.get(ln, ('?', 'unplanted'))[1]:20} {' '.join(per_line[ln])}", file=sys.stderr)
-print(json.dumps({"sync_zoo_trace": {"lines_with_python_arg": len(per_line), "planted_without_line": missing,
+print(json.dumps({sys.argv[3]: {"lines_with_python_arg": len(per_line), "planted_without_line": missing,
       "optimizer_step_ranges": opt}}))
 PY
+}
+zoo_lines "$W/sync-zoo-h200" sync_zoo_trace
 pack sync-zoo-h200
 
 # 3. torch FSDP2 under torchrun, 2 GPUs: with NVTX step ranges, then without NVTX/profiler.
@@ -245,6 +252,8 @@ for i in 1 2; do
   step "fsdp2-plain-$i" 90 torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-plain-$i.json"
   step "fsdp2-hooks-$i" 90 "$S" record -o "$W/ov-fsdp2-hooks-$i" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-hooks-$i.json"
 done
+# The frame reader needs no hooks: the same lines from a --no-python-hooks run.
+zoo_lines "$W/ov-zoo-nohooks-1" sync_zoo_without_hooks
 "$PY" - "$W" <<'PY' | tee -a "$J"
 import glob, json, statistics, sys
 def med(pat):
