@@ -15,7 +15,7 @@
 #      recorded with hooks, and FSDP2 plain / recorded, alternating.
 # Builds nothing (scripts/build-carry.sh, here, first). From the repo root:
 #
-#   BIN=.carry/bin OUT=<results> bash scripts/gpu/truth.sh
+#   BIN=.carry/bin OUT=<results> [TRUTH_PARTS="main overhead serial gputests"] [TRUTH_ROUNDS=2] bash scripts/gpu/truth.sh
 #
 # Results (8 files at most come back from the lent machine):
 #   $OUT/truth.log    everything, one file
@@ -50,6 +50,8 @@ W="$(mktemp -d)"
 J="$W/json"   # one JSON object per line, joined into truth.json at the end
 : > "$J"
 note() { echo "$1" >> "$J"; }
+# part NAME: whether TRUTH_PARTS (default "main overhead") names it; "all" is every part.
+part() { case " ${TRUTH_PARTS:-main overhead} " in *" all "*|*" $1 "*) return 0;; esac; return 1; }
 
 nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
 [ -z "$nccl" ] && [ -e /usr/lib/x86_64-linux-gnu/libnccl.so.2 ] && nccl=/usr/lib/x86_64-linux-gnu/libnccl.so.2
@@ -95,6 +97,7 @@ ls -la "$BIN"
 "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
 "$S" --version
 
+if part main; then
 # 1. The frame reader, on this python: a C-ABI function of the collector
 #    called through ctypes.CDLL (GIL released) must return the caller's line.
 cat > "$W/frames.py" <<'PY'
@@ -241,14 +244,17 @@ step profiler 100 env RANK=0 "$S" record -o "$W/profiler" -- "$PY" examples/sync
 "$S" info "$W/profiler" 2>&1 | head -30   # our trace must still hold the GPU work
 note "{\"torch_profiler\": {\"lines_mentioning_profiler\": $(grep -ci 'torch.profiler' "$W/prof.out")}}"
 
+fi # main
+
+if part overhead; then
 # 8. Overhead, alternating: sync_zoo plain / recorded --no-python-hooks /
 #    recorded; FSDP2 plain / recorded (no NVTX).
-for i in 1 2; do
+for i in $(seq "${TRUTH_ROUNDS:-2}"); do
   step "zoo-plain-$i" 60 "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-plain-$i.json"
   step "zoo-nohooks-$i" 60 "$S" record --no-python-hooks -o "$W/ov-zoo-nohooks-$i" -- "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-nohooks-$i.json"
   step "zoo-hooks-$i" 60 "$S" record -o "$W/ov-zoo-hooks-$i" -- "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-hooks-$i.json"
 done
-for i in 1 2; do
+for i in $(seq "${TRUTH_ROUNDS:-2}"); do
   step "fsdp2-plain-$i" 90 torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-plain-$i.json"
   step "fsdp2-hooks-$i" 90 "$S" record -o "$W/ov-fsdp2-hooks-$i" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-hooks-$i.json"
 done
@@ -266,8 +272,9 @@ def med(pat):
     return v
 r = {}
 for w, kinds in (("zoo", ("plain", "nohooks", "hooks")), ("fsdp2", ("plain", "hooks"))):
-    d = {k: med(f"ov-{w}-{k}") for k in kinds}
-    for k, v in d.items():
+    runs = {k: med(f"ov-{w}-{k}") for k in kinds}
+    d = {k + "_runs_ms": v for k, v in runs.items()}
+    for k, v in runs.items():
         if v: d[k + "_median_ms"] = statistics.median(v)
     b = d.get("plain_median_ms")
     for k in kinds[1:]:
@@ -278,6 +285,25 @@ for w, kinds in (("zoo", ("plain", "nohooks", "hooks")), ("fsdp2", ("plain", "ho
     r[w] = d
 print(json.dumps({"overhead": r}))
 PY
+
+fi # overhead
+
+# 9. fsdp-ref serial (the non-overlapped baseline of traces/), two processes.
+if part serial; then
+  d="$W/fsdp-ref-serial-h200x2"
+  SCFG="--mode serial --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 10 --warmup 3 --item-sync --timeout-s 100"
+  step fsdp-ref-serial 90 "$S" record -o "$d" -- bash -c "
+    for r in 0 1; do RANK=\$r WORLD_SIZE=2 LOCAL_RANK=\$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29750 \
+      '$F' $SCFG > '$W/serial-rank'\$r.txt 2>&1 & done; wait"
+  tail -5 "$W/serial-rank0.txt" 2>/dev/null
+  step fsdp-ref-serial-report 40 "$S" report "$d" | head -40
+  pack fsdp-ref-serial-h200x2
+fi
+
+# 10. The collector's #[ignore]d GPU tests.
+if part gputests && [ -x "$BIN/collector-gpu-tests" ]; then
+  step collector-gpu-tests 240 "$BIN/collector-gpu-tests" --ignored --test-threads=1
+fi
 
 "$PY" -c 'import json,sys
 d={}
