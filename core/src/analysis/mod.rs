@@ -37,7 +37,8 @@ pub struct AnalysisOptions {
     pub consecutive_kernel_delay_ns: i64,
     /// A sync group costing at least this much GPU idle is a warning.
     pub sync_gpu_idle_threshold_us: f64,
-    /// How close a compute start must follow a communication end to count as waiting for it.
+    /// How close a kernel's start must follow the end of what it waited for
+    /// (a collective, or the copy queued behind one) to count as released by it.
     pub stall_tolerance_ns: i64,
     /// Cap on the points of each SMs-in-use series (max per bucket beyond it).
     pub sm_series_max_points: usize,
@@ -51,7 +52,7 @@ impl Default for AnalysisOptions {
             hta_rounding: None,
             consecutive_kernel_delay_ns: 30_000,
             sync_gpu_idle_threshold_us: 50.0,
-            stall_tolerance_ns: 10_000,
+            stall_tolerance_ns: 25_000,
             sm_series_max_points: 100_000,
         }
     }

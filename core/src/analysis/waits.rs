@@ -90,29 +90,56 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
         .map(|(pos, e)| (device_of(e), e.e, pos))
         .collect();
     by_end.sort_unstable();
-    // Communication behind `pos`: itself, or up to two back-to-back
-    // predecessors on its stream.
-    let comm_behind = |mut pos: usize| -> Option<u32> {
+    // What released the event at `pos`: of the event just before it on its
+    // stream (when it ended within the tolerance of its start: it was
+    // queued behind it) and the events of other streams of the device that
+    // ended within the tolerance before its start, the latest to end
+    // (communication first among equals).
+    let release_of = |pos: usize| -> Option<usize> {
+        let e = events[pos];
+        let mut best: Option<(i64, usize)> = None;
+        let mut offer = |end: i64, p: usize| {
+            let better = best.is_none_or(|(b, bp)| {
+                end > b
+                    || (end == b
+                        && events[p].class == SliceClass::Communication
+                        && events[bp].class != SliceClass::Communication)
+            });
+            if better {
+                best = Some((end, p));
+            }
+        };
+        let prev = prev_on_stream[pos];
+        if prev != usize::MAX && events[prev].e <= e.s && events[prev].e >= e.s - tolerance_ns {
+            offer(events[prev].e, prev);
+        }
+        let dev = device_of(e);
+        let lo = by_end.partition_point(|c| (c.0, c.1) < (dev, e.s - tolerance_ns));
+        for c in by_end[lo..].iter().take_while(|c| c.0 == dev && c.1 <= e.s) {
+            if events[c.2].stream != e.stream {
+                offer(c.1, c.2);
+            }
+        }
+        best.map(|b| b.1)
+    };
+    // Communication behind `pos`: what released it, followed back through
+    // at most three events (an all-gather's copy-out, a memset, the copy
+    // that waited for the collective).
+    let comm_behind = |pos: usize| -> Option<u32> {
+        let mut at = release_of(pos)?;
         for _ in 0..3 {
-            let e = events[pos];
+            let e = events[at];
             if e.class == SliceClass::Communication {
                 return Some(e.id);
             }
-            let p = prev_on_stream[pos];
-            if p == usize::MAX || events[p].e < e.s - tolerance_ns {
-                return None;
-            }
-            pos = p;
+            at = release_of(at)?;
         }
-        None
+        (events[at].class == SliceClass::Communication).then_some(events[at].id)
     };
     let mut prev_compute_end: Vec<Option<i64>> = vec![None; ctx.streams.len()];
-    let mut last_on: Vec<usize> = vec![usize::MAX; ctx.streams.len()];
     let mut hits = Vec::new();
     for (pos, e) in events.iter().enumerate() {
         let k = e.stream as usize;
-        let before = last_on[k];
-        last_on[k] = pos;
         if e.class != SliceClass::Compute {
             continue;
         }
@@ -122,34 +149,25 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
         let launch = ctx.launch_start(t, e.id);
         let from = match (pc, launch) {
             (Some(pc), l) => l.map_or(pc, |l| l.max(pc)),
-            (None, Some(l)) => l,
+            (None, Some(l)) => l.max(previous_end_on_stream(ctx, e)),
             (None, None) => continue,
         };
         if e.s <= from {
             continue;
         }
-        // What released it: the latest end just before its start.
-        let mut release: Option<(i64, usize)> = None;
-        if before != usize::MAX {
-            let b = events[before];
-            if b.class != SliceClass::Compute && b.e <= e.s && b.e >= e.s - tolerance_ns {
-                release = Some((b.e, before));
-            }
+        // Released by communication, directly or through a short queue; a
+        // compute kernel released by the compute kernel before it on its
+        // stream did not wait on communication.
+        // What ended before the kernel was launched (or before its stream
+        // was free) did not hold it back.
+        let released_by_own_compute_or_earlier = release_of(pos).is_none_or(|r| {
+            (events[r].stream == e.stream && events[r].class == SliceClass::Compute)
+                || events[r].e <= from
+        });
+        if released_by_own_compute_or_earlier {
+            continue;
         }
-        let dev = device_of(e);
-        let lo = by_end.partition_point(|c| (c.0, c.1) < (dev, e.s - tolerance_ns));
-        for c in by_end[lo..].iter().take_while(|c| c.0 == dev && c.1 <= e.s) {
-            if events[c.2].stream != e.stream && release.is_none_or(|r| c.1 >= r.0) {
-                // Prefer communication among events ending at the same time.
-                let better = release
-                    .is_none_or(|r| c.1 > r.0 || events[c.2].class == SliceClass::Communication);
-                if better {
-                    release = Some((c.1, c.2));
-                }
-            }
-        }
-        let Some((_, r)) = release else { continue };
-        if let Some(comm) = comm_behind(r) {
+        if let Some(comm) = comm_behind(pos) {
             hits.push(StallHit {
                 pos,
                 ns: e.s - from,
@@ -159,6 +177,18 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
         }
     }
     hits
+}
+
+/// End of the event before `e` on its stream among all the rank's GPU
+/// events (the events given to [`stall_hits`] may be one step's).
+fn previous_end_on_stream(ctx: &RankCtx, e: &Ev) -> i64 {
+    let at = ctx.gpu.partition_point(|g| (g.s, g.id) < (e.s, e.id));
+    ctx.gpu[..at]
+        .iter()
+        .rev()
+        .take(1 << 16)
+        .find(|g| g.stream == e.stream)
+        .map_or(i64::MIN, |g| g.e)
 }
 
 /// Communication stalls of compute streams (see [`stall_hits`]). Also
