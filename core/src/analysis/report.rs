@@ -74,10 +74,10 @@ pub enum WindowRule {
     HtaSteps,
     /// Steps chosen with `--steps A..B`.
     SelectedSteps,
-    /// NVTX steps without HTA markers: GPU work launched in the steps after
-    /// the first (warm-up: lazy initialization, allocator growth, NCCL
-    /// setup), when there are at least three; startup and teardown outside
-    /// the steps are left out.
+    /// Steps without HTA's rule (NVTX, optimizer-step markers, repetition):
+    /// the GPU work of the steps after the first (warm-up: lazy
+    /// initialization, allocator growth, NCCL setup); start-up and teardown
+    /// outside the steps are left out (docs/METRICS.md for repetition).
     SteadySteps,
     /// One step.
     Step,
@@ -133,7 +133,8 @@ pub struct RankReport {
     /// `exposed_comm_us`, ... sit beside `rank`).
     #[serde(flatten)]
     pub breakdown: Breakdown,
-    /// Where steps came from: "ProfilerStep", "nvtx", "repetition" or "none".
+    /// Where steps came from: "ProfilerStep", "nvtx", "optimizer-step",
+    /// "repetition" or "none".
     pub step_source: String,
     /// Idle time per stream by HTA's categories (headline window).
     pub idle_by_stream: Vec<StreamIdle>,
@@ -161,8 +162,8 @@ pub struct StreamIdle {
     pub total_us: f64,
 }
 
-/// Gaps on compute streams that end when a communication kernel of another
-/// stream ends: compute waited for communication.
+/// Time compute streams sat idle because their next kernel waited on
+/// communication (docs/METRICS.md, "Communication stalls").
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct CommStalls {
     pub count: u64,
@@ -192,8 +193,8 @@ pub struct Stall {
     pub stall_us: f64,
 }
 
-/// Slack between each all-gather's end and the next compute kernel start
-/// on the same device (negative never: 0 means compute was already waiting).
+/// All-gather prefetches: late ones (a compute kernel waited for them) and
+/// the slack of the others (next compute start on the device minus their end).
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct PrefetchSlack {
     pub all_gathers: u64,
@@ -214,7 +215,7 @@ pub struct StepReport {
     pub rank: u32,
     pub step: i64,
     pub name: String,
-    /// "ProfilerStep", "nvtx" or "repetition".
+    /// "ProfilerStep", "nvtx", "optimizer-step" or "repetition".
     pub source: String,
     /// Step bounds (host time for marked steps, GPU time for repetition).
     pub start_ns: i64,
