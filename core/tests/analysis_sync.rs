@@ -342,3 +342,38 @@ fn kineto_python_stack_gives_the_call_site() {
     assert_eq!(g[0].where_, "train.py:42 (step)");
     assert_eq!(g[0].op, "aten::_local_scalar_dense");
 }
+
+#[test]
+fn a_wait_on_work_launched_but_not_started_is_a_wait_on_a_busy_gpu() {
+    // The host launches a copy, then waits; the GPU, idle at that instant,
+    // starts the copy a moment later: the host waited on the device.
+    let mut b = B::new();
+    let (_, c) = b.api("cudaLaunchKernel", 0, 10, None);
+    b.gpu(SliceKind::Kernel, "gemm", 20, 100, c, None);
+    let (_, c) = b.api("cudaMemcpyAsync", 500, 10, None);
+    b.gpu(
+        SliceKind::Memcpy,
+        "Memcpy DtoH (Device -> Pinned)",
+        520,
+        30,
+        c,
+        d2h(4),
+    );
+    b.api("cudaStreamSynchronize", 512, 100, None); // idle at 512, copy pending
+    let (_, c) = b.api("cudaLaunchKernel", 2_000, 10, None);
+    b.gpu(SliceKind::Kernel, "gemm", 2_020, 100, c, None);
+    // A wait with nothing pending costs nothing.
+    b.api("cudaDeviceSynchronize", 3_000, 50, None);
+    let (_, c) = b.api("cudaLaunchKernel", 9_000, 10, None);
+    b.gpu(SliceKind::Kernel, "gemm", 9_020, 100, c, None);
+    let r = analyze(&b.t, &AnalysisOptions::default());
+    let g = &r.ranks[0].syncs;
+    let item = g.iter().find(|g| g.pattern == "item-like");
+    assert_eq!(
+        item.map(|g| g.gpu_idle_us),
+        Some(1.47),
+        "from the copy's end (550) to the next kernel (2020): {g:?}"
+    );
+    let dev = g.iter().find(|g| g.pattern == "device-sync");
+    assert_eq!(dev.map(|g| g.gpu_idle_us), Some(0.0), "{g:?}");
+}

@@ -345,10 +345,11 @@ fn find_period(seq: &[u32]) -> Option<(usize, usize, usize)> {
 
 /// Steps from the period of the GPU-event name sequence of the busiest
 /// stream: full periods of the repeating region, each starting at the
-/// phase of the period where the stream idles longest before a kernel
-/// (summed over the periods: the step boundary, where the host syncs,
-/// reads data or runs the optimizer's host side). Also returns the start
-/// of the repeating region when there are fewer than 3 full periods.
+/// phase of the period that follows a host synchronization in most
+/// periods, else where the stream idles longest before a kernel (the step
+/// boundary, where the host syncs, reads data or runs the optimizer's host
+/// side). Also returns where the repetition begins, with fewer than 3 full
+/// periods too.
 pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeating>) {
     let mut per_stream = vec![0usize; ctx.streams.len()];
     for e in &ctx.gpu {
@@ -435,6 +436,7 @@ pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeat
         start_ns: evs[a].1,
         period: p,
         cycles,
+        // Decided below once the periods are known.
         first_is_warmup: true,
     };
     if cycles < MIN_CYCLES {

@@ -380,15 +380,36 @@ pub fn python_location(name: &str) -> Option<String> {
     (!file.is_empty()).then(|| format!("{file}:{line} ({func})"))
 }
 
-/// GPU idle each occurrence caused: when the device was busy at the
-/// sync's start and idle at its end, the gap from the drain (the end of
-/// the busy period the host waited in) to the device's next work; a wait
-/// on an already idle device, or one the device outlasts, costs nothing.
-/// A gap is charged once (to the first sync that drained into it), and
-/// only its part inside the sync's region (before, inside or after the
-/// window's GPU span).
-fn charge(ctx: &RankCtx, occs: &[Occ], region: &[u8], span: Option<(i64, i64)>) -> Vec<i64> {
+/// GPU idle each occurrence caused: when the device was busy when the host
+/// began to wait (running, or with work launched before the wait still to
+/// run) and drained before the wait ended, the gap from the drain (the end
+/// of the busy period that work ends in) to the device's next work; a wait
+/// on an already idle device, or one the device outlasts, costs nothing. A
+/// gap is charged once (to the first sync that drained into it), and only
+/// its part inside the sync's region (before, inside or after the window's
+/// GPU span).
+fn charge(
+    t: &Trace,
+    ctx: &RankCtx,
+    occs: &[Occ],
+    region: &[u8],
+    span: Option<(i64, i64)>,
+) -> Vec<i64> {
     let busy = union(ctx.gpu.iter().map(|e| (e.s, e.e)).collect());
+    // Work known to the device at time x: the latest end of the GPU events
+    // launched (or, without a launch call, started) by x.
+    let mut launched: Vec<(i64, i64)> = ctx
+        .gpu
+        .iter()
+        .map(|e| (ctx.launch_start(t, e.id).unwrap_or(e.s).min(e.s), e.e))
+        .collect();
+    launched.sort_unstable();
+    let mut latest = Vec::with_capacity(launched.len());
+    let mut m = i64::MIN;
+    for &(_, e) in &launched {
+        m = m.max(e);
+        latest.push(m);
+    }
     let mut order: Vec<usize> = (0..occs.len()).collect();
     order.sort_by_key(|&k| (occs[k].start_ns, occs[k].end_ns));
     let mut charged: std::collections::HashSet<i64> = Default::default();
@@ -396,11 +417,18 @@ fn charge(ctx: &RankCtx, occs: &[Occ], region: &[u8], span: Option<(i64, i64)>) 
     let (lo, hi) = span.unwrap_or((i64::MIN, i64::MAX));
     for k in order {
         let o = &occs[k];
-        let at = busy.partition_point(|&(s, _)| s <= o.start_ns);
-        if at == 0 || o.start_ns >= busy[at - 1].1 {
+        let known = launched.partition_point(|&(l, _)| l <= o.start_ns);
+        let Some(&pending_end) = known.checked_sub(1).and_then(|i| latest.get(i)) else {
+            continue;
+        };
+        if pending_end <= o.start_ns {
             continue; // the device was idle when the host began to wait
         }
-        let drain = busy[at - 1].1;
+        // The busy period that work ends in.
+        let at = busy.partition_point(|&(s, _)| s < pending_end);
+        let Some(&(_, drain)) = at.checked_sub(1).and_then(|i| busy.get(i)) else {
+            continue;
+        };
         if drain > o.end_ns {
             continue; // the device outlasted the wait: nothing drained
         }
@@ -442,7 +470,7 @@ fn group(
             }
         })
         .collect();
-    let idle = charge(ctx, &occs, &region, window.gpu_span);
+    let idle = charge(t, ctx, &occs, &region, window.gpu_span);
     let ranges = enclosing(t, ctx, &occs, SliceKind::Range);
     let ops = enclosing(t, ctx, &occs, SliceKind::CpuOp);
     let mut per_step = vec![(0u64, 0i64); steps.len()];
