@@ -151,6 +151,7 @@ fn tables(r: &Report) -> Vec<Table> {
             "stall us",
             "all-gathers",
             "late prefetches",
+            "late us",
             "min slack us",
             "median slack us",
         ],
@@ -164,6 +165,7 @@ fn tables(r: &Report) -> Vec<Table> {
                     f1(k.comm_stalls.total_us),
                     k.prefetch.all_gathers.to_string(),
                     k.prefetch.late.to_string(),
+                    f1(k.prefetch.late_us),
                     opt1(k.prefetch.min_us),
                     opt1(k.prefetch.median_us),
                 ]
