@@ -84,6 +84,20 @@ pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
             bail!("rank {r} is not in {}", display_paths(&args.traces));
         }
     }
+    if let Some((a, b)) = args.steps {
+        // A selection that found no step is an error that says why, never
+        // a report of zeros.
+        let empty = report.ranks.iter().any(|k| k.window.steps.is_empty());
+        if empty {
+            let why: Vec<&str> = report
+                .notes
+                .iter()
+                .filter_map(|n| n.split_once(": ").map(|x| x.1))
+                .filter(|n| n.starts_with("rank "))
+                .collect();
+            bail!("--steps {a}..{b} selects nothing: {}", why.join("; "));
+        }
+    }
     Ok(match args.format {
         Format::Text => render::text(&report),
         Format::Json => render::json(&report) + "\n",
@@ -161,6 +175,57 @@ mod tests {
             ..args(Format::Text)
         };
         assert!(render_report(&bad).is_err());
+    }
+
+    #[test]
+    fn steps_on_a_trace_without_them_say_why() {
+        // One kernel and no step marker: nothing to select.
+        let dir = std::env::temp_dir().join(format!("ss-nosteps-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let mut t = streamscope_core::model::Trace::new();
+        use streamscope_core::model::*;
+        let p = t.add_process(Process {
+            pid: 1,
+            rank: Some(0),
+            ..Default::default()
+        });
+        let s = t.add_track(
+            p,
+            None,
+            TrackKind::Stream {
+                device: 0,
+                stream: 7,
+            },
+            "s7",
+        );
+        let n = t.intern("gemm");
+        let mut k = NewSlice::new(s, SliceKind::Kernel, n, 0, 1000);
+        k.class = SliceClass::Compute;
+        t.push_slice(k);
+        let path = dir.join("rank-0.json");
+        assert!(streamscope_core::chrome::write_file(&t, &path).is_ok());
+        let a = ReportArgs {
+            traces: vec![path],
+            steps: Some((4, 12)),
+            ..args(Format::Text)
+        };
+        let err = render_report(&a)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(err.contains("--steps 4..12"), "{err}");
+        assert!(err.contains("no steps"), "{err}");
+        // Steps exist but none in the range: the error lists them.
+        let out_of_range = ReportArgs {
+            steps: Some((40, 50)),
+            ..args(Format::Text)
+        };
+        let err = render_report(&out_of_range)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("none in 40..50"), "{err}");
     }
 
     #[test]

@@ -24,9 +24,27 @@ fn fsdp_ref_planted_item_sync_is_found_in_every_step() {
             .iter()
             .find(|g| g.pattern == "item-like" && g.where_.contains("loss.item()"))
             .unwrap_or_else(|| panic!("rank {}: no item-like sync at loss.item()", rank.rank));
-        // 3 warmup + 10 measured steps, one loss copy each (--item-sync).
-        assert_eq!(item.count, 13);
+        // 3 warmup + 10 measured steps, one loss copy each (--item-sync):
+        // 12 in the steady-state window, the warm-up step's listed apart.
+        assert_eq!(item.count, 12);
+        let startup: u64 = rank
+            .startup_syncs
+            .iter()
+            .filter(|g| g.pattern == "item-like" && g.where_.contains("loss.item()"))
+            .map(|g| g.count)
+            .sum();
+        assert_eq!(startup, 1);
+        assert_eq!(item.per_step, Some(1.0));
         assert!(item.warning.is_some());
+        // The planted sync is the only warning: the start-up syncs
+        // (initialise, ncclCommInitRank) and the final synchronize are not.
+        let warned: Vec<&str> = r
+            .sync_warnings
+            .iter()
+            .filter(|w| w.rank == rank.rank)
+            .map(|w| w.where_.as_str())
+            .collect();
+        assert_eq!(warned.len(), 1, "{warned:?}");
         // NVTX steps: the headline is the steady state (warm-up step
         // dropped), where prefetch overlap hides most of the communication.
         assert_eq!(rank.window.rule, WindowRule::SteadySteps);
@@ -65,7 +83,15 @@ fn torch_item_sync_points_at_the_python_line() {
             .find(|g| g.pattern == "item-like")
             .unwrap_or_else(|| panic!("rank {}: no item-like sync", rank.rank));
         assert!(item.python.contains("torch_fsdp2.py:74"), "{}", item.python);
-        assert_eq!(item.count, 10);
+        // 10 steps: 9 in the steady state, the warm-up step's apart.
+        let all: u64 = rank
+            .syncs
+            .iter()
+            .chain(&rank.startup_syncs)
+            .filter(|g| g.pattern == "item-like")
+            .map(|g| g.count)
+            .sum();
+        assert_eq!((item.count, all), (9, 10));
     }
     // NCCL all-gathers and reduce-scatters of FSDP2 are recognised.
     let names: Vec<&str> = r

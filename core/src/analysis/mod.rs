@@ -37,7 +37,8 @@ pub struct AnalysisOptions {
     pub consecutive_kernel_delay_ns: i64,
     /// A sync group costing at least this much GPU idle is a warning.
     pub sync_gpu_idle_threshold_us: f64,
-    /// How close a compute start must follow a communication end to count as waiting for it.
+    /// How close a kernel's start must follow the end of what it waited for
+    /// (a collective, or the copy queued behind one) to count as released by it.
     pub stall_tolerance_ns: i64,
     /// Cap on the points of each SMs-in-use series (max per bucket beyond it).
     pub sm_series_max_points: usize,
@@ -51,7 +52,7 @@ impl Default for AnalysisOptions {
             hta_rounding: None,
             consecutive_kernel_delay_ns: 30_000,
             sync_gpu_idle_threshold_us: 50.0,
-            stall_tolerance_ns: 10_000,
+            stall_tolerance_ns: 25_000,
             sm_series_max_points: 100_000,
         }
     }
@@ -59,16 +60,34 @@ impl Default for AnalysisOptions {
 
 /// Analyzes every rank of `trace`.
 pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
-    let mut ctxs = rank::build(trace, opts.hta_rounding);
-    if let Some(r) = opts.rank {
-        ctxs.retain(|c| c.rank == r);
-    }
+    let all = rank::build(trace, opts.hta_rounding);
     let hta_filter = hta_filter_active(trace);
     let mut report = Report {
         dropped_records: trace.dropped_records(),
         notes: trace.warnings.clone(),
         ..Default::default()
     };
+    // A process with no GPU work (a launcher) is not a rank.
+    let mut ctxs: Vec<RankCtx> = Vec::with_capacity(all.len());
+    for c in all {
+        if c.gpu.is_empty() && c.device.is_none() {
+            let p = &trace.processes[c.process as usize];
+            report.other_processes.push(OtherProcess {
+                process: c.process,
+                pid: p.pid,
+                rank: p.rank,
+                label: format!("pid {}", p.pid),
+                name: p.name.clone(),
+                host_slices: c.host.len() as u64,
+            });
+        } else {
+            ctxs.push(c);
+        }
+    }
+    rank::number_ranks(trace, &mut ctxs);
+    if let Some(r) = opts.rank {
+        ctxs.retain(|c| c.rank == r);
+    }
     if let Some(r) = opts.rank {
         if ctxs.is_empty() {
             report.notes.push(format!("no rank {r} in the trace"));
@@ -119,6 +138,11 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         report.occupancy.extend(part.occupancy);
         report.ranks.extend(part.ranks);
     }
+    report.sync_warnings.sort_by(|a, b| {
+        b.gpu_idle_us
+            .total_cmp(&a.gpu_idle_us)
+            .then(a.rank.cmp(&b.rank))
+    });
     report
 }
 
@@ -131,17 +155,11 @@ fn analyze_rank(
     nccl: &collectives::NcclNames,
     report: &mut Report,
 ) {
-    let (steps, source) = steps::detect(trace, &ctx);
-    assign_steps(trace, &mut ctx, &steps);
-    let (window, keep) = headline_window(
-        trace,
-        &ctx,
-        &steps,
-        source,
-        hta_filter,
-        opts,
-        &mut report.notes,
-    );
+    let detected = steps::detect(trace, &ctx);
+    let (steps, source) = (&detected.steps, detected.source);
+    assign_steps(trace, &mut ctx, steps);
+    let (window, keep, window_steps) =
+        headline_window(trace, &ctx, &detected, hta_filter, opts, &mut report.notes);
     let head: Vec<&Ev> = ctx.gpu.iter().filter(|e| keep(e)).collect();
     let all: Vec<&Ev> = ctx.gpu.iter().collect();
     let unions = Unions::of(head.iter().copied());
@@ -150,20 +168,32 @@ fn analyze_rank(
         waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
     let (comm_stalls, _) = waits::comm_stalls(trace, &ctx, &head, opts.stall_tolerance_ns);
     let prefetch = waits::prefetch_slack(
+        trace,
         &ctx,
         &head,
-        &unions.compute,
         |id| nccl.is_all_gather(trace, id),
         opts.stall_tolerance_ns,
     );
-    let found = sync::find(trace, &ctx, &steps, opts);
+    let gpu_span = head
+        .iter()
+        .map(|e| e.s)
+        .min()
+        .zip(head.iter().map(|e| e.e).max());
+    let sync_window = sync::SyncWindow {
+        start: window.start_ns,
+        end: window.end_ns,
+        gpu_span,
+        label: &window.label,
+        steps: window_steps,
+    };
+    let found = sync::find(trace, &ctx, steps, &sync_window, opts);
     report
         .sync_warnings
         .extend(found.groups.iter().filter(|s| s.warning.is_some()).cloned());
     report.steps.extend(step_rows(
         trace,
         &ctx,
-        &steps,
+        steps,
         source,
         &all,
         &found.per_step,
@@ -221,6 +251,8 @@ fn analyze_rank(
         comm_stalls,
         prefetch,
         syncs,
+        startup_syncs: found.startup,
+        after_window_syncs: found.after,
     });
 }
 
@@ -276,38 +308,73 @@ fn assign_steps(t: &Trace, ctx: &mut RankCtx, steps: &[Step]) {
 
 type Keep<'a> = Box<dyn Fn(&Ev) -> bool + 'a>;
 
-/// The window of the headline numbers and the test for GPU events in it.
+/// Why `--steps` cannot select anything on a rank: its step list and source.
+fn no_steps_reason(ctx: &RankCtx, detected: &steps::Detected) -> String {
+    let rep = match &detected.repeating {
+        Some(r) => format!(
+            "; its kernels repeat with a period of {} kernels only {} full time(s), fewer than 3",
+            r.period, r.cycles
+        ),
+        None => "; no repeating kernel sequence was found".to_string(),
+    };
+    format!(
+        "rank {} has no steps: no ProfilerStep or NVTX step ranges, no optimizer-step markers{rep}",
+        ctx.rank
+    )
+}
+
+/// The window of the headline numbers, the test for GPU events in it, and
+/// the index range of its steps in the rank's step list.
 fn headline_window<'a>(
     t: &'a Trace,
     ctx: &'a RankCtx,
-    steps: &[Step],
-    source: StepSource,
+    detected: &steps::Detected,
     hta_filter: bool,
     opts: &AnalysisOptions,
     notes: &mut Vec<String>,
-) -> (Window, Keep<'a>) {
+) -> (Window, Keep<'a>, std::ops::Range<usize>) {
+    let steps = &detected.steps;
+    let source = detected.source;
     if let Some((a, b)) = opts.steps {
-        let chosen: Vec<u32> = (0..steps.len() as u32)
-            .filter(|&k| (a..=b).contains(&steps[k as usize].number))
+        let chosen: Vec<usize> = (0..steps.len())
+            .filter(|&k| (a..=b).contains(&steps[k].number))
             .collect();
         let in_range: Vec<bool> = steps.iter().map(|s| (a..=b).contains(&s.number)).collect();
-        if chosen.is_empty() {
-            notes.push(format!("rank {}: no step in {a}..{b}", ctx.rank));
-        }
+        let label = if steps.is_empty() {
+            let why = no_steps_reason(ctx, detected);
+            notes.push(format!("--steps {a}..{b}: {why}"));
+            format!("steps {a}..{b}: none ({why})")
+        } else if chosen.is_empty() {
+            let have = step_list(&steps.iter().map(|s| s.number).collect::<Vec<_>>());
+            let why = format!(
+                "rank {} has steps {have} ({}), none in {a}..{b}",
+                ctx.rank,
+                source.name()
+            );
+            notes.push(format!("--steps {a}..{b}: {why}"));
+            format!("steps {a}..{b}: none ({why})")
+        } else {
+            format!("steps {a}..{b} ({})", source.name())
+        };
         let w = Window {
             rule: WindowRule::SelectedSteps,
-            steps: chosen.iter().map(|&k| steps[k as usize].number).collect(),
-            start_ns: chosen.first().map(|&k| steps[k as usize].start_ns),
-            end_ns: chosen.last().map(|&k| steps[k as usize].end_ns),
-            label: format!("steps {a}..{b} ({})", source.name()),
+            steps: chosen.iter().map(|&k| steps[k].number).collect(),
+            start_ns: chosen.first().map(|&k| steps[k].start_ns),
+            end_ns: chosen.last().map(|&k| steps[k].end_ns),
+            label,
+        };
+        let range = match (chosen.first(), chosen.last()) {
+            (Some(&f), Some(&l)) => f..l + 1,
+            _ => 0..0,
         };
         return (
             w,
             Box::new(move |e: &Ev| in_range.get(e.step as usize).copied().unwrap_or(false)),
+            range,
         );
     }
     let sl = &t.slices;
-    let last_step_start = if hta_filter {
+    let last_step_start = if hta_filter && source == StepSource::ProfilerStep {
         ctx.host
             .iter()
             .filter(|&&h| t.str(sl.name[h as usize]).contains("ProfilerStep"))
@@ -316,56 +383,111 @@ fn headline_window<'a>(
     } else {
         None
     };
-    match last_step_start {
-        Some(last) => {
-            let round = |ns: i64| if ctx.rounded { rank::ceil_us(ns) } else { ns };
-            let last_r = round(last);
-            let kept: Vec<i64> = steps
-                .iter()
-                .filter(|s| round(s.start_ns) < last_r)
-                .map(|s| s.number)
-                .collect();
-            let w = Window {
-                rule: WindowRule::HtaSteps,
-                start_ns: steps.first().map(|s| s.start_ns),
-                end_ns: Some(last),
-                label: format!("steps {} (HTA: last step dropped)", step_list(&kept)),
-                steps: kept,
-            };
-            let keep = move |e: &Ev| match sl.correlation[e.id as usize] {
-                0 => true,
-                c => ctx
-                    .corr
-                    .get(c)
-                    .is_some_and(|h| round(sl.start_ns[h as usize]) < last_r),
-            };
-            (w, Box::new(keep))
-        }
-        None if source == StepSource::Nvtx && steps.len() >= 3 => {
-            let kept: Vec<i64> = steps[1..].iter().map(|s| s.number).collect();
-            let w = Window {
-                rule: WindowRule::SteadySteps,
-                start_ns: steps.get(1).map(|s| s.start_ns),
-                end_ns: steps.last().map(|s| s.end_ns),
-                label: format!(
-                    "steps {} (nvtx; first step dropped as warm-up)",
-                    step_list(&kept)
-                ),
-                steps: kept,
-            };
-            (w, Box::new(|e: &Ev| e.step != NONE && e.step >= 1))
-        }
-        None => {
-            let w = Window {
-                rule: WindowRule::WholeTrace,
-                steps: steps.iter().map(|s| s.number).collect(),
-                start_ns: None,
-                end_ns: None,
-                label: WHOLE_TRACE.to_string(),
-            };
-            (w, Box::new(|_: &Ev| true))
-        }
+    if let Some(last) = last_step_start {
+        let round = move |ns: i64| if ctx.rounded { rank::ceil_us(ns) } else { ns };
+        let last_r = round(last);
+        let kept: Vec<i64> = steps
+            .iter()
+            .filter(|s| round(s.start_ns) < last_r)
+            .map(|s| s.number)
+            .collect();
+        let w = Window {
+            rule: WindowRule::HtaSteps,
+            start_ns: steps.first().map(|s| s.start_ns),
+            end_ns: Some(last),
+            label: format!("steps {} (HTA: last step dropped)", step_list(&kept)),
+            steps: kept.clone(),
+        };
+        let keep = move |e: &Ev| match sl.correlation[e.id as usize] {
+            0 => true,
+            c => ctx
+                .corr
+                .get(c)
+                .is_some_and(|h| round(sl.start_ns[h as usize]) < last_r),
+        };
+        return (w, Box::new(keep), 0..kept.len());
     }
+    let warmup_outside = source == StepSource::Repetition
+        && detected
+            .repeating
+            .as_ref()
+            .is_some_and(|r| !r.first_is_warmup);
+    if warmup_outside && !steps.is_empty() {
+        // The kernels repeat from a point inside an earlier, different step
+        // (the warm-up): every full period is the steady state.
+        let kept: Vec<i64> = steps.iter().map(|s| s.number).collect();
+        let w = Window {
+            rule: WindowRule::SteadySteps,
+            start_ns: steps.first().map(|s| s.start_ns),
+            end_ns: steps.last().map(|s| s.end_ns),
+            label: format!(
+                "steps {} (repetition; the warm-up step before them repeats only in part)",
+                step_list(&kept)
+            ),
+            steps: kept,
+        };
+        return (w, Box::new(|e: &Ev| e.step != NONE), 0..steps.len());
+    }
+    if steps.len() >= 2 {
+        // The steady state: the first step (lazy initialization, allocator
+        // growth, NCCL setup) and everything before it are start-up.
+        let kept: Vec<i64> = steps[1..].iter().map(|s| s.number).collect();
+        let w = Window {
+            rule: WindowRule::SteadySteps,
+            start_ns: steps.get(1).map(|s| s.start_ns),
+            end_ns: steps.last().map(|s| s.end_ns),
+            label: format!(
+                "steps {} ({}; first step dropped as warm-up)",
+                step_list(&kept),
+                source.name()
+            ),
+            steps: kept,
+        };
+        return (
+            w,
+            Box::new(|e: &Ev| e.step != NONE && e.step >= 1),
+            1..steps.len(),
+        );
+    }
+    if let [only] = steps.as_slice() {
+        let w = Window {
+            rule: WindowRule::Step,
+            start_ns: Some(only.start_ns),
+            end_ns: Some(only.end_ns),
+            label: format!("step {} ({}; the only step)", only.number, source.name()),
+            steps: vec![only.number],
+        };
+        return (w, Box::new(|e: &Ev| e.step == 0), 0..1);
+    }
+    // No steps: never start-up. From the first repeating kernel sequence,
+    // else from the first collective.
+    let first_comm = ctx
+        .gpu
+        .iter()
+        .find(|e| e.class == SliceClass::Communication)
+        .map(|e| e.s);
+    let (rule, from, label) = match (&detected.repeating, first_comm) {
+        (Some(r), _) => (
+            WindowRule::FromFirstRepeat,
+            Some(r.start_ns),
+            "from the first repeating kernel sequence (no steps found)".to_string(),
+        ),
+        (None, Some(c)) => (
+            WindowRule::FromFirstCollective,
+            Some(c),
+            "from the first collective (no steps found)".to_string(),
+        ),
+        (None, None) => (WindowRule::WholeTrace, None, WHOLE_TRACE.to_string()),
+    };
+    let w = Window {
+        rule,
+        steps: Vec::new(),
+        start_ns: from,
+        end_ns: None,
+        label,
+    };
+    let from = from.unwrap_or(i64::MIN);
+    (w, Box::new(move |e: &Ev| e.s >= from), 0..0)
 }
 
 /// "4, 5" or "2..5" for a run.
@@ -416,13 +538,8 @@ fn step_rows(
         .enumerate()
         .map(|(k, s)| {
             let unions = Unions::of(buckets[k].iter().copied());
-            let mut prefetch = waits::prefetch_slack(
-                ctx,
-                &buckets[k],
-                &unions.compute,
-                is_all_gather,
-                opts.stall_tolerance_ns,
-            );
+            let mut prefetch =
+                waits::prefetch_slack(t, ctx, &buckets[k], is_all_gather, opts.stall_tolerance_ns);
             prefetch.per_all_gather = Vec::new(); // kept once, at rank level
             StepReport {
                 rank: ctx.rank,

@@ -305,6 +305,47 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
     out
 }
 
+/// The rank a process states without RANK: LOCAL_RANK, else an NCCL rank
+/// in its metadata ("nccl_rank", "NCCL rank", ...).
+fn stated_rank(p: &crate::model::Process) -> Option<u32> {
+    p.rank.or(p.local_rank).or_else(|| {
+        p.metadata.iter().find_map(|(k, v)| {
+            let k = k.to_ascii_lowercase();
+            (k.contains("nccl") && k.contains("rank") && !k.contains("nranks"))
+                .then(|| v.trim().parse::<u32>().ok())
+                .flatten()
+        })
+    })
+}
+
+/// Numbers the ranks: RANK, else LOCAL_RANK, else the NCCL rank, else the
+/// smallest number no other rank uses, so each rank has one row.
+pub fn number_ranks(t: &Trace, ctxs: &mut [RankCtx]) {
+    let mut used: Vec<u32> = Vec::new();
+    let mut pending: Vec<usize> = Vec::new();
+    for (k, c) in ctxs.iter_mut().enumerate() {
+        if c.device.is_some() {
+            used.push(c.rank);
+            continue;
+        }
+        match t.processes.get(c.process as usize).and_then(stated_rank) {
+            Some(r) if !used.contains(&r) => {
+                c.rank = r;
+                used.push(r);
+            }
+            _ => pending.push(k),
+        }
+    }
+    let mut next = 0u32;
+    for k in pending {
+        while used.contains(&next) {
+            next += 1;
+        }
+        ctxs[k].rank = next;
+        used.push(next);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -151,6 +151,7 @@ fn tables(r: &Report) -> Vec<Table> {
             "stall us",
             "all-gathers",
             "late prefetches",
+            "late us",
             "min slack us",
             "median slack us",
         ],
@@ -164,6 +165,7 @@ fn tables(r: &Report) -> Vec<Table> {
                     f1(k.comm_stalls.total_us),
                     k.prefetch.all_gathers.to_string(),
                     k.prefetch.late.to_string(),
+                    f1(k.prefetch.late_us),
                     opt1(k.prefetch.min_us),
                     opt1(k.prefetch.median_us),
                 ]
@@ -250,10 +252,16 @@ fn tables(r: &Report) -> Vec<Table> {
     let sync_rows: Vec<Vec<String>> = r
         .ranks
         .iter()
-        .flat_map(|k| k.syncs.iter())
+        .flat_map(|k| {
+            k.syncs
+                .iter()
+                .chain(&k.startup_syncs)
+                .chain(&k.after_window_syncs)
+        })
         .map(|s| {
             vec![
                 s.rank.to_string(),
+                s.window.clone(),
                 s.pattern.clone(),
                 s.api.clone(),
                 s.where_.clone(),
@@ -267,9 +275,10 @@ fn tables(r: &Report) -> Vec<Table> {
         .collect();
     if !sync_rows.is_empty() {
         out.push(Table {
-            title: "Host synchronizations (whole trace)".into(),
+            title: "Host synchronizations (GPU idle charged inside each window; warnings only in the headline window)".into(),
             headers: vec![
                 "rank",
+                "window",
                 "pattern",
                 "api",
                 "where",
@@ -294,6 +303,17 @@ fn header_lines(r: &Report) -> Vec<String> {
     )];
     for k in r.ranks.iter().filter(|k| !k.has_gpu_events) {
         v.push(format!("{} ({}): no GPU events", k.label, k.rank));
+    }
+    if !r.other_processes.is_empty() {
+        let list: Vec<String> = r
+            .other_processes
+            .iter()
+            .map(|o| format!("{} {}", o.label, o.name).trim_end().to_string())
+            .collect();
+        v.push(format!(
+            "other processes (no GPU work, not ranks): {}",
+            list.join(", ")
+        ));
     }
     v
 }

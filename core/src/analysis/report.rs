@@ -12,6 +12,9 @@ use serde::Serialize;
 pub struct Report {
     /// One entry per traced process (rank), in trace order.
     pub ranks: Vec<RankReport>,
+    /// Traced processes with no GPU work of their own (a launcher such as
+    /// torchrun's, a data-loader worker): not ranks.
+    pub other_processes: Vec<OtherProcess>,
     /// Per-step rows of every rank (rank-major, step order).
     pub steps: Vec<StepReport>,
     /// Per-collective statistics of every rank (headline window).
@@ -20,13 +23,27 @@ pub struct Report {
     pub collectives_per_step: Vec<CollectiveStats>,
     /// Per-device SM occupancy.
     pub occupancy: Vec<DeviceOccupancy>,
-    /// Synchronization groups that deserve attention (repeat in the steady
-    /// state, or cost at least the GPU-idle threshold).
+    /// Synchronization groups of the headline window that cost at least the
+    /// GPU-idle threshold, most GPU idle first.
     pub sync_warnings: Vec<SyncGroup>,
     /// Records the collector or importer could not deliver, over the trace.
     pub dropped_records: u64,
     /// Loader warnings carried over from the trace, and analysis notes.
     pub notes: Vec<String>,
+}
+
+/// A traced process without GPU work.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct OtherProcess {
+    /// Index of the process in the trace.
+    pub process: u32,
+    pub pid: u32,
+    /// RANK as the process saw it, when it had one.
+    pub rank: Option<u32>,
+    pub label: String,
+    pub name: String,
+    /// Host-side slices it recorded (API calls, ranges).
+    pub host_slices: u64,
 }
 
 /// Label of the whole-trace window.
@@ -57,13 +74,17 @@ pub enum WindowRule {
     HtaSteps,
     /// Steps chosen with `--steps A..B`.
     SelectedSteps,
-    /// NVTX steps without HTA markers: GPU work launched in the steps after
-    /// the first (warm-up: lazy initialization, allocator growth, NCCL
-    /// setup), when there are at least three; startup and teardown outside
-    /// the steps are left out.
+    /// Steps without HTA's rule (NVTX, optimizer-step markers, repetition):
+    /// the GPU work of the steps after the first (warm-up: lazy
+    /// initialization, allocator growth, NCCL setup); start-up and teardown
+    /// outside the steps are left out (docs/METRICS.md for repetition).
     SteadySteps,
     /// One step.
     Step,
+    /// No steps: from the start of the first repeating kernel sequence.
+    FromFirstRepeat,
+    /// No steps and no repetition: from the first collective.
+    FromFirstCollective,
 }
 
 /// HTA-style numbers over one window (all `_us` from merged intervals).
@@ -112,7 +133,8 @@ pub struct RankReport {
     /// `exposed_comm_us`, ... sit beside `rank`).
     #[serde(flatten)]
     pub breakdown: Breakdown,
-    /// Where steps came from: "ProfilerStep", "nvtx", "repetition" or "none".
+    /// Where steps came from: "ProfilerStep", "nvtx", "optimizer-step",
+    /// "repetition" or "none".
     pub step_source: String,
     /// Idle time per stream by HTA's categories (headline window).
     pub idle_by_stream: Vec<StreamIdle>,
@@ -120,8 +142,13 @@ pub struct RankReport {
     pub comm_stalls: CommStalls,
     /// All-gather prefetch slack (headline window).
     pub prefetch: PrefetchSlack,
-    /// Every host-blocking synchronization group of this rank (whole trace).
+    /// Host-blocking synchronization groups of this rank that started in
+    /// the headline window (their GPU idle is clipped to it).
     pub syncs: Vec<SyncGroup>,
+    /// Those that started before the window (start-up, warm-up step).
+    pub startup_syncs: Vec<SyncGroup>,
+    /// Those that started after it (teardown, the step HTA drops).
+    pub after_window_syncs: Vec<SyncGroup>,
 }
 
 /// HTA idle categories of one stream.
@@ -135,8 +162,8 @@ pub struct StreamIdle {
     pub total_us: f64,
 }
 
-/// Gaps on compute streams that end when a communication kernel of another
-/// stream ends: compute waited for communication.
+/// Time compute streams sat idle because their next kernel waited on
+/// communication (docs/METRICS.md, "Communication stalls").
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct CommStalls {
     pub count: u64,
@@ -166,13 +193,15 @@ pub struct Stall {
     pub stall_us: f64,
 }
 
-/// Slack between each all-gather's end and the next compute kernel start
-/// on the same device (negative never: 0 means compute was already waiting).
+/// All-gather prefetches: late ones (a compute kernel waited for them) and
+/// the slack of the others (next compute start on the device minus their end).
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct PrefetchSlack {
     pub all_gathers: u64,
-    /// All-gathers that compute started right after (slack below 1 µs): late prefetches.
+    /// All-gathers a compute kernel waited for (late prefetches).
     pub late: u64,
+    /// How long their consumers waited, in all.
+    pub late_us: f64,
     pub min_us: Option<f64>,
     pub median_us: Option<f64>,
     pub mean_us: Option<f64>,
@@ -186,7 +215,7 @@ pub struct StepReport {
     pub rank: u32,
     pub step: i64,
     pub name: String,
-    /// "ProfilerStep", "nvtx" or "repetition".
+    /// "ProfilerStep", "nvtx", "optimizer-step" or "repetition".
     pub source: String,
     /// Step bounds (host time for marked steps, GPU time for repetition).
     pub start_ns: i64,
@@ -279,7 +308,8 @@ pub struct KernelOccupancy {
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct SyncGroup {
     pub rank: u32,
-    /// Always "whole trace".
+    /// The headline window's label, "start-up (before the window)" or
+    /// "after the window".
     pub window: String,
     /// "item-like", "cpu-copy", "device-sync", "stream-sync" or "event-sync".
     pub pattern: String,
@@ -295,8 +325,9 @@ pub struct SyncGroup {
     /// Innermost enclosing CPU operator of the first occurrence (aten::item, ...), "" when none.
     pub op: String,
     pub count: u64,
-    /// Steps (of the rank's step list) it occurs in.
+    /// Steps it occurs in (of the window's steps, for a group in the window).
     pub steps_with: u64,
+    /// Occurrences per step of the window (`None` outside it or without steps).
     pub per_step: Option<f64>,
     pub host_blocked_us: f64,
     pub gpu_idle_us: f64,

@@ -1,10 +1,12 @@
-//! Training steps of a rank: ProfilerStep#N markers, NVTX step ranges, or
-//! else the period of the main stream's kernel sequence.
+//! Training steps of a rank, in this order: ProfilerStep#N markers, NVTX
+//! step ranges, the collector's optimizer-step ranges (each ends a step),
+//! or else the period of the main stream's kernel sequence.
 
 use regex::Regex;
 
 use super::rank::{RankCtx, NONE};
 use crate::model::{SliceKind, StrId, Trace};
+use crate::protocol::OPTIMIZER_STEP_RANGE;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
@@ -20,6 +22,8 @@ pub struct Step {
 pub enum StepSource {
     ProfilerStep,
     Nvtx,
+    /// The collector's optimizer-step ranges (`protocol::OPTIMIZER_STEP_RANGE`).
+    OptimizerStep,
     Repetition,
     None,
 }
@@ -29,6 +33,7 @@ impl StepSource {
         match self {
             StepSource::ProfilerStep => "ProfilerStep",
             StepSource::Nvtx => "nvtx",
+            StepSource::OptimizerStep => "optimizer-step",
             StepSource::Repetition => "repetition",
             StepSource::None => "none",
         }
@@ -52,8 +57,16 @@ pub fn is_step_name(name: &str) -> bool {
     profiler_step_number(name).is_some() || nvtx_step_regex().is_some_and(|r| r.is_match(name))
 }
 
+/// The steps of a rank, where they came from, and (without steps) where
+/// a repeating kernel sequence begins.
+pub struct Detected {
+    pub steps: Vec<Step>,
+    pub source: StepSource,
+    pub repeating: Option<Repeating>,
+}
+
 /// Finds the steps of a rank.
-pub fn detect(t: &Trace, ctx: &RankCtx) -> (Vec<Step>, StepSource) {
+pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
     let sl = &t.slices;
     // Name ids that mark steps, decided once per distinct name.
     let mut decided: std::collections::HashMap<StrId, Option<(bool, Option<i64>)>> =
@@ -61,9 +74,19 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> (Vec<Step>, StepSource) {
     let re = nvtx_step_regex();
     let mut profiler: Vec<Step> = Vec::new();
     let mut nvtx: Vec<Step> = Vec::new();
+    let marker = t.strings.lookup(OPTIMIZER_STEP_RANGE);
+    let mut marker_ends: Vec<i64> = Vec::new();
+    let mut first_launch = i64::MAX;
     for &h in &ctx.host {
         let i = h as usize;
+        if sl.correlation[i] != 0 && matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
+            first_launch = first_launch.min(sl.start_ns[i]);
+        }
         if !matches!(sl.kind[i], SliceKind::CpuOp | SliceKind::Range) {
+            continue;
+        }
+        if sl.kind[i] == SliceKind::Range && Some(sl.name[i]) == marker {
+            marker_ends.push(sl.start_ns[i] + sl.dur_ns[i]);
             continue;
         }
         let d = *decided.entry(sl.name[i]).or_insert_with(|| {
@@ -90,16 +113,58 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> (Vec<Step>, StepSource) {
             nvtx.push(step);
         }
     }
+    let found = |steps: Vec<Step>, source: StepSource| Detected {
+        steps,
+        source,
+        repeating: None,
+    };
     if !profiler.is_empty() {
-        return (outermost(profiler, false), StepSource::ProfilerStep);
+        return found(outermost(profiler, false), StepSource::ProfilerStep);
     }
     if !nvtx.is_empty() {
-        return (outermost(nvtx, true), StepSource::Nvtx);
+        return found(outermost(nvtx, true), StepSource::Nvtx);
+    }
+    if !marker_ends.is_empty() {
+        return found(
+            marker_steps(marker_ends, first_launch),
+            StepSource::OptimizerStep,
+        );
     }
     match repetition(t, ctx) {
-        Some(steps) => (steps, StepSource::Repetition),
-        None => (Vec::new(), StepSource::None),
+        (Some(steps), rep) => Detected {
+            steps,
+            source: StepSource::Repetition,
+            repeating: rep,
+        },
+        (None, rep) => Detected {
+            steps: Vec::new(),
+            source: StepSource::None,
+            repeating: rep,
+        },
     }
+}
+
+/// Steps a rank's optimizer-step ranges end: step k runs from the end of
+/// range k-1 (for the first, from the rank's first launch call) to the end
+/// of range k.
+fn marker_steps(mut ends: Vec<i64>, first_launch: i64) -> Vec<Step> {
+    ends.sort_unstable();
+    ends.dedup();
+    let mut prev = first_launch.min(ends[0]);
+    ends.iter()
+        .enumerate()
+        .map(|(k, &end_ns)| {
+            let s = Step {
+                number: k as i64,
+                name: format!("optimizer step {k}"),
+                start_ns: prev,
+                end_ns: end_ns + 1,
+                host_time: true,
+            };
+            prev = end_ns + 1;
+            s
+        })
+        .collect()
 }
 
 /// Sorts by start, drops steps nested in (or duplicating) an earlier one,
@@ -124,13 +189,50 @@ fn outermost(mut v: Vec<Step>, renumber: bool) -> Vec<Step> {
     out
 }
 
-/// Share of sampled positions `i` where `seq[i]` and `seq[i + p]` have the same name.
-fn match_ratio(seq: &[(StrId, i64, i64)], p: usize) -> f64 {
-    const SAMPLES: usize = 20_000;
-    let span = seq.len() - p;
+/// What the period detector found on the main stream of a rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repeating {
+    /// GPU time where the repeating kernel sequence begins.
+    pub start_ns: i64,
+    /// Period in kernels of the main stream.
+    pub period: usize,
+    /// Full periods found.
+    pub cycles: usize,
+    /// Whether the first full period is the warm-up step.
+    pub first_is_warmup: bool,
+}
+
+/// End times of the rank's blocking host synchronization calls, sorted.
+fn sync_call_ends(t: &Trace, ctx: &RankCtx) -> Vec<i64> {
+    let sl = &t.slices;
+    let mut v: Vec<i64> = ctx
+        .host
+        .iter()
+        .map(|&h| h as usize)
+        .filter(|&i| matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver))
+        .filter(|&i| {
+            let n = t.str(sl.name[i]);
+            n.contains("Synchronize") || n.starts_with("cuMemcpyDtoH") || n == "cudaMemcpy"
+        })
+        .map(|i| sl.start_ns[i] + sl.dur_ns[i])
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Fewest full periods taken as steps.
+const MIN_CYCLES: usize = 3;
+
+/// Sampled share of positions `i` with `seq[i] == seq[i + p]`.
+fn sampled_ratio(seq: &[u32], p: usize) -> f64 {
+    const SAMPLES: usize = 4_000;
+    let span = seq.len().saturating_sub(p);
+    if span == 0 {
+        return 0.0;
+    }
     if span <= SAMPLES {
-        let same = (0..span).filter(|&i| seq[i].0 == seq[i + p].0).count();
-        return same as f64 / span.max(1) as f64;
+        let same = (0..span).filter(|&i| seq[i] == seq[i + p]).count();
+        return same as f64 / span as f64;
     }
     // Pseudo-random positions, so no stride can alias with the period.
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
@@ -140,56 +242,217 @@ fn match_ratio(seq: &[(StrId, i64, i64)], p: usize) -> f64 {
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         let i = ((x >> 33) as usize) % span;
-        same += (seq[i].0 == seq[i + p].0) as usize;
+        same += (seq[i] == seq[i + p]) as usize;
     }
     same as f64 / SAMPLES as f64
 }
 
+/// The longest region `[a, b)` of `seq` that repeats with period `p`: a
+/// run of positions `i` where `seq[i] == seq[i + p]`, a mismatch being
+/// tolerated when the `p` comparisons around it hold at most `p / 20`
+/// mismatches (kernels whose order varies a little from step to step).
+fn repeating_region(seq: &[u32], p: usize) -> (usize, usize) {
+    let n = seq.len();
+    if p == 0 || n <= p {
+        return (0, 0);
+    }
+    let m = n - p;
+    let matches = |i: usize| seq[i] == seq[i + p];
+    let mut pre = vec![0u32; m + 1];
+    for i in 0..m {
+        pre[i + 1] = pre[i] + u32::from(!matches(i));
+    }
+    let allowed = (p / 20) as u32;
+    let ok = |i: usize| {
+        matches(i) || {
+            let lo = i.saturating_sub(p / 2);
+            let hi = (i + p.div_ceil(2)).min(m);
+            allowed > 0 && pre[hi] - pre[lo] <= allowed
+        }
+    };
+    let (mut best, mut i) = ((0usize, 0usize), 0usize);
+    while i < m {
+        if !matches(i) {
+            i += 1;
+            continue;
+        }
+        let a = i;
+        let mut last_match = i;
+        while i < m && ok(i) {
+            if matches(i) {
+                last_match = i;
+            }
+            i += 1;
+        }
+        let b = last_match + 1 + p;
+        if b - a > best.1 - best.0 {
+            best = (a, b);
+        }
+    }
+    best
+}
+
+/// Finds the period of the main stream's kernel-name sequence and its
+/// repeating region. Candidates: for every kernel name seen at least 3
+/// times, the median and last distances between its consecutive
+/// occurrences; the 48 best by sampled match ratio are scanned fully; the
+/// longest repeating region wins, and among periods covering about as
+/// much (multiples of the period cover the same region) the smallest.
+fn find_period(seq: &[u32]) -> Option<(usize, usize, usize)> {
+    let n = seq.len();
+    if n < 2 * MIN_CYCLES {
+        return None;
+    }
+    let distinct = seq.iter().copied().max().map_or(0, |m| m as usize + 1);
+    let mut last: Vec<usize> = vec![usize::MAX; distinct];
+    let mut gaps: Vec<Vec<usize>> = vec![Vec::new(); distinct];
+    for (i, &x) in seq.iter().enumerate() {
+        let l = last[x as usize];
+        if l != usize::MAX {
+            gaps[x as usize].push(i - l);
+        }
+        last[x as usize] = i;
+    }
+    let mut cands: Vec<usize> = Vec::new();
+    for mut g in gaps.into_iter().filter(|g| g.len() + 1 >= MIN_CYCLES) {
+        if let Some(&l) = g.last() {
+            cands.push(l);
+        }
+        g.sort_unstable();
+        cands.push(g[g.len() / 2]);
+    }
+    cands.retain(|&p| p >= 2 && p * MIN_CYCLES <= n);
+    cands.sort_unstable();
+    cands.dedup();
+    let mut scored: Vec<(usize, f64)> = cands.iter().map(|&p| (p, sampled_ratio(seq, p))).collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    scored.truncate(48);
+    let regions: Vec<(usize, usize, usize)> = scored
+        .iter()
+        .map(|&(p, _)| {
+            let (a, b) = repeating_region(seq, p);
+            (p, a, b)
+        })
+        .filter(|&(p, a, b)| b > a && (b - a) / p >= MIN_CYCLES)
+        .collect();
+    let best = regions.iter().map(|r| r.2 - r.1).max()?;
+    regions
+        .iter()
+        .filter(|r| (r.2 - r.1) as f64 >= 0.97 * best as f64)
+        .min_by_key(|r| r.0)
+        .copied()
+}
+
 /// Steps from the period of the GPU-event name sequence of the busiest
-/// stream. Candidates are the recurrences of the first name; the best
-/// match ratio wins (at least 95%), and among periods matching about as
-/// well (within 0.2 points: multiples of the period do) the smallest.
-/// A workload whose steps differ only in timing (forward and backward
-/// launching the same kernels) can yield sub-step periods. Fewer than 3
-/// repetitions are not taken as steps.
-fn repetition(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
+/// stream: full periods of the repeating region, each starting at the
+/// phase of the period that follows a host synchronization in most
+/// periods, else where the stream idles longest before a kernel (the step
+/// boundary, where the host syncs, reads data or runs the optimizer's host
+/// side). Also returns where the repetition begins, with fewer than 3 full
+/// periods too.
+pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeating>) {
     let mut per_stream = vec![0usize; ctx.streams.len()];
     for e in &ctx.gpu {
         per_stream[e.stream as usize] += 1;
     }
-    let main = per_stream.iter().enumerate().max_by_key(|(_, c)| **c)?.0 as u16;
-    let seq: Vec<(StrId, i64, i64)> = ctx
+    let Some(main) = per_stream
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, c)| **c)
+        .map(|(k, _)| k as u16)
+    else {
+        return (None, None);
+    };
+    let evs: Vec<(StrId, i64, i64)> = ctx
         .gpu
         .iter()
         .filter(|e| e.stream == main)
         .map(|e| (t.slices.name[e.id as usize], e.s, e.e))
         .collect();
-    let n = seq.len();
-    if n < 4 {
-        return None;
-    }
-    let first = seq[0].0;
-    let scored: Vec<(usize, f64)> = (1..=n / 2)
-        .filter(|&k| seq[k].0 == first)
-        .take(256)
-        .map(|p| (p, match_ratio(&seq, p)))
+    let main_ids: Vec<u32> = ctx
+        .gpu
+        .iter()
+        .filter(|e| e.stream == main)
+        .map(|e| e.id)
         .collect();
-    let best = scored.iter().map(|c| c.1).fold(0.0f64, f64::max);
-    if best < 0.95 {
-        return None;
+    // Dense name ids.
+    let mut ids: std::collections::HashMap<StrId, u32> = Default::default();
+    let seq: Vec<u32> = evs
+        .iter()
+        .map(|e| {
+            let next = ids.len() as u32;
+            *ids.entry(e.0).or_insert(next)
+        })
+        .collect();
+    let Some((p, a, b)) = find_period(&seq) else {
+        return (None, None);
+    };
+    // Phase: the step boundary. Where the launching thread blocked in a
+    // host synchronization between two launches in most periods (the
+    // per-step `loss.item()`, logging, a barrier); among those, or without
+    // any, where the stream idled longest before a kernel, summed over the
+    // periods.
+    let syncs = sync_call_ends(t, ctx);
+    let launches: Vec<Option<i64>> = main_ids.iter().map(|&id| ctx.launch_start(t, id)).collect();
+    let mut synced = vec![0u32; p];
+    let mut idle = vec![0i64; p];
+    let mut seen = vec![0i64; p];
+    for j in a.max(1)..b {
+        let k = (j - a) % p;
+        seen[k] += 1;
+        if let (Some(x), Some(y)) = (launches[j - 1], launches[j]) {
+            let at = syncs.partition_point(|&e| e <= x);
+            if syncs.get(at).is_some_and(|&e| e <= y) {
+                synced[k] += 1;
+            }
+        }
+        let prev_end = evs[..j]
+            .iter()
+            .rev()
+            .take(4)
+            .map(|e| e.2)
+            .max()
+            .unwrap_or(evs[j].1);
+        idle[k] += (evs[j].1 - prev_end).max(0);
     }
-    let period = scored.iter().find(|c| c.1 >= best - 0.002)?.0;
-    let count = n / period;
-    if count < 3 {
-        return None;
-    }
-    let steps = (0..count)
+    let cycles_seen = ((b - a) / p).max(1) as u32;
+    let score: Vec<(u32, i64)> = (0..p)
         .map(|k| {
-            let start_ns = seq[k * period].1;
-            let end_ns = if (k + 1) * period < n {
-                seq[(k + 1) * period].1
+            let s = if synced[k] * 5 >= cycles_seen * 4 {
+                synced[k]
             } else {
-                seq[n - 1].2
+                0
+            };
+            // Mean gap, so a phase seen once less is not penalized.
+            (s, idle[k] / seen[k].max(1))
+        })
+        .collect();
+    let phase = (0..p)
+        .max_by_key(|&k| (score[k], std::cmp::Reverse(k)))
+        .unwrap_or(0);
+    let first = a + phase;
+    let cycles = (b - first) / p;
+    let rep = Repeating {
+        start_ns: evs[a].1,
+        period: p,
+        cycles,
+        // Decided below once the periods are known.
+        first_is_warmup: true,
+    };
+    if cycles < MIN_CYCLES {
+        return (None, Some(rep));
+    }
+    let steps = (0..cycles)
+        .map(|k| {
+            let i = first + k * p;
+            let j = i + p;
+            let start_ns = evs[i].1;
+            // Up to the next period's first kernel; the last full period ends
+            // at the next kernel only when a new period begins there.
+            let end_ns = if j < b || (j < evs.len() && seq[j] == seq[i]) {
+                evs[j].1
+            } else {
+                evs[i..j].iter().map(|e| e.2).max().unwrap_or(evs[j - 1].2)
             };
             Step {
                 number: k as i64,
@@ -199,8 +462,31 @@ fn repetition(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
                 host_time: false,
             }
         })
-        .collect();
-    Some(steps)
+        .collect::<Vec<Step>>();
+    // A warm-up step that launched other kernels ran just before the
+    // repetition (at least half a period of kernels, closer to it than a
+    // period lasts): the first full period is already steady. Otherwise
+    // the first full period is the warm-up.
+    let mut durs: Vec<i64> = steps.iter().map(|s| s.end_ns - s.start_ns).collect();
+    durs.sort_unstable();
+    let median = durs.get(durs.len() / 2).copied().unwrap_or(0);
+    let warmup_before = a * 2 >= p && a > 0 && evs[a].1 - evs[a - 1].2 < median;
+    let first_is_warmup = !warmup_before || too_slow(&steps, median);
+    (
+        Some(steps),
+        Some(Repeating {
+            first_is_warmup,
+            ..rep
+        }),
+    )
+}
+
+/// Whether the first full period lasts more than twice the median period
+/// (first-time allocations, lazy initialization, NCCL setup).
+fn too_slow(steps: &[Step], median: i64) -> bool {
+    steps
+        .first()
+        .is_some_and(|f| f.end_ns - f.start_ns > 2 * median)
 }
 
 /// Index of the step containing `t` in steps sorted by start, or `NONE`.

@@ -10,12 +10,13 @@
 
 use std::collections::HashMap;
 
-use super::intervals::{gap_around, union};
+use super::intervals::union;
 use super::rank::{RankCtx, NONE};
-use super::report::{SyncGroup, WHOLE_TRACE};
+use super::report::SyncGroup;
 use super::steps::{is_step_name, step_at, Step};
 use super::AnalysisOptions;
 use crate::model::{CopyKind, SliceKind, Trace, TrackId};
+use crate::protocol::OPTIMIZER_STEP_RANGE;
 
 /// Pattern labels.
 pub const ITEM_LIKE: &str = "item-like";
@@ -86,13 +87,38 @@ struct Occ {
     host_blocked_ns: i64,
 }
 
-/// Sync groups of a rank and, per step, (occurrences, host ns blocked).
+/// Sync groups of a rank: in the headline window, before it (start-up)
+/// and after it; and, per step, (occurrences, host ns blocked).
 pub struct SyncFindings {
     pub groups: Vec<SyncGroup>,
+    pub startup: Vec<SyncGroup>,
+    pub after: Vec<SyncGroup>,
     pub per_step: Vec<(u64, i64)>,
 }
 
-pub fn find(t: &Trace, ctx: &RankCtx, steps: &[Step], opts: &AnalysisOptions) -> SyncFindings {
+/// Where the headline window lies, for sorting and charging syncs.
+#[derive(Debug, Clone)]
+pub struct SyncWindow<'a> {
+    /// Host-time bounds: a sync starting before `start` is start-up, at or
+    /// after `end` is after the window (None = unbounded).
+    pub start: Option<i64>,
+    pub end: Option<i64>,
+    /// GPU span of the window's GPU events (first start, last end): the
+    /// idle charged to the window's syncs is clipped to it.
+    pub gpu_span: Option<(i64, i64)>,
+    /// Label of the window.
+    pub label: &'a str,
+    /// Index range of the window's steps in the rank's step list.
+    pub steps: std::ops::Range<usize>,
+}
+
+pub fn find(
+    t: &Trace,
+    ctx: &RankCtx,
+    steps: &[Step],
+    window: &SyncWindow,
+    opts: &AnalysisOptions,
+) -> SyncFindings {
     let sl = &t.slices;
     let end = |i: usize| sl.start_ns[i] + sl.dur_ns[i];
     // Memcpy GPU slices by correlation, for synchronous copies and D2H lookups.
@@ -223,7 +249,7 @@ pub fn find(t: &Trace, ctx: &RankCtx, steps: &[Step], opts: &AnalysisOptions) ->
             host_blocked_ns: blocked,
         });
     }
-    group(t, ctx, steps, occs, opts)
+    group(t, ctx, steps, occs, window, opts)
 }
 
 /// A sync preceded on its thread by a D2H copy launch (since the previous
@@ -354,25 +380,97 @@ pub fn python_location(name: &str) -> Option<String> {
     (!file.is_empty()).then(|| format!("{file}:{line} ({func})"))
 }
 
+/// GPU idle each occurrence caused: when the device was busy when the host
+/// began to wait (running, or with work launched before the wait still to
+/// run) and drained before the wait ended, the gap from the drain (the end
+/// of the busy period that work ends in) to the device's next work; a wait
+/// on an already idle device, or one the device outlasts, costs nothing. A
+/// gap is charged once (to the first sync that drained into it), and only
+/// its part inside the sync's region (before, inside or after the window's
+/// GPU span).
+fn charge(
+    t: &Trace,
+    ctx: &RankCtx,
+    occs: &[Occ],
+    region: &[u8],
+    span: Option<(i64, i64)>,
+) -> Vec<i64> {
+    let busy = union(ctx.gpu.iter().map(|e| (e.s, e.e)).collect());
+    // Work known to the device at time x: the latest end of the GPU events
+    // launched (or, without a launch call, started) by x.
+    let mut launched: Vec<(i64, i64)> = ctx
+        .gpu
+        .iter()
+        .map(|e| (ctx.launch_start(t, e.id).unwrap_or(e.s).min(e.s), e.e))
+        .collect();
+    launched.sort_unstable();
+    let mut latest = Vec::with_capacity(launched.len());
+    let mut m = i64::MIN;
+    for &(_, e) in &launched {
+        m = m.max(e);
+        latest.push(m);
+    }
+    let mut order: Vec<usize> = (0..occs.len()).collect();
+    order.sort_by_key(|&k| (occs[k].start_ns, occs[k].end_ns));
+    let mut charged: std::collections::HashSet<i64> = Default::default();
+    let mut idle = vec![0i64; occs.len()];
+    let (lo, hi) = span.unwrap_or((i64::MIN, i64::MAX));
+    for k in order {
+        let o = &occs[k];
+        let known = launched.partition_point(|&(l, _)| l <= o.start_ns);
+        let Some(&pending_end) = known.checked_sub(1).and_then(|i| latest.get(i)) else {
+            continue;
+        };
+        if pending_end <= o.start_ns {
+            continue; // the device was idle when the host began to wait
+        }
+        // The busy period that work ends in.
+        let at = busy.partition_point(|&(s, _)| s < pending_end);
+        let Some(&(_, drain)) = at.checked_sub(1).and_then(|i| busy.get(i)) else {
+            continue;
+        };
+        if drain > o.end_ns {
+            continue; // the device outlasted the wait: nothing drained
+        }
+        let Some(&(next, _)) = busy.get(at) else {
+            continue; // nothing ran after: the end of the trace, not a cost
+        };
+        if !charged.insert(drain) {
+            continue;
+        }
+        let (a, b) = match region[k] {
+            0 => (drain, next.min(lo)),
+            1 => (drain.max(lo), next.min(hi)),
+            _ => (drain.max(hi), next),
+        };
+        idle[k] = (b - a).max(0);
+    }
+    idle
+}
+
 fn group(
     t: &Trace,
     ctx: &RankCtx,
     steps: &[Step],
     occs: Vec<Occ>,
+    window: &SyncWindow,
     opts: &AnalysisOptions,
 ) -> SyncFindings {
-    let busy = union(
-        ctx.gpu
-            .iter()
-            .map(|e| {
-                (
-                    t.slices.start_ns[e.id as usize],
-                    t.slices.end_ns(e.id as usize),
-                )
-            })
-            .collect(),
-    );
     let sl = &t.slices;
+    // 0: start-up (before the window), 1: in the window, 2: after it.
+    let region: Vec<u8> = occs
+        .iter()
+        .map(|o| {
+            if window.start.is_some_and(|s| o.start_ns < s) {
+                0
+            } else if window.end.is_some_and(|e| o.start_ns >= e) {
+                2
+            } else {
+                1
+            }
+        })
+        .collect();
+    let idle = charge(t, ctx, &occs, &region, window.gpu_span);
     let ranges = enclosing(t, ctx, &occs, SliceKind::Range);
     let ops = enclosing(t, ctx, &occs, SliceKind::CpuOp);
     let mut per_step = vec![(0u64, 0i64); steps.len()];
@@ -382,20 +480,8 @@ fn group(
         blocked_ns: i64,
         idle_ns: i64,
     }
-    let mut groups: HashMap<(&'static str, String, String, String), Acc> = HashMap::new();
-    // GPU idle each sync causes: from its end to the next GPU event, when
-    // the GPUs are idle at its end; a later sync in the same gap takes
-    // over from its own end, so a gap is never charged twice.
-    let mut by_end: Vec<usize> = (0..occs.len()).collect();
-    by_end.sort_by_key(|&k| occs[k].end_ns);
-    let mut idle = vec![0i64; occs.len()];
-    for (pos, &k) in by_end.iter().enumerate() {
-        let end = occs[k].end_ns;
-        if let Some((_, Some(next_gpu))) = gap_around(&busy, end) {
-            let next_sync = by_end.get(pos + 1).map_or(i64::MAX, |&n| occs[n].end_ns);
-            idle[k] = (next_gpu.min(next_sync) - end).max(0);
-        }
-    }
+    type Key = (u8, &'static str, String, String, String);
+    let mut groups: HashMap<Key, Acc> = HashMap::new();
     for (k, o) in occs.iter().enumerate() {
         // Python location: the collector's arg, else the innermost Kineto
         // python_function around the call (the innermost frame of user
@@ -415,7 +501,7 @@ fn group(
         let nvtx = ranges[k]
             .iter()
             .map(|&r| t.str(sl.name[r as usize]))
-            .filter(|n| !is_step_name(n))
+            .filter(|n| !is_step_name(n) && *n != OPTIMIZER_STEP_RANGE)
             .collect::<Vec<_>>()
             .join(" > ");
         let op = ops[k]
@@ -431,11 +517,22 @@ fn group(
             per_step[step as usize].0 += 1;
             per_step[step as usize].1 += o.host_blocked_ns;
         }
-        let key = (o.pattern, o.api.clone(), python.clone(), nvtx.clone());
+        let key = (
+            region[k],
+            o.pattern,
+            o.api.clone(),
+            python.clone(),
+            nvtx.clone(),
+        );
+        let label = match region[k] {
+            0 => "start-up (before the window)".to_string(),
+            1 => window.label.to_string(),
+            _ => "after the window".to_string(),
+        };
         let acc = groups.entry(key).or_insert_with(|| Acc {
             g: SyncGroup {
                 rank: ctx.rank,
-                window: WHOLE_TRACE.to_string(),
+                window: label,
                 pattern: o.pattern.to_string(),
                 api: o.api.clone(),
                 where_: if !python.is_empty() {
@@ -470,37 +567,50 @@ fn group(
             acc.steps.push(step);
         }
     }
-    let mut out: Vec<SyncGroup> = groups
-        .into_values()
-        .map(|mut a| {
-            a.steps.sort_unstable();
-            a.steps.dedup();
-            a.g.steps_with = a.steps.len() as u64;
-            a.g.per_step = (!steps.is_empty()).then(|| a.g.count as f64 / steps.len() as f64);
-            a.g.host_blocked_us = a.blocked_ns as f64 / 1000.0;
-            a.g.gpu_idle_us = a.idle_ns as f64 / 1000.0;
-            // Steady state: every step after the first (warm-up).
-            let steady = a.steps.iter().filter(|&&s| s > 0).count();
-            let mut why: Vec<String> = Vec::new();
-            if steps.len() >= 2 && steady >= 2 {
-                why.push(format!("repeats in {steady} steady-state steps"));
-            } else if steps.len() < 2 && a.g.count >= 2 {
-                why.push(format!("repeats {} times", a.g.count));
+    let window_steps = window.steps.len();
+    let (mut inside, mut startup, mut after) = (Vec::new(), Vec::new(), Vec::new());
+    for ((region, ..), mut a) in groups {
+        a.steps.sort_unstable();
+        a.steps.dedup();
+        a.steps
+            .retain(|s| window.steps.contains(&(*s as usize)) || region != 1);
+        a.g.steps_with = a.steps.len() as u64;
+        a.g.host_blocked_us = a.blocked_ns as f64 / 1000.0;
+        a.g.gpu_idle_us = a.idle_ns as f64 / 1000.0;
+        if region != 1 {
+            match region {
+                0 => startup.push(a.g),
+                _ => after.push(a.g),
             }
-            if a.g.gpu_idle_us >= opts.sync_gpu_idle_threshold_us {
-                why.push(format!("costs {:.1} µs of GPU idle", a.g.gpu_idle_us));
+            continue;
+        }
+        a.g.per_step = (window_steps > 0).then(|| a.g.count as f64 / window_steps as f64);
+        // A warning means a cost: GPU idle caused in the window. A sync
+        // that repeats but leaves the device busy is listed, not raised.
+        if a.g.gpu_idle_us >= opts.sync_gpu_idle_threshold_us && a.idle_ns > 0 {
+            let mut why = vec![format!("costs {:.1} µs of GPU idle", a.g.gpu_idle_us)];
+            if window_steps >= 2 && a.g.steps_with >= 2 {
+                why.push(format!("in {} of {} steps", a.g.steps_with, window_steps));
+            } else if a.g.count >= 2 {
+                why.push(format!("{} times", a.g.count));
             }
-            a.g.warning = (!why.is_empty()).then(|| why.join("; "));
-            a.g
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        (b.gpu_idle_us + b.host_blocked_us)
-            .total_cmp(&(a.gpu_idle_us + a.host_blocked_us))
+            a.g.warning = Some(why.join("; "));
+        }
+        inside.push(a.g);
+    }
+    let by_cost = |a: &SyncGroup, b: &SyncGroup| {
+        b.gpu_idle_us
+            .total_cmp(&a.gpu_idle_us)
+            .then(b.host_blocked_us.total_cmp(&a.host_blocked_us))
             .then(a.where_.cmp(&b.where_))
-    });
+    };
+    inside.sort_by(by_cost);
+    startup.sort_by(by_cost);
+    after.sort_by(by_cost);
     SyncFindings {
-        groups: out,
+        groups: inside,
+        startup,
+        after,
         per_step,
     }
 }

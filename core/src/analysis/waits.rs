@@ -2,7 +2,6 @@
 //! streams stalled on communication, and the slack each all-gather
 //! prefetch leaves before compute needs it.
 
-use super::intervals::contains;
 use super::rank::{Ev, RankCtx};
 use super::report::{CommStalls, PrefetchSlack, Stall, StreamIdle, StreamStall};
 use crate::model::{SliceClass, Trace};
@@ -53,60 +52,167 @@ pub fn idle_by_stream(
     out
 }
 
-/// Gaps before compute kernels that close when a communication kernel on
-/// another stream of the same device ends (within `tolerance_ns`), while
-/// the compute kernel had already been launched. Also returns (position
-/// in `events`, stall ns) of every stall.
+/// One compute kernel that waited on communication.
+#[derive(Debug, Clone, Copy)]
+pub struct StallHit {
+    /// Position of the compute kernel in the events given.
+    pub pos: usize,
+    /// How long its stream sat idle waiting (ns).
+    pub ns: i64,
+    /// Where the wait began (ns).
+    pub from: i64,
+    /// The communication kernel it waited for.
+    pub comm: u32,
+}
+
+/// Compute kernels whose stream sat idle because they waited on
+/// communication. For a compute kernel K on stream S, the wait is
+/// `[max(end of S's previous compute kernel, K's launch call), K's start)`;
+/// it is a communication stall when what released K is communication: the
+/// event just before K on S (a collective in the same stream, as in a
+/// serial schedule) or an event on another stream of the device ending
+/// within `tolerance_ns` before K starts (a cross-stream wait), either a
+/// communication kernel or queued back to back behind one (an all-gather's
+/// copy-out kernel).
+pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -> Vec<StallHit> {
+    let device_of = |e: &Ev| ctx.streams[e.stream as usize].device;
+    // Previous event on the same stream (positions), for walking back a queue.
+    let mut last_pos: Vec<usize> = vec![usize::MAX; ctx.streams.len()];
+    let mut prev_on_stream: Vec<usize> = vec![usize::MAX; events.len()];
+    for (pos, e) in events.iter().enumerate() {
+        prev_on_stream[pos] = last_pos[e.stream as usize];
+        last_pos[e.stream as usize] = pos;
+    }
+    // Every event by (device, end), to find what ended just before a kernel.
+    let mut by_end: Vec<(u32, i64, usize)> = events
+        .iter()
+        .enumerate()
+        .map(|(pos, e)| (device_of(e), e.e, pos))
+        .collect();
+    by_end.sort_unstable();
+    // What released the event at `pos`: of the event just before it on its
+    // stream (when it ended within the tolerance of its start: it was
+    // queued behind it) and the events of other streams of the device that
+    // ended within the tolerance before its start, the latest to end
+    // (communication first among equals).
+    let release_of = |pos: usize| -> Option<usize> {
+        let e = events[pos];
+        let mut best: Option<(i64, usize)> = None;
+        let mut offer = |end: i64, p: usize| {
+            let better = best.is_none_or(|(b, bp)| {
+                end > b
+                    || (end == b
+                        && events[p].class == SliceClass::Communication
+                        && events[bp].class != SliceClass::Communication)
+            });
+            if better {
+                best = Some((end, p));
+            }
+        };
+        let prev = prev_on_stream[pos];
+        if prev != usize::MAX && events[prev].e <= e.s && events[prev].e >= e.s.saturating_sub(tolerance_ns) {
+            offer(events[prev].e, prev);
+        }
+        let dev = device_of(e);
+        let lo = by_end.partition_point(|c| (c.0, c.1) < (dev, e.s.saturating_sub(tolerance_ns)));
+        for c in by_end[lo..].iter().take_while(|c| c.0 == dev && c.1 <= e.s) {
+            if events[c.2].stream != e.stream {
+                offer(c.1, c.2);
+            }
+        }
+        best.map(|b| b.1)
+    };
+    // Communication behind `pos`: what released it, followed back through
+    // at most three events (an all-gather's copy-out, a memset, the copy
+    // that waited for the collective).
+    let comm_behind = |pos: usize| -> Option<u32> {
+        let mut at = release_of(pos)?;
+        for _ in 0..3 {
+            let e = events[at];
+            if e.class == SliceClass::Communication {
+                return Some(e.id);
+            }
+            at = release_of(at)?;
+        }
+        (events[at].class == SliceClass::Communication).then_some(events[at].id)
+    };
+    let mut prev_compute_end: Vec<Option<i64>> = vec![None; ctx.streams.len()];
+    let mut hits = Vec::new();
+    for (pos, e) in events.iter().enumerate() {
+        let k = e.stream as usize;
+        if e.class != SliceClass::Compute {
+            continue;
+        }
+        let pc = prev_compute_end[k];
+        prev_compute_end[k] = Some(pc.map_or(e.e, |p| p.max(e.e)));
+        // The first compute kernel of a stream here waits from its launch.
+        let launch = ctx.launch_start(t, e.id);
+        let from = match (pc, launch) {
+            (Some(pc), l) => l.map_or(pc, |l| l.max(pc)),
+            (None, Some(l)) => l.max(previous_end_on_stream(ctx, e)),
+            (None, None) => continue,
+        };
+        if e.s <= from {
+            continue;
+        }
+        // Released by communication, directly or through a short queue; a
+        // compute kernel released by the compute kernel before it on its
+        // stream did not wait on communication.
+        // What ended before the kernel was launched (or before its stream
+        // was free) did not hold it back.
+        let released_by_own_compute_or_earlier = release_of(pos).is_none_or(|r| {
+            (events[r].stream == e.stream && events[r].class == SliceClass::Compute)
+                || events[r].e <= from
+        });
+        if released_by_own_compute_or_earlier {
+            continue;
+        }
+        if let Some(comm) = comm_behind(pos) {
+            hits.push(StallHit {
+                pos,
+                ns: e.s - from,
+                from,
+                comm,
+            });
+        }
+    }
+    hits
+}
+
+/// End of the event before `e` on its stream among all the rank's GPU
+/// events (the events given to [`stall_hits`] may be one step's).
+fn previous_end_on_stream(ctx: &RankCtx, e: &Ev) -> i64 {
+    let at = ctx.gpu.partition_point(|g| (g.s, g.id) < (e.s, e.id));
+    ctx.gpu[..at]
+        .iter()
+        .rev()
+        .take(1 << 16)
+        .find(|g| g.stream == e.stream)
+        .map_or(i64::MIN, |g| g.e)
+}
+
+/// Communication stalls of compute streams (see [`stall_hits`]). Also
+/// returns (position in `events`, stall ns) of every stall.
 pub fn comm_stalls(
     t: &Trace,
     ctx: &RankCtx,
     events: &[&Ev],
     tolerance_ns: i64,
 ) -> (CommStalls, Vec<(usize, i64)>) {
-    let device_of = |e: &Ev| ctx.streams[e.stream as usize].device;
-    // Communication ends per device, sorted.
-    let mut comm_ends: Vec<(u32, i64, u16, u32)> = events
-        .iter()
-        .filter(|e| e.class == SliceClass::Communication)
-        .map(|e| (device_of(e), e.e, e.stream, e.id))
-        .collect();
-    comm_ends.sort_unstable();
-    let mut prev_end: Vec<Option<i64>> = vec![None; ctx.streams.len()];
+    let hits = stall_hits(t, ctx, events, tolerance_ns);
     let mut per_stream: Vec<(u64, i64)> = vec![(0, 0); ctx.streams.len()];
-    let mut stalls: Vec<Stall> = Vec::new();
-    let mut per_kernel: Vec<(usize, i64)> = Vec::new();
-    for (pos, e) in events.iter().enumerate() {
-        let k = e.stream as usize;
-        let pe = prev_end[k];
-        prev_end[k] = Some(pe.map_or(e.e, |p| p.max(e.e)));
-        if e.class != SliceClass::Compute {
-            continue;
-        }
-        let Some(pe) = pe else { continue };
-        if e.s <= pe {
-            continue;
-        }
-        let dev = device_of(e);
-        let lo = pe.max(e.s.saturating_sub(tolerance_ns));
-        let from = comm_ends.partition_point(|c| (c.0, c.1) < (dev, lo));
-        let launch = ctx.launch_start(t, e.id);
-        let hit = comm_ends[from..]
-            .iter()
-            .take_while(|c| c.0 == dev && c.1 <= e.s)
-            .find(|c| c.2 != e.stream && launch.is_none_or(|l| l <= c.1));
-        if let Some(c) = hit {
-            let gap = e.s - pe;
-            per_stream[k].0 += 1;
-            per_stream[k].1 += gap;
-            per_kernel.push((pos, gap));
-            stalls.push(Stall {
-                slice: e.id,
-                comm_slice: c.3,
-                start_ns: pe,
-                end_ns: e.s,
-                stall_us: gap as f64 / 1000.0,
-            });
-        }
+    let mut stalls: Vec<Stall> = Vec::with_capacity(hits.len());
+    for h in &hits {
+        let e = events[h.pos];
+        per_stream[e.stream as usize].0 += 1;
+        per_stream[e.stream as usize].1 += h.ns;
+        stalls.push(Stall {
+            slice: e.id,
+            comm_slice: h.comm,
+            start_ns: h.from,
+            end_ns: e.s,
+            stall_us: h.ns as f64 / 1000.0,
+        });
     }
     stalls.sort_by(|a, b| b.stall_us.total_cmp(&a.stall_us));
     stalls.truncate(10);
@@ -127,20 +233,26 @@ pub fn comm_stalls(
         by_stream,
         worst: stalls,
     };
-    (stalls, per_kernel)
+    (stalls, hits.iter().map(|h| (h.pos, h.ns)).collect())
 }
 
-/// For each all-gather: the start of the next compute kernel on its device
-/// after it ends, minus its end. Late when compute was idle just before its end and
-/// the next compute kernel started within `tolerance_ns`.
+/// All-gather prefetches. An all-gather is late when a compute kernel
+/// waited for it (a communication stall released by it, see
+/// [`stall_hits`]), late by how long that consumer waited. Slack: the
+/// start of the next compute kernel on its device after it ends, minus its
+/// end (0 for a late one).
 pub fn prefetch_slack(
+    t: &Trace,
     ctx: &RankCtx,
     events: &[&Ev],
-    compute_union: &[(i64, i64)],
     is_all_gather: impl Fn(u32) -> bool,
     tolerance_ns: i64,
 ) -> PrefetchSlack {
     let device_of = |e: &Ev| ctx.streams[e.stream as usize].device;
+    let mut waited: std::collections::HashMap<u32, i64> = Default::default();
+    for h in stall_hits(t, ctx, events, tolerance_ns) {
+        *waited.entry(h.comm).or_insert(0) += h.ns;
+    }
     let mut compute_starts: Vec<(u32, i64)> = events
         .iter()
         .filter(|e| e.class == SliceClass::Compute)
@@ -149,27 +261,30 @@ pub fn prefetch_slack(
     compute_starts.sort_unstable();
     let mut out = PrefetchSlack::default();
     let mut slacks: Vec<f64> = Vec::new();
+    let mut late_ns = 0i64;
     for e in events
         .iter()
         .filter(|e| e.class == SliceClass::Communication && is_all_gather(e.id))
     {
         out.all_gathers += 1;
-        let dev = device_of(e);
-        let k = compute_starts.partition_point(|c| *c < (dev, e.e));
-        let Some(&(d, next)) = compute_starts.get(k) else {
-            continue;
-        };
-        if d != dev {
-            continue;
-        }
-        let slack_ns = next - e.e;
-        if slack_ns <= tolerance_ns && !contains(compute_union, e.e - 1) {
+        let wait = waited.get(&e.id).copied().unwrap_or(0);
+        let slack_ns = if wait > 0 {
             out.late += 1;
-        }
+            late_ns += wait;
+            0
+        } else {
+            let dev = device_of(e);
+            let k = compute_starts.partition_point(|c| *c < (dev, e.e));
+            match compute_starts.get(k) {
+                Some(&(d, next)) if d == dev => next - e.e,
+                _ => continue,
+            }
+        };
         let slack = slack_ns as f64 / 1000.0;
         slacks.push(slack);
         out.per_all_gather.push((e.id, slack));
     }
+    out.late_us = late_ns as f64 / 1000.0;
     if !slacks.is_empty() {
         let mut sorted = slacks.clone();
         sorted.sort_by(|a, b| a.total_cmp(b));
