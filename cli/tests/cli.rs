@@ -13,9 +13,7 @@ fn repo() -> PathBuf {
 }
 
 fn peer(rel: &str) -> PathBuf {
-    repo()
-        .join("core/tests/data/hta")
-        .join(rel)
+    repo().join("core/tests/data/hta").join(rel)
 }
 
 fn tmp(name: &str) -> PathBuf {

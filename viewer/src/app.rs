@@ -8,6 +8,7 @@ use egui::{RichText, Ui};
 use streamscope_core::Trace;
 
 use crate::browse::{browse_ui, BrowseAction, BrowseState};
+use crate::framing::Framing;
 use crate::load::{load_all, FileStatus};
 use crate::model::Model;
 use crate::panels;
@@ -55,6 +56,9 @@ pub struct ViewerApp {
     pub message: Option<String>,
     pub screenshot: Option<ScreenshotJob>,
     pub browse: BrowseState,
+    /// What the view opens on (`--step`, `--range`, `--rank`), applied to
+    /// every trace set loaded.
+    pub framing: Framing,
     pending: Option<PendingLoad>,
 }
 
@@ -79,6 +83,7 @@ impl ViewerApp {
             message: None,
             screenshot: None,
             browse: BrowseState::default(),
+            framing: Framing::default(),
             pending: None,
         }
     }
@@ -108,10 +113,8 @@ impl ViewerApp {
         let (trace, files) = load_all(&paths);
         self.paths = paths;
         self.files = files;
+        self.message = None;
         self.set_model(trace.map(Model::new));
-        if self.model.is_some() {
-            self.message = None;
-        }
     }
 
     /// Like [`Self::load`], on a worker thread; the result replaces the open
@@ -141,10 +144,10 @@ impl ViewerApp {
                 self.paths = p.paths.clone();
                 self.files = files;
                 self.pending = None;
-                self.set_model(model);
-                if self.model.is_some() {
+                if model.is_some() {
                     self.message = None;
                 }
+                self.set_model(model);
             }
             Err(mpsc::TryRecvError::Empty) => {}
             Err(mpsc::TryRecvError::Disconnected) => {
@@ -159,6 +162,26 @@ impl ViewerApp {
         self.timeline = TimelineState::default();
         self.search = SearchState::default();
         self.syncs = SyncsState::default();
+        if let (Some(m), false) = (&self.model, self.framing.is_empty()) {
+            if let Err(e) = self.framing.apply(m, &mut self.timeline) {
+                self.message = Some(e);
+            }
+        }
+    }
+
+    /// Sets what the view opens on and applies it to the loaded trace set,
+    /// if any (its error, e.g. no such step, is also shown in the window).
+    pub fn set_framing(&mut self, framing: Framing) -> Result<(), String> {
+        self.framing = framing;
+        let Some(m) = &self.model else {
+            return Ok(());
+        };
+        self.timeline = TimelineState::default();
+        let r = framing.apply(m, &mut self.timeline);
+        if let Err(e) = &r {
+            self.message = Some(e.clone());
+        }
+        r
     }
 
     /// The whole UI, into `ui` (the root of a window or a test harness).

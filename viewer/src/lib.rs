@@ -13,11 +13,13 @@
 //! drag, horizontal scroll, A/D or ←/→ pan; ↑/↓ or the wheel over the lane
 //! names scroll; shift-drag or right-drag selects a range (Esc clears);
 //! click selects a slice (a click on an "N kernels" block zooms into it)
-//! and F zooms to it;
+//! and F zooms to it; `--step N`, `--range A..B` and `--rank R` choose
+//! what the view opens on ([`Framing`]);
 //! files can be dropped onto the window.
 
 pub mod app;
 pub mod browse;
+pub mod framing;
 pub mod load;
 pub mod model;
 pub mod panels;
@@ -30,6 +32,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context as _};
 
 pub use app::ViewerApp;
+pub use framing::{parse_range, FrameTarget, Framing};
 
 /// `streamscope view` arguments.
 #[derive(Debug, Clone, Default)]
@@ -40,6 +43,8 @@ pub struct ViewOptions {
     pub screenshot: Option<PathBuf>,
     /// Window size in points (width, height).
     pub size: Option<(u32, u32)>,
+    /// What the view opens on (step, range, rank).
+    pub framing: Framing,
 }
 
 /// Opens the viewer window and blocks until it is closed.
@@ -51,6 +56,13 @@ pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
 /// Runs an already built app (e.g. over a generated trace); `opts.traces`
 /// is ignored.
 pub fn run_app(mut app: ViewerApp, opts: &ViewOptions) -> anyhow::Result<()> {
+    if let Err(e) = app.set_framing(opts.framing) {
+        // A screenshot of the wrong part of the trace is worse than none;
+        // the window opens anyway and shows the error.
+        if opts.screenshot.is_some() {
+            return Err(anyhow!(e));
+        }
+    }
     let (w, h) = opts.size.unwrap_or((1600, 1000));
     let result = screenshot::new_result_slot();
     if let Some(path) = &opts.screenshot {
