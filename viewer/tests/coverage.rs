@@ -138,7 +138,6 @@ fn zoomed_out_gpu_lanes_show_the_class_shares_of_each_column() {
                 (got - want).abs() < 0.03 + want * 0.05,
                 "{class:?} stream, {c:?}: drawn share {got:.3}, trace share {want:.3}"
             );
-            eprintln!("{class:?} stream, {c:?}: drawn {got:.4}, trace {want:.4}");
             if c == class {
                 assert!(want > 0.05, "the stream holds {c:?}: {want}");
             }
@@ -224,4 +223,61 @@ fn the_summary_costs_a_few_bytes_per_gpu_slice() {
     assert!(per <= 4.5, "{per:.2} bytes per GPU slice");
     // The slice columns themselves cost 38 bytes per kernel.
     assert!(per * 8.0 < 38.0);
+}
+
+/// The serial fsdp-ref run (every kernel and collective on one stream, the
+/// case where one-colour folds hid the mix): the stream's coverage shows
+/// its compute and communication shares.
+#[test]
+fn a_serial_stream_shows_its_compute_and_communication_mix() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../traces/fsdp-ref-serial-h200x2");
+    let mut app = ViewerApp::empty();
+    app.load(vec![dir]);
+    assert!(app.model.is_some(), "{:?}", app.files);
+    let mut h = Harness::builder()
+        .with_size([1500.0, 950.0])
+        .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
+    h.run();
+    {
+        let app = h.state_mut();
+        let index = app.model.as_ref().expect("loaded").index.clone();
+        app.timeline.fit(&index);
+    }
+    h.run();
+    let (mesh, lanes) = timeline_mesh(&h);
+    let app = h.state();
+    let m = app.model.as_ref().expect("loaded");
+    // Rank 0's busiest stream row.
+    let (row, y) = app
+        .timeline
+        .lines
+        .iter()
+        .filter_map(|l| match l.kind {
+            LineKind::Row { row, .. } => {
+                let r = &m.index.rows[row as usize];
+                let stream = matches!(m.trace.track(r.track).kind, TrackKind::Stream { .. });
+                (stream && m.trace.track(r.track).process == 0)
+                    .then_some((row, lanes.top() + l.y - app.timeline.scroll_y))
+            }
+            _ => None,
+        })
+        .max_by_key(|&(row, _)| m.index.rows[row as usize].len())
+        .expect("rank 0 has a stream");
+    let track = m.index.rows[row as usize].track.0;
+    assert!(app.timeline.coverage_rows.iter().any(|r| r.0 == row));
+    let (v0, v1) = app.timeline.window_ns(&m.index);
+    let inner = ROW_H - 2.0;
+    for (c, color) in [
+        (SliceClass::Compute, style::COMPUTE),
+        (SliceClass::Communication, style::COMMUNICATION),
+    ] {
+        let want = share_in_trace(&m.trace, track, c, v0, v1);
+        let got = area_of(&mesh, color, y, y + ROW_H) / (lanes.width() as f64 * inner as f64);
+        assert!(want > 0.02, "the serial stream holds {c:?}: {want}");
+        assert!(
+            (got - want).abs() < 0.02 + want * 0.05,
+            "{c:?}: drawn share {got:.3}, trace share {want:.3}"
+        );
+    }
 }
