@@ -306,6 +306,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn view_takes_a_step_or_a_range_and_a_rank() {
+        let v = |args: &[&str]| {
+            Cli::try_parse_from([&["streamscope", "view", "t"], args].concat()).map(|c| {
+                match c.command {
+                    Command::View(v) => (v.step, v.range, v.rank),
+                    _ => (None, None, None),
+                }
+            })
+        };
+        assert_eq!(
+            v(&["--step", "6", "--rank", "1"]).ok(),
+            Some((Some(6), None, Some(1)))
+        );
+        assert_eq!(
+            v(&["--range", "120..160ms"]).ok(),
+            Some((None, Some((120e6, 160e6)), None))
+        );
+        assert!(v(&["--step", "6", "--range", "1ms..2ms"]).is_err());
+        assert!(v(&["--range", "1..2"]).is_err(), "a range needs a unit");
+    }
+
+    #[test]
     fn info_lists_streams_and_counts() {
         let t = streamscope_core::synth::fsdp_like(&streamscope_core::synth::SynthOptions {
             target_slices: 500,

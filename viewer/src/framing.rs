@@ -59,18 +59,19 @@ impl Framing {
                     .filter(of_rank)
                     .find(|s| s.step == n)
                     .ok_or_else(|| {
-                        let have: Vec<String> = model
+                        let mut have: Vec<i64> = model
                             .report
                             .steps
                             .iter()
                             .filter(of_rank)
-                            .map(|s| s.step.to_string())
+                            .map(|s| s.step)
                             .collect();
+                        have.sort_unstable();
+                        have.dedup();
                         if have.is_empty() {
                             "the trace has no steps (no ProfilerStep or NVTX step ranges, no repetition found)".to_string()
                         } else {
-                            let mut have = have;
-                            have.dedup();
+                            let have: Vec<String> = have.iter().map(|s| s.to_string()).collect();
                             format!("no step {n} (steps: {})", have.join(", "))
                         }
                     })?;

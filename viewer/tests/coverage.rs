@@ -230,8 +230,8 @@ fn the_summary_costs_a_few_bytes_per_gpu_slice() {
 /// its compute and communication shares.
 #[test]
 fn a_serial_stream_shows_its_compute_and_communication_mix() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../traces/fsdp-ref-serial-h200x2");
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/fsdp-ref-serial-h200x2");
     let mut app = ViewerApp::empty();
     app.load(vec![dir]);
     assert!(app.model.is_some(), "{:?}", app.files);
