@@ -117,12 +117,60 @@ fn sweep(name: &str, ranks: u32, target: usize, size: Vec2) {
     );
 }
 
+/// Launch while loading: the time from `open_in_background` to the end of
+/// the first frame, and to the loaded trace's first frame, on a Perfetto
+/// file of `slices` slices written here (headless: no window creation).
+fn first_frame(slices: usize, size: Vec2) {
+    let dir = std::env::temp_dir().join(format!("streamscope-bench-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let file = dir.join("bench.pftrace");
+    let trace = fsdp_like(&SynthOptions {
+        target_slices: slices,
+        ..Default::default()
+    });
+    let n = trace.slices.len();
+    if let Err(e) = streamscope_core::perfetto::writer::write_file(&trace, &file) {
+        eprintln!("cannot write {}: {e}", file.display());
+        return;
+    }
+    drop(trace);
+    let bytes = std::fs::metadata(&file).map_or(0, |m| m.len());
+    let ctx = Context::default();
+    let t0 = Instant::now();
+    let mut app = ViewerApp::open_in_background(vec![file.clone()]);
+    let mut out = ctx.run_ui(input(size), |ui| app.ui_root(ui));
+    out.textures_delta.clear();
+    ctx.tessellate(out.shapes, out.pixels_per_point);
+    let first = t0.elapsed();
+    let loading = app.is_loading();
+    let mut frames = 1;
+    while app.is_loading() && t0.elapsed() < Duration::from_secs(600) {
+        std::thread::sleep(Duration::from_millis(10));
+        let mut out = ctx.run_ui(input(size), |ui| app.ui_root(ui));
+        out.textures_delta.clear();
+        ctx.tessellate(out.shapes, out.pixels_per_point);
+        frames += 1;
+    }
+    // One more frame draws the trace.
+    let mut out = ctx.run_ui(input(size), |ui| app.ui_root(ui));
+    out.textures_delta.clear();
+    ctx.tessellate(out.shapes, out.pixels_per_point);
+    println!(
+        "launch while loading a {:.0} MB file of {n} slices: first frame {} (still loading: {loading}), trace drawn after {} ({frames} frames meanwhile)",
+        bytes as f64 / 1e6,
+        ms(first),
+        ms(t0.elapsed())
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn main() {
     let target: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(10_000_000);
     let size = Vec2::new(1920.0, 1080.0);
+    first_frame(target / 10, size);
     sweep("2 ranks", 2, target, size);
     sweep("64 ranks", 64, target, size);
 }

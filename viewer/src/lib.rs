@@ -47,9 +47,15 @@ pub struct ViewOptions {
     pub framing: Framing,
 }
 
-/// Opens the viewer window and blocks until it is closed.
+/// Opens the viewer window and blocks until it is closed. The window opens
+/// at once and the traces load behind a progress bar; a screenshot loads
+/// first (so that `--step` / `--rank` errors fail it).
 pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
-    let app = ViewerApp::open(opts.traces.clone());
+    let app = if opts.screenshot.is_some() {
+        ViewerApp::open(opts.traces.clone())
+    } else {
+        ViewerApp::open_in_background(opts.traces.clone())
+    };
     run_app(app, &opts)
 }
 

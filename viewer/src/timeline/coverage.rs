@@ -126,7 +126,7 @@ impl Coverage {
                 .map(|pair| {
                     let a = pair[0];
                     let b = pair.get(1).copied().unwrap_or([0; SLOTS]);
-                    std::array::from_fn(|k| ((a[k] as u32 + b[k] as u32 + 1) / 2) as u16)
+                    std::array::from_fn(|k| (a[k] as u32 + b[k] as u32).div_ceil(2) as u16)
                 })
                 .collect();
             levels.push(next);

@@ -151,7 +151,7 @@ pub fn mesh_row_coverage(
     // Time at screen x, relative to the pyramid's origin.
     let off = cov.rel_f64(map.origin_ns) + map.start_rel_ns;
     let at = |x: f32| off + (x as f64 - map.left_px) * npp;
-    let inner = (h - 2.0).max(1.0).min(255.0) as u8;
+    let inner = (h - 2.0).clamp(1.0, 255.0) as u8;
     let base = y + h - 1.0;
     let flush = |mesh: &mut Mesh, x0: f32, x1: f32, hs: [u8; SLOTS]| {
         let mut bottom = base;
