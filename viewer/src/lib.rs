@@ -3,7 +3,8 @@
 //! [`app::ViewerApp`] is the whole UI; [`run`] opens it in a window (or, with
 //! `screenshot`, renders the first frame to a PNG and exits).
 //!
-//! Layout: [`timeline`] (lane tree, level of detail, one-mesh painting, input)
+//! Layout: [`timeline`] (lane tree, level of detail, per-column class
+//! coverage of GPU lanes when zoomed out, one-mesh painting, input)
 //! in the middle; [`panels`] over the analysis report (overlap, sync
 //! warnings), selection details, top kernels and search; [`load`] and
 //! [`browse`] open files. Numbers come from `streamscope_core::analysis`;

@@ -1,7 +1,8 @@
 //! The timeline: lanes, ruler, selection, zoom and pan.
 //!
 //! Each frame: flatten the lane tree, fold the visible window of every
-//! visible row (`lod`), put every rectangle into one mesh (`paint`), then
+//! visible row (`lod`), draw GPU rows' folded stretches as per-column class
+//! coverage (`coverage`), put every rectangle into one mesh (`paint`), then
 //! text, ruler and overlays. Nothing here walks all slices.
 
 pub mod coverage;
