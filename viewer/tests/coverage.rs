@@ -281,3 +281,48 @@ fn a_serial_stream_shows_its_compute_and_communication_mix() {
         );
     }
 }
+
+/// The SM lane at full zoom-out: an estimate at the maximum for a tenth of
+/// the time reads as a tenth, not as full (the mean over each column, not
+/// the peak).
+#[test]
+fn a_counter_lane_shows_the_mean_of_each_column() {
+    use streamscope_core::{NewSlice, Process, SliceKind};
+    use streamscope_viewer::timeline::layout::COUNTER_H;
+    let mut t = Trace::new();
+    let p = t.add_process(Process::default());
+    let c = t.add_track(p, None, TrackKind::Counter { device: None }, "SMs in use");
+    let th = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
+    let n = t.intern("run");
+    t.push_slice(NewSlice::new(th, SliceKind::Range, n, 0, 100_000_000));
+    for i in 0..1_000_000i64 {
+        t.push_counter(c, i * 100, 132.0);
+        t.push_counter(c, i * 100 + 10, 0.0);
+    }
+    let mut h = harness(t);
+    h.run();
+    let (mesh, lanes) = timeline_mesh(&h);
+    let app = h.state();
+    let line = app
+        .timeline
+        .lines
+        .iter()
+        .find(|l| matches!(l.kind, LineKind::Counter { .. }))
+        .expect("the counter lane is drawn");
+    let y = lanes.top() + line.y - app.timeline.scroll_y;
+    let m = app.model.as_ref().expect("loaded");
+    let (v0, v1) = app.timeline.window_ns(&m.index);
+    // Inside the samples' span the mean is 13.2 of a 132 scale.
+    let inside = (v1.min(100_000_000) - v0.max(0)) as f64 / (v1 - v0) as f64;
+    let got = area_of(
+        &mesh,
+        egui::Color32::from_rgb(90, 170, 110),
+        y,
+        y + COUNTER_H,
+    ) / (lanes.width() as f64 * (COUNTER_H - 2.0) as f64);
+    assert!(
+        (got - 0.1 * inside).abs() < 0.02,
+        "drawn {got:.3}, mean {:.3}",
+        0.1 * inside
+    );
+}
