@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Renders the viewer's first frame to assets/screenshot.png, headless:
-# Xvfb + Mesa's software GL (llvmpipe) + eframe's glow backend.
-# Usage: scripts/screenshot.sh [TRACE...]   (no TRACE: the bundled trace in traces/)
+# Renders the viewer headless: Xvfb + Mesa's software GL (llvmpipe) +
+# eframe's glow backend.
+#
+#   scripts/screenshot.sh [TRACE...]   first frame -> assets/screenshot.png
+#                                      (no TRACE: the bundled trace in traces/)
+#   scripts/screenshot.sh --steps      one step of fsdp-ref, rank 0, serial and
+#                                      overlapped -> assets/step-serial.png,
+#                                      assets/step-overlap.png (README)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +24,19 @@ cargo build -p streamscope
 mkdir -p assets
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-$(mktemp -d)}"
 chmod 700 "$XDG_RUNTIME_DIR"
-xvfb-run -a -s "-screen 0 1600x1000x24" \
-    target/debug/streamscope view --screenshot assets/screenshot.png --size 1600x1000 "$@"
-echo "wrote assets/screenshot.png"
+shot() { # OUT WxH ARGS...
+    local out=$1 size=$2
+    shift 2
+    xvfb-run -a -s "-screen 0 ${size}x24" \
+        target/debug/streamscope view --screenshot "$out" --size "$size" "$@"
+    echo "wrote $out"
+}
+
+if [[ "${1:-}" == "--steps" ]]; then
+    # The same step of both runs (after fsdp-ref's 3 warm-up steps), rank 0.
+    step="${STEP:-6}"
+    shot assets/step-serial.png 1400x900 traces/fsdp-ref-serial-h200x2 --step "$step" --rank 0
+    shot assets/step-overlap.png 1400x900 traces/fsdp-ref-overlap-h200x2 --step "$step" --rank 0
+else
+    shot assets/screenshot.png 1600x1000 "$@"
+fi

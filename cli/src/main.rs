@@ -47,6 +47,15 @@ struct ViewArgs {
     /// Window size for the screenshot, WxH.
     #[arg(long, value_parser = parse_size)]
     size: Option<(u32, u32)>,
+    /// Open on step N (as `report` numbers steps), its bounds marked.
+    #[arg(long, value_name = "N", conflicts_with = "range")]
+    step: Option<i64>,
+    /// Open on a time range from the trace start, e.g. 120ms..160ms.
+    #[arg(long, value_name = "A..B", value_parser = streamscope_viewer::parse_range)]
+    range: Option<(f64, f64)>,
+    /// Show this rank only (other ranks collapsed); --step takes its step.
+    #[arg(long, value_name = "R")]
+    rank: Option<u32>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -248,6 +257,14 @@ fn view(args: &ViewArgs) -> Result<()> {
         traces: args.traces.clone(),
         screenshot: args.screenshot.clone(),
         size: args.size,
+        framing: streamscope_viewer::Framing {
+            target: match (args.step, args.range) {
+                (Some(n), _) => Some(streamscope_viewer::FrameTarget::Step(n)),
+                (None, Some((a, b))) => Some(streamscope_viewer::FrameTarget::Range(a, b)),
+                (None, None) => None,
+            },
+            rank: args.rank,
+        },
     })
 }
 
@@ -287,6 +304,28 @@ fn error_line(e: &anyhow::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn view_takes_a_step_or_a_range_and_a_rank() {
+        let v = |args: &[&str]| {
+            Cli::try_parse_from([&["streamscope", "view", "t"], args].concat()).map(|c| {
+                match c.command {
+                    Command::View(v) => (v.step, v.range, v.rank),
+                    _ => (None, None, None),
+                }
+            })
+        };
+        assert_eq!(
+            v(&["--step", "6", "--rank", "1"]).ok(),
+            Some((Some(6), None, Some(1)))
+        );
+        assert_eq!(
+            v(&["--range", "120..160ms"]).ok(),
+            Some((None, Some((120e6, 160e6)), None))
+        );
+        assert!(v(&["--step", "6", "--range", "1ms..2ms"]).is_err());
+        assert!(v(&["--range", "1..2"]).is_err(), "a range needs a unit");
+    }
 
     #[test]
     fn info_lists_streams_and_counts() {

@@ -1,6 +1,8 @@
-//! Frame cost of the viewer on a 10-million-slice trace, headless: one egui
-//! pass (level of detail + mesh building + all panels) plus tessellation,
-//! full zoom-out and zoomed in. Prints medians; not a pass/fail test.
+//! Frame cost of the viewer, headless: one egui pass (level of detail,
+//! coverage columns, mesh building, all panels) plus tessellation, at
+//! 1920x1080, at every zoom from the whole trace down to a few µs, on a
+//! 10-million-slice trace of 2 ranks and on one of 64 ranks. Prints medians
+//! and the worst zoom; not a pass/fail test.
 //!
 //! `cargo bench -p streamscope-viewer --bench frame [-- SLICES]`
 
@@ -8,10 +10,11 @@ use std::time::{Duration, Instant};
 
 use egui::{Context, Pos2, RawInput, Rect, Vec2};
 use streamscope_core::synth::{fsdp_like, SynthOptions};
-use streamscope_viewer::timeline::{timeline_ui, TimelineState};
 use streamscope_viewer::ViewerApp;
 
-const FRAMES: usize = 31;
+const FRAMES: usize = 15;
+/// Budget per frame (60 Hz).
+const BUDGET: Duration = Duration::from_millis(16);
 
 fn input(size: Vec2) -> RawInput {
     RawInput {
@@ -20,17 +23,14 @@ fn input(size: Vec2) -> RawInput {
     }
 }
 
-/// Median time of a full frame: `run_ui` then `tessellate`.
-fn median_frame(
-    ctx: &Context,
-    size: Vec2,
-    mut ui_fn: impl FnMut(&mut egui::Ui),
-) -> (Duration, usize) {
+/// Median and worst time of a full frame (`run_ui` then `tessellate`), and
+/// the triangles of the last one.
+fn frame_times(ctx: &Context, size: Vec2, app: &mut ViewerApp) -> (Duration, Duration, usize) {
     let mut times = Vec::with_capacity(FRAMES);
     let mut prims = 0;
     for _ in 0..FRAMES {
         let t0 = Instant::now();
-        let mut out = ctx.run_ui(input(size), &mut ui_fn);
+        let mut out = ctx.run_ui(input(size), |ui| app.ui_root(ui));
         out.textures_delta.clear();
         let p = ctx.tessellate(out.shapes, out.pixels_per_point);
         times.push(t0.elapsed());
@@ -43,22 +43,19 @@ fn median_frame(
             .sum();
     }
     times.sort();
-    (times[FRAMES / 2], prims)
+    (times[FRAMES / 2], times[FRAMES - 1], prims)
 }
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1e3)
 }
 
-fn main() {
-    let target: usize = std::env::args()
-        .skip(1)
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(10_000_000);
-    let size = Vec2::new(1920.0, 1080.0);
-
+/// Frames at every zoom: the whole trace, then windows 4x narrower each
+/// time, centred in the trace, down to about 5 µs.
+fn sweep(name: &str, ranks: u32, target: usize, size: Vec2) {
     let t0 = Instant::now();
     let trace = fsdp_like(&SynthOptions {
+        ranks,
         target_slices: target,
         ..Default::default()
     });
@@ -68,11 +65,14 @@ fn main() {
     let mut app = ViewerApp::from_trace(trace);
     let load = t1.elapsed();
     println!(
-        "slices: {n} (generated in {}, sort + analysis + index in {})",
+        "{name}: {n} slices, {ranks} ranks (generated in {}, sort + analysis + index in {})",
         ms(gen),
         ms(load)
     );
-
+    let Some(index) = app.model.as_ref().map(|m| m.index.clone()) else {
+        eprintln!("no model");
+        return;
+    };
     let ctx = Context::default();
     // Fonts and panel sizes settle in the first passes.
     for _ in 0..3 {
@@ -80,47 +80,97 @@ fn main() {
             .textures_delta
             .clear();
     }
-    let (full_app, tris_full) = median_frame(&ctx, size, |ui| app.ui_root(ui));
-
-    let Some(model) = app.model.take() else {
-        eprintln!("no model");
-        return;
-    };
-    let mut st = TimelineState::default();
-    let tl = Context::default();
-    for _ in 0..3 {
-        tl.run_ui(input(size), |ui| timeline_ui(ui, &model, &mut st))
-            .textures_delta
-            .clear();
-    }
-    let (full_tl, _) = median_frame(&tl, size, |ui| timeline_ui(ui, &model, &mut st));
-
-    // Zoomed in: 1/2000 of the trace, in the middle (a few steps' kernels).
-    let (a, b) = model.index.span_ns;
+    let (a, b) = index.span_ns;
     let mid = a + (b - a) / 2;
-    let w = ((b - a) / 2000).max(1000);
-    st.zoom_to(&model.index, mid - w / 2, mid + w / 2);
-    let (zoom_tl, tris_zoom) = median_frame(&tl, size, |ui| timeline_ui(ui, &model, &mut st));
-    app.model = Some(model);
-    app.timeline.zoom_to(
-        &app.model
-            .as_ref()
-            .map(|m| m.index.clone())
-            .unwrap_or_default(),
-        mid - w / 2,
-        mid + w / 2,
+    let mut width = b - a;
+    let mut worst = (Duration::ZERO, String::new());
+    println!("  window          median      worst of {FRAMES}   triangles  coverage cols");
+    loop {
+        if width == b - a {
+            app.timeline.fit(&index);
+        } else {
+            app.timeline
+                .show_exactly(&index, mid - width / 2, mid + width / 2);
+        }
+        let (med, max, tris) = frame_times(&ctx, size, &mut app);
+        let cols: u32 = app.timeline.coverage_rows.iter().map(|r| r.1).sum();
+        let label = streamscope_viewer::style::fmt_ns(app.timeline.view_dur_ns);
+        println!(
+            "  {label:>12}  {:>10}  {:>10}  {tris:>10}  {cols:>10}",
+            ms(med),
+            ms(max)
+        );
+        if med > worst.0 {
+            worst = (med, label);
+        }
+        if width < 20_000 {
+            break;
+        }
+        width /= 4;
+    }
+    println!(
+        "  slowest zoom: {} median at a {} window ({} the {} budget)",
+        ms(worst.0),
+        worst.1,
+        if worst.0 <= BUDGET { "within" } else { "OVER" },
+        ms(BUDGET)
     );
-    let (zoom_app, _) = median_frame(&ctx, size, |ui| app.ui_root(ui));
+}
 
-    println!("frame 1920x1080, median of {FRAMES} (egui pass + tessellation):");
+/// Launch while loading: the time from `open_in_background` to the end of
+/// the first frame, and to the loaded trace's first frame, on a Perfetto
+/// file of `slices` slices written here (headless: no window creation).
+fn first_frame(slices: usize, size: Vec2) {
+    let dir = std::env::temp_dir().join(format!("streamscope-bench-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let file = dir.join("bench.pftrace");
+    let trace = fsdp_like(&SynthOptions {
+        target_slices: slices,
+        ..Default::default()
+    });
+    let n = trace.slices.len();
+    if let Err(e) = streamscope_core::perfetto::writer::write_file(&trace, &file) {
+        eprintln!("cannot write {}: {e}", file.display());
+        return;
+    }
+    drop(trace);
+    let bytes = std::fs::metadata(&file).map_or(0, |m| m.len());
+    let ctx = Context::default();
+    let t0 = Instant::now();
+    let mut app = ViewerApp::open_in_background(vec![file.clone()]);
+    let mut out = ctx.run_ui(input(size), |ui| app.ui_root(ui));
+    out.textures_delta.clear();
+    ctx.tessellate(out.shapes, out.pixels_per_point);
+    let first = t0.elapsed();
+    let loading = app.is_loading();
+    let mut frames = 1;
+    while app.is_loading() && t0.elapsed() < Duration::from_secs(600) {
+        std::thread::sleep(Duration::from_millis(10));
+        let mut out = ctx.run_ui(input(size), |ui| app.ui_root(ui));
+        out.textures_delta.clear();
+        ctx.tessellate(out.shapes, out.pixels_per_point);
+        frames += 1;
+    }
+    // One more frame draws the trace.
+    let mut out = ctx.run_ui(input(size), |ui| app.ui_root(ui));
+    out.textures_delta.clear();
+    ctx.tessellate(out.shapes, out.pixels_per_point);
     println!(
-        "  full zoom-out, whole app:    {} ({tris_full} triangles)",
-        ms(full_app)
+        "launch while loading a {:.0} MB file of {n} slices: first frame {} (still loading: {loading}), trace drawn after {} ({frames} frames meanwhile)",
+        bytes as f64 / 1e6,
+        ms(first),
+        ms(t0.elapsed())
     );
-    println!("  full zoom-out, timeline only: {}", ms(full_tl));
-    println!("  zoomed in 1/2000, whole app: {}", ms(zoom_app));
-    println!(
-        "  zoomed in 1/2000, timeline:  {} ({tris_zoom} triangles)",
-        ms(zoom_tl)
-    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn main() {
+    let target: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(10_000_000);
+    let size = Vec2::new(1920.0, 1080.0);
+    first_frame(target / 10, size);
+    sweep("2 ranks", 2, target, size);
+    sweep("64 ranks", 64, target, size);
 }

@@ -2,13 +2,15 @@
 //! right, selection details at the bottom, the timeline in the middle.
 
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
 
 use egui::{RichText, Ui};
 use streamscope_core::Trace;
 
 use crate::browse::{browse_ui, BrowseAction, BrowseState};
-use crate::load::{load_all, FileStatus};
+use crate::framing::Framing;
+use crate::load::{load_all, load_all_with, FileStatus, Progress, STAGE_ANALYZING, STAGE_DONE};
 use crate::model::Model;
 use crate::panels;
 use crate::panels::search::SearchState;
@@ -39,6 +41,7 @@ pub struct ScreenshotJob {
 struct PendingLoad {
     paths: Vec<PathBuf>,
     rx: mpsc::Receiver<(Option<Model>, Vec<FileStatus>)>,
+    progress: Arc<Progress>,
 }
 
 pub struct ViewerApp {
@@ -55,6 +58,9 @@ pub struct ViewerApp {
     pub message: Option<String>,
     pub screenshot: Option<ScreenshotJob>,
     pub browse: BrowseState,
+    /// What the view opens on (`--step`, `--range`, `--rank`), applied to
+    /// every trace set loaded.
+    pub framing: Framing,
     pending: Option<PendingLoad>,
 }
 
@@ -79,16 +85,35 @@ impl ViewerApp {
             message: None,
             screenshot: None,
             browse: BrowseState::default(),
+            framing: Framing::default(),
             pending: None,
         }
     }
 
-    /// Opens `paths`, or the bundled trace when there are none.
+    /// Opens `paths`, or the bundled trace when there are none (loaded
+    /// before this returns).
     pub fn open(paths: Vec<PathBuf>) -> Self {
+        Self::open_with(paths, false)
+    }
+
+    /// Like [`Self::open`], loading on a worker thread: the window can show
+    /// its first frame (with the progress) at once.
+    pub fn open_in_background(paths: Vec<PathBuf>) -> Self {
+        Self::open_with(paths, true)
+    }
+
+    fn open_with(paths: Vec<PathBuf>, background: bool) -> Self {
         let mut app = Self::empty();
+        let load = |app: &mut Self, paths: Vec<PathBuf>| {
+            if background {
+                app.start_load(paths, None);
+            } else {
+                app.load(paths);
+            }
+        };
         if paths.is_empty() {
             match crate::load::default_trace() {
-                Some(p) => app.load(vec![p]),
+                Some(p) => load(&mut app, vec![p]),
                 None => {
                     app.browse.show_dir(None);
                     app.message = Some(
@@ -98,7 +123,7 @@ impl ViewerApp {
                 }
             }
         } else {
-            app.load(paths);
+            load(&mut app, paths);
         }
         app
     }
@@ -108,30 +133,98 @@ impl ViewerApp {
         let (trace, files) = load_all(&paths);
         self.paths = paths;
         self.files = files;
+        self.message = None;
         self.set_model(trace.map(Model::new));
-        if self.model.is_some() {
-            self.message = None;
-        }
     }
 
     /// Like [`Self::load`], on a worker thread; the result replaces the open
     /// set at the first frame after it is ready.
     pub fn load_in_background(&mut self, paths: Vec<PathBuf>, ctx: &egui::Context) {
+        self.start_load(paths, Some(ctx.clone()));
+    }
+
+    /// Starts loading `paths` on a worker thread (a load already running is
+    /// cancelled); `ctx`, when given, is woken when the result is ready.
+    pub fn start_load(&mut self, paths: Vec<PathBuf>, ctx: Option<egui::Context>) {
+        self.cancel_load();
         let (tx, rx) = mpsc::channel();
-        let ctx = ctx.clone();
+        let progress = Arc::new(Progress::default());
         let job_paths = paths.clone();
-        std::thread::spawn(move || {
-            let (trace, files) = load_all(&job_paths);
-            // The receiver is gone only if the app closed meanwhile.
-            let _ = tx.send((trace.map(Model::new), files));
-            ctx.request_repaint();
-        });
-        self.pending = Some(PendingLoad { paths, rx });
+        let job_progress = progress.clone();
+        let spawned = std::thread::Builder::new()
+            .name("streamscope-load".into())
+            .spawn(move || {
+                let (trace, files) = load_all_with(&job_paths, &job_progress);
+                if job_progress.cancelled() {
+                    return;
+                }
+                job_progress.stage.store(STAGE_ANALYZING, Ordering::Relaxed);
+                let model = trace.map(Model::new);
+                job_progress.stage.store(STAGE_DONE, Ordering::Relaxed);
+                // The receiver is gone only if the load was cancelled or
+                // the app closed meanwhile.
+                let _ = tx.send((model, files));
+                if let Some(ctx) = ctx {
+                    ctx.request_repaint();
+                }
+            });
+        match spawned {
+            Ok(_) => {
+                self.pending = Some(PendingLoad {
+                    paths,
+                    rx,
+                    progress,
+                })
+            }
+            Err(e) => self.message = Some(format!("cannot start loading: {e}")),
+        }
+    }
+
+    /// Stops a running load: no further file is read and its result is
+    /// dropped (a file being parsed finishes in the background).
+    pub fn cancel_load(&mut self) {
+        if let Some(p) = self.pending.take() {
+            p.progress
+                .cancel
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            self.message = Some("loading cancelled".into());
+        }
     }
 
     /// True while a background load runs.
     pub fn is_loading(&self) -> bool {
         self.pending.is_some()
+    }
+
+    /// One line on the running load: stage, files, bytes and events read.
+    pub fn load_status(&self) -> Option<(String, f32)> {
+        let p = &self.pending.as_ref()?.progress;
+        let files = p.files_read.load(Ordering::Relaxed);
+        let total = p.files_total.load(Ordering::Relaxed);
+        let (b, bt) = (
+            p.bytes_read.load(Ordering::Relaxed),
+            p.bytes_total.load(Ordering::Relaxed),
+        );
+        let events = p.events.load(Ordering::Relaxed);
+        let mb = |x: u64| x as f64 / 1e6;
+        let text = match p.stage.load(Ordering::Relaxed) {
+            STAGE_ANALYZING | STAGE_DONE => {
+                format!("analyzing {events} events from {total} file(s)")
+            }
+            _ => format!(
+                "reading {files} of {total} file(s): {:.1} of {:.1} MB, {events} events parsed",
+                mb(b),
+                mb(bt)
+            ),
+        };
+        let frac = if p.stage.load(Ordering::Relaxed) >= STAGE_ANALYZING {
+            1.0
+        } else if bt > 0 {
+            b as f32 / bt as f32
+        } else {
+            0.0
+        };
+        Some((text, frac))
     }
 
     fn poll_pending(&mut self) {
@@ -141,10 +234,10 @@ impl ViewerApp {
                 self.paths = p.paths.clone();
                 self.files = files;
                 self.pending = None;
-                self.set_model(model);
-                if self.model.is_some() {
+                if model.is_some() {
                     self.message = None;
                 }
+                self.set_model(model);
             }
             Err(mpsc::TryRecvError::Empty) => {}
             Err(mpsc::TryRecvError::Disconnected) => {
@@ -159,11 +252,36 @@ impl ViewerApp {
         self.timeline = TimelineState::default();
         self.search = SearchState::default();
         self.syncs = SyncsState::default();
+        if let (Some(m), false) = (&self.model, self.framing.is_empty()) {
+            if let Err(e) = self.framing.apply(m, &mut self.timeline) {
+                self.message = Some(e);
+            }
+        }
+    }
+
+    /// Sets what the view opens on and applies it to the loaded trace set,
+    /// if any (its error, e.g. no such step, is also shown in the window).
+    pub fn set_framing(&mut self, framing: Framing) -> Result<(), String> {
+        self.framing = framing;
+        let Some(m) = &self.model else {
+            return Ok(());
+        };
+        self.timeline = TimelineState::default();
+        let r = framing.apply(m, &mut self.timeline);
+        if let Err(e) = &r {
+            self.message = Some(e.clone());
+        }
+        r
     }
 
     /// The whole UI, into `ui` (the root of a window or a test harness).
     pub fn ui_root(&mut self, ui: &mut Ui) {
         self.poll_pending();
+        if self.pending.is_some() {
+            // Progress moves without input events.
+            ui.ctx()
+                .request_repaint_after(std::time::Duration::from_millis(100));
+        }
         self.handle_dropped_files(ui);
         match browse_ui(ui.ctx(), &mut self.browse) {
             Some(BrowseAction::Open(paths)) => self.load_in_background(paths, ui.ctx()),
@@ -188,6 +306,25 @@ impl ViewerApp {
         }
         egui::CentralPanel::default().show(ui, |ui| match &self.model {
             Some(model) => timeline_ui(ui, model, &mut self.timeline),
+            None if self.pending.is_some() => {
+                ui.add_space(24.0);
+                ui.vertical_centered(|ui| {
+                    // Loading next to an open trace (the central panel shows the
+                    // progress otherwise).
+                    if let Some((text, frac)) = self.load_status().filter(|_| self.model.is_some())
+                    {
+                        ui.add(
+                            egui::ProgressBar::new(frac)
+                                .desired_width(420.0)
+                                .animate(true),
+                        );
+                        ui.label(text);
+                    }
+                    if ui.button("Cancel").clicked() {
+                        self.cancel_load();
+                    }
+                });
+            }
             None => {
                 ui.add_space(24.0);
                 ui.vertical_centered(|ui| {
@@ -261,9 +398,18 @@ impl ViewerApp {
                 paths.push(path);
                 self.load_in_background(paths, ui.ctx());
             }
-            if let Some(p) = &self.pending {
-                ui.spinner();
-                ui.label(format!("loading {} file(s)", p.paths.len()));
+            // Loading next to an open trace (the central panel shows the
+            // progress otherwise).
+            if let Some((text, frac)) = self.load_status().filter(|_| self.model.is_some()) {
+                ui.add(
+                    egui::ProgressBar::new(frac)
+                        .desired_width(120.0)
+                        .animate(true),
+                )
+                .on_hover_text(text);
+                if ui.button("Cancel").on_hover_text("stop loading").clicked() {
+                    self.cancel_load();
+                }
             }
             ui.separator();
             if let Some(model) = &self.model {

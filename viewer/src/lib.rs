@@ -3,7 +3,8 @@
 //! [`app::ViewerApp`] is the whole UI; [`run`] opens it in a window (or, with
 //! `screenshot`, renders the first frame to a PNG and exits).
 //!
-//! Layout: [`timeline`] (lane tree, level of detail, one-mesh painting, input)
+//! Layout: [`timeline`] (lane tree, level of detail, per-column class
+//! coverage of GPU lanes when zoomed out, one-mesh painting, input)
 //! in the middle; [`panels`] over the analysis report (overlap, sync
 //! warnings), selection details, top kernels and search; [`load`] and
 //! [`browse`] open files. Numbers come from `streamscope_core::analysis`;
@@ -13,11 +14,13 @@
 //! drag, horizontal scroll, A/D or ←/→ pan; ↑/↓ or the wheel over the lane
 //! names scroll; shift-drag or right-drag selects a range (Esc clears);
 //! click selects a slice (a click on an "N kernels" block zooms into it)
-//! and F zooms to it;
+//! and F zooms to it; `--step N`, `--range A..B` and `--rank R` choose
+//! what the view opens on ([`Framing`]);
 //! files can be dropped onto the window.
 
 pub mod app;
 pub mod browse;
+pub mod framing;
 pub mod load;
 pub mod model;
 pub mod panels;
@@ -30,6 +33,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context as _};
 
 pub use app::ViewerApp;
+pub use framing::{parse_range, FrameTarget, Framing};
 
 /// `streamscope view` arguments.
 #[derive(Debug, Clone, Default)]
@@ -40,17 +44,32 @@ pub struct ViewOptions {
     pub screenshot: Option<PathBuf>,
     /// Window size in points (width, height).
     pub size: Option<(u32, u32)>,
+    /// What the view opens on (step, range, rank).
+    pub framing: Framing,
 }
 
-/// Opens the viewer window and blocks until it is closed.
+/// Opens the viewer window and blocks until it is closed. The window opens
+/// at once and the traces load behind a progress bar; a screenshot loads
+/// first (so that `--step` / `--rank` errors fail it).
 pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
-    let app = ViewerApp::open(opts.traces.clone());
+    let app = if opts.screenshot.is_some() {
+        ViewerApp::open(opts.traces.clone())
+    } else {
+        ViewerApp::open_in_background(opts.traces.clone())
+    };
     run_app(app, &opts)
 }
 
 /// Runs an already built app (e.g. over a generated trace); `opts.traces`
 /// is ignored.
 pub fn run_app(mut app: ViewerApp, opts: &ViewOptions) -> anyhow::Result<()> {
+    if let Err(e) = app.set_framing(opts.framing) {
+        // A screenshot of the wrong part of the trace is worse than none;
+        // the window opens anyway and shows the error.
+        if opts.screenshot.is_some() {
+            return Err(anyhow!(e));
+        }
+    }
     let (w, h) = opts.size.unwrap_or((1600, 1000));
     let result = screenshot::new_result_slot();
     if let Some(path) = &opts.screenshot {

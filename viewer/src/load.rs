@@ -3,7 +3,9 @@
 //! multi-rank trace.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
+use streamscope_core::load::{expand, load_file};
 use streamscope_core::Trace;
 
 /// What happened to one path the user asked for.
@@ -14,13 +16,131 @@ pub struct FileStatus {
     pub result: Result<(usize, usize), String>,
 }
 
+/// Progress of a load, shared with the thread that runs it: files and bytes
+/// read so far (a file counts once it is parsed), events parsed, the stage,
+/// and a cancel request.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub files_total: AtomicUsize,
+    pub files_read: AtomicUsize,
+    pub bytes_total: AtomicU64,
+    pub bytes_read: AtomicU64,
+    /// Slices and counter samples of the files read so far.
+    pub events: AtomicU64,
+    /// [`STAGE_READING`], [`STAGE_ANALYZING`] or [`STAGE_DONE`].
+    pub stage: AtomicU8,
+    /// Set to stop: no further file is started, and the result is dropped.
+    pub cancel: AtomicBool,
+}
+
+pub const STAGE_READING: u8 = 0;
+pub const STAGE_ANALYZING: u8 = 1;
+pub const STAGE_DONE: u8 = 2;
+
+impl Progress {
+    pub fn cancelled(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+}
+
 /// Loads every path (file or directory; Perfetto or Kineto) and merges the
 /// ones that load.
 pub fn load_all(paths: &[PathBuf]) -> (Option<Trace>, Vec<FileStatus>) {
+    load_all_with(paths, &Progress::default())
+}
+
+/// [`load_all`], reporting to `progress`: the trace files of every path are
+/// read on all cores (as `streamscope_core::load::load_paths` does) and
+/// appended in order; a path with a file that fails shows that error.
+pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, Vec<FileStatus>) {
+    let expanded: Vec<Result<Vec<PathBuf>, String>> = paths
+        .iter()
+        .map(|p| expand(p).map_err(|e| e.to_string()))
+        .collect();
+    // (path index, file, size)
+    let files: Vec<(usize, PathBuf, u64)> = expanded
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| r.iter().flatten().map(move |f| (i, f.clone())))
+        .map(|(i, f)| {
+            let size = std::fs::metadata(&f).map_or(0, |m| m.len());
+            (i, f, size)
+        })
+        .collect();
+    progress.files_total.store(files.len(), Ordering::Relaxed);
+    progress
+        .bytes_total
+        .store(files.iter().map(|f| f.2).sum(), Ordering::Relaxed);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let mut loaded: Vec<(usize, Result<Trace, String>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        if progress.cancelled() {
+                            break;
+                        }
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((_, f, size)) = files.get(i) else {
+                            break;
+                        };
+                        let r = load_file(f).map_err(|e| e.to_string());
+                        if let Ok(t) = &r {
+                            progress.events.fetch_add(
+                                (t.slices.len() + t.counters.len()) as u64,
+                                Ordering::Relaxed,
+                            );
+                        }
+                        progress.bytes_read.fetch_add(*size, Ordering::Relaxed);
+                        progress.files_read.fetch_add(1, Ordering::Relaxed);
+                        out.push((i, r));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    loaded.sort_by_key(|(i, _)| *i);
+    let mut per_path: Vec<Option<Result<Trace, String>>> = expanded
+        .into_iter()
+        .map(|r| match r {
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .collect();
+    let mut got = vec![false; files.len()];
+    for (i, r) in loaded {
+        got[i] = true;
+        let Some(slot) = per_path.get_mut(files[i].0) else {
+            continue;
+        };
+        match (slot.as_mut(), r) {
+            (Some(Err(_)), _) => {}
+            (_, Err(e)) => *slot = Some(Err(e)),
+            (None, Ok(t)) => *slot = Some(Ok(t)),
+            (Some(Ok(all)), Ok(t)) => all.append(t),
+        }
+    }
+    // Files never read (cancelled, or a loader thread died) fail their path.
+    for (i, (p, f, _)) in files.iter().enumerate() {
+        if !got[i] {
+            per_path[*p] = Some(Err(format!("{}: not read (loading stopped)", f.display())));
+        }
+    }
     let mut merged: Option<Trace> = None;
     let mut status = Vec::new();
-    for p in paths {
-        match streamscope_core::load::load_paths(std::slice::from_ref(p)) {
+    for (p, r) in paths.iter().zip(per_path) {
+        let r = r.unwrap_or_else(|| Ok(Trace::default()));
+        match r {
             Ok(t) => {
                 status.push(FileStatus {
                     path: p.clone(),
@@ -33,7 +153,7 @@ pub fn load_all(paths: &[PathBuf]) -> (Option<Trace>, Vec<FileStatus>) {
             }
             Err(e) => status.push(FileStatus {
                 path: p.clone(),
-                result: Err(e.to_string()),
+                result: Err(e),
             }),
         }
     }

@@ -13,9 +13,15 @@ use crate::app::ViewerApp;
 const SETTLE_FRAMES: u32 = 3;
 
 pub(crate) fn after_frame(ctx: &Context, app: &mut ViewerApp) {
+    let loading = app.is_loading();
     let Some(job) = &mut app.screenshot else {
         return;
     };
+    if loading {
+        // The shot shows the loaded trace, not the progress bar.
+        ctx.request_repaint_after(std::time::Duration::from_millis(50));
+        return;
+    }
     job.frames += 1;
     if job.requested {
         ctx.request_repaint();

@@ -155,3 +155,88 @@ fn the_file_dialog_opens_a_picked_trace() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A trace file big enough that loading it takes a while.
+fn big_trace(name: &str) -> (PathBuf, PathBuf) {
+    let dir = temp_dir(name);
+    let file = dir.join("big.pftrace");
+    let t = streamscope_core::synth::fsdp_like(&streamscope_core::synth::SynthOptions {
+        target_slices: 300_000,
+        ..Default::default()
+    });
+    streamscope_core::perfetto::writer::write_file(&t, &file).expect("write trace");
+    (dir, file)
+}
+
+fn step_until_loaded(h: &mut Harness<'static, ViewerApp>) {
+    for _ in 0..6000 {
+        if !h.state().is_loading() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        h.step();
+    }
+    panic!("the load did not finish within a minute");
+}
+
+#[test]
+fn the_window_comes_first_and_the_trace_loads_behind_a_progress_bar() {
+    let (dir, file) = big_trace("background");
+    let app = ViewerApp::open_in_background(vec![file.clone()]);
+    let mut h = Harness::builder()
+        .with_size([1400.0, 900.0])
+        .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
+    h.step();
+    // (The time to the first frame is measured by benches/frame.rs.)
+    assert!(
+        h.state().is_loading(),
+        "the first frame comes before the trace"
+    );
+    assert!(h.query_by_label("Cancel").is_some());
+    let status = h.state().load_status().expect("loading").0;
+    assert!(
+        status.contains("of 1 file(s)") || status.starts_with("analyzing"),
+        "{status}"
+    );
+    step_until_loaded(&mut h);
+    h.run();
+    assert!(h.query_by_label("Cancel").is_none());
+    assert_eq!(
+        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        Some(2)
+    );
+    assert!(h.state().timeline.painted_rows() > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn cancel_stops_a_load() {
+    let (dir, file) = big_trace("cancel");
+    let app = ViewerApp::open_in_background(vec![file]);
+    let mut h = Harness::builder()
+        .with_size([1400.0, 900.0])
+        .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
+    h.step();
+    assert!(h.state().is_loading());
+    h.get_by_label("Cancel").click();
+    h.step();
+    h.step();
+    assert!(!h.state().is_loading());
+    assert!(h.state().model.is_none());
+    assert!(h.query_by_label("loading cancelled").is_some());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_background_load_shows_its_error_in_the_window() {
+    let missing = PathBuf::from("/nonexistent/streamscope/missing.pftrace");
+    let app = ViewerApp::open_in_background(vec![missing]);
+    let mut h = Harness::builder()
+        .with_size([1400.0, 900.0])
+        .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
+    h.step();
+    step_until_loaded(&mut h);
+    h.run();
+    assert!(h.state().model.is_none());
+    assert!(h.query_by_label_contains("missing.pftrace").is_some());
+}

@@ -7,7 +7,9 @@
 
 use std::ops::Range;
 
-use streamscope_core::{Trace, TrackId};
+use streamscope_core::{Trace, TrackId, TrackKind};
+
+use super::coverage::Coverage;
 
 /// The slices of one row, as positions into the trace's slice columns.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +65,14 @@ pub struct TimelineIndex {
     pub counter_samples: Vec<Vec<u32>>,
     /// Largest counter value per track, for the lane scale.
     pub counter_max: Vec<f64>,
+    /// Per track, aligned with `counter_samples`: the integral of the
+    /// counter (value × ns, the value held until the next sample) from the
+    /// track's first sample up to each sample, so the mean over any
+    /// interval is two binary searches.
+    pub counter_integral: Vec<Vec<f64>>,
+    /// Coverage pyramid per row (indexed like `rows`): GPU rows (stream and
+    /// GPU tracks) only; CPU rows fold.
+    pub coverage: Vec<Option<Coverage>>,
     /// First start and last end of the whole trace.
     pub span_ns: (i64, i64),
     /// Per string id: the name of a host call that blocks on the GPU.
@@ -148,6 +158,28 @@ impl TimelineIndex {
         for list in &mut counter_samples {
             list.sort_by_key(|&k| c.ts_ns[k as usize]);
         }
+        let counter_integral = counter_samples
+            .iter()
+            .map(|list| {
+                let mut acc = 0.0;
+                let mut out = Vec::with_capacity(list.len());
+                for (j, &k) in list.iter().enumerate() {
+                    out.push(acc);
+                    if let Some(&next) = list.get(j + 1) {
+                        let dt = super::lod::rel_ns(c.ts_ns[next as usize], c.ts_ns[k as usize]);
+                        acc += c.value[k as usize] * dt;
+                    }
+                }
+                out
+            })
+            .collect();
+        let coverage = rows
+            .iter()
+            .map(|row| match trace.track(row.track).kind {
+                TrackKind::Stream { .. } | TrackKind::Gpu { .. } => Coverage::build(sl, row),
+                _ => None,
+            })
+            .collect();
 
         let mut span = trace.time_span().unwrap_or((0, 0));
         if let (Some(lo), Some(hi)) = (c.ts_ns.iter().min(), c.ts_ns.iter().max()) {
@@ -173,9 +205,40 @@ impl TimelineIndex {
             depth,
             counter_samples,
             counter_max,
+            counter_integral,
+            coverage,
             span_ns: span,
             sync_name,
         }
+    }
+
+    /// Time-weighted mean of counter `track` over absolute `[t0, t1)` (the
+    /// value before the first sample counts as 0); `None` without samples.
+    pub fn counter_mean(&self, trace: &Trace, track: usize, t0: i64, t1: i64) -> Option<f64> {
+        let samples = self.counter_samples.get(track)?;
+        let integral = self.counter_integral.get(track)?;
+        samples.first()?;
+        let c = &trace.counters;
+        // Integral from the first sample up to t.
+        let upto = |t: i64| -> f64 {
+            let k = samples.partition_point(|&s| c.ts_ns[s as usize] <= t);
+            if k == 0 {
+                return 0.0;
+            }
+            let s = samples[k - 1] as usize;
+            integral[k - 1] + c.value[s] * super::lod::rel_ns(t, c.ts_ns[s])
+        };
+        let dt = super::lod::rel_ns(t1, t0);
+        if dt <= 0.0 {
+            // A point: the value held at t0.
+            let k = samples.partition_point(|&s| c.ts_ns[s as usize] <= t0);
+            return Some(if k == 0 {
+                0.0
+            } else {
+                c.value[samples[k - 1] as usize]
+            });
+        }
+        Some((upto(t1) - upto(t0)) / dt)
     }
 
     /// Row holding slice `i`.
@@ -221,5 +284,25 @@ mod tests {
         assert_eq!(ix.rows[1].slices, RowSlices::List(vec![1, 3]));
         assert_eq!(ix.row_of(&t, 2), Some(2));
         assert_eq!(ix.span_ns, (0, 210));
+    }
+
+    #[test]
+    fn counter_mean_is_time_weighted() {
+        let mut t = Trace::new();
+        let p = t.add_process(Process::default());
+        let c = t.add_track(p, None, TrackKind::Counter { device: None }, "SMs");
+        // 132 for 10 ns of every 100 ns: the peak is 132, the mean 13.2.
+        for i in 0..1000i64 {
+            t.push_counter(c, i * 100, 132.0);
+            t.push_counter(c, i * 100 + 10, 0.0);
+        }
+        let ix = TimelineIndex::build(&t);
+        let m = |a, b| ix.counter_mean(&t, c.0 as usize, a, b).expect("samples");
+        assert!((m(0, 50_000) - 13.2).abs() < 1e-9, "{}", m(0, 50_000));
+        assert!((m(1_000, 1_005) - 132.0).abs() < 1e-9);
+        assert!((m(1_050, 1_060)).abs() < 1e-9);
+        assert!((m(-100, 0)).abs() < 1e-9, "before the first sample: 0");
+        assert!((m(5, 15) - 66.0).abs() < 1e-9);
+        assert_eq!(ix.counter_mean(&t, 5, 0, 10), None);
     }
 }

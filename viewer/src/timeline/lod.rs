@@ -92,7 +92,7 @@ pub enum Item {
 
 /// First position in `lo..hi` where `pred` turns false (pred must be monotone).
 #[inline]
-fn partition_point(mut lo: usize, mut hi: usize, pred: impl Fn(usize) -> bool) -> usize {
+pub(super) fn partition_point(mut lo: usize, mut hi: usize, pred: impl Fn(usize) -> bool) -> usize {
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         if pred(mid) {

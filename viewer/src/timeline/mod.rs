@@ -1,9 +1,11 @@
 //! The timeline: lanes, ruler, selection, zoom and pan.
 //!
 //! Each frame: flatten the lane tree, fold the visible window of every
-//! visible row (`lod`), put every rectangle into one mesh (`paint`), then
+//! visible row (`lod`), draw GPU rows' folded stretches as per-column class
+//! coverage (`coverage`), put every rectangle into one mesh (`paint`), then
 //! text, ruler and overlays. Nothing here walks all slices.
 
+pub mod coverage;
 pub mod flows;
 pub mod index;
 pub mod layout;
@@ -58,6 +60,9 @@ pub struct TimelineState {
     items: Vec<Item>,
     /// (row, first item, end item, screen y) per painted row of the last frame.
     row_items: Vec<(u32, u32, u32, f32)>,
+    /// (row, coverage columns) per GPU row drawn with coverage columns at
+    /// the last frame (rows whose visible slices were all wide are absent).
+    pub coverage_rows: Vec<(u32, u32)>,
 }
 
 /// The trace's span in ns as f64 (at least 1), exact for any i64 bounds.
@@ -88,6 +93,15 @@ impl TimelineState {
         let mid = rel_ns(a, index.span_ns.0) + len / 2.0;
         self.view_dur_ns = (len * 1.5).max(100.0);
         self.view_start_rel_ns = mid - self.view_dur_ns / 2.0;
+        self.clamp(index);
+    }
+
+    /// Shows exactly `start_ns..end_ns` (absolute), within the limits of
+    /// [`Self::zoom_to`]'s clamp.
+    pub fn show_exactly(&mut self, index: &TimelineIndex, start_ns: i64, end_ns: i64) {
+        let (a, b) = (start_ns.min(end_ns), start_ns.max(end_ns));
+        self.view_start_rel_ns = rel_ns(a, index.span_ns.0);
+        self.view_dur_ns = rel_ns(b, a).max(10.0);
         self.clamp(index);
     }
 
@@ -174,6 +188,15 @@ impl TimelineState {
     pub fn painted_rows(&self) -> usize {
         self.row_items.iter().filter(|r| r.2 > r.1).count()
     }
+
+    /// The items of `row` drawn at the last frame (empty when not drawn).
+    pub fn items_of(&self, row: u32) -> &[Item] {
+        self.row_items
+            .iter()
+            .find(|r| r.0 == row)
+            .and_then(|&(_, a, b, _)| self.items.get(a as usize..b as usize))
+            .unwrap_or(&[])
+    }
 }
 
 /// Draws the timeline into all of `ui`'s remaining space.
@@ -246,6 +269,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     // Lines: header bands and rows.
     st.items.clear();
     st.row_items.clear();
+    st.coverage_rows.clear();
     let mut mesh = Mesh::default();
     let mut row_y = vec![f32::NAN; model.index.rows.len()];
     for line in &st.lines {
@@ -264,24 +288,45 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
             LineKind::Row { row, .. } => {
                 row_y[row as usize] = y;
                 let first = st.items.len();
-                lod::fold_row(
-                    &model.trace.slices,
-                    &model.index.rows[row as usize],
-                    &map,
-                    &mut st.items,
-                );
+                let r = &model.index.rows[row as usize];
+                lod::fold_row(&model.trace.slices, r, &map, &mut st.items);
                 st.row_items
                     .push((row, first as u32, st.items.len() as u32, y));
-                paint::mesh_items(
-                    &mut mesh,
-                    &model.trace,
-                    &model.index,
-                    &st.items[first..],
-                    y,
-                    line.h,
-                    lanes.left(),
-                    lanes.right(),
-                );
+                match model
+                    .index
+                    .coverage
+                    .get(row as usize)
+                    .and_then(|c| c.as_ref())
+                {
+                    Some(cov) => {
+                        let n = paint::mesh_row_coverage(
+                            &mut mesh,
+                            &model.trace,
+                            &model.index,
+                            cov,
+                            r,
+                            &st.items[first..],
+                            &map,
+                            y,
+                            line.h,
+                            lanes.left(),
+                            lanes.right(),
+                        );
+                        if n > 0 {
+                            st.coverage_rows.push((row, n as u32));
+                        }
+                    }
+                    None => paint::mesh_items(
+                        &mut mesh,
+                        &model.trace,
+                        &model.index,
+                        &st.items[first..],
+                        y,
+                        line.h,
+                        lanes.left(),
+                        lanes.right(),
+                    ),
+                }
             }
             LineKind::Counter { track } => {
                 let r = Rect::from_min_max(
@@ -293,11 +338,17 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
         }
     }
     painter.add(Shape::mesh(mesh));
-    for &(_, a, b, y) in &st.row_items {
+    for &(row, a, b, y) in &st.row_items {
+        let fold_labels = model
+            .index
+            .coverage
+            .get(row as usize)
+            .is_none_or(|c| c.is_none());
         paint::label_items(
             &painter,
             &model.trace,
             &st.items[a as usize..b as usize],
+            fold_labels,
             y,
             layout::ROW_H,
             lanes.left(),
@@ -308,7 +359,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     overlays_ui(ui, model, st, &map, lanes, &row_y);
     if let Some(p) = response.hover_pos().filter(|p| lanes.contains(*p)) {
         if let Some(it) = interact::hit_item(st, p, lanes) {
-            response.on_hover_text_at_pointer(hover_text(model, it));
+            response.on_hover_text_at_pointer(hover_text(model, it, &map));
         }
     }
     let ruler_painter = ui.painter_at(ruler.union(lanes));
@@ -359,7 +410,7 @@ fn scrollbar_ui(ui: &Ui, st: &mut TimelineState, lanes: Rect, total_h: f32) -> O
     Some(track)
 }
 
-fn hover_text(model: &Model, it: Item) -> String {
+fn hover_text(model: &Model, it: Item, map: &TimeMap) -> String {
     let sl = &model.trace.slices;
     match it {
         Item::Slice { slice, .. } => {
@@ -371,12 +422,35 @@ fn hover_text(model: &Model, it: Item) -> String {
                 crate::style::fmt_ns(sl.dur_ns[s] as f64)
             )
         }
-        Item::Folded { count, .. } => {
-            format!(
-                "{count} {} (click to zoom in)",
+        Item::Folded {
+            count,
+            first_slice,
+            x0,
+            x1,
+            ..
+        } => {
+            let mut text = format!(
+                "{count} {}",
                 it.folded_kind(sl)
                     .map_or("slices", crate::style::plural_kind)
-            )
+            );
+            // On a coverage row: what the fold's time holds, by class.
+            let row = model.index.row_of(&model.trace, first_slice as usize);
+            if let Some(r) = row {
+                if let Some(Some(cov)) = model.index.coverage.get(r as usize) {
+                    let (t0, t1) = (map.t(x0 as f64), map.t(x1 as f64));
+                    let shares = cov.shares(sl, &model.index.rows[r as usize], t0, t1);
+                    let busy: f64 = shares.iter().sum();
+                    for (k, name) in coverage::SLOT_NAMES.iter().enumerate() {
+                        if shares[k] >= 0.005 {
+                            text.push_str(&format!("\n{name} {:.0}%", shares[k] * 100.0));
+                        }
+                    }
+                    text.push_str(&format!("\nidle {:.0}%", (1.0 - busy).max(0.0) * 100.0));
+                }
+            }
+            text.push_str("\n(click to zoom in)");
+            text
         }
     }
 }

@@ -4,8 +4,9 @@
 use egui::{Align2, Color32, FontId, Mesh, Painter, Pos2, Rect, Stroke, Vec2};
 use streamscope_core::Trace;
 
-use super::index::TimelineIndex;
-use super::lod::{Item, TimeMap};
+use super::coverage::{Coverage, SLOTS, SLOT_COLORS};
+use super::index::{Row, TimelineIndex};
+use super::lod::{Item, TimeMap, MIN_SLICE_PX};
 use crate::style::{fmt_ns, folded_color, plural_kind, slice_color};
 
 /// Approximate width of one character of the slice font, to truncate names
@@ -73,15 +74,140 @@ pub fn mesh_items(
                 (x0, x1, folded_color(color))
             }
         };
-        let x0 = clamp_x(x0, left, right);
-        let x1 = clamp_x(x1, left, right).max(x0 + 1.0);
-        // A 1-pt gap at the right edge separates neighbours when wide enough.
-        let x1v = if x1 - x0 > 3.0 { x1 - 1.0 } else { x1 };
-        mesh.add_colored_rect(
-            Rect::from_min_max(Pos2::new(x0, y + 1.0), Pos2::new(x1v, y + h - 1.0)),
-            color,
-        );
+        slice_rect(mesh, x0, x1, y, h, left, right, color);
     }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn slice_rect(
+    mesh: &mut Mesh,
+    x0: f32,
+    x1: f32,
+    y: f32,
+    h: f32,
+    left: f32,
+    right: f32,
+    color: Color32,
+) {
+    let x0 = clamp_x(x0, left, right);
+    let x1 = clamp_x(x1, left, right).max(x0 + 1.0);
+    // A 1-pt gap at the right edge separates neighbours when wide enough.
+    let x1v = if x1 - x0 > 3.0 { x1 - 1.0 } else { x1 };
+    mesh.add_colored_rect(
+        Rect::from_min_max(Pos2::new(x0, y + 1.0), Pos2::new(x1v, y + h - 1.0)),
+        color,
+    );
+}
+
+/// Pixel heights of the slots of one column, stacked bottom-up: the
+/// cumulative shares are rounded, so the heights add up to the busy share
+/// of `inner`; a slot present in the column gets at least one pixel while
+/// room is left.
+pub fn stack_heights(covered: &[f64; SLOTS], col_ns: f64, inner: u8) -> [u8; SLOTS] {
+    let mut out = [0u8; SLOTS];
+    if col_ns.is_nan() || col_ns <= 0.0 {
+        return out;
+    }
+    let mut cum = 0.0;
+    let mut prev = 0u8;
+    for k in 0..SLOTS {
+        let f = covered[k] / col_ns;
+        if f.is_nan() || f <= 0.0 {
+            continue;
+        }
+        cum += f;
+        let px = (cum.min(1.0) * inner as f64).round() as u8;
+        let mut hk = px.saturating_sub(prev);
+        if hk == 0 && prev < inner {
+            hk = 1;
+        }
+        out[k] = hk;
+        prev = prev.saturating_add(hk).min(inner);
+    }
+    out
+}
+
+/// A GPU row: slices at least [`MIN_SLICE_PX`] wide as slices, everything
+/// narrower (folded runs, slivers) as one-pixel coverage columns stacked by
+/// class from the row's pyramid, neighbouring equal columns merged into one
+/// quad per class. Returns the number of coverage columns.
+#[allow(clippy::too_many_arguments)]
+pub fn mesh_row_coverage(
+    mesh: &mut Mesh,
+    trace: &Trace,
+    index: &TimelineIndex,
+    cov: &Coverage,
+    row: &Row,
+    items: &[Item],
+    map: &TimeMap,
+    y: f32,
+    h: f32,
+    left: f32,
+    right: f32,
+) -> usize {
+    let npp = map.ns_per_px;
+    let mut cols = cov.columns(&trace.slices, row, npp);
+    // Time at screen x, relative to the pyramid's origin.
+    let off = cov.rel_f64(map.origin_ns) + map.start_rel_ns;
+    let at = |x: f32| off + (x as f64 - map.left_px) * npp;
+    let inner = (h - 2.0).clamp(1.0, 255.0) as u8;
+    let base = y + h - 1.0;
+    let flush = |mesh: &mut Mesh, x0: f32, x1: f32, hs: [u8; SLOTS]| {
+        let mut bottom = base;
+        for k in 0..SLOTS {
+            if hs[k] > 0 {
+                let top = bottom - hs[k] as f32;
+                mesh.add_colored_rect(
+                    Rect::from_min_max(Pos2::new(x0, top), Pos2::new(x1, bottom)),
+                    SLOT_COLORS[k],
+                );
+                bottom = top;
+            }
+        }
+    };
+    let (lo, hi) = (left.floor(), right.ceil());
+    let mut columns = 0usize;
+    let mut next_col = lo;
+    // Current run: start x, end x, heights.
+    let mut run: Option<(f32, f32, [u8; SLOTS])> = None;
+    for it in items {
+        let (x0, x1) = match *it {
+            Item::Slice { x0, x1, .. } if x1 - x0 >= MIN_SLICE_PX as f32 => continue,
+            Item::Slice { x0, x1, .. } | Item::Folded { x0, x1, .. } => (x0, x1),
+        };
+        let c1 = x1.ceil().min(hi);
+        let mut x = x0.floor().max(next_col);
+        while x < c1 {
+            let a = at(x);
+            let hs = stack_heights(&cols.covered(a, a + npp), npp, inner);
+            match &mut run {
+                Some((_, end, rh)) if *end == x && *rh == hs => *end = x + 1.0,
+                _ => {
+                    if let Some((r0, r1, rh)) = run.take() {
+                        flush(mesh, r0, r1, rh);
+                    }
+                    run = Some((x, x + 1.0, hs));
+                }
+            }
+            columns += 1;
+            x += 1.0;
+        }
+        next_col = next_col.max(c1);
+    }
+    if let Some((r0, r1, rh)) = run {
+        flush(mesh, r0, r1, rh);
+    }
+    // Wide slices on top.
+    for it in items {
+        if let Item::Slice { slice, x0, x1 } = *it {
+            if x1 - x0 >= MIN_SLICE_PX as f32 {
+                let color = color_of(trace, index, slice as usize);
+                slice_rect(mesh, x0, x1, y, h, left, right, color);
+            }
+        }
+    }
+    columns
 }
 
 fn truncate(text: &str, width_px: f32) -> Option<String> {
@@ -97,11 +223,14 @@ fn truncate(text: &str, width_px: f32) -> Option<String> {
     Some(s)
 }
 
-/// Names on the items wide enough to hold them.
+/// Names on the items wide enough to hold them (folds only when
+/// `fold_labels`: coverage rows show what a fold holds by colour).
+#[allow(clippy::too_many_arguments)]
 pub fn label_items(
     painter: &Painter,
     trace: &Trace,
     items: &[Item],
+    fold_labels: bool,
     y: f32,
     h: f32,
     left: f32,
@@ -114,7 +243,7 @@ pub fn label_items(
             Item::Slice { slice, x0, x1 } if x1 - x0 >= MIN_TEXT_PX => {
                 (x0, x1, trace.str(sl.name[slice as usize]).to_string())
             }
-            Item::Folded { count, x0, x1, .. } if x1 - x0 >= MIN_TEXT_PX => (
+            Item::Folded { count, x0, x1, .. } if fold_labels && x1 - x0 >= MIN_TEXT_PX => (
                 x0,
                 x1,
                 format!(
@@ -138,8 +267,9 @@ pub fn label_items(
     }
 }
 
-/// A counter track as a step area: one value per 2-px column, found by
-/// binary search, so the cost is independent of the sample count.
+/// A counter track as a step area: the mean over each 2-px column, from
+/// the prefix integrals (two binary searches), so the cost is independent
+/// of the sample count.
 pub fn mesh_counter(
     mesh: &mut Mesh,
     trace: &Trace,
@@ -159,47 +289,44 @@ pub fn mesh_counter(
     if samples.is_empty() || max <= 0.0 {
         return;
     }
-    let c = &trace.counters;
-    let ts = |k: usize| c.ts_ns[samples[k] as usize];
     let color = Color32::from_rgb(90, 170, 110);
     let step = 2.0f32;
+    let inner = (rect.height() - 2.0).max(1.0);
     let mut x = rect.left();
-    let mut run: Option<(f32, f64)> = None;
+    // Runs of equal pixel height: (start x, height in px).
+    let mut run: Option<(f32, f32)> = None;
     while x < rect.right() {
-        let t = map.t(x as f64);
-        let t_next = map.t((x + step) as f64);
-        // Largest value inside the column, or the value carried into it.
-        let first = samples.partition_point(|&k| c.ts_ns[k as usize] <= t);
-        let mut v = if first > 0 {
-            c.value[samples[first - 1] as usize]
-        } else {
-            0.0
-        };
-        let mut k = first;
-        while k < samples.len() && ts(k) < t_next && k < first + 8 {
-            v = v.max(c.value[samples[k] as usize]);
-            k += 1;
-        }
+        // Time-weighted mean over the column (not the peak: an estimate
+        // that touches the maximum once per column would read as always full).
+        let v = index
+            .counter_mean(
+                trace,
+                track as usize,
+                map.t(x as f64),
+                map.t((x + step) as f64),
+            )
+            .unwrap_or(0.0);
+        let px = ((v / max).clamp(0.0, 1.0) as f32 * inner).round();
         match run {
-            Some((_, rv)) if rv == v => {}
-            Some((rx, rv)) => {
-                push_bar(mesh, rect, rx, x, rv / max, color);
-                run = Some((x, v));
+            Some((_, rp)) if rp == px => {}
+            Some((rx, rp)) => {
+                push_bar(mesh, rect, rx, x, rp, color);
+                run = Some((x, px));
             }
-            None => run = Some((x, v)),
+            None => run = Some((x, px)),
         }
         x += step;
     }
-    if let Some((rx, rv)) = run {
-        push_bar(mesh, rect, rx, rect.right(), rv / max, color);
+    if let Some((rx, rp)) = run {
+        push_bar(mesh, rect, rx, rect.right(), rp, color);
     }
 }
 
-fn push_bar(mesh: &mut Mesh, rect: Rect, x0: f32, x1: f32, frac: f64, color: Color32) {
-    if frac <= 0.0 {
+fn push_bar(mesh: &mut Mesh, rect: Rect, x0: f32, x1: f32, px: f32, color: Color32) {
+    if px <= 0.0 {
         return;
     }
-    let top = rect.bottom() - (rect.height() - 2.0) * frac.min(1.0) as f32;
+    let top = rect.bottom() - px;
     mesh.add_colored_rect(
         Rect::from_min_max(Pos2::new(x0, top), Pos2::new(x1, rect.bottom())),
         color,
