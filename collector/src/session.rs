@@ -41,7 +41,15 @@ const MAX_BUFFERS: usize = QUEUE_BUFFERS + 8;
 static BUDGET: BufferBudget = BufferBudget::new(MAX_BUFFERS);
 /// How often the writer asks CUPTI for what it has (completed records
 /// only) and writes it: what a SIGKILL can lose, plus CUPTI's own delay.
+/// `STREAMSCOPE_FLUSH_MS` overrides it (at least 10 ms).
 const FLUSH_PERIOD: Duration = Duration::from_millis(100);
+
+fn flush_period() -> Duration {
+    std::env::var(streamscope_core::protocol::env::FLUSH_MS)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(FLUSH_PERIOD, |ms| Duration::from_millis(ms.max(10)))
+}
 /// How often the progress file for `streamscope record` is rewritten.
 const PROGRESS_PERIOD: Duration = Duration::from_millis(250);
 /// How long exit and signal handlers wait for the final flush (after that
@@ -726,6 +734,7 @@ fn writer_main(
             last_progress = Instant::now();
         }
     };
+    let flush_every = flush_period();
     loop {
         drain(&mut conv, Duration::from_millis(50));
         if !s.sync.may_call_cupti() {
@@ -734,7 +743,7 @@ fn writer_main(
         let requested = s.sync.requested.load(Ordering::SeqCst);
         let flush_now = requested > s.sync.done.load(Ordering::SeqCst);
         let stop = s.sync.stop.load(Ordering::SeqCst);
-        if flush_now || stop || last_flush.elapsed() >= FLUSH_PERIOD {
+        if flush_now || stop || last_flush.elapsed() >= flush_every {
             // Forced only at the end: a forced flush also hands back
             // records still in progress (a running kernel), which are lost.
             let flag = if stop { FLUSH_FORCED } else { 0 };

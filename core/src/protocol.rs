@@ -36,6 +36,9 @@ pub mod env {
     pub const PY_HOOK_LIB: &str = "STREAMSCOPE_PY_HOOK_LIB";
     /// `0` turns the Python hooks off.
     pub const PYTHON_HOOKS: &str = "STREAMSCOPE_PYTHON_HOOKS";
+    /// The writer's flush period in milliseconds (default 100, at least
+    /// 10): what a SIGKILL can lose against how often CUPTI is asked.
+    pub const FLUSH_MS: &str = "STREAMSCOPE_FLUSH_MS";
 }
 
 /// Runtime API functions at whose entry the collector reads the caller's

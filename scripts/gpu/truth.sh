@@ -258,6 +258,15 @@ for i in $(seq "${TRUTH_ROUNDS:-2}"); do
   step "fsdp2-plain-$i" 90 torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-plain-$i.json"
   step "fsdp2-hooks-$i" 90 "$S" record -o "$W/ov-fsdp2-hooks-$i" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-hooks-$i.json"
 done
+# Where the cost comes from: the collector without the hooks, and with the
+# writer's old 1 s flush period, alternating with the runs above.
+if part overhead-split; then
+  for i in $(seq "${TRUTH_ROUNDS:-2}"); do
+    step "zoo-flush1s-$i" 60 env STREAMSCOPE_FLUSH_MS=1000 "$S" record -o "$W/ov-zoo-flush1s-$i" -- "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-flush1s-$i.json"
+    step "fsdp2-nohooks-$i" 90 "$S" record --no-python-hooks -o "$W/ov-fsdp2-nohooks-$i" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-nohooks-$i.json"
+    step "fsdp2-flush1s-$i" 90 env STREAMSCOPE_FLUSH_MS=1000 "$S" record -o "$W/ov-fsdp2-flush1s-$i" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-flush1s-$i.json"
+  done
+fi
 # The frame reader needs no hooks: the same lines from a --no-python-hooks run.
 zoo_lines "$W/ov-zoo-nohooks-1" sync_zoo_without_hooks
 "$PY" - "$W" <<'PY' | tee -a "$J"
@@ -271,7 +280,7 @@ def med(pat):
                 except Exception: pass
     return v
 r = {}
-for w, kinds in (("zoo", ("plain", "nohooks", "hooks")), ("fsdp2", ("plain", "hooks"))):
+for w, kinds in (("zoo", ("plain", "nohooks", "hooks", "flush1s")), ("fsdp2", ("plain", "hooks", "nohooks", "flush1s"))):
     runs = {k: med(f"ov-{w}-{k}") for k in kinds}
     d = {k + "_runs_ms": v for k, v in runs.items()}
     for k, v in runs.items():
@@ -302,7 +311,7 @@ fi
 
 # 10. The collector's #[ignore]d GPU tests.
 if part gputests && [ -x "$BIN/collector-gpu-tests" ]; then
-  step collector-gpu-tests 240 "$BIN/collector-gpu-tests" --ignored --test-threads=1
+  step collector-gpu-tests 240 env COLLECTOR_SO="$LIB" FSDP_REF="$F" "$BIN/collector-gpu-tests" --ignored --test-threads=1
 fi
 
 "$PY" -c 'import json,sys
