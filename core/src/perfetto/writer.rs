@@ -297,6 +297,10 @@ impl<W: Write> PerfettoWriter<W> {
         let at = self.packet(p, None, false);
         let td = self.enc.begin(PKT_TRACK_DESCRIPTOR);
         self.enc.uint(TD_UUID, self.seqs[p].uuid);
+        // Marks the file as ours before any slice (older readers decided
+        // how to decode slices from the first "streamscope" description).
+        self.enc
+            .bytes(TD_DESCRIPTION, PROCESS_DESCRIPTION.as_bytes());
         let pd = self.enc.begin(TD_PROCESS);
         self.enc.int(PD_PID, proc_.pid as i32 as i64);
         if !proc_.cmdline.is_empty() {
