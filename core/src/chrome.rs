@@ -539,6 +539,7 @@ pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
             _ => {}
         }
     }
+    bad_events += crate::load::break_parent_cycles(&mut t);
     if bad_events > 0 {
         t.warnings.push(format!(
             "{}: {bad_events} events or arguments that do not read back skipped",

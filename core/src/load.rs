@@ -234,6 +234,28 @@ pub fn load_file(path: &Path) -> Result<Trace> {
     }
 }
 
+/// Clears the parent of any track whose chain of parents loops (damaged
+/// or hostile descriptors), so that walking up a track tree always ends.
+/// Returns how many parents were cleared.
+pub(crate) fn break_parent_cycles(trace: &mut Trace) -> usize {
+    let n = trace.tracks.len();
+    let mut cleared = 0;
+    for i in 0..n {
+        let mut at = trace.tracks[i].parent;
+        let mut steps = 0;
+        while let Some(p) = at {
+            if p.0 as usize == i || steps > n || p.0 as usize >= n {
+                trace.tracks[i].parent = None;
+                cleared += 1;
+                break;
+            }
+            at = trace.tracks[p.0 as usize].parent;
+            steps += 1;
+        }
+    }
+    cleared
+}
+
 /// Writes `path` through a temporary file in the same directory, renamed
 /// into place once complete and synced: a failed write leaves what was
 /// there before, a reader never sees a partial file, and of two writers

@@ -746,3 +746,35 @@ fn broken_framing_skips_to_the_next_packet() {
     assert!(back.warnings.iter().any(|w| w.contains("damaged")));
     assert!(!back.warnings.iter().any(|w| w.contains("truncated")));
 }
+
+#[test]
+fn track_parents_that_form_a_loop_are_broken_with_a_warning() {
+    let mut e = Enc::default();
+    for (uuid, parent) in [(2u64, 3u64), (3, 2)] {
+        packet(&mut e, |e| {
+            e.uint(10, 1);
+            let td = e.begin(60);
+            e.uint(1, uuid);
+            e.uint(5, parent);
+            e.bytes(2, b"looping");
+            e.end(td);
+        });
+    }
+    slice_event(&mut e, 3, 10, Some(2), "x");
+    let t = from_bytes(&e.buf);
+    assert_eq!(t.slices.len(), 1);
+    for i in 0..t.tracks.len() {
+        let mut at = t.tracks[i].parent;
+        let mut steps = 0;
+        while let Some(p) = at {
+            steps += 1;
+            assert!(steps <= t.tracks.len(), "track {i}: parents loop");
+            at = t.tracks[p.0 as usize].parent;
+        }
+    }
+    assert!(
+        t.warnings.iter().any(|w| w.contains("form a loop")),
+        "{:?}",
+        t.warnings
+    );
+}

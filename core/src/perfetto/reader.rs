@@ -1156,6 +1156,13 @@ impl Reader {
                 }
             }
         }
+        let loops = crate::load::break_parent_cycles(&mut self.trace);
+        if loops > 0 {
+            self.trace.warnings.push(format!(
+                "{}: {loops} track descriptors whose parents form a loop; shown at the top level",
+                self.path.display()
+            ));
+        }
         // Events on process tracks (foreign traces) or on uuids without a
         // descriptor: give them a track of their own.
         let mut track_for = |i: usize, trace: &mut Trace| -> TrackId {
