@@ -235,6 +235,28 @@ fn write_seeds(dir: &Path) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "bench" {
+        // Reader throughput on a generated trace (compare builds of the
+        // reader under the same load): `bench SLICES`.
+        use streamscope_core::synth::{fsdp_like, SynthOptions};
+        let n: usize = args[2].parse().unwrap_or(1_000_000);
+        let t = fsdp_like(&SynthOptions {
+            ranks: 8,
+            target_slices: n,
+            layers: 16,
+            item_sync: true,
+            seed: 7,
+        });
+        let bytes = perfetto::write_trace(&t, Vec::new()).unwrap_or_default();
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            let back = perfetto::read_stream(Path::new("bench.pftrace"), &bytes[..]);
+            let s = t0.elapsed().as_secs_f64();
+            let k = back.map(|b| b.slices.len()).unwrap_or(0);
+            println!("read {k} slices in {s:.3} s: {:.2} M/s", k as f64 / s / 1e6);
+        }
+        return;
+    }
     if args.len() == 3 && args[1] == "seeds" {
         write_seeds(Path::new(&args[2]));
         return;
