@@ -302,10 +302,19 @@ pub fn write_atomically(
         if overwrite {
             std::fs::rename(&tmp, path)
         } else {
-            // A hard link fails if `path` appeared meanwhile.
-            std::fs::hard_link(&tmp, path).map(|()| {
-                let _ = std::fs::remove_file(&tmp);
-            })
+            // A hard link fails if `path` appeared meanwhile. Where links
+            // are not supported, check and rename (a narrow race).
+            match std::fs::hard_link(&tmp, path) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    Ok(())
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+                Err(_) if std::fs::symlink_metadata(path).is_ok() => {
+                    Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
+                }
+                Err(_) => std::fs::rename(&tmp, path),
+            }
         }
     })();
     match result {
