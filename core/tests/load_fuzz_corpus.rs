@@ -70,3 +70,44 @@ fn kineto_corpus_never_panics() {
         check(&f, "loader", r);
     }
 }
+
+/// The regression inputs (each once showed a defect): what each must give.
+#[test]
+fn regression_inputs_load_with_their_warnings() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
+    for (file, warning) in [
+        ("perfetto/regress-bad-wire-type.pftrace", "damaged"),
+        ("perfetto/regress-damaged-length.pftrace", "damaged"),
+        (
+            "perfetto/regress-junk-between-packets.pftrace",
+            "skipped 1 damaged packets (3 bytes",
+        ),
+        ("perfetto/regress-runaway-length.pftrace", "damaged"),
+        (
+            "perfetto/regress-ts-beyond-i64.pftrace",
+            "skipped 1 damaged",
+        ),
+        ("perfetto/regress-parent-loop.pftrace", "form a loop"),
+        (
+            "kineto/regress-bad-durations.json",
+            "3 events with a missing, negative",
+        ),
+        ("kineto/regress-cut-in-events.json", "JSON ends early"),
+        ("kineto/regress-truncated.json.gz", "gzip data is truncated"),
+        ("kineto/regress-chrome-bad-indexes.json", "do not read back"),
+    ] {
+        let t = load::load_file(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(
+            t.warnings.iter().any(|w| w.contains(warning)),
+            "{file}: {:?}",
+            t.warnings
+        );
+    }
+    let t = load::load_file(&dir.join("perfetto/regress-kinds-before-descriptors.pftrace"))
+        .expect("loads");
+    let kinds: Vec<&str> = t.slices.kind.iter().map(|k| k.name()).collect();
+    assert_eq!(kinds, ["driver", "runtime", "sync"]);
+    let t = load::load_file(&dir.join("kineto/regress-edge-timestamps.json")).expect("loads");
+    let (a, b) = t.time_span().expect("span");
+    assert!(b >= a);
+}

@@ -348,6 +348,13 @@ fn main() {
             }
         }
     }
+    // Keep a few of the inputs that reached new outcomes (small ones,
+    // spread over the run) as candidates for the committed corpus.
+    let found: Vec<&Vec<u8>> = pool.iter().filter(|b| b.len() <= 32 << 10).collect();
+    let step = (found.len() / 8).max(1);
+    for (i, b) in found.iter().step_by(step).take(8).enumerate() {
+        let _ = std::fs::write(out.join(format!("pool-{i}")), b);
+    }
     println!(
         "{target}: {execs} execs in {:.0} s, pool {}, outcomes {}, crashes {crashes}",
         t0.elapsed().as_secs_f64(),
