@@ -74,9 +74,13 @@ struct ExportArgs {
     /// Output format.
     #[arg(long = "to", value_enum)]
     to: ExportFormat,
-    /// Output file.
+    /// Output file. An existing file is refused unless --force; an input
+    /// (or a trace file inside an input directory) is always refused.
     #[arg(short, long)]
     output: PathBuf,
+    /// Replace an existing output file.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(clap::Args)]
@@ -124,12 +128,67 @@ pub fn load_with_progress(paths: &[PathBuf]) -> Result<Trace> {
     Ok(trace)
 }
 
+/// Refuses an output that is one of the inputs, or a trace file inside an
+/// input directory (the next load of that directory would show its ranks
+/// twice), whatever --force says.
+fn check_output_is_not_an_input(args: &ExportArgs) -> Result<()> {
+    let out = &args.output;
+    // The output may not exist yet: judge by its canonical directory.
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(dir) = std::fs::canonicalize(&dir) else {
+        return Ok(()); // the write names the missing directory
+    };
+    let Some(name) = out.file_name() else {
+        return Ok(());
+    };
+    let out_canon = dir.join(name);
+    let out_canon = std::fs::canonicalize(&out_canon).unwrap_or(out_canon);
+    for input in &args.traces {
+        let Ok(inp) = std::fs::canonicalize(input) else {
+            continue;
+        };
+        if inp == out_canon {
+            anyhow::bail!(
+                "{}: is an input of this export; write elsewhere",
+                out.display()
+            );
+        }
+        let listed = streamscope_core::load::expand(&inp).unwrap_or_default();
+        let would_be_listed = inp.is_dir()
+            && out_canon.parent() == Some(inp.as_path())
+            && streamscope_core::load::is_trace_name(&out_canon);
+        if listed.contains(&out_canon) || would_be_listed {
+            anyhow::bail!(
+                "{}: is inside input directory {}, whose next load would show its ranks twice; write elsewhere",
+                out.display(),
+                input.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 fn export(args: &ExportArgs) -> Result<()> {
     let t0 = Instant::now();
+    check_output_is_not_an_input(args)?;
+    if !args.force && std::fs::symlink_metadata(&args.output).is_ok() {
+        anyhow::bail!(
+            "{}: already exists (pass --force to replace it)",
+            args.output.display()
+        );
+    }
     let trace = load_with_progress(&args.traces)?;
+    let overwrite = args.force;
     match args.to {
-        ExportFormat::Perfetto => streamscope_core::perfetto::write_file(&trace, &args.output)?,
-        ExportFormat::ChromeJson => streamscope_core::chrome::write_file(&trace, &args.output)?,
+        ExportFormat::Perfetto => {
+            streamscope_core::perfetto::writer::write_new_file(&trace, &args.output, overwrite)?
+        }
+        ExportFormat::ChromeJson => {
+            streamscope_core::chrome::write_new_file(&trace, &args.output, overwrite)?
+        }
     }
     let bytes = std::fs::metadata(&args.output)
         .map(|m| m.len())
@@ -180,7 +239,14 @@ fn info_text(t: &Trace) -> String {
         t.counters.len()
     );
     if let Some((a, b)) = t.time_span() {
-        let _ = writeln!(o, "time span: {} ({} .. {} ns)", fmt_ns(b - a), a, b);
+        // Saturating: timestamps near ±2^63 ns must not wrap the span.
+        let _ = writeln!(
+            o,
+            "time span: {} ({} .. {} ns)",
+            fmt_ns(b.saturating_sub(a)),
+            a,
+            b
+        );
     }
     let _ = writeln!(o, "dropped records: {}", t.dropped_records());
     let _ = writeln!(o, "counts per kind:");

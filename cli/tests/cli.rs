@@ -166,3 +166,124 @@ fn truncated_pftrace_loads_with_a_warning() {
         .unwrap_or(0);
     assert!(slices > 1000, "{so}");
 }
+
+fn report_json(paths: &[&Path]) -> serde_json::Value {
+    let (o, so, se) = run(bin().arg("report").args(paths).args(["--format", "json"]));
+    assert!(o.status.success(), "{se}");
+    serde_json::from_str(&so).expect("report JSON")
+}
+
+#[test]
+fn info_reads_a_pipe() {
+    let src = repo().join("traces/fsdp-ref-serial-h200x2/rank-0.pftrace");
+    let (o, so, se) = run(Command::new("bash").arg("-c").arg(format!(
+        "'{}' info <(cat '{}')",
+        env!("CARGO_BIN_EXE_streamscope"),
+        src.display()
+    )));
+    assert!(o.status.success(), "{se}");
+    assert!(so.contains("slices: 31654"), "{so}");
+}
+
+#[test]
+fn chrome_json_export_reports_what_its_source_reports() {
+    let src = repo().join("traces/fsdp-ref-serial-h200x2");
+    let out = tmp("serial-roundtrip.json");
+    let _ = std::fs::remove_file(&out);
+    let (o, _, se) = run(bin()
+        .arg("export")
+        .arg(&src)
+        .args(["--to", "chrome-json", "-o"])
+        .arg(&out));
+    assert!(o.status.success(), "{se}");
+    let (_, a, _) = run(bin().arg("info").arg(&src));
+    let (o, b, se) = run(bin().arg("info").arg(&out));
+    assert!(o.status.success(), "{se}");
+    // Was one process, 3,438 of 34,932 slices and no flows.
+    assert_eq!(a, b);
+    let (ra, rb) = (report_json(&[&src]), report_json(&[&out]));
+    assert_eq!(ra["ranks"], rb["ranks"]);
+}
+
+#[test]
+fn export_refuses_to_overwrite_or_to_write_into_its_input() {
+    let src = repo().join("traces/fsdp-ref-serial-h200x2/rank-0.pftrace");
+    let out = tmp("refuse.pftrace");
+    std::fs::write(&out, b"precious").expect("write");
+    let export = |input: &Path, output: &Path, force: bool| {
+        let mut c = bin();
+        c.arg("export")
+            .arg(input)
+            .args(["--to", "perfetto", "-o"])
+            .arg(output);
+        if force {
+            c.arg("--force");
+        }
+        run(&mut c)
+    };
+    let (o, _, se) = export(&src, &out, false);
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(
+        se.contains("already exists") && se.contains("--force"),
+        "{se}"
+    );
+    assert_eq!(std::fs::read(&out).expect("read"), b"precious");
+    let (o, _, se) = export(&src, &out, true);
+    assert!(o.status.success(), "{se}");
+    assert_ne!(std::fs::read(&out).expect("read"), b"precious");
+    // Its own input, even with --force.
+    let (o, _, se) = export(&out, &out, true);
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("is an input"), "{se}");
+    // A new file inside an input directory would show its ranks twice.
+    let dir = tmp("ranks-dir");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::copy(&src, dir.join("rank-0.pftrace")).expect("copy");
+    let (o, _, se) = export(&dir, &dir.join("merged.pftrace"), true);
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("inside input directory"), "{se}");
+    assert!(!dir.join("merged.pftrace").exists());
+    // No temporary files left anywhere.
+    let leftovers: Vec<_> = std::fs::read_dir(out.parent().expect("dir"))
+        .expect("ls")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn exporting_a_trace_without_processes_is_an_error() {
+    // A Perfetto file with one packet that defines nothing.
+    let src = tmp("nothing.pftrace");
+    std::fs::write(&src, [0x0a, 0x02, 0x50, 0x01]).expect("write");
+    let out = tmp("nothing-out.pftrace");
+    let (o, _, se) = run(bin()
+        .arg("export")
+        .arg(&src)
+        .args(["--to", "perfetto", "-o"])
+        .arg(&out));
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("nothing to write"), "{se}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn info_on_timestamps_near_the_ends_of_i64_does_not_wrap() {
+    let src = tmp("edges.json");
+    std::fs::write(
+        &src,
+        br#"{"traceEvents":[
+      {"ph":"X","cat":"cpu_op","name":"early","pid":1,"tid":1,"ts":-9223372036854775.8,"dur":1},
+      {"ph":"X","cat":"cpu_op","name":"late","pid":1,"tid":1,"ts":9223372036854775.8,"dur":1000}
+    ]}"#,
+    )
+    .expect("write");
+    let (o, so, se) = run(bin().arg("info").arg(&src));
+    assert!(o.status.success(), "{se}");
+    let span = so
+        .lines()
+        .find(|l| l.starts_with("time span: "))
+        .expect("a span");
+    assert!(!span.starts_with("time span: -"), "{span}");
+}

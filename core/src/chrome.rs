@@ -7,10 +7,25 @@
 //! 2^31 named after the track). Slices are complete ("X") events with µs
 //! timestamps at ns precision, counters are "C" events, and launch→kernel
 //! flows are "s"/"f" pairs keyed by the flow id.
+//!
+//! The file is also marked as ours (`"streamscope":1`, the first key) and
+//! carries what Trace Event Format cannot say: one `streamscope` metadata
+//! event with the processes, devices and tracks of the model, the track of
+//! each event (`sst`) and typed free-form arguments (`ssargs`). Tools ignore
+//! these fields; [`read_json`] reads such a file back into the model it was
+//! written from (flows are rebuilt from correlation ids, as every reader
+//! does), so an exported file reports what its source reported.
 
 use std::io::{self, Write};
+use std::path::Path;
 
+use serde_json::{json, Value};
+
+use crate::error::{Result, TraceError};
 use crate::model::*;
+
+/// How an exported file starts: the marker [`is_ours`] looks for.
+const MARKER: &[u8] = b"{\"streamscope\":1,";
 
 fn synthetic_tid(track: usize) -> u64 {
     (1u64 << 31) + track as u64
@@ -36,8 +51,15 @@ fn json_str(s: &str) -> String {
 /// Writes `trace` as Trace Event Format JSON.
 pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
     let mut w = io::BufWriter::with_capacity(1 << 20, out);
-    writeln!(w, "{{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
-    let mut first = true;
+    w.write_all(MARKER)?;
+    writeln!(w, "\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
+    write!(
+        w,
+        "{{\"ph\":\"M\",\"name\":\"streamscope\",\"pid\":{},\"args\":{{}},\"streamscope\":{}}}",
+        trace.processes.first().map_or(0, |p| p.pid),
+        model_json(trace)
+    )?;
+    let mut first = false;
     let mut sep = |w: &mut io::BufWriter<W>| -> io::Result<()> {
         if !first {
             w.write_all(b",\n")?;
@@ -91,9 +113,10 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
         sep(&mut w)?;
         write!(
             w,
-            "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{},\"args\":{{\"class\":\"{}\"",
+            "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"sst\":{},\"ts\":{},\"dur\":{},\"args\":{{\"class\":\"{}\"",
             sl.kind[i].name(),
             json_str(trace.str(sl.name[i])),
+            sl.track[i].0,
             us(sl.start_ns[i]),
             us(sl.dur_ns[i]),
             sl.class[i].name()
@@ -137,7 +160,27 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
             };
             write!(w, ",{}:{v}", json_str(trace.str(*k)))?;
         }
-        w.write_all(b"}}")?;
+        w.write_all(b"}")?;
+        let args = trace.args_of(i);
+        if !args.is_empty() {
+            // Typed, in order: what the flat args above cannot say.
+            let typed: Vec<Value> = args
+                .iter()
+                .map(|(k, v)| {
+                    let k = trace.str(*k);
+                    match v {
+                        ArgValue::Int(x) => json!([k, "i", x]),
+                        ArgValue::UInt(x) => json!([k, "u", x]),
+                        ArgValue::Double(x) if x.is_finite() => json!([k, "d", x]),
+                        ArgValue::Double(x) => json!([k, "d", x.to_string()]),
+                        ArgValue::Bool(x) => json!([k, "b", x]),
+                        ArgValue::Str(s) => json!([k, "s", trace.str(*s)]),
+                    }
+                })
+                .collect();
+            write!(w, ",\"ssargs\":{}", Value::Array(typed))?;
+        }
+        w.write_all(b"}")?;
     }
     for f in &trace.flows {
         for (ph, s, extra) in [("s", f.from, ""), ("f", f.to, ",\"bp\":\"e\"")] {
@@ -174,24 +217,355 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
         sep(&mut w)?;
         write!(
             w,
-            "{{\"ph\":\"C\",\"name\":{},\"pid\":{pid},\"ts\":{},\"args\":{{\"value\":{v}}}}}",
+            "{{\"ph\":\"C\",\"name\":{},\"pid\":{pid},\"sst\":{},\"ts\":{},\"args\":{{\"value\":{v}}}{}}}",
             json_str(trace.str(tr.name)),
-            us(c.ts_ns[i])
+            c.track[i].0,
+            us(c.ts_ns[i]),
+            if c.value[i].is_finite() {
+                String::new()
+            } else {
+                format!(",\"ssvalue\":{}", json_str(&c.value[i].to_string()))
+            }
         )?;
     }
     writeln!(w, "\n]}}")?;
     w.into_inner().map_err(|e| e.into_error())
 }
 
-/// Writes `trace` as Trace Event Format JSON to `path`.
-pub fn write_file(trace: &Trace, path: &std::path::Path) -> crate::Result<()> {
-    let err = |source| crate::TraceError::Write {
+/// Processes, devices and tracks of the model, for the `streamscope`
+/// metadata event.
+fn model_json(t: &Trace) -> Value {
+    let processes: Vec<Value> = t
+        .processes
+        .iter()
+        .map(|p| {
+            json!({
+                "pid": p.pid, "name": p.name, "rank": p.rank, "local_rank": p.local_rank,
+                "world_size": p.world_size, "hostname": p.hostname, "cmdline": p.cmdline,
+                "clock": p.clock.name(), "dropped_records": p.dropped_records,
+                "capture_start_ns": p.capture_start_ns, "capture_end_ns": p.capture_end_ns,
+                "clock_snapshot": p.clock_snapshot, "metadata": p.metadata,
+            })
+        })
+        .collect();
+    let devices: Vec<Value> = t
+        .devices
+        .iter()
+        .map(|d| {
+            json!({
+                "process": d.process, "ordinal": d.ordinal, "name": d.name,
+                "compute_major": d.compute_major, "compute_minor": d.compute_minor,
+                "sm_count": d.sm_count, "warp_size": d.warp_size,
+                "max_threads_per_block": d.max_threads_per_block,
+                "max_threads_per_sm": d.max_threads_per_sm,
+                "max_blocks_per_sm": d.max_blocks_per_sm, "regs_per_sm": d.regs_per_sm,
+                "regs_per_block": d.regs_per_block, "smem_per_sm_bytes": d.smem_per_sm_bytes,
+                "smem_per_block_bytes": d.smem_per_block_bytes,
+                "global_mem_bytes": d.global_mem_bytes,
+            })
+        })
+        .collect();
+    let tracks: Vec<Value> = t
+        .tracks
+        .iter()
+        .map(|tr| {
+            let mut v = json!({
+                "process": tr.process,
+                "parent": tr.parent.map(|p| p.0),
+                "name": t.str(tr.name),
+            });
+            let (kind, extra) = match tr.kind {
+                TrackKind::Thread { tid } => ("thread", json!({ "tid": tid })),
+                TrackKind::Gpu { device } => ("gpu", json!({ "device": device })),
+                TrackKind::Stream { device, stream } => {
+                    ("stream", json!({ "device": device, "stream": stream }))
+                }
+                TrackKind::Counter { device } => ("counter", json!({ "device": device })),
+                TrackKind::Other => ("other", json!({})),
+            };
+            if let (Value::Object(m), Value::Object(e)) = (&mut v, extra) {
+                m.insert("kind".into(), kind.into());
+                m.extend(e);
+            }
+            v
+        })
+        .collect();
+    json!({ "version": 1, "processes": processes, "devices": devices, "tracks": tracks })
+}
+
+/// Whether `json` is chrome-json exported by streamscope (starts with the
+/// marker, after any byte-order mark and whitespace).
+pub fn is_ours(json: &[u8]) -> bool {
+    let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
+    let start = json
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(json.len());
+    json[start..].starts_with(MARKER)
+}
+
+/// One event of an exported file, as read back.
+#[derive(serde::Deserialize)]
+struct Ev<'a> {
+    #[serde(default)]
+    ph: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    cat: String,
+    sst: Option<u32>,
+    #[serde(borrow)]
+    ts: Option<&'a serde_json::value::RawValue>,
+    #[serde(borrow)]
+    dur: Option<&'a serde_json::value::RawValue>,
+    #[serde(default)]
+    args: Value,
+    #[serde(default)]
+    ssargs: Vec<(String, String, Value)>,
+    ssvalue: Option<String>,
+    streamscope: Option<Value>,
+}
+
+#[derive(serde::Deserialize)]
+#[allow(non_snake_case)]
+struct Doc<'a> {
+    #[serde(borrow)]
+    traceEvents: Vec<Ev<'a>>,
+}
+
+/// Reads chrome-json written by [`write_chrome_json`] back into the model
+/// it was written from (see the module docs). `path` names it in errors.
+pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
+    let bad = |why: String| TraceError::Json {
         path: path.to_path_buf(),
-        source,
+        why: format!("streamscope chrome-json: {why}"),
     };
-    let f = std::fs::File::create(path).map_err(err)?;
-    write_chrome_json(trace, f).map_err(err)?;
-    Ok(())
+    let doc: Doc = serde_json::from_slice(json).map_err(|e| bad(e.to_string()))?;
+    let model = doc
+        .traceEvents
+        .iter()
+        .find(|e| e.ph == "M" && e.name == "streamscope")
+        .and_then(|e| e.streamscope.as_ref())
+        .ok_or_else(|| bad("no streamscope metadata event".into()))?;
+    let mut t = Trace::new();
+    let u32_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as u32);
+    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let list = |k: &str| {
+        model
+            .get(k)
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    for p in list("processes") {
+        let pairs = |k: &str| {
+            p.get(k)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        t.add_process(Process {
+            pid: u32_of(&p, "pid").unwrap_or(0),
+            name: str_of(&p, "name"),
+            rank: u32_of(&p, "rank"),
+            local_rank: u32_of(&p, "local_rank"),
+            world_size: u32_of(&p, "world_size"),
+            hostname: str_of(&p, "hostname"),
+            cmdline: str_of(&p, "cmdline"),
+            clock: match str_of(&p, "clock").as_str() {
+                "realtime" => ClockDomain::Realtime,
+                "monotonic" => ClockDomain::Monotonic,
+                _ => ClockDomain::Boottime,
+            },
+            dropped_records: p
+                .get("dropped_records")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
+            capture_start_ns: p.get("capture_start_ns").and_then(Value::as_i64),
+            capture_end_ns: p.get("capture_end_ns").and_then(Value::as_i64),
+            clock_snapshot: pairs("clock_snapshot")
+                .iter()
+                .filter_map(|c| Some((c.get(0)?.as_u64()? as u32, c.get(1)?.as_i64()?)))
+                .collect(),
+            metadata: pairs("metadata")
+                .iter()
+                .filter_map(|c| {
+                    Some((
+                        c.get(0)?.as_str()?.to_string(),
+                        c.get(1)?.as_str()?.to_string(),
+                    ))
+                })
+                .collect(),
+        });
+    }
+    let nproc = t.processes.len() as u32;
+    for d in list("devices") {
+        let n = |k: &str| u32_of(&d, k).unwrap_or(0);
+        let n64 = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let process = n("process");
+        if process >= nproc {
+            return Err(bad(format!("device of process {process}, beyond {nproc}")));
+        }
+        t.add_device(Device {
+            process,
+            ordinal: n("ordinal"),
+            name: str_of(&d, "name"),
+            compute_major: n("compute_major"),
+            compute_minor: n("compute_minor"),
+            sm_count: n("sm_count"),
+            warp_size: n("warp_size"),
+            max_threads_per_block: n("max_threads_per_block"),
+            max_threads_per_sm: n("max_threads_per_sm"),
+            max_blocks_per_sm: n("max_blocks_per_sm"),
+            regs_per_sm: n("regs_per_sm"),
+            regs_per_block: n("regs_per_block"),
+            smem_per_sm_bytes: n64("smem_per_sm_bytes"),
+            smem_per_block_bytes: n64("smem_per_block_bytes"),
+            global_mem_bytes: n64("global_mem_bytes"),
+        });
+    }
+    let ndev = t.devices.len() as u32;
+    let tracks = list("tracks");
+    let ntracks = tracks.len() as u32;
+    for tr in &tracks {
+        let process = u32_of(tr, "process").unwrap_or(u32::MAX);
+        let parent = u32_of(tr, "parent");
+        let device = u32_of(tr, "device");
+        if process >= nproc
+            || parent.is_some_and(|p| p >= ntracks)
+            || device.is_some_and(|d| d >= ndev)
+        {
+            return Err(bad(
+                "a track names a process, parent or device it lacks".into()
+            ));
+        }
+        let dev = device.unwrap_or(0);
+        let kind = match str_of(tr, "kind").as_str() {
+            "thread" => TrackKind::Thread {
+                tid: u32_of(tr, "tid").unwrap_or(0),
+            },
+            "gpu" if device.is_some() => TrackKind::Gpu { device: dev },
+            "stream" if device.is_some() => TrackKind::Stream {
+                device: dev,
+                stream: u32_of(tr, "stream").unwrap_or(0),
+            },
+            "counter" => TrackKind::Counter { device },
+            _ => TrackKind::Other,
+        };
+        let id = t.add_track(process, None, kind, &str_of(tr, "name"));
+        t.tracks[id.0 as usize].parent = parent.map(TrackId);
+    }
+    let time = |r: Option<&serde_json::value::RawValue>| {
+        r.and_then(|r| crate::kineto::us_text_to_ns(r.get()))
+    };
+    let mut bad_events = 0usize;
+    for e in &doc.traceEvents {
+        let Some(track) = e.sst.filter(|&s| s < ntracks).map(TrackId) else {
+            if e.sst.is_some() {
+                bad_events += 1;
+            }
+            continue;
+        };
+        let Some(ts) = time(e.ts) else {
+            bad_events += 1;
+            continue;
+        };
+        match e.ph.as_str() {
+            "X" => {
+                let kind = SliceKind::from_name(&e.cat).unwrap_or(SliceKind::Other);
+                let name = t.intern(&e.name);
+                let mut s = NewSlice::new(track, kind, name, ts, time(e.dur).unwrap_or(0));
+                let a = &e.args;
+                let num = |k: &str| a.get(k).and_then(Value::as_u64);
+                s.class = a
+                    .get("class")
+                    .and_then(Value::as_str)
+                    .and_then(SliceClass::from_name)
+                    .unwrap_or(SliceClass::None);
+                s.correlation = num("correlation").unwrap_or(0) as u32;
+                let dims = |k: &str| {
+                    let v = a.get(k)?.as_array()?;
+                    let d = |i: usize| v.get(i).and_then(Value::as_u64).unwrap_or(0) as u32;
+                    Some([d(0), d(1), d(2)])
+                };
+                if kind == SliceKind::Kernel {
+                    if let (Some(grid), Some(block)) = (dims("grid"), dims("block")) {
+                        s.launch = Some(LaunchConfig {
+                            grid,
+                            block,
+                            registers_per_thread: num("registers per thread").unwrap_or(0) as u32,
+                            static_smem_bytes: num("static shared memory").unwrap_or(0) as u32,
+                            dynamic_smem_bytes: num("dynamic shared memory").unwrap_or(0) as u32,
+                        });
+                    }
+                }
+                if matches!(kind, SliceKind::Memcpy | SliceKind::Memset) {
+                    if let Some(ck) = a.get("copy kind").and_then(Value::as_str) {
+                        s.copy = Some(CopyInfo {
+                            bytes: num("bytes").unwrap_or(0),
+                            kind: CopyKind::from_name(ck),
+                            pageable: a.get("pageable").and_then(Value::as_bool).unwrap_or(false),
+                        });
+                    }
+                }
+                for (k, ty, v) in &e.ssargs {
+                    let value = match ty.as_str() {
+                        "i" => v.as_i64().map(ArgValue::Int),
+                        "u" => v.as_u64().map(ArgValue::UInt),
+                        "d" => v
+                            .as_f64()
+                            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                            .map(ArgValue::Double),
+                        "b" => v.as_bool().map(ArgValue::Bool),
+                        "s" => v.as_str().map(|s| ArgValue::Str(t.intern(s))),
+                        _ => None,
+                    };
+                    match value {
+                        Some(v) => s.args.push((t.intern(k), v)),
+                        None => bad_events += 1,
+                    }
+                }
+                t.push_slice(s);
+            }
+            "C" => {
+                let v = e
+                    .ssvalue
+                    .as_deref()
+                    .and_then(|s| s.parse().ok())
+                    .or_else(|| e.args.get("value").and_then(Value::as_f64))
+                    .unwrap_or(0.0);
+                t.push_counter(track, ts, v);
+            }
+            _ => {}
+        }
+    }
+    bad_events += crate::load::break_parent_cycles(&mut t);
+    if bad_events > 0 {
+        t.warnings.push(format!(
+            "{}: {bad_events} events or arguments that do not read back skipped",
+            path.display()
+        ));
+    }
+    t.sort_slices();
+    t.link_flows_by_correlation();
+    Ok(t)
+}
+
+/// Writes `trace` as Trace Event Format JSON to `path`, replacing it.
+pub fn write_file(trace: &Trace, path: &std::path::Path) -> crate::Result<()> {
+    write_new_file(trace, path, true)
+}
+
+/// Writes `trace` as Trace Event Format JSON to `path` through a temporary
+/// file renamed into place; an existing `path` is replaced only with
+/// `overwrite`. A trace without processes is an error.
+pub fn write_new_file(trace: &Trace, path: &std::path::Path, overwrite: bool) -> crate::Result<()> {
+    if trace.processes.is_empty() {
+        return Err(crate::TraceError::NothingToWrite {
+            path: path.to_path_buf(),
+        });
+    }
+    crate::load::write_atomically(path, overwrite, |w| write_chrome_json(trace, w).map(|_| ()))
 }
 
 #[cfg(test)]

@@ -24,6 +24,10 @@ pub enum TraceError {
     Json { path: PathBuf, why: String },
     #[error("{path}: directory holds no trace files (.pftrace, .perfetto-trace, .json, .json.gz)")]
     EmptyDirectory { path: PathBuf },
+    #[error("{path}: nothing to write: the trace has no processes")]
+    NothingToWrite { path: PathBuf },
+    #[error("{path}: already exists (pass --force to replace it)")]
+    OutputExists { path: PathBuf },
     #[error("{path}: cannot write: {source}")]
     Write {
         path: PathBuf,

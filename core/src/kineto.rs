@@ -23,6 +23,8 @@ mod process;
 mod split;
 mod time;
 
+pub(crate) use time::us_text_to_ns;
+
 use std::io::Read;
 use std::path::Path;
 
@@ -47,7 +49,21 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Trace> {
         });
     }
     if bytes.starts_with(&GZIP_MAGIC) {
+        let mut head = Vec::new();
+        let _ = flate2::read::MultiGzDecoder::new(bytes)
+            .take(64)
+            .read_to_end(&mut head);
+        if crate::chrome::is_ours(&head) {
+            let mut text = Vec::new();
+            flate2::read::MultiGzDecoder::new(bytes)
+                .read_to_end(&mut text)
+                .map_err(|e| TraceError::io(path, e))?;
+            return crate::chrome::read_json(path, &text);
+        }
         split::import_gzip(path, bytes)
+    } else if crate::chrome::is_ours(bytes) {
+        // chrome-json exported by streamscope: read back exactly.
+        crate::chrome::read_json(path, bytes)
     } else {
         import::import(path, bytes)
     }

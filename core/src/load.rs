@@ -15,14 +15,30 @@ pub enum Format {
     Kineto,
 }
 
+/// One file to load, and whether it came from a directory listing (then a
+/// bad or empty one is skipped with a warning rather than failing the load).
+struct Source {
+    path: PathBuf,
+    listed: bool,
+}
+
 /// Loads every path (files or directories) into one trace. Files (one per
 /// rank, as the collector writes them) are read on all cores and appended
 /// in name order.
+///
+/// A file named on its own must load. A file found in a directory that
+/// fails to load, is empty or holds no events (a header only) is skipped
+/// with a one-line warning naming it, so one bad rank does not cost the
+/// others; if none loads, the first error is the error. The same file
+/// given twice is an error; two files claiming one rank number get a
+/// warning naming both.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
-    let mut files = Vec::new();
+    let mut files: Vec<Source> = Vec::new();
     for p in paths {
-        files.extend(expand(p)?);
+        let listed = std::fs::metadata(p).is_ok_and(|m| m.is_dir());
+        files.extend(expand(p)?.into_iter().map(|path| Source { path, listed }));
     }
+    refuse_duplicates(&files)?;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len())
@@ -36,7 +52,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(f) = files.get(i) else { break };
-                        out.push((i, load_file(f)));
+                        out.push((i, load_file(&f.path)));
                     }
                     out
                 })
@@ -52,14 +68,84 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
     });
     loaded.sort_by_key(|(i, _)| *i);
     let mut trace: Option<Trace> = None;
-    for (_, t) in loaded {
-        let t = t?;
+    let mut skipped: Vec<String> = Vec::new();
+    let mut first_error: Option<TraceError> = None;
+    // (rank, file) of every process loaded, to name ranks given twice.
+    let mut ranks: Vec<(u32, usize)> = Vec::new();
+    for (i, t) in loaded {
+        let t = match t {
+            Ok(t) if files[i].listed && t.slices.is_empty() && t.counters.is_empty() => {
+                skipped.push(format!(
+                    "{}: holds no events (header only); skipped",
+                    files[i].path.display()
+                ));
+                continue;
+            }
+            Ok(t) => t,
+            Err(e) if files[i].listed => {
+                skipped.push(format!("{e}; skipped"));
+                first_error.get_or_insert(e);
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        ranks.extend(t.processes.iter().filter_map(|p| p.rank).map(|r| (r, i)));
         match &mut trace {
             None => trace = Some(t),
             Some(all) => all.append(t),
         }
     }
-    Ok(trace.unwrap_or_default())
+    let Some(mut trace) = trace else {
+        return match first_error {
+            Some(e) => Err(e),
+            // Only empty or header-only files.
+            None => Err(TraceError::NotATrace {
+                path: files.first().map(|f| f.path.clone()).unwrap_or_default(),
+                why: "no file holds any events".into(),
+            }),
+        };
+    };
+    ranks.sort_unstable();
+    for w in ranks.windows(2) {
+        if w[0].0 == w[1].0 && w[0].1 != w[1].1 {
+            skipped.push(format!(
+                "rank {} appears in both {} and {}: two runs mixed? both are shown",
+                w[0].0,
+                files[w[0].1].path.display(),
+                files[w[1].1].path.display()
+            ));
+        }
+    }
+    // Load warnings first, in file order, then what was skipped.
+    trace.warnings.extend(skipped);
+    Ok(trace)
+}
+
+/// The same file (by its canonical path) given twice would show its ranks
+/// twice: an error naming it.
+fn refuse_duplicates(files: &[Source]) -> Result<()> {
+    let mut seen: Vec<(PathBuf, &Path)> = Vec::with_capacity(files.len());
+    for f in files {
+        // Pipes and other unnamed inputs have no stable identity; a
+        // canonical path is enough for files.
+        let Ok(c) = std::fs::canonicalize(&f.path) else {
+            continue;
+        };
+        if !std::fs::metadata(&c).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        if let Some((_, first)) = seen.iter().find(|(p, _)| *p == c) {
+            return Err(TraceError::NotATrace {
+                path: f.path.clone(),
+                why: format!(
+                    "given twice (also as {}): its ranks would show twice",
+                    first.display()
+                ),
+            });
+        }
+        seen.push((c, &f.path));
+    }
+    Ok(())
 }
 
 /// The trace files `path` stands for: itself, or a directory's trace files
@@ -83,21 +169,30 @@ pub fn expand(path: &Path) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn is_trace_name(p: &Path) -> bool {
+/// Whether a file name is one a directory load picks up.
+pub fn is_trace_name(p: &Path) -> bool {
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
     [".pftrace", ".perfetto-trace", ".json", ".json.gz"]
         .iter()
         .any(|s| name.ends_with(s))
 }
 
+/// Bytes read to judge a file's format.
+const SNIFF_BYTES: u64 = 64 << 10;
+
 /// Detects the format of one file from its first bytes.
 pub fn sniff(path: &Path) -> Result<Format> {
     use std::io::Read;
-    let mut head = Vec::with_capacity(64 << 10);
+    let mut head = Vec::with_capacity(SNIFF_BYTES as usize);
     let f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-    f.take(64 << 10)
+    f.take(SNIFF_BYTES)
         .read_to_end(&mut head)
         .map_err(|e| TraceError::io(path, e))?;
+    sniff_bytes(path, &head)
+}
+
+/// Detects the format from the first bytes of a file (`path` names it).
+pub fn sniff_bytes(path: &Path, head: &[u8]) -> Result<Format> {
     let first_non_space = head.iter().copied().find(|b| !b.is_ascii_whitespace());
     match head.first() {
         None => Err(TraceError::Empty {
@@ -106,7 +201,7 @@ pub fn sniff(path: &Path) -> Result<Format> {
         Some(0x1f) if head.get(1) == Some(&0x8b) => Ok(Format::Kineto),
         // 0x0a is both Perfetto's packet tag and a newline: JSON that starts
         // with a newline is still JSON.
-        Some(0x0a) if first_non_space == Some(b'{') && crate::kineto::looks_like_kineto(&head) => {
+        Some(0x0a) if first_non_space == Some(b'{') && crate::kineto::looks_like_kineto(head) => {
             Ok(Format::Kineto)
         }
         Some(0x0a) => Ok(Format::Perfetto),
@@ -118,11 +213,122 @@ pub fn sniff(path: &Path) -> Result<Format> {
     }
 }
 
-/// Loads one file, whatever its format.
+/// Loads one file, whatever its format. The file is opened and read once,
+/// so a pipe or FIFO (`<(cat rank-0.pftrace)`) loads like a file.
 pub fn load_file(path: &Path) -> Result<Trace> {
-    match sniff(path)? {
-        Format::Perfetto => crate::perfetto::read_file(path),
-        Format::Kineto => crate::kineto::read_file(path),
+    use std::io::Read;
+    let io = |e| TraceError::io(path, e);
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut head = Vec::with_capacity(SNIFF_BYTES as usize);
+    (&mut f)
+        .take(SNIFF_BYTES)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    match sniff_bytes(path, &head)? {
+        Format::Perfetto => crate::perfetto::read_stream(path, std::io::Cursor::new(head).chain(f)),
+        Format::Kineto => {
+            let mut bytes = head;
+            f.read_to_end(&mut bytes).map_err(io)?;
+            crate::kineto::read_bytes(path, &bytes)
+        }
+    }
+}
+
+/// Clears the parent of any track whose chain of parents loops (damaged
+/// or hostile descriptors), so that walking up a track tree always ends.
+/// Returns how many parents were cleared.
+pub(crate) fn break_parent_cycles(trace: &mut Trace) -> usize {
+    let n = trace.tracks.len();
+    let mut cleared = 0;
+    for i in 0..n {
+        let mut at = trace.tracks[i].parent;
+        let mut steps = 0;
+        while let Some(p) = at {
+            if p.0 as usize == i || steps > n || p.0 as usize >= n {
+                trace.tracks[i].parent = None;
+                cleared += 1;
+                break;
+            }
+            at = trace.tracks[p.0 as usize].parent;
+            steps += 1;
+        }
+    }
+    cleared
+}
+
+/// Writes `path` through a temporary file in the same directory, renamed
+/// into place once complete and synced: a failed write leaves what was
+/// there before, a reader never sees a partial file, and of two writers
+/// to one path the last rename wins whole. Without `overwrite`, an
+/// existing `path` is refused (checked again atomically at the end, so a
+/// concurrent writer cannot be clobbered either).
+pub fn write_atomically(
+    path: &Path,
+    overwrite: bool,
+    write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>,
+) -> Result<()> {
+    use std::io::Write;
+    let err = |source| TraceError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if !overwrite && std::fs::symlink_metadata(path).is_ok() {
+        return Err(TraceError::OutputExists {
+            path: path.to_path_buf(),
+        });
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into());
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(err)?;
+    let result = (|| {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, &file);
+        write(&mut w)?;
+        w.flush()?;
+        drop(w);
+        file.sync_all()?;
+        if overwrite {
+            std::fs::rename(&tmp, path)
+        } else {
+            // A hard link fails if `path` appeared meanwhile. Where links
+            // are not supported, check and rename (a narrow race).
+            match std::fs::hard_link(&tmp, path) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&tmp);
+                    Ok(())
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
+                Err(_) if std::fs::symlink_metadata(path).is_ok() => {
+                    Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
+                }
+                Err(_) => std::fs::rename(&tmp, path),
+            }
+        }
+    })();
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Err(TraceError::OutputExists {
+                    path: path.to_path_buf(),
+                })
+            } else {
+                Err(err(e))
+            }
+        }
     }
 }
 

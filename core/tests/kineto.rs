@@ -383,9 +383,10 @@ fn bad_input_is_a_clear_error() {
         read_file(Path::new("/nonexistent/streamscope/none.json")).expect_err("missing file");
     assert!(matches!(gone, TraceError::Io { .. }) && gone.to_string().contains("none.json"));
 
-    // A truncated .json.gz (the real trace cut in half).
+    // A .json.gz cut before its first event (cut later, it loads what it
+    // holds: tests/load_io.rs).
     let real = std::fs::read(hta("trace_filter/sampled_rank-0.json.gz")).expect("read real trace");
-    let e = error_of("truncated.json.gz", &real[..real.len() / 2]);
+    let e = error_of("truncated.json.gz", &real[..40]);
     assert!(matches!(e, TraceError::Io { .. }), "{e}");
     // Gzip of garbage is a JSON error naming the file.
     assert!(matches!(
@@ -543,4 +544,45 @@ fn gzip_is_detected_by_magic_not_by_name() {
         // A text tid keeps its text as the thread name.
         assert_eq!(t.track_name(t.slices.track[0]), "main loop");
     }
+}
+
+// ---- Bad numbers are counted, not silent.
+
+#[test]
+fn negative_and_out_of_range_durations_are_counted() {
+    let json = br#"{"traceEvents":[
+      {"ph":"X","cat":"cpu_op","name":"ok","pid":1,"tid":1,"ts":1,"dur":2},
+      {"ph":"X","cat":"cpu_op","name":"neg","pid":1,"tid":1,"ts":1,"dur":-5},
+      {"ph":"X","cat":"cpu_op","name":"huge","pid":1,"tid":1,"ts":1,"dur":1e300},
+      {"ph":"X","cat":"cpu_op","name":"nan","pid":1,"tid":1,"ts":1,"dur":"x"}
+    ]}"#;
+    let t =
+        streamscope_core::kineto::read_bytes(std::path::Path::new("d.json"), json).expect("loads");
+    assert_eq!(t.slices.len(), 4);
+    assert!(
+        t.warnings
+            .iter()
+            .any(|w| w.starts_with("d.json: 3 events with a missing, negative or out-of-range dur")),
+        "{:?}",
+        t.warnings
+    );
+}
+
+#[test]
+fn timestamps_near_the_ends_of_i64_keep_a_non_negative_span() {
+    let json = br#"{"traceEvents":[
+      {"ph":"X","cat":"cpu_op","name":"early","pid":1,"tid":1,"ts":-9223372036854775.8,"dur":1},
+      {"ph":"X","cat":"cpu_op","name":"late","pid":1,"tid":1,"ts":9223372036854775.8,"dur":1000}
+    ]}"#;
+    let t =
+        streamscope_core::kineto::read_bytes(std::path::Path::new("e.json"), json).expect("loads");
+    let (a, b) = t.time_span().expect("span");
+    assert!(b >= a, "{a} .. {b}");
+    assert!(b.saturating_sub(a) > 0);
+    // And it writes and reads back without wrapping.
+    let bytes = streamscope_core::perfetto::write_trace(&t, Vec::new()).expect("write");
+    let back =
+        streamscope_core::perfetto::read_stream(std::path::Path::new("e.pftrace"), &bytes[..])
+            .expect("read");
+    assert!(back.slices.dur_ns.iter().all(|d| *d >= 0));
 }

@@ -86,49 +86,64 @@ pub fn parse_document<'de, S: EventSink<'de>>(
     json: &'de [u8],
     sink: &mut S,
 ) -> Result<TopInfo<'de>, serde_json::Error> {
+    let (result, info) = parse_document_partial(json, sink);
+    result.map(|()| info)
+}
+
+/// [`parse_document`] that also returns, on an error, the top level read
+/// before it (a document cut short still names what it had).
+pub fn parse_document_partial<'de, S: EventSink<'de>>(
+    json: &'de [u8],
+    sink: &mut S,
+) -> (Result<(), serde_json::Error>, TopInfo<'de>) {
+    let mut info = TopInfo::default();
     // Validating UTF-8 once is cheaper than string by string; invalid text
     // is parsed as bytes so the error names the place.
-    match std::str::from_utf8(json) {
-        Ok(text) => parse_from(serde_json::Deserializer::from_str(text), sink),
-        Err(_) => parse_from(serde_json::Deserializer::from_slice(json), sink),
-    }
+    let result = match std::str::from_utf8(json) {
+        Ok(text) => parse_from(serde_json::Deserializer::from_str(text), sink, &mut info),
+        Err(_) => parse_from(serde_json::Deserializer::from_slice(json), sink, &mut info),
+    };
+    (result, info)
 }
 
 fn parse_from<'de, R: serde_json::de::Read<'de>, S: EventSink<'de>>(
     mut de: serde_json::Deserializer<R>,
     sink: &mut S,
-) -> Result<TopInfo<'de>, serde_json::Error> {
-    let info = de::Deserializer::deserialize_map(
+    info: &mut TopInfo<'de>,
+) -> Result<(), serde_json::Error> {
+    de::Deserializer::deserialize_map(
         &mut de,
         TopVisitor {
             sink,
+            info,
             _de: PhantomData,
         },
     )?;
-    de.end()?;
-    Ok(info)
+    de.end()
 }
 
 struct TopVisitor<'s, 'de, S> {
     sink: &'s mut S,
+    info: &'s mut TopInfo<'de>,
     _de: PhantomData<&'de ()>,
 }
 
 impl<'de, S: EventSink<'de>> Visitor<'de> for TopVisitor<'_, 'de, S> {
-    type Value = TopInfo<'de>;
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a Kineto trace object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut info = TopInfo::default();
+        let info = self.info;
         while let Some(key) = map.next_key::<Text<'de>>()? {
             if key.as_str() == "traceEvents" {
+                // Set first: a document cut inside its events had them.
+                info.has_events = true;
+                info.ends_in_events = true;
                 map.next_value_seed(EventsSeed {
                     sink: &mut *self.sink,
                     _de: PhantomData,
                 })?;
-                info.has_events = true;
-                info.ends_in_events = true;
                 continue;
             }
             info.ends_in_events = false;
@@ -142,7 +157,7 @@ impl<'de, S: EventSink<'de>> Visitor<'de> for TopVisitor<'_, 'de, S> {
                 *slot = value;
             }
         }
-        Ok(info)
+        Ok(())
     }
 }
 

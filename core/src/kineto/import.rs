@@ -18,7 +18,7 @@ use serde_json::value::RawValue;
 
 use super::category::{copy_kind_of, Cat};
 use super::devices::unknown_device;
-use super::document::{parse_document, EventSink, TopInfo};
+use super::document::{parse_document, parse_document_partial, EventSink, TopInfo};
 use super::event::Event;
 use super::json::{ArgJson, Id};
 use super::time::us_text_to_ns;
@@ -55,6 +55,9 @@ const OTHER_CONSUMED: &[&str] = &["correlation"];
 struct Skipped {
     malformed: usize,
     no_ts: usize,
+    /// Complete events whose dur is missing, negative, not a number or
+    /// beyond ±2^63 ns: loaded with duration 0, counted.
+    bad_dur: usize,
     unplaced: usize,
     unknown_cats: BTreeMap<String, usize>,
 }
@@ -76,10 +79,29 @@ pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
     }
     let mut b = Builder::new(label_of(path));
     b.trace.reserve_slices(json.len() / BYTES_PER_SLICE);
-    let info = parse_document(json, &mut b).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => not_a_trace(path, &e.to_string()),
-        _ => json_error(path, e),
-    })?;
+    let (result, info) = parse_document_partial(json, &mut b);
+    match result {
+        Ok(()) => {}
+        // Cut short inside its events (a truncated file or gzip stream):
+        // what was read loads, with a warning saying where it stopped.
+        Err(e) if e.classify() == serde_json::error::Category::Eof && b.events > 0 => {
+            let events = b.events;
+            let mut t = b.finish(&info);
+            t.warnings.push(format!(
+                "{}: JSON ends early (line {}, column {}): loaded the {events} events before the cut",
+                path.display(),
+                e.line(),
+                e.column()
+            ));
+            return Ok(t);
+        }
+        Err(e) => {
+            return Err(match e.classify() {
+                serde_json::error::Category::Data => not_a_trace(path, &e.to_string()),
+                _ => json_error(path, e),
+            })
+        }
+    }
     if !info.has_events {
         return Err(not_a_trace(path, "no traceEvents"));
     }
@@ -267,10 +289,13 @@ struct Builder<'de> {
     /// The profiler's span, relative to the time base.
     capture: Option<(i64, i64)>,
     skipped: Skipped,
+    /// Events received from the parser.
+    events: usize,
 }
 
 impl<'de> EventSink<'de> for Builder<'de> {
     fn event(&mut self, e: Event<'de>) {
+        self.events += 1;
         self.map(&e);
     }
 
@@ -316,6 +341,7 @@ impl<'de> Builder<'de> {
             deferred: Vec::new(),
             capture: None,
             skipped: Skipped::default(),
+            events: 0,
         }
     }
 
@@ -361,6 +387,17 @@ impl<'de> Builder<'de> {
         us_text_to_ns(r?.get())
     }
 
+    /// A complete event's duration; a bad one is 0, counted.
+    fn dur_ns(&mut self, e: &Event) -> i64 {
+        match Self::rel_ns(e.dur) {
+            Some(d) if d >= 0 => d,
+            _ => {
+                self.skipped.bad_dur += 1;
+                0
+            }
+        }
+    }
+
     fn complete(&mut self, e: &Event<'de>) {
         let cat = Cat::of(e.cat());
         let pid = e.pid.as_ref().and_then(Id::num);
@@ -380,7 +417,7 @@ impl<'de> Builder<'de> {
             return;
         };
         if cat == Cat::ProfilerSpan {
-            let dur = Self::rel_ns(e.dur).unwrap_or(0);
+            let dur = self.dur_ns(e);
             self.capture
                 .get_or_insert((start, start.saturating_add(dur)));
             return;
@@ -497,7 +534,7 @@ impl<'de> Builder<'de> {
 
     fn push_slice(&mut self, e: &Event, cat: Cat, place: Place, start_rel_ns: i64) {
         let track = self.track(place);
-        let dur_ns = Self::rel_ns(e.dur).unwrap_or(0);
+        let dur_ns = self.dur_ns(e);
         let name = e.name();
         let kind = cat.slice_kind(name);
         let name_id = self.trace.intern(name);

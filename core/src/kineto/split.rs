@@ -40,7 +40,28 @@ const REST_START: &[u8] = br#"{"traceEvents":["#;
 pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
     let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
     let share = if two_cores { FIRST_PERCENT } else { 100 };
-    import_gzip_with(path, gz, share).map(|(t, _)| t)
+    match import_gzip_with(path, gz, share) {
+        Ok((t, _)) => Ok(t),
+        Err(e) => {
+            // A damaged or truncated stream: load the JSON it still holds.
+            let mut text = Vec::new();
+            let Err(gz_err) = flate2::bufread::MultiGzDecoder::new(gz).read_to_end(&mut text)
+            else {
+                return Err(e); // the stream is whole: the JSON error stands
+            };
+            match import::import(path, &text) {
+                Ok(mut t) => {
+                    t.warnings.push(format!(
+                        "{}: gzip data is truncated or corrupt ({gz_err}) after {} bytes of JSON: loaded what it held",
+                        path.display(),
+                        text.len()
+                    ));
+                    Ok(t)
+                }
+                Err(_) => Err(e),
+            }
+        }
+    }
 }
 
 /// How a trace was read (for tests).

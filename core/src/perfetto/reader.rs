@@ -2,7 +2,8 @@
 //!
 //! Decodes the length-delimited packets one at a time from a buffered reader
 //! (memory holds one packet plus the model being built). A file cut short
-//! loads every whole packet and adds a warning saying where it stopped;
+//! loads every whole packet and adds a warning saying where it stopped; a
+//! damaged packet is skipped and counted (see [`read_stream`]);
 //! a slice whose end was lost is closed at the last timestamp of its
 //! sequence, with a warning, so nothing recorded is dropped.
 //!
@@ -31,18 +32,31 @@ pub fn read_file(path: &Path) -> Result<Trace> {
 /// Reads in 8 MiB chunks and decodes the packets of each chunk in place; a
 /// packet that crosses the end of a chunk is moved to the front before the
 /// next read, so memory holds one chunk (or one larger packet).
+///
+/// Damage costs the damaged packets, not the file: a packet whose content
+/// does not decode is skipped (when its framing holds, the next packet
+/// starts right after it), and where the framing itself is broken (a bad
+/// tag or length) the reader looks for the next well-formed packet that is
+/// followed by another one (or the end), as trace_processor counts and
+/// skips what it cannot parse. Each is counted in one warning.
 pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
     let mut r = Reader::new(path);
     let mut buf = vec![0u8; 8 << 20];
     let (mut lo, mut hi) = (0usize, 0usize);
     let mut eof = false;
     let mut base: u64 = 0; // file offset of buf[0]
+                           // While looking for the next packet after broken framing: where the
+                           // damage began, and whether it began with a packet longer than the rest
+                           // of the file (a truncation, unless a good packet follows).
+    let mut lost_from: Option<u64> = None;
+    let mut cut_at: Option<u64> = None;
+    let io = |e| TraceError::io(path, e);
     loop {
         if !eof && hi - lo < 16 {
             refill(
                 &mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, 16,
             )
-            .map_err(|e| TraceError::io(path, e))?;
+            .map_err(io)?;
         }
         if lo == hi {
             break;
@@ -58,45 +72,78 @@ pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
                     ),
                 });
             }
-            return Err(corrupt(path, start, "expected a TracePacket field (0x0a)"));
+            lost_from.get_or_insert(start);
+            lo += 1;
+            continue;
         }
         let Some((len, hdr)) = varint_at(&buf[lo + 1..hi]) else {
-            if hi - (lo + 1) >= 10 {
-                return Err(corrupt(
-                    path,
-                    start,
-                    "packet length varint longer than 10 bytes",
-                ));
-            }
-            if eof {
-                r.truncated(start);
-                break;
+            if hi - (lo + 1) >= 10 || eof {
+                // A runaway length varint (or one cut by the end).
+                if eof && lost_from.is_none() {
+                    cut_at.get_or_insert(start);
+                }
+                lost_from.get_or_insert(start);
+                lo += 1;
+                continue;
             }
             refill(
                 &mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, 16,
             )
-            .map_err(|e| TraceError::io(path, e))?;
+            .map_err(io)?;
             continue;
         };
-        if len > 256 << 20 {
-            return Err(corrupt(path, start, "packet length over 256 MiB"));
+        if len > 256 << 20 || (lost_from.is_some() && len > 16 << 20) {
+            lost_from.get_or_insert(start);
+            lo += 1;
+            continue;
         }
         let end = lo + 1 + hdr + len as usize;
-        if end > hi {
-            if eof {
-                r.truncated(start);
-                break;
-            }
-            let need = 1 + hdr + len as usize;
+        // One byte past the packet shows whether the framing holds.
+        if end >= hi && !eof {
+            let need = 2 + hdr + len as usize;
             refill(
                 &mut input, &mut buf, &mut lo, &mut hi, &mut base, &mut eof, need,
             )
-            .map_err(|e| TraceError::io(path, e))?;
+            .map_err(io)?;
             continue;
         }
-        r.packet(&buf[lo + 1 + hdr..end])
-            .map_err(|e| corrupt(path, start + 1 + hdr as u64 + e.offset as u64, e.why))?;
-        lo = end;
+        if end > hi {
+            // Longer than what is left: the file was cut here, or this
+            // length is damaged and packets follow.
+            if lost_from.is_none() {
+                cut_at.get_or_insert(start);
+            }
+            lost_from.get_or_insert(start);
+            lo += 1;
+            continue;
+        }
+        let framed = end == hi || buf[end] == 0x0a;
+        let body = &buf[lo + 1 + hdr..end];
+        if lost_from.is_some() && !(framed && looks_like_packet(body)) {
+            lo += 1;
+            continue;
+        }
+        if let Some(from) = lost_from.take() {
+            // Found the thread again: what lay between was damage.
+            cut_at = None;
+            r.damage(from, start - from);
+        }
+        match r.packet(body) {
+            Ok(()) => {
+                r.packets += 1;
+                lo = end;
+            }
+            Err(_) if framed => {
+                r.damage(start, (end - lo) as u64);
+                lo = end;
+            }
+            Err(_) => {
+                // The content and the framing are both off: its length
+                // was damaged. Look for the next packet from here.
+                lost_from = Some(start);
+                lo += 1;
+            }
+        }
     }
     if base + hi as u64 == 0 {
         return Err(TraceError::Empty {
@@ -111,7 +158,31 @@ pub fn read_stream<R: Read>(path: &Path, mut input: R) -> Result<Trace> {
             why: "no whole Perfetto TracePacket in it".into(),
         });
     }
+    match (cut_at, lost_from) {
+        (Some(at), _) => r.truncated(at),
+        (None, Some(from)) => r.damage(from, base + hi as u64 - from),
+        (None, None) => {}
+    }
     Ok(r.finish())
+}
+
+/// Whether `body` (a candidate packet found while looking past damage)
+/// parses as a message with a field every TracePacket we read has.
+fn looks_like_packet(body: &[u8]) -> bool {
+    let mut d = Dec::new(body);
+    let mut known = false;
+    loop {
+        match d.next() {
+            Ok(Some((f, _))) => {
+                known |= matches!(
+                    f,
+                    PKT_SEQUENCE_ID | PKT_TIMESTAMP | PKT_TRACK_EVENT | PKT_TRACK_DESCRIPTOR
+                );
+            }
+            Ok(None) => return known,
+            Err(_) => return false,
+        }
+    }
 }
 
 /// Moves the unread bytes to the front and reads until at least `need`
@@ -155,14 +226,6 @@ fn varint_at(b: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-fn corrupt(path: &Path, offset: u64, why: &str) -> TraceError {
-    TraceError::Corrupt {
-        path: path.to_path_buf(),
-        offset,
-        why: why.to_string(),
-    }
-}
-
 /// iid -> string id: a vector for the small dense iids writers use, a map
 /// for the rest.
 #[derive(Default)]
@@ -201,6 +264,10 @@ impl IidMap {
 #[derive(Default)]
 struct SeqState {
     cleared: bool,
+    /// The sequence interned streamscope's reserved annotation names at
+    /// their fixed iids (the writer's first packet): its slices' typed
+    /// fields are decoded from the first slice on, whatever came before.
+    ours: bool,
     /// trace_packet_defaults.track_event_defaults.track_uuid: the track of
     /// events that name none (the Perfetto SDK's thread events).
     default_track_uuid: Option<u64>,
@@ -254,6 +321,10 @@ struct Reader {
     dropped_packets: u64,
     unmatched_ends: u64,
     truncated_at: Option<u64>,
+    /// Damaged packets (or runs of bytes with broken framing) skipped.
+    damaged: u64,
+    damaged_bytes: u64,
+    first_damage: Option<u64>,
     packets: u64,
     ours: bool,
 }
@@ -279,6 +350,9 @@ impl Reader {
             dropped_packets: 0,
             unmatched_ends: 0,
             truncated_at: None,
+            damaged: 0,
+            damaged_bytes: 0,
+            first_damage: None,
             packets: 0,
             ours: false,
         }
@@ -286,6 +360,13 @@ impl Reader {
 
     fn truncated(&mut self, at: u64) {
         self.truncated_at = Some(at);
+    }
+
+    /// Counts `bytes` of damage at `at` that were skipped.
+    fn damage(&mut self, at: u64, bytes: u64) {
+        self.damaged += 1;
+        self.damaged_bytes += bytes;
+        self.first_damage.get_or_insert(at);
     }
 
     #[inline]
@@ -340,7 +421,6 @@ impl Reader {
     }
 
     fn packet(&mut self, buf: &[u8]) -> std::result::Result<(), WireError> {
-        self.packets += 1;
         let mut d = Dec::new(buf);
         let mut ts: Option<i64> = None;
         let mut seq_id = 0u32;
@@ -377,6 +457,7 @@ impl Reader {
             s.names.clear();
             s.annotation_names.clear();
             s.string_values.clear();
+            s.ours = false;
             s.cleared = true;
         }
         if flags & SEQ_NEEDS_INCREMENTAL_STATE != 0 && !self.seqs[sq].cleared {
@@ -410,7 +491,9 @@ impl Reader {
 
     fn interned(&mut self, sq: usize, buf: &[u8]) -> std::result::Result<(), WireError> {
         let mut d = Dec::new(buf);
+        let mut annotation_names = false;
         while let Some((f, v)) = d.next()? {
+            annotation_names |= f == INTERNED_DEBUG_ANNOTATION_NAMES;
             if !matches!(
                 f,
                 INTERNED_EVENT_NAMES
@@ -436,6 +519,16 @@ impl Reader {
                 _ => &mut st.string_values,
             };
             table.insert(iid, id);
+        }
+        if annotation_names {
+            let st = &self.seqs[sq];
+            let ours = RESERVED_NAMES.iter().enumerate().all(|(i, n)| {
+                st.annotation_names
+                    .get(i as u64 + 1)
+                    .is_some_and(|id| self.trace.str(id) == *n)
+            });
+            self.seqs[sq].ours = ours;
+            self.ours |= ours;
         }
         Ok(())
     }
@@ -655,7 +748,7 @@ impl Reader {
             }
         }
         // Reserved names of ours have fixed iids on our sequences.
-        let fixed = if self.ours && name.is_none() {
+        let fixed = if (self.seqs[sq].ours || self.ours) && name.is_none() {
             name_iid.map(|i| i as u32)
         } else {
             None
@@ -1063,6 +1156,13 @@ impl Reader {
                 }
             }
         }
+        let loops = crate::load::break_parent_cycles(&mut self.trace);
+        if loops > 0 {
+            self.trace.warnings.push(format!(
+                "{}: {loops} track descriptors whose parents form a loop; shown at the top level",
+                self.path.display()
+            ));
+        }
         // Events on process tracks (foreign traces) or on uuids without a
         // descriptor: give them a track of their own.
         let mut track_for = |i: usize, trace: &mut Trace| -> TrackId {
@@ -1098,6 +1198,14 @@ impl Reader {
             self.trace.warnings.push(format!(
                 "{path}: truncated at byte {at}: loaded the {} whole packets before it",
                 self.packets
+            ));
+        }
+        if self.damaged > 0 {
+            self.trace.warnings.push(format!(
+                "{path}: skipped {} damaged packets ({} bytes, the first at byte {}); loaded the rest",
+                self.damaged,
+                self.damaged_bytes,
+                self.first_damage.unwrap_or(0)
             ));
         }
         if unterminated > 0 {

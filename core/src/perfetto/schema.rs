@@ -79,6 +79,9 @@ pub const INTERNED_EVENT_NAMES: u32 = 2;
 pub const INTERNED_DEBUG_ANNOTATION_NAMES: u32 = 3;
 pub const INTERNED_DEBUG_ANNOTATION_STRING_VALUES: u32 = 29;
 
+/// Description of a process track written by streamscope.
+pub const PROCESS_DESCRIPTION: &str = "streamscope process";
+
 /// Name of the instant that carries process and device metadata.
 pub const PROCESS_METADATA_EVENT: &str = "streamscope.process";
 

@@ -297,6 +297,10 @@ impl<W: Write> PerfettoWriter<W> {
         let at = self.packet(p, None, false);
         let td = self.enc.begin(PKT_TRACK_DESCRIPTOR);
         self.enc.uint(TD_UUID, self.seqs[p].uuid);
+        // Marks the file as ours before any slice (older readers decided
+        // how to decode slices from the first "streamscope" description).
+        self.enc
+            .bytes(TD_DESCRIPTION, PROCESS_DESCRIPTION.as_bytes());
         let pd = self.enc.begin(TD_PROCESS);
         self.enc.int(PD_PID, proc_.pid as i32 as i64);
         if !proc_.cmdline.is_empty() {
@@ -820,13 +824,20 @@ pub fn write_trace<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
     w.finish(trace)
 }
 
-/// Writes a whole model to `path`.
+/// Writes a whole model to `path`, replacing it (see [`write_new_file`]).
 pub fn write_file(trace: &Trace, path: &std::path::Path) -> crate::Result<()> {
-    let err = |source| crate::TraceError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let f = std::fs::File::create(path).map_err(err)?;
-    write_trace(trace, io::BufWriter::with_capacity(1 << 20, f)).map_err(err)?;
-    Ok(())
+    write_new_file(trace, path, true)
+}
+
+/// Writes a whole model to `path` through a temporary file renamed into
+/// place ([`crate::load::write_atomically`]); an existing `path` is
+/// replaced only with `overwrite`. A trace without processes is an error
+/// (it would be a 0-byte file).
+pub fn write_new_file(trace: &Trace, path: &std::path::Path, overwrite: bool) -> crate::Result<()> {
+    if trace.processes.is_empty() {
+        return Err(crate::TraceError::NothingToWrite {
+            path: path.to_path_buf(),
+        });
+    }
+    crate::load::write_atomically(path, overwrite, |w| write_trace(trace, w).map(|_| ()))
 }

@@ -145,6 +145,12 @@ impl Builder<'_> {
                 s.no_ts
             ));
         }
+        if s.bad_dur > 0 {
+            w.push(format!(
+                "{l}: {} events with a missing, negative or out-of-range dur loaded with duration 0",
+                s.bad_dur
+            ));
+        }
         if s.unplaced > 0 {
             w.push(format!(
                 "{l}: {} events without a device/stream or thread skipped",
