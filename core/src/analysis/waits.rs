@@ -110,7 +110,10 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
             }
         };
         let prev = prev_on_stream[pos];
-        if prev != usize::MAX && events[prev].e <= e.s && events[prev].e >= e.s.saturating_sub(tolerance_ns) {
+        if prev != usize::MAX
+            && events[prev].e <= e.s
+            && events[prev].e >= e.s.saturating_sub(tolerance_ns)
+        {
             offer(events[prev].e, prev);
         }
         let dev = device_of(e);
