@@ -23,5 +23,9 @@ for spec in "streamscope-kernels gpu kernels-gpu-tests" "streamscope-collector g
   if exe=$(exe_of "$1" "$2") && [ -n "$exe" ]; then cp "$exe" "$out/$3"; else echo "note: no $2 test target in $1"; fi
 done
 strip "$out"/* 2>/dev/null || true
-ls -la "$out"
+# The device run sends the whole working tree (64 MiB at most): carry the
+# compressed copy (`carry: [".carry/bin.tar.xz"]`) and unpack it there first:
+#   tar xJf .carry/bin.tar.xz -C .carry && BIN=.carry/bin ...
+tar cJf .carry/bin.tar.xz -C .carry bin
+ls -la "$out" .carry/bin.tar.xz
 du -sh "$out"

@@ -189,11 +189,16 @@ mod tests {
             rank: Some(0),
             ..Default::default()
         });
+        let d = t.add_device(Device {
+            process: p,
+            name: "GPU".into(),
+            ..Default::default()
+        });
         let s = t.add_track(
             p,
             None,
             TrackKind::Stream {
-                device: 0,
+                device: d,
                 stream: 7,
             },
             "s7",
@@ -211,7 +216,7 @@ mod tests {
         };
         let err = render_report(&a)
             .err()
-            .map(|e| e.to_string())
+            .map(|e| format!("{e:#}"))
             .unwrap_or_default();
         let _ = std::fs::remove_dir_all(&dir);
         assert!(err.contains("--steps 4..12"), "{err}");

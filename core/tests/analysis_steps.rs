@@ -557,22 +557,23 @@ fn launchers_are_not_ranks_and_ranks_are_unique() {
     assert_eq!(ranks, vec![0, 1]);
 }
 
-/// fsdp-ref recorded with prefetch 0 / 1 / 2 (traces/fsdp-ref-prefetch-*,
-/// prefetch 1 being the overlap folder): with no prefetch the compute
-/// stream waits for every all-gather, so its stalls are its exposed
-/// communication and nearly every all-gather is late; from prefetch 1 on
-/// only what stays exposed stalls, a few all-gathers per step are late.
+/// fsdp-ref recorded with prefetch 0 and 1 (traces/fsdp-ref-prefetch-*/
+/// prefetch-0, and the overlap folder, which is prefetch 1): with no
+/// prefetch the compute stream waits for every all-gather, so its stalls
+/// are its exposed communication and nearly every all-gather is late; with
+/// a prefetch only what stays exposed stalls, a few all-gathers per step
+/// are late. (Prefetch 2, recorded in the same run, gave what prefetch 1
+/// gives: docs/gpu-logs/truth-run1-h200x2.log.)
 #[test]
 fn prefetch_recordings_stall_as_their_schedule_says() {
     let r = |p: &str| analyze(&load(p), &AnalysisOptions::default());
     let p0 = r("fsdp-ref-prefetch-h200x2/prefetch-0");
     let p1 = r("fsdp-ref-overlap-h200x2");
-    let p2 = r("fsdp-ref-prefetch-h200x2/prefetch-2");
-    for k in 0..2 {
-        let (a, b, c) = (&p0.ranks[k], &p1.ranks[k], &p2.ranks[k]);
-        let steps = p0.steps.iter().filter(|s| s.rank == a.rank).count().max(1) as f64;
+    assert_eq!((p0.ranks.len(), p1.ranks.len()), (2, 2));
+    for (a, b) in p0.ranks.iter().zip(&p1.ranks) {
+        let steps = p1.steps.iter().filter(|s| s.rank == b.rank).count().max(1) as f64;
         eprintln!(
-            "rank {}: stall/exposed µs p0 {:.0}/{:.0} late {}/{}; p1 {:.0}/{:.0} late {}; p2 {:.0}/{:.0} late {}",
+            "rank {}: stall/exposed µs p0 {:.0}/{:.0} late {}/{}; p1 {:.0}/{:.0} late {}",
             a.rank,
             a.comm_stalls.total_us,
             a.breakdown.exposed_comm_us,
@@ -580,10 +581,7 @@ fn prefetch_recordings_stall_as_their_schedule_says() {
             a.prefetch.all_gathers,
             b.comm_stalls.total_us,
             b.breakdown.exposed_comm_us,
-            b.prefetch.late,
-            c.comm_stalls.total_us,
-            c.breakdown.exposed_comm_us,
-            c.prefetch.late
+            b.prefetch.late
         );
         let (s0, e0) = (a.comm_stalls.total_us, a.breakdown.exposed_comm_us);
         assert!(
@@ -598,26 +596,24 @@ fn prefetch_recordings_stall_as_their_schedule_says() {
             a.prefetch.late,
             a.prefetch.all_gathers
         );
-        for (p, x) in [(1, b), (2, c)] {
-            let (s, e) = (x.comm_stalls.total_us, x.breakdown.exposed_comm_us);
-            assert!(
-                s <= 0.35 * s0 && s <= 1.1 * e,
-                "prefetch {p} rank {}: stalls {s} µs (prefetch 0: {s0}), exposed {e}",
-                x.rank
-            );
-            assert!(
-                (x.prefetch.late as f64) <= 4.0 * steps,
-                "prefetch {p} rank {}: {} late all-gathers over {steps} steps",
-                x.rank,
-                x.prefetch.late
-            );
-            assert!(
-                x.breakdown.overlap_pct.unwrap_or(0.0)
-                    > a.breakdown.overlap_pct.unwrap_or(100.0) + 20.0,
-                "prefetch {p} rank {} overlaps no more than prefetch 0",
-                x.rank
-            );
-        }
+        let (s, e) = (b.comm_stalls.total_us, b.breakdown.exposed_comm_us);
+        assert!(
+            s <= 0.35 * s0 && s <= 1.1 * e,
+            "prefetch 1 rank {}: stalls {s} µs (prefetch 0: {s0}), exposed {e}",
+            b.rank
+        );
+        assert!(
+            (b.prefetch.late as f64) <= 4.0 * steps,
+            "prefetch 1 rank {}: {} late all-gathers over {steps} steps",
+            b.rank,
+            b.prefetch.late
+        );
+        assert!(
+            b.breakdown.overlap_pct.unwrap_or(0.0)
+                > a.breakdown.overlap_pct.unwrap_or(100.0) + 20.0,
+            "prefetch 1 rank {} overlaps no more than prefetch 0",
+            b.rank
+        );
     }
 }
 
