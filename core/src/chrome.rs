@@ -560,12 +560,9 @@ pub fn write_file(trace: &Trace, path: &std::path::Path) -> crate::Result<()> {
 /// file renamed into place; an existing `path` is replaced only with
 /// `overwrite`. A trace without processes is an error.
 pub fn write_new_file(trace: &Trace, path: &std::path::Path, overwrite: bool) -> crate::Result<()> {
-    if trace.processes.is_empty() {
-        return Err(crate::TraceError::NothingToWrite {
-            path: path.to_path_buf(),
-        });
-    }
-    crate::load::write_atomically(path, overwrite, |w| write_chrome_json(trace, w).map(|_| ()))
+    crate::load::write_model_file(trace, path, overwrite, |t, w| {
+        write_chrome_json(t, w).map(|_| ())
+    })
 }
 
 #[cfg(test)]

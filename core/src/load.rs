@@ -256,6 +256,27 @@ pub(crate) fn break_parent_cycles(trace: &mut Trace) -> usize {
     cleared
 }
 
+/// Writes a whole model with `write` (a format's writer) to `path`
+/// through [`write_atomically`]; an existing `path` is replaced only with
+/// `overwrite`. A trace without processes is an error (it would be an
+/// empty file).
+pub(crate) fn write_model_file(
+    trace: &crate::model::Trace,
+    path: &Path,
+    overwrite: bool,
+    write: impl FnOnce(
+        &crate::model::Trace,
+        &mut std::io::BufWriter<&std::fs::File>,
+    ) -> std::io::Result<()>,
+) -> Result<()> {
+    if trace.processes.is_empty() {
+        return Err(TraceError::NothingToWrite {
+            path: path.to_path_buf(),
+        });
+    }
+    write_atomically(path, overwrite, |w| write(trace, w))
+}
+
 /// Writes `path` through a temporary file in the same directory, renamed
 /// into place once complete and synced: a failed write leaves what was
 /// there before, a reader never sees a partial file, and of two writers

@@ -834,10 +834,5 @@ pub fn write_file(trace: &Trace, path: &std::path::Path) -> crate::Result<()> {
 /// replaced only with `overwrite`. A trace without processes is an error
 /// (it would be a 0-byte file).
 pub fn write_new_file(trace: &Trace, path: &std::path::Path, overwrite: bool) -> crate::Result<()> {
-    if trace.processes.is_empty() {
-        return Err(crate::TraceError::NothingToWrite {
-            path: path.to_path_buf(),
-        });
-    }
-    crate::load::write_atomically(path, overwrite, |w| write_trace(trace, w).map(|_| ()))
+    crate::load::write_model_file(trace, path, overwrite, |t, w| write_trace(t, w).map(|_| ()))
 }
