@@ -34,6 +34,23 @@ fn temp(name: &str) -> PathBuf {
     d
 }
 
+/// The test's folder and the fake libcupti built into it; None in the
+/// child process (it runs the `child_*` functions instead) and where no C
+/// compiler is found, which CI (gcc, python3 and the cdylib are there)
+/// refuses.
+fn rig(name: &str) -> Option<(PathBuf, PathBuf)> {
+    if std::env::var_os(CHILD).is_some() {
+        return None;
+    }
+    let dir = temp(name);
+    let Some(so) = fake_cupti(&dir) else {
+        assert!(std::env::var_os("CI").is_none(), "no C compiler");
+        eprintln!("no C compiler: skipped");
+        return None;
+    };
+    Some((dir, so))
+}
+
 fn child(test: &str, dir: &Path, so: &Path) -> Command {
     let mut c = Command::new(std::env::current_exe().expect("test binary"));
     c.args([test, "--exact", "--nocapture", "--test-threads=1"])
@@ -82,16 +99,7 @@ fn child_waits_for_sigterm() {
 
 #[test]
 fn a_normal_exit_writes_a_complete_trace() {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
-    let dir = temp("exit");
-    let Some(so) = fake_cupti(&dir) else {
-        // In CI (gcc, python3 and the cdylib are there) this must not skip.
-        assert!(std::env::var_os("CI").is_none(), "no C compiler");
-        eprintln!("no C compiler: skipped");
-        return;
-    };
+    let Some((dir, so)) = rig("exit") else { return };
     let out = child("child_exits_normally", &dir, &so)
         .output()
         .expect("child runs");
@@ -193,16 +201,7 @@ fn out_pid(t: &streamscope_core::model::Trace) -> u32 {
 
 #[test]
 fn sigterm_flushes_then_dies_by_the_signal() {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
-    let dir = temp("term");
-    let Some(so) = fake_cupti(&dir) else {
-        // In CI (gcc, python3 and the cdylib are there) this must not skip.
-        assert!(std::env::var_os("CI").is_none(), "no C compiler");
-        eprintln!("no C compiler: skipped");
-        return;
-    };
+    let Some((dir, so)) = rig("term") else { return };
     let mut c = child("child_waits_for_sigterm", &dir, &so);
     c.stdout(std::process::Stdio::null());
     let mut proc = c.spawn().expect("child runs");
@@ -230,14 +229,7 @@ fn sigterm_flushes_then_dies_by_the_signal() {
 
 #[test]
 fn a_process_without_gpu_work_leaves_no_trace() {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
-    let dir = temp("empty");
-    let Some(so) = fake_cupti(&dir) else {
-        // In CI (gcc, python3 and the cdylib are there) this must not skip.
-        assert!(std::env::var_os("CI").is_none(), "no C compiler");
-        eprintln!("no C compiler: skipped");
+    let Some((dir, so)) = rig("empty") else {
         return;
     };
     let out = child("child_exits_normally", &dir, &so)
@@ -297,15 +289,7 @@ fn last_kernel_end(path: &Path) -> i64 {
 
 #[test]
 fn a_segfault_flushes_then_dies_by_the_signal() {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
-    let dir = temp("segv");
-    let Some(so) = fake_cupti(&dir) else {
-        assert!(std::env::var_os("CI").is_none(), "no C compiler");
-        eprintln!("no C compiler: skipped");
-        return;
-    };
+    let Some((dir, so)) = rig("segv") else { return };
     let out = child("child_crashes", &dir, &so)
         .output()
         .expect("child runs");
@@ -338,15 +322,7 @@ fn a_segfault_flushes_then_dies_by_the_signal() {
 
 #[test]
 fn sigkill_loses_at_most_250_ms() {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
-    let dir = temp("kill");
-    let Some(so) = fake_cupti(&dir) else {
-        assert!(std::env::var_os("CI").is_none(), "no C compiler");
-        eprintln!("no C compiler: skipped");
-        return;
-    };
+    let Some((dir, so)) = rig("kill") else { return };
     let mut c = child("child_waits_for_sigterm", &dir, &so);
     c.stdout(std::process::Stdio::null());
     let mut proc = c.spawn().expect("child runs");
