@@ -53,6 +53,16 @@ pub struct RecordArgs {
     /// get their Python line (the collector reads the frames itself).
     #[arg(long)]
     pub no_python_hooks: bool,
+    /// Record every CUDA API call. By default state queries that enqueue
+    /// no GPU work and never block (cudaGetDevice, cudaGetLastError,
+    /// cuDevicePrimaryCtxGetState, ...: PyTorch makes thousands a step)
+    /// are left out; the trace's metadata lists them.
+    #[arg(long)]
+    pub all_apis: bool,
+    /// Do not read the Python line of host syncs (no API callback at all:
+    /// the least the collector can cost; syncs are still found and timed).
+    #[arg(long)]
+    pub no_python_lines: bool,
     /// The command to run, after `--`.
     #[arg(
         required = true,
@@ -368,6 +378,12 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         }
     }
     cmd.env(ENV_OUT, &out);
+    if args.all_apis {
+        cmd.env(streamscope_core::protocol::env::ALL_APIS, "1");
+    }
+    if args.no_python_lines {
+        cmd.env(streamscope_core::protocol::env::PYTHON_LINES, "0");
+    }
     for (var, val) in [
         (ENV_RANGE, args.capture_range.clone()),
         (ENV_DELAY, args.delay.map(|v| v.to_string())),

@@ -45,6 +45,10 @@ pub struct Cupti {
     pub get_callback_name: unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult,
     pub set_thread_id_type: Option<unsafe extern "C" fn(u32) -> CuptiResult>,
     pub get_timestamp: unsafe extern "C" fn(*mut u64) -> CuptiResult,
+    /// `cuptiActivityEnableRuntimeApi(cbid, enable)` (CUPTI 12.5 and newer).
+    pub enable_runtime_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
+    /// `cuptiActivityEnableDriverApi(cbid, enable)` (CUPTI 12.5 and newer).
+    pub enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
     reported: Mutex<HashSet<&'static str>>,
 }
 
@@ -124,6 +128,8 @@ impl Cupti {
             get_callback_name: need!(h, c"cuptiGetCallbackName"),
             set_thread_id_type: optional!(h, c"cuptiSetThreadIdType"),
             get_timestamp: need!(h, c"cuptiGetTimestamp"),
+            enable_runtime_api: optional!(h, c"cuptiActivityEnableRuntimeApi"),
+            enable_driver_api: optional!(h, c"cuptiActivityEnableDriverApi"),
             reported: Mutex::new(HashSet::new()),
         })
     }

@@ -96,6 +96,8 @@ pub struct Session {
     cupti_dropped: AtomicU64,
     sync: FlushSync,
     sync_cbids: Vec<u32>,
+    /// The [`COPY_APIS`] among `sync_cbids`.
+    copy_cbids: Vec<u32>,
     profiler_start: Vec<(u32, u32)>,
     profiler_stop: Vec<(u32, u32)>,
 }
@@ -212,6 +214,29 @@ unsafe fn attr_message<'a>(attr: *const u8) -> Option<&'a std::ffi::CStr> {
     }
 }
 
+/// Whether a `cudaMemcpy`/`cudaMemcpyAsync` call (params `dst, src, count,
+/// kind`) copies device to device: such a copy never blocks the host, so
+/// its Python line is not worth reading (FSDP2 makes ~100 a step).
+///
+/// # Safety
+/// `params` is null or points at the params struct of one of
+/// [`COPY_APIS`].
+unsafe fn is_device_to_device(params: *const c_void) -> bool {
+    const CUDA_MEMCPY_DEVICE_TO_DEVICE: i32 = 3;
+    // SAFETY: `kind` follows three pointer-sized fields in those structs.
+    !params.is_null()
+        && unsafe { std::ptr::read_unaligned((params as *const u8).add(24) as *const i32) }
+            == CUDA_MEMCPY_DEVICE_TO_DEVICE
+}
+
+/// Runtime copies whose params begin `dst, src, count, kind`.
+const COPY_APIS: &[&str] = &[
+    "cudaMemcpy",
+    "cudaMemcpy_ptds",
+    "cudaMemcpyAsync",
+    "cudaMemcpyAsync_ptsz",
+];
+
 unsafe extern "C" fn api_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
     let _ = std::panic::catch_unwind(|| {
         let Some(s) = session() else { return };
@@ -229,7 +254,11 @@ unsafe extern "C" fn api_callback(_user: *mut c_void, domain: u32, cbid: u32, da
         // SAFETY: for API domains CUPTI passes a CUpti_CallbackData.
         let d = unsafe { std::ptr::read_unaligned(data as *const records::RawCallbackData) };
         if d.callback_site == API_ENTER {
-            if domain == CB_DOMAIN_RUNTIME_API && s.sync_cbids.contains(&cbid) {
+            if domain == CB_DOMAIN_RUNTIME_API
+                && s.sync_cbids.contains(&cbid)
+                // SAFETY: the params of a runtime function CUPTI is calling.
+                && !(s.copy_cbids.contains(&cbid) && unsafe { is_device_to_device(d.function_params) })
+            {
                 if let Some(loc) =
                     crate::pyframes::current_location().or_else(python::current_location)
                 {
@@ -373,6 +402,50 @@ fn cbids_named(cupti: &Cupti, domain: u32, names: &[&str]) -> Vec<u32> {
         .collect()
 }
 
+/// Stops the runtime and driver records of [`protocol::QUERY_APIS`] (state
+/// queries PyTorch makes thousands of times a step; see there), unless
+/// `all_apis`. Returns what the trace's metadata says about it.
+fn skip_query_apis(cupti: &Cupti, all_apis: bool, runtime: bool, driver: bool) -> String {
+    if all_apis {
+        return "none: every CUDA API call recorded".into();
+    }
+    let mut skipped: Vec<String> = Vec::new();
+    for (on, domain, func, label) in [
+        (
+            runtime,
+            CB_DOMAIN_RUNTIME_API,
+            cupti.enable_runtime_api,
+            "cuptiActivityEnableRuntimeApi",
+        ),
+        (
+            driver,
+            CB_DOMAIN_DRIVER_API,
+            cupti.enable_driver_api,
+            "cuptiActivityEnableDriverApi",
+        ),
+    ] {
+        let Some(func) = func.filter(|_| on) else {
+            continue;
+        };
+        for cbid in cbids_named(cupti, domain, protocol::QUERY_APIS) {
+            // SAFETY: a cbid CUPTI named in this domain; plain arguments.
+            let rc = unsafe { func(cbid, 0) };
+            if cupti.check(label, rc).is_ok() {
+                skipped.push(normalize_api_name(&cupti.callback_name(domain, cbid)).to_string());
+            }
+        }
+    }
+    if skipped.is_empty() {
+        return "none (this CUPTI cannot leave out single API functions)".into();
+    }
+    skipped.sort();
+    skipped.dedup();
+    format!(
+        "not recorded (state queries; record --all-apis keeps them): {}",
+        skipped.join(", ")
+    )
+}
+
 fn enable(cupti: &Cupti, func: &'static str, rc: CuptiResult) -> bool {
     cupti.check(func, rc).is_ok()
 }
@@ -466,6 +539,12 @@ fn start_cupti(
     let rc = unsafe { (cupti.activity_enable)(kind::CONCURRENT_KERNEL) };
     cupti.check("cuptiActivityEnable(CONCURRENT_KERNEL)", rc)?;
     let mut kinds = vec!["kernel"];
+    let off_text = env(protocol::env::ACTIVITY_OFF).unwrap_or_default();
+    let off: Vec<&str> = off_text
+        .split(',')
+        .map(str::trim)
+        .filter(|k| !k.is_empty())
+        .collect();
     for (k, func, label) in [
         (kind::MEMCPY, "cuptiActivityEnable(MEMCPY)", "memcpy"),
         (kind::MEMSET, "cuptiActivityEnable(MEMSET)", "memset"),
@@ -479,12 +558,31 @@ fn start_cupti(
         (kind::OVERHEAD, "cuptiActivityEnable(OVERHEAD)", "overhead"),
         (kind::MARKER, "cuptiActivityEnable(MARKER)", "nvtx"),
     ] {
+        if off.contains(&label) {
+            continue;
+        }
         // SAFETY: plain enum argument.
         if enable(&cupti, func, unsafe { (cupti.activity_enable)(k) }) {
             kinds.push(label);
         }
     }
+    if !off.is_empty() {
+        meta.push((
+            "activity_off".into(),
+            format!("{} (by {})", off.join(","), protocol::env::ACTIVITY_OFF),
+        ));
+    }
     meta.push(("activity".into(), kinds.join(",")));
+    let all_apis = env(protocol::env::ALL_APIS).is_some_and(|v| v.trim() == "1");
+    meta.push((
+        "api_filter".into(),
+        skip_query_apis(
+            &cupti,
+            all_apis,
+            kinds.contains(&"runtime"),
+            kinds.contains(&"driver"),
+        ),
+    ));
 
     let window_origin =
         crate::capture::window_origin(env(protocol::env::START_MONOTONIC_NS).as_deref(), origin_ns);
@@ -515,12 +613,19 @@ fn start_cupti(
             let rc = unsafe { (cupti.enable_callback)(1, subscriber, domain, cbid) };
             cupti.check("cuptiEnableCallback", rc).is_ok()
         };
-        sync_cbids = cbids_named(&cupti, CB_DOMAIN_RUNTIME_API, SYNC_APIS);
-        sync_cbids.retain(|&c| on(CB_DOMAIN_RUNTIME_API, c));
-        meta.push((
-            "python_callsites".into(),
-            format!("{} runtime functions watched", sync_cbids.len()),
-        ));
+        if env(protocol::env::PYTHON_LINES).is_some_and(|v| v.trim() == "0") {
+            meta.push((
+                "python_callsites".into(),
+                format!("off ({}=0)", protocol::env::PYTHON_LINES),
+            ));
+        } else {
+            sync_cbids = cbids_named(&cupti, CB_DOMAIN_RUNTIME_API, SYNC_APIS);
+            sync_cbids.retain(|&c| on(CB_DOMAIN_RUNTIME_API, c));
+            meta.push((
+                "python_callsites".into(),
+                format!("{} runtime functions watched", sync_cbids.len()),
+            ));
+        }
         match &spec.trigger {
             Trigger::ProfilerApi => {
                 for (domain, start, stop) in [
@@ -565,6 +670,10 @@ fn start_cupti(
 
     process.clock_snapshot = process_info::clock_snapshot();
     process.metadata = meta;
+    let copy_cbids = cbids_named(&cupti, CB_DOMAIN_RUNTIME_API, COPY_APIS)
+        .into_iter()
+        .filter(|c| sync_cbids.contains(c))
+        .collect();
     let python = Arc::new(PyLines::default());
     let new_session = Session {
         cupti,
@@ -575,6 +684,7 @@ fn start_cupti(
         cupti_dropped: AtomicU64::new(0),
         sync: FlushSync::default(),
         sync_cbids,
+        copy_cbids,
         profiler_start,
         profiler_stop,
     };

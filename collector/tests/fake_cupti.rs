@@ -59,6 +59,8 @@ fn child(test: &str, dir: &Path, so: &Path) -> Command {
         .env("STREAMSCOPE_CUPTI_LIB", so)
         .env("RANK", "3")
         .env("WORLD_SIZE", "4")
+        .env("FAKE_CUPTI_API_LOG", dir.join("api.log"))
+        .env_remove("STREAMSCOPE_ALL_APIS")
         .env_remove("STREAMSCOPE_CAPTURE_RANGE");
     c
 }
@@ -98,6 +100,33 @@ fn child_waits_for_sigterm() {
 }
 
 #[test]
+fn all_apis_records_every_call() {
+    let Some((dir, so)) = rig("all-apis") else {
+        return;
+    };
+    let out = child("child_exits_normally", &dir, &so)
+        .env("STREAMSCOPE_ALL_APIS", "1")
+        .output()
+        .expect("child runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
+    let filter = t.processes[0]
+        .metadata
+        .iter()
+        .find(|(k, _)| k == "api_filter")
+        .map(|(_, v)| v.clone());
+    assert_eq!(
+        filter.as_deref(),
+        Some("none: every CUDA API call recorded")
+    );
+    assert!(!dir.join("api.log").exists(), "no API switched off");
+}
+
+#[test]
 fn a_normal_exit_writes_a_complete_trace() {
     let Some((dir, so)) = rig("exit") else { return };
     let out = child("child_exits_normally", &dir, &so)
@@ -130,6 +159,22 @@ fn a_normal_exit_writes_a_complete_trace() {
         .metadata
         .iter()
         .any(|(k, v)| k == "clock" && v.contains("cuptiActivityRegisterTimestampCallback")));
+    // State queries are left out of the records, launches and syncs are not.
+    let filter = p
+        .metadata
+        .iter()
+        .find(|(k, _)| k == "api_filter")
+        .map(|(_, v)| v.as_str());
+    assert_eq!(
+        filter,
+        Some("not recorded (state queries; record --all-apis keeps them): cuDevicePrimaryCtxGetState, cudaGetDevice"),
+        "{:?}",
+        p.metadata
+    );
+    let log = std::fs::read_to_string(dir.join("api.log")).expect("the switches were called");
+    let mut calls: Vec<&str> = log.lines().collect();
+    calls.sort();
+    assert_eq!(calls, ["1 529 0", "2 17 0"]);
     let kernels: Vec<&str> = (0..t.slices.len())
         .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
         .map(|i| t.str(t.slices.name[i]))

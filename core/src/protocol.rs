@@ -39,7 +39,76 @@ pub mod env {
     /// The writer's flush period in milliseconds (default 100, at least
     /// 10): what a SIGKILL can lose against how often CUPTI is asked.
     pub const FLUSH_MS: &str = "STREAMSCOPE_FLUSH_MS";
+    /// `1` records every CUDA API call, [`QUERY_APIS`](super::QUERY_APIS)
+    /// included (`record --all-apis`).
+    pub const ALL_APIS: &str = "STREAMSCOPE_ALL_APIS";
+    /// `0`: no Python line for host syncs (the collector then subscribes
+    /// to no API callback at all; `record --no-python-lines`).
+    pub const PYTHON_LINES: &str = "STREAMSCOPE_PYTHON_LINES";
+    /// Activity kinds not to record, comma-separated, among `memcpy`,
+    /// `memset`, `synchronization`, `runtime`, `driver`, `overhead`, `nvtx`
+    /// (kernels are always recorded). Less in the trace, and less for the
+    /// analysis to go on: meant for measuring what each kind costs.
+    pub const ACTIVITY_OFF: &str = "STREAMSCOPE_ACTIVITY_OFF";
 }
+
+/// CUDA runtime and driver functions the collector does not record by
+/// default: state queries that enqueue no GPU work, never block and never
+/// end up in an analysis, yet PyTorch calls some of them thousands of times
+/// a step (a step of traces/torch-fsdp2-plain-h200x2 holds ~4,700
+/// `cudaGetDevice` and ~1,350 `cuDevicePrimaryCtxGetState` calls against
+/// 190 kernel launches), each costing a record. Names as CUPTI gives them,
+/// without a `_v3020`-style suffix. Event and stream queries are not here:
+/// CUPTI reports them as synchronization records too, which only their API
+/// call tells apart from a blocking sync.
+pub const QUERY_APIS: &[&str] = &[
+    "cudaGetDevice",
+    "cudaSetDevice",
+    "cudaGetDeviceCount",
+    "cudaGetLastError",
+    "cudaPeekAtLastError",
+    "cudaStreamIsCapturing",
+    "cudaStreamGetCaptureInfo",
+    "cudaThreadExchangeStreamCaptureMode",
+    "cudaDeviceGetAttribute",
+    "cudaGetFuncBySymbol",
+    "cudaFuncGetAttributes",
+    "cudaPointerGetAttributes",
+    "cudaDriverGetVersion",
+    "cudaRuntimeGetVersion",
+    "cudaDeviceGetPCIBusId",
+    "cudaStreamGetPriority",
+    "cudaStreamGetFlags",
+    "cudaStreamGetId",
+    "cudaGetDriverEntryPoint",
+    "cudaGetDriverEntryPointByVersion",
+    "cuDevicePrimaryCtxGetState",
+    "cuCtxGetCurrent",
+    "cuCtxGetDevice",
+    "cuCtxGetFlags",
+    "cuDeviceGet",
+    "cuDeviceGetCount",
+    "cuDeviceGetAttribute",
+    "cuDriverGetVersion",
+    "cuKernelGetName",
+    "cuKernelGetAttribute",
+    "cuFuncGetName",
+    "cuFuncGetAttribute",
+    "cuGetProcAddress",
+    "cuGetProcAddress_v2",
+    "cuPointerGetAttribute",
+    "cuPointerGetAttributes",
+    "cuStreamIsCapturing",
+    "cuStreamGetCaptureInfo",
+    "cuStreamGetCaptureInfo_v2",
+    "cuStreamGetCaptureInfo_v3",
+    "cuThreadExchangeStreamCaptureMode",
+    "cuMemGetAddressRange",
+    "cuMemGetAddressRange_v2",
+    "cuMemGetAllocationGranularity",
+    "cuGetErrorString",
+    "cuGetErrorName",
+];
 
 /// Runtime API functions at whose entry the collector reads the caller's
 /// Python line (host syncs and the copies that may block).

@@ -87,8 +87,8 @@ pack() {
   ls -la "$W/$1" 2>&1
   tar czf "$OUT/$1.tar.gz" -C "$W" "$1" && ls -la "$OUT/$1.tar.gz"
 }
-chrome() { # DIR -> DIR.json (Trace Event JSON: absolute CLOCK_MONOTONIC µs)
-  "$S" export "$1" --to chrome-json -o "$1.json" >/dev/null 2>&1 || echo "export of $1 failed"
+chrome() { # DIR -> DIR.trace.json (Trace Event JSON: absolute CLOCK_MONOTONIC µs)
+  "$S" export "$1" --to chrome-json -o "$1.trace.json" 2>&1 >/dev/null | tail -1 | sed "s|^|export of $1: |"
 }
 
 echo "=== machine $(date -u +%FT%TZ)"
@@ -97,7 +97,37 @@ ls -la "$BIN"
 "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count())'
 "$S" --version
 
-if part main; then
+# zoo_lines DIR KEY: which planted lines of sync_zoo.py the trace in DIR
+# gives a Python line to (its API slices' `python` arg), into truth.json.
+zoo_lines() {
+  chrome "$1"
+  "$PY" - "$1.trace.json" examples/sync_zoo.py "$2" <<'PY' | tee -a "$J"
+import collections, json, re, sys
+try:
+    ev = json.load(open(sys.argv[1])); ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+except Exception as e:
+    print(json.dumps({sys.argv[3]: {"error": str(e)}})); sys.exit()
+want = {}
+for i, l in enumerate(open(sys.argv[2]), 1):
+    m = re.search(r"  # (SYNC|NOT-A-SYNC): (\S+)$", l)
+    if m: want[i] = (m.group(1), m.group(2))
+lines = collections.Counter(); opt = 0
+for e in ev:
+    a = e.get("args") or {}
+    p = a.get("python")
+    if p and "sync_zoo.py:" in p:
+        lines[(e["name"], int(p.split("sync_zoo.py:")[1].split()[0]))] += 1
+    if e.get("name") == "streamscope:optimizer.step": opt += 1
+per_line = collections.defaultdict(list)
+for (api, ln), n in lines.items(): per_line[ln].append(f"{api}x{n}")
+missing = [f"{ln} {k}" for ln, (s, k) in want.items() if s == "SYNC" and ln not in per_line]
+for ln in sorted(per_line): print(f"  line {ln:4} {want.get(ln, ('?', 'unplanted'))[1]:20} {' '.join(per_line[ln])}", file=sys.stderr)
+print(json.dumps({sys.argv[3]: {"lines_with_python_arg": len(per_line), "planted_without_line": missing,
+      "optimizer_step_ranges": opt}}))
+PY
+}
+
+if part main || part zoo; then
 # 1. The frame reader, on this python: a C-ABI function of the collector
 #    called through ctypes.CDLL (GIL released) must return the caller's line.
 cat > "$W/frames.py" <<'PY'
@@ -128,38 +158,11 @@ grep '^{' "$W/frames.out" >> "$J"
 # 2. sync_zoo recorded (the trace for traces/sync-zoo-h200/).
 step sync-zoo 120 env RANK=0 "$S" record -o "$W/sync-zoo-h200" -- "$PY" examples/sync_zoo.py --steps 12 2>&1 | tee "$W/zoo.out"
 step sync-zoo-report 60 "$S" report "$W/sync-zoo-h200"
-# zoo_lines DIR KEY: which planted lines of sync_zoo.py the trace in DIR
-# gives a Python line to (its API slices' `python` arg), into truth.json.
-zoo_lines() {
-  chrome "$1"
-  "$PY" - "$1.json" examples/sync_zoo.py "$2" <<'PY' | tee -a "$J"
-import collections, json, re, sys
-try:
-    ev = json.load(open(sys.argv[1])); ev = ev["traceEvents"] if isinstance(ev, dict) else ev
-except Exception as e:
-    print(json.dumps({sys.argv[3]: {"error": str(e)}})); sys.exit()
-want = {}
-for i, l in enumerate(open(sys.argv[2]), 1):
-    m = re.search(r"  # (SYNC|NOT-A-SYNC): (\S+)$", l)
-    if m: want[i] = (m.group(1), m.group(2))
-lines = collections.Counter(); opt = 0
-for e in ev:
-    a = e.get("args") or {}
-    p = a.get("python")
-    if p and "sync_zoo.py:" in p:
-        lines[(e["name"], int(p.split("sync_zoo.py:")[1].split()[0]))] += 1
-    if e.get("name") == "streamscope:optimizer.step": opt += 1
-per_line = collections.defaultdict(list)
-for (api, ln), n in lines.items(): per_line[ln].append(f"{api}x{n}")
-missing = [f"{ln} {k}" for ln, (s, k) in want.items() if s == "SYNC" and ln not in per_line]
-for ln in sorted(per_line): print(f"  line {ln:4} {want.get(ln, ('?', 'unplanted'))[1]:20} {' '.join(per_line[ln])}", file=sys.stderr)
-print(json.dumps({sys.argv[3]: {"lines_with_python_arg": len(per_line), "planted_without_line": missing,
-      "optimizer_step_ranges": opt}}))
-PY
-}
 zoo_lines "$W/sync-zoo-h200" sync_zoo_trace
 pack sync-zoo-h200
+fi # main or zoo
 
+if part main; then
 # 3. torch FSDP2 under torchrun, 2 GPUs: with NVTX step ranges, then without NVTX/profiler.
 step fsdp2-nvtx 150 "$S" record -o "$W/torch-fsdp2-nvtx-h200x2" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 10
 step fsdp2-nvtx-report 60 "$S" report "$W/torch-fsdp2-nvtx-h200x2"
@@ -187,7 +190,7 @@ last_kernel() { # DIR -> last kernel end, CLOCK_MONOTONIC ns
   "$PY" -c 'import json,sys
 ev=json.load(open(sys.argv[1])); ev=ev["traceEvents"] if isinstance(ev,dict) else ev
 e=[float(x["ts"])+float(x.get("dur",0)) for x in ev if x.get("ph")=="X" and x.get("cat")=="kernel"]
-print(int(max(e)*1000) if e else 0)' "$1.json" 2>/dev/null || echo 0
+print(int(max(e)*1000) if e else 0)' "$1.trace.json" 2>/dev/null || echo 0
 }
 crash_json() { # KIND DIR T_NS
   local last; last=$(last_kernel "$2")
@@ -221,7 +224,7 @@ step window 80 "$S" record --delay 11 --duration 2 -o "$W/window" -- bash -c "
   wait"
 "$S" info "$W/window" 2>&1 | grep -i -E 'capture|rank|span' | head -20
 chrome "$W/window"
-"$PY" - "$W/window.json" <<'PY' | tee -a "$J"
+"$PY" - "$W/window.trace.json" <<'PY' | tee -a "$J"
 import collections, json, sys
 try:
     ev = json.load(open(sys.argv[1])); ev = ev["traceEvents"] if isinstance(ev, dict) else ev
@@ -247,40 +250,87 @@ note "{\"torch_profiler\": {\"lines_mentioning_profiler\": $(grep -ci 'torch.pro
 fi # main
 
 if part overhead; then
-# 8. Overhead, alternating: sync_zoo plain / recorded --no-python-hooks /
-#    recorded; FSDP2 plain / recorded (no NVTX).
-for i in $(seq "${TRUTH_ROUNDS:-2}"); do
-  step "zoo-plain-$i" 60 "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-plain-$i.json"
-  step "zoo-nohooks-$i" 60 "$S" record --no-python-hooks -o "$W/ov-zoo-nohooks-$i" -- "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-nohooks-$i.json"
-  step "zoo-hooks-$i" 60 "$S" record -o "$W/ov-zoo-hooks-$i" -- "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-hooks-$i.json"
-done
-for i in $(seq "${TRUTH_ROUNDS:-2}"); do
-  step "fsdp2-plain-$i" 90 torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-plain-$i.json"
-  step "fsdp2-hooks-$i" 90 "$S" record -o "$W/ov-fsdp2-hooks-$i" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-hooks-$i.json"
-done
-# Where the cost comes from: the collector without the hooks, and with the
-# writer's old 1 s flush period, alternating with the runs above.
-if part overhead-split; then
-  for i in $(seq "${TRUTH_ROUNDS:-2}"); do
-    step "zoo-flush1s-$i" 60 env STREAMSCOPE_FLUSH_MS=1000 "$S" record -o "$W/ov-zoo-flush1s-$i" -- "$PY" examples/sync_zoo.py --steps 40 > "$W/ov-zoo-flush1s-$i.json"
-    step "fsdp2-nohooks-$i" 90 "$S" record --no-python-hooks -o "$W/ov-fsdp2-nohooks-$i" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-nohooks-$i.json"
-    step "fsdp2-flush1s-$i" 90 env STREAMSCOPE_FLUSH_MS=1000 "$S" record -o "$W/ov-fsdp2-flush1s-$i" -- torchrun --nproc_per_node 2 examples/torch_fsdp2.py --steps 20 --no-nvtx > "$W/ov-fsdp2-flush1s-$i.json"
+# 8. Overhead, alternating runs:
+#    - api_cost.py: host µs per call by kind of call, plain / recorded /
+#      --no-python-hooks / --all-apis / --no-python-lines (where it goes),
+#    - sync_zoo plain / recorded --no-python-hooks / recorded,
+#    - FSDP2 at a size where the GPU sets the pace (~100 ms steps, like the
+#      jobs our users run; TRUTH_FSDP2_ARGS) plain / recorded.
+#    Enough steps that one slow step moves no median.
+ZS=${TRUTH_ZOO_STEPS:-100}
+FS=${TRUTH_FSDP2_STEPS:-30}
+FA=${TRUTH_FSDP2_ARGS:---dim 4096 --seq 1024}
+# FSDP2 on 2 GPUs; on a 1-GPU machine on 1 (said in truth.json).
+NP=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$NP" -gt 2 ] && NP=2
+[ "$NP" -lt 1 ] && NP=1
+note "{\"overhead_fsdp2\": {\"gpus\": $NP, \"args\": \"$FA --steps $FS\"}}"
+# variant NAME: the command prefix of an overhead variant.
+#   plain | hooks | nohooks | allapis | nolines | off-KIND[+KIND...]
+#   (STREAMSCOPE_ACTIVITY_OFF: activity kinds left out, to see their cost)
+variant() {
+  case "$1" in
+    plain) ;;
+    hooks) echo "$S record -o $W/ov-$2" ;;
+    nohooks) echo "$S record --no-python-hooks -o $W/ov-$2" ;;
+    allapis) echo "$S record --all-apis -o $W/ov-$2" ;;
+    nolines) echo "$S record --no-python-lines -o $W/ov-$2" ;;
+    off-*) k="${1#off-}"; echo "env STREAMSCOPE_ACTIVITY_OFF=${k//+/,} $S record -o $W/ov-$2" ;;
+  esac
+}
+for i in $(seq "${TRUTH_API_ROUNDS:-2}"); do
+  for v in ${TRUTH_API_VARIANTS:-plain hooks nohooks allapis nolines}; do
+    step "api-$v-$i" 60 $(variant "$v" "api-$v-$i") "$PY" examples/api_cost.py > "$W/ov-api-$v-$i.json"
   done
-fi
+done
+for i in $(seq "${TRUTH_ROUNDS:-2}"); do
+  for v in ${TRUTH_ZOO_VARIANTS:-plain nohooks hooks}; do
+    step "zoo-$v-$i" 60 $(variant "$v" "zoo-$v-$i") "$PY" examples/sync_zoo.py --steps "$ZS" > "$W/ov-zoo-$v-$i.json"
+  done
+done
+for i in $(seq "${TRUTH_FSDP2_ROUNDS:-${TRUTH_ROUNDS:-2}}"); do
+  for v in plain hooks; do
+    step "fsdp2-$v-$i" 90 $(variant "$v" "fsdp2-$v-$i") torchrun --nproc_per_node "$NP" examples/torch_fsdp2.py $FA --steps "$FS" --no-nvtx > "$W/ov-fsdp2-$v-$i.json"
+  done
+done
+# What one recorded FSDP2 rank holds, by API (the most frequent 25).
+[ -e "$W/ov-fsdp2-hooks-1/rank-0.pftrace" ] &&
+"$S" export --to chrome-json -o "$W/fsdp2-r0.json" "$W/ov-fsdp2-hooks-1/rank-0.pftrace" >/dev/null 2>&1 &&
+"$PY" - "$W/fsdp2-r0.json" <<'PY'
+import collections, json, sys
+ev = json.load(open(sys.argv[1]))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+c = collections.Counter(e.get("name") for e in ev if e.get("ph") == "X")
+print("fsdp2 rank 0, slices by name (hooks run 1):", sum(c.values()))
+for n, k in c.most_common(25): print(f"{k:8d} {n[:100]}")
+PY
 # The frame reader needs no hooks: the same lines from a --no-python-hooks run.
-zoo_lines "$W/ov-zoo-nohooks-1" sync_zoo_without_hooks
+[ -d "$W/ov-zoo-nohooks-1" ] && zoo_lines "$W/ov-zoo-nohooks-1" sync_zoo_without_hooks
 "$PY" - "$W" <<'PY' | tee -a "$J"
 import glob, json, statistics, sys
 def med(pat):
     v = []
-    for f in sorted(glob.glob(f"{sys.argv[1]}/{pat}-*.json")):
+    for f in sorted(glob.glob(f"{sys.argv[1]}/{pat}-[0-9]*.json")):
         for l in open(f):
             if l.startswith("{"):
                 try: v.append(float(json.loads(l)["step_ms_median"]))
                 except Exception: pass
     return v
-r = {}
-for w, kinds in (("zoo", ("plain", "nohooks", "hooks", "flush1s")), ("fsdp2", ("plain", "hooks", "nohooks", "flush1s"))):
+api = {}
+import os, re
+variants = sorted({re.sub(r"^ov-api-(.*)-\d+\.json$", r"\1", os.path.basename(f)) for f in glob.glob(f"{sys.argv[1]}/ov-api-*-*.json")})
+for k in variants:
+    rows = []
+    for f in sorted(glob.glob(f"{sys.argv[1]}/ov-api-{k}-[0-9]*.json")):
+        for l in open(f):
+            if l.startswith("{"):
+                try: rows.append(json.loads(l))
+                except Exception: pass
+    if rows:
+        api[k] = {c: statistics.median(r[c] for r in rows) for c in rows[0] if c.endswith("_us")}
+r = {"api_cost_us": api}
+zv = tuple(os.environ.get("TRUTH_ZOO_VARIANTS", "plain nohooks hooks").split())
+for w, kinds in (("zoo", zv), ("fsdp2", ("plain", "hooks"))):
     runs = {k: med(f"ov-{w}-{k}") for k in kinds}
     d = {k + "_runs_ms": v for k, v in runs.items()}
     for k, v in runs.items():

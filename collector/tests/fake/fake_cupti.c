@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <stdlib.h>
+#include <stdio.h>
 
 typedef void (*req_t)(uint8_t **, size_t *, size_t *);
 typedef void (*comp_t)(void *, uint32_t, uint8_t *, size_t, size_t);
@@ -41,8 +42,21 @@ int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c;
 int cuptiGetCallbackName(uint32_t domain, uint32_t cbid, const char **name) {
   if (domain == 2 && cbid == 211) { *name = "cudaLaunchKernel_v7000"; return 0; }
   if (domain == 2 && cbid == 131) { *name = "cudaStreamSynchronize_v3020"; return 0; }
+  if (domain == 2 && cbid == 17) { *name = "cudaGetDevice_v3020"; return 0; }
+  if (domain == 1 && cbid == 529) { *name = "cuDevicePrimaryCtxGetState"; return 0; }
+  if (domain == 1 && cbid == 307) { *name = "cuLaunchKernel"; return 0; }
   return 1; /* CUPTI_ERROR_INVALID_PARAMETER */
 }
+/* Per-function record switches: each call appended to $FAKE_CUPTI_API_LOG
+ * as "domain cbid enable". */
+static int api_switch(uint32_t domain, uint32_t cbid, uint8_t enable) {
+  const char *log = getenv("FAKE_CUPTI_API_LOG");
+  FILE *f = log ? fopen(log, "a") : 0;
+  if (f) { fprintf(f, "%u %u %u\n", domain, cbid, enable); fclose(f); }
+  return 0;
+}
+int cuptiActivityEnableRuntimeApi(uint32_t cbid, uint8_t enable) { return api_switch(2, cbid, enable); }
+int cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t enable) { return api_switch(1, cbid, enable); }
 int cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, uint8_t **rec) {
   uint8_t *next = *rec ? *rec + 256 : buf;
   if (next + 256 > buf + valid) return 12; /* CUPTI_ERROR_MAX_LIMIT_REACHED */
