@@ -22,6 +22,7 @@ macro_rules! warn {
     }};
 }
 
+mod callbacks;
 pub mod capture;
 pub mod convert;
 pub mod cupti_api;
@@ -34,6 +35,7 @@ pub mod python;
 pub mod queue;
 pub mod records;
 pub mod session;
+mod setup;
 pub mod signals;
 
 use std::sync::atomic::{AtomicBool, Ordering};

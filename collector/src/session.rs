@@ -1,11 +1,12 @@
-//! The running collector: CUPTI set-up, the buffer and API callbacks, and
-//! the writer thread that turns buffers into Perfetto batches.
+//! The running collector: its start (the set-up steps are in setup.rs),
+//! the buffer callbacks (the API callback is in callbacks.rs), and the
+//! writer thread that turns buffers into Perfetto batches.
 //!
 //! Threads: CUPTI calls the buffer callbacks from its own threads (or the
 //! one flushing); they only allocate, count and queue. The writer thread
 //! drains the queue, converts, writes a batch, and calls
-//! cuptiActivityFlushAll about once a second, so a crash loses at most the
-//! last second. atexit and the SIGINT/SIGTERM handlers ask it for a final
+//! cuptiActivityFlushAll every 100 ms (`STREAMSCOPE_FLUSH_MS`), so a
+//! SIGKILL loses about that much. atexit and the SIGINT/SIGTERM handlers ask it for a final
 //! flush and wait for it with a time bound.
 
 use std::alloc::Layout;
@@ -20,15 +21,16 @@ use streamscope_core::model::Device;
 use streamscope_core::perfetto::writer::PerfettoWriter;
 use streamscope_core::protocol;
 
-use crate::capture::{CaptureSpec, CaptureWindow, Trigger};
-use crate::convert::{normalize_api_name, Converter, HostInfo};
+use crate::capture::{CaptureSpec, CaptureWindow};
+use crate::convert::{Converter, HostInfo};
 use crate::cupti_api::*;
 use crate::driver::Driver;
 use crate::flush_sync::FlushSync;
 use crate::process_info;
 use crate::python::{self, PyLines};
 use crate::queue::{BoundedQueue, BufferBudget};
-use crate::records::{self, kind};
+use crate::records;
+use crate::setup;
 
 /// Bytes of one activity buffer handed to CUPTI.
 const BUFFER_BYTES: usize = 2 << 20;
@@ -60,9 +62,6 @@ pub const SIGNAL_WAIT: Duration = Duration::from_secs(3);
 /// process dies as it would have.
 pub const CRASH_WAIT: Duration = Duration::from_millis(1500);
 
-/// Runtime API functions whose Python caller is recorded (host syncs).
-const SYNC_APIS: &[&str] = protocol::HOST_SYNC_APIS;
-
 /// A CUPTI activity buffer we allocated.
 pub struct Buffer {
     ptr: *mut u8,
@@ -89,17 +88,17 @@ impl Drop for Buffer {
 
 pub struct Session {
     pub cupti: Cupti,
-    pid: u32,
-    queue: BoundedQueue<Buffer>,
-    python: Arc<PyLines>,
-    window: Arc<CaptureWindow>,
-    cupti_dropped: AtomicU64,
-    sync: FlushSync,
-    sync_cbids: Vec<u32>,
+    pub(crate) pid: u32,
+    pub(crate) queue: BoundedQueue<Buffer>,
+    pub(crate) python: Arc<PyLines>,
+    pub(crate) window: Arc<CaptureWindow>,
+    pub(crate) cupti_dropped: AtomicU64,
+    pub(crate) sync: FlushSync,
+    pub(crate) sync_cbids: Vec<u32>,
     /// The [`COPY_APIS`] among `sync_cbids`.
-    copy_cbids: Vec<u32>,
-    profiler_start: Vec<(u32, u32)>,
-    profiler_stop: Vec<(u32, u32)>,
+    pub(crate) copy_cbids: Vec<u32>,
+    pub(crate) profiler_start: Vec<(u32, u32)>,
+    pub(crate) profiler_stop: Vec<(u32, u32)>,
 }
 
 static SESSION: OnceLock<Session> = OnceLock::new();
@@ -193,92 +192,11 @@ unsafe extern "C" fn timestamp() -> u64 {
     std::panic::catch_unwind(|| process_info::monotonic_ns() as u64).unwrap_or(0)
 }
 
-thread_local! {
-    static NVTX_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    static NVTX_OPEN_AT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// The message of an `nvtxEventAttributes_t` when it is ASCII.
-///
-/// # Safety
-/// `attr` is null or points at an nvtxEventAttributes_t (v2 layout).
-unsafe fn attr_message<'a>(attr: *const u8) -> Option<&'a std::ffi::CStr> {
-    if attr.is_null() {
-        return None;
-    }
-    // SAFETY: messageType at offset 32 and message at 40 in the v2 layout.
-    unsafe {
-        let mtype = std::ptr::read_unaligned(attr.add(32) as *const i32);
-        let msg = std::ptr::read_unaligned(attr.add(40) as *const *const std::ffi::c_char);
-        (mtype == 1 && !msg.is_null()).then(|| std::ffi::CStr::from_ptr(msg))
-    }
-}
-
-/// Whether a `cudaMemcpy`/`cudaMemcpyAsync` call (params `dst, src, count,
-/// kind`) copies device to device: such a copy never blocks the host, so
-/// its Python line is not worth reading (FSDP2 makes ~100 a step).
-///
-/// # Safety
-/// `params` is null or points at the params struct of one of
-/// [`COPY_APIS`].
-unsafe fn is_device_to_device(params: *const c_void) -> bool {
-    const CUDA_MEMCPY_DEVICE_TO_DEVICE: i32 = 3;
-    // SAFETY: `kind` follows three pointer-sized fields in those structs.
-    !params.is_null()
-        && unsafe { std::ptr::read_unaligned((params as *const u8).add(24) as *const i32) }
-            == CUDA_MEMCPY_DEVICE_TO_DEVICE
-}
-
-/// Runtime copies whose params begin `dst, src, count, kind`.
-const COPY_APIS: &[&str] = &[
-    "cudaMemcpy",
-    "cudaMemcpy_ptds",
-    "cudaMemcpyAsync",
-    "cudaMemcpyAsync_ptsz",
-];
-
-unsafe extern "C" fn api_callback(_user: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
-    let _ = std::panic::catch_unwind(|| {
-        let Some(s) = session() else { return };
-        if data.is_null() || s.forked() {
-            return;
-        }
-        if domain == CB_DOMAIN_NVTX {
-            // SAFETY: for the NVTX domain CUPTI passes a CUpti_NvtxData.
-            let d = unsafe { std::ptr::read_unaligned(data as *const records::RawNvtxData) };
-            // SAFETY: the params struct of each function, per nvToolsExt's
-            // callback ABI (pointers first).
-            unsafe { s.nvtx(cbid, d.function_params as *const u8) };
-            return;
-        }
-        // SAFETY: for API domains CUPTI passes a CUpti_CallbackData.
-        let d = unsafe { std::ptr::read_unaligned(data as *const records::RawCallbackData) };
-        if d.callback_site == API_ENTER {
-            if domain == CB_DOMAIN_RUNTIME_API
-                && s.sync_cbids.contains(&cbid)
-                // SAFETY: the params of a runtime function CUPTI is calling.
-                && !(s.copy_cbids.contains(&cbid) && unsafe { is_device_to_device(d.function_params) })
-            {
-                if let Some(loc) =
-                    crate::pyframes::current_location().or_else(python::current_location)
-                {
-                    s.python.insert(d.correlation_id, loc);
-                }
-            }
-            if s.profiler_stop.contains(&(domain, cbid)) {
-                s.window.close(process_info::monotonic_ns());
-            }
-        } else if d.callback_site == API_EXIT && s.profiler_start.contains(&(domain, cbid)) {
-            s.window.open(process_info::monotonic_ns());
-        }
-    });
-}
-
 impl Session {
     /// True in a forked child. It has no writer thread, and a mutex the
     /// parent's threads held at fork (the queue's, the Python lines') stays
     /// locked for ever there, so the callbacks must touch none of them.
-    fn forked(&self) -> bool {
+    pub(crate) fn forked(&self) -> bool {
         std::process::id() != self.pid
     }
 
@@ -296,48 +214,6 @@ impl Session {
         {
             self.cupti_dropped
                 .fetch_add(dropped as u64, Ordering::Relaxed);
-        }
-    }
-
-    /// NVTX push/pop tracking for `--capture-range nvtx:NAME`.
-    ///
-    /// # Safety
-    /// `params` is null or the params struct of NVTX function `cbid`.
-    unsafe fn nvtx(&self, cbid: u32, params: *const u8) {
-        let Trigger::Nvtx(target) = &self.window.spec().trigger else {
-            return;
-        };
-        // cbids: 8 RangePushA, 10 RangePushEx, 11 RangePop, 33 DomainRangePushEx, 34 DomainRangePop.
-        let name: Option<&std::ffi::CStr> = match cbid {
-            // SAFETY: the first field is `const char* message` / the attributes pointer.
-            8 if !params.is_null() => unsafe {
-                let m = std::ptr::read_unaligned(params as *const *const std::ffi::c_char);
-                (!m.is_null()).then(|| std::ffi::CStr::from_ptr(m))
-            },
-            // SAFETY: nvtxRangePushEx_params { const nvtxEventAttributes_t* }.
-            10 if !params.is_null() => unsafe {
-                attr_message(std::ptr::read_unaligned(params as *const *const u8))
-            },
-            // SAFETY: nvtxDomainRangePushEx_params { domain, const nvtxEventAttributes_t* }.
-            33 if !params.is_null() => unsafe {
-                attr_message(std::ptr::read_unaligned(params.add(8) as *const *const u8))
-            },
-            11 | 34 => {
-                let depth = NVTX_DEPTH.get();
-                if depth > 0 && NVTX_OPEN_AT.get() == depth {
-                    NVTX_OPEN_AT.set(0);
-                    self.window.close(process_info::monotonic_ns());
-                }
-                NVTX_DEPTH.set(depth.saturating_sub(1));
-                return;
-            }
-            _ => return,
-        };
-        let depth = NVTX_DEPTH.get() + 1;
-        NVTX_DEPTH.set(depth);
-        if NVTX_OPEN_AT.get() == 0 && name.is_some_and(|n| n.to_bytes() == target.as_bytes()) {
-            NVTX_OPEN_AT.set(depth);
-            self.window.open(process_info::monotonic_ns());
         }
     }
 
@@ -393,63 +269,6 @@ impl HostInfo for RealHost {
 }
 
 /// Callback ids of `domain` whose normalized names are in `names`.
-fn cbids_named(cupti: &Cupti, domain: u32, names: &[&str]) -> Vec<u32> {
-    (1..2048)
-        .filter(|&id| {
-            let n = cupti.callback_name(domain, id);
-            !n.is_empty() && names.contains(&normalize_api_name(&n))
-        })
-        .collect()
-}
-
-/// Stops the runtime and driver records of [`protocol::QUERY_APIS`] (state
-/// queries PyTorch makes thousands of times a step; see there), unless
-/// `all_apis`. Returns what the trace's metadata says about it.
-fn skip_query_apis(cupti: &Cupti, all_apis: bool, runtime: bool, driver: bool) -> String {
-    if all_apis {
-        return "none: every CUDA API call recorded".into();
-    }
-    let mut skipped: Vec<String> = Vec::new();
-    for (on, domain, func, label) in [
-        (
-            runtime,
-            CB_DOMAIN_RUNTIME_API,
-            cupti.enable_runtime_api,
-            "cuptiActivityEnableRuntimeApi",
-        ),
-        (
-            driver,
-            CB_DOMAIN_DRIVER_API,
-            cupti.enable_driver_api,
-            "cuptiActivityEnableDriverApi",
-        ),
-    ] {
-        let Some(func) = func.filter(|_| on) else {
-            continue;
-        };
-        for cbid in cbids_named(cupti, domain, protocol::QUERY_APIS) {
-            // SAFETY: a cbid CUPTI named in this domain; plain arguments.
-            let rc = unsafe { func(cbid, 0) };
-            if cupti.check(label, rc).is_ok() {
-                skipped.push(normalize_api_name(&cupti.callback_name(domain, cbid)).to_string());
-            }
-        }
-    }
-    if skipped.is_empty() {
-        return "none (this CUPTI cannot leave out single API functions)".into();
-    }
-    skipped.sort();
-    skipped.dedup();
-    format!(
-        "not recorded (state queries; record --all-apis keeps them): {}",
-        skipped.join(", ")
-    )
-}
-
-fn enable(cupti: &Cupti, func: &'static str, rc: CuptiResult) -> bool {
-    cupti.check(func, rc).is_ok()
-}
-
 /// Sets everything up. Err: one line for "CUPTI unavailable (...)".
 pub fn start() -> Result<(), String> {
     let env = |k: &str| std::env::var(k).ok();
@@ -535,54 +354,7 @@ fn start_cupti(
     // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
     let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
     cupti.check("cuptiActivityRegisterCallbacks", rc)?;
-    // SAFETY: plain enum argument.
-    let rc = unsafe { (cupti.activity_enable)(kind::CONCURRENT_KERNEL) };
-    cupti.check("cuptiActivityEnable(CONCURRENT_KERNEL)", rc)?;
-    let mut kinds = vec!["kernel"];
-    let off_text = env(protocol::env::ACTIVITY_OFF).unwrap_or_default();
-    let off: Vec<&str> = off_text
-        .split(',')
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-        .collect();
-    for (k, func, label) in [
-        (kind::MEMCPY, "cuptiActivityEnable(MEMCPY)", "memcpy"),
-        (kind::MEMSET, "cuptiActivityEnable(MEMSET)", "memset"),
-        (
-            kind::SYNCHRONIZATION,
-            "cuptiActivityEnable(SYNCHRONIZATION)",
-            "synchronization",
-        ),
-        (kind::RUNTIME, "cuptiActivityEnable(RUNTIME)", "runtime"),
-        (kind::DRIVER, "cuptiActivityEnable(DRIVER)", "driver"),
-        (kind::OVERHEAD, "cuptiActivityEnable(OVERHEAD)", "overhead"),
-        (kind::MARKER, "cuptiActivityEnable(MARKER)", "nvtx"),
-    ] {
-        if off.contains(&label) {
-            continue;
-        }
-        // SAFETY: plain enum argument.
-        if enable(&cupti, func, unsafe { (cupti.activity_enable)(k) }) {
-            kinds.push(label);
-        }
-    }
-    if !off.is_empty() {
-        meta.push((
-            "activity_off".into(),
-            format!("{} (by {})", off.join(","), protocol::env::ACTIVITY_OFF),
-        ));
-    }
-    meta.push(("activity".into(), kinds.join(",")));
-    let all_apis = env(protocol::env::ALL_APIS).is_some_and(|v| v.trim() == "1");
-    meta.push((
-        "api_filter".into(),
-        skip_query_apis(
-            &cupti,
-            all_apis,
-            kinds.contains(&"runtime"),
-            kinds.contains(&"driver"),
-        ),
-    ));
+    setup::enable_activity(&cupti, &env, &mut meta)?;
 
     let window_origin =
         crate::capture::window_origin(env(protocol::env::START_MONOTONIC_NS).as_deref(), origin_ns);
@@ -600,69 +372,8 @@ fn start_cupti(
         ));
     }
     let window = Arc::new(CaptureWindow::new(spec.clone(), window_origin));
-    let mut subscriber: *mut c_void = std::ptr::null_mut();
-    // SAFETY: subscribes a callback valid for the life of the process.
-    let rc =
-        unsafe { (cupti.subscribe)(&mut subscriber, Some(api_callback), std::ptr::null_mut()) };
-    let subscribed = cupti.check("cuptiSubscribe", rc).is_ok();
-    let (mut sync_cbids, mut profiler_start, mut profiler_stop) =
-        (Vec::new(), Vec::new(), Vec::new());
-    if subscribed {
-        let on = |domain: u32, cbid: u32| {
-            // SAFETY: a subscriber handle CUPTI gave us and a valid cbid.
-            let rc = unsafe { (cupti.enable_callback)(1, subscriber, domain, cbid) };
-            cupti.check("cuptiEnableCallback", rc).is_ok()
-        };
-        if env(protocol::env::PYTHON_LINES).is_some_and(|v| v.trim() == "0") {
-            meta.push((
-                "python_callsites".into(),
-                format!("off ({}=0)", protocol::env::PYTHON_LINES),
-            ));
-        } else {
-            sync_cbids = cbids_named(&cupti, CB_DOMAIN_RUNTIME_API, SYNC_APIS);
-            sync_cbids.retain(|&c| on(CB_DOMAIN_RUNTIME_API, c));
-            meta.push((
-                "python_callsites".into(),
-                format!("{} runtime functions watched", sync_cbids.len()),
-            ));
-        }
-        match &spec.trigger {
-            Trigger::ProfilerApi => {
-                for (domain, start, stop) in [
-                    (
-                        CB_DOMAIN_RUNTIME_API,
-                        "cudaProfilerStart",
-                        "cudaProfilerStop",
-                    ),
-                    (CB_DOMAIN_DRIVER_API, "cuProfilerStart", "cuProfilerStop"),
-                ] {
-                    profiler_start.extend(
-                        cbids_named(&cupti, domain, &[start])
-                            .into_iter()
-                            .filter(|&c| on(domain, c))
-                            .map(|c| (domain, c)),
-                    );
-                    profiler_stop.extend(
-                        cbids_named(&cupti, domain, &[stop])
-                            .into_iter()
-                            .filter(|&c| on(domain, c))
-                            .map(|c| (domain, c)),
-                    );
-                }
-            }
-            Trigger::Nvtx(_) => {
-                for cbid in [8, 10, 11, 33, 34] {
-                    on(CB_DOMAIN_NVTX, cbid);
-                }
-            }
-            Trigger::Always => {}
-        }
-    } else {
-        meta.push((
-            "python_callsites".into(),
-            "off (cuptiSubscribe failed)".into(),
-        ));
-    }
+    let (sync_cbids, profiler_start, profiler_stop) =
+        setup::subscribe(&cupti, &spec.trigger, &env, &mut meta);
     if !spec.is_unlimited() {
         meta.push(("capture".into(), format!("{:?}", spec)));
     }
@@ -670,10 +381,7 @@ fn start_cupti(
 
     process.clock_snapshot = process_info::clock_snapshot();
     process.metadata = meta;
-    let copy_cbids = cbids_named(&cupti, CB_DOMAIN_RUNTIME_API, COPY_APIS)
-        .into_iter()
-        .filter(|c| sync_cbids.contains(c))
-        .collect();
+    let copy_cbids = setup::copy_cbids(&cupti, &sync_cbids);
     let python = Arc::new(PyLines::default());
     let new_session = Session {
         cupti,
