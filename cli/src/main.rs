@@ -122,8 +122,8 @@ pub fn load_with_progress(paths: &[PathBuf]) -> Result<Trace> {
         pb.finish_and_clear();
     }
     let trace = trace?;
-    for w in &trace.warnings {
-        eprintln!("streamscope: warning: {w}");
+    for d in &trace.diagnostics {
+        eprintln!("streamscope: warning: {d}");
     }
     Ok(trace)
 }
@@ -309,10 +309,15 @@ fn info_text(t: &Trace) -> String {
             }
         }
     }
-    if !t.warnings.is_empty() {
-        let _ = writeln!(o, "\nwarnings:");
-        for w in &t.warnings {
-            let _ = writeln!(o, "  {w}");
+    if !t.diagnostics.is_empty() {
+        let _ = writeln!(o, "\ndiagnostics:");
+        for d in &t.diagnostics {
+            let sev = match d.severity {
+                streamscope_core::diagnostic::Severity::Info => "info",
+                streamscope_core::diagnostic::Severity::DataLoss => "data loss",
+                streamscope_core::diagnostic::Severity::Error => "error",
+            };
+            let _ = writeln!(o, "  [{sev}] {d}");
         }
     }
     o

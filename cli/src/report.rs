@@ -90,10 +90,10 @@ pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
         let empty = report.ranks.iter().any(|k| k.window.steps.is_empty());
         if empty {
             let why: Vec<&str> = report
-                .notes
+                .diagnostics
                 .iter()
-                .filter_map(|n| n.split_once(": ").map(|x| x.1))
-                .filter(|n| n.starts_with("rank "))
+                .filter(|d| d.kind == streamscope_core::diagnostic::Kind::StepsUnavailable)
+                .map(|d| d.detail.split_once(": ").map_or(d.detail.as_str(), |x| x.1))
                 .collect();
             bail!("--steps {a}..{b} selects nothing: {}", why.join("; "));
         }

@@ -16,6 +16,7 @@
 //! written from (flows are rebuilt from correlation ids, as every reader
 //! does), so an exported file reports what its source reported.
 
+use crate::diagnostic::{Diagnostic, Kind};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -541,10 +542,14 @@ pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
     }
     bad_events += crate::load::break_parent_cycles(&mut t);
     if bad_events > 0 {
-        t.warnings.push(format!(
-            "{}: {bad_events} events or arguments that do not read back skipped",
-            path.display()
-        ));
+        t.diagnostics.push(
+            Diagnostic::new(
+                Kind::MalformedEvents,
+                bad_events as u64,
+                format!("{bad_events} events or arguments that do not read back skipped"),
+            )
+            .in_file(path.display()),
+        );
     }
     t.sort_slices();
     t.link_flows_by_correlation();

@@ -3,6 +3,7 @@
 //! directory of them (one file per rank). Several arguments load into one
 //! multi-rank [`Trace`].
 
+use crate::diagnostic::{Diagnostic, Kind};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Result, TraceError};
@@ -68,22 +69,30 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
     });
     loaded.sort_by_key(|(i, _)| *i);
     let mut trace: Option<Trace> = None;
-    let mut skipped: Vec<String> = Vec::new();
+    let mut skipped: Vec<Diagnostic> = Vec::new();
     let mut first_error: Option<TraceError> = None;
     // (rank, file) of every process loaded, to name ranks given twice.
     let mut ranks: Vec<(u32, usize)> = Vec::new();
     for (i, t) in loaded {
         let t = match t {
             Ok(t) if files[i].listed && t.slices.is_empty() && t.counters.is_empty() => {
-                skipped.push(format!(
-                    "{}: holds no events (header only); skipped",
-                    files[i].path.display()
-                ));
+                skipped.push(
+                    Diagnostic::new(Kind::EmptyFile, 1, "holds no events (header only); skipped")
+                        .in_file(files[i].path.display()),
+                );
                 continue;
             }
             Ok(t) => t,
             Err(e) if files[i].listed => {
-                skipped.push(format!("{e}; skipped"));
+                let kind = match e {
+                    TraceError::Empty { .. } => Kind::EmptyFile,
+                    _ => Kind::UnreadableFile,
+                };
+                // The error names the file first; the diagnostic holds it apart.
+                let path = files[i].path.display().to_string();
+                let text = e.to_string();
+                let why = text.strip_prefix(&format!("{path}: ")).unwrap_or(&text);
+                skipped.push(Diagnostic::new(kind, 1, format!("{why}; skipped")).in_file(path));
                 first_error.get_or_insert(e);
                 continue;
             }
@@ -108,16 +117,20 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
     ranks.sort_unstable();
     for w in ranks.windows(2) {
         if w[0].0 == w[1].0 && w[0].1 != w[1].1 {
-            skipped.push(format!(
-                "rank {} appears in both {} and {}: two runs mixed? both are shown",
-                w[0].0,
-                files[w[0].1].path.display(),
-                files[w[1].1].path.display()
+            skipped.push(Diagnostic::new(
+                Kind::DuplicateRank,
+                1,
+                format!(
+                    "rank {} appears in both {} and {}: two runs mixed? both are shown",
+                    w[0].0,
+                    files[w[0].1].path.display(),
+                    files[w[1].1].path.display()
+                ),
             ));
         }
     }
     // Load warnings first, in file order, then what was skipped.
-    trace.warnings.extend(skipped);
+    trace.diagnostics.extend(skipped);
     Ok(trace)
 }
 

@@ -544,8 +544,8 @@ pub struct Trace {
     pub arg_sets: Vec<ArgSet>,
     pub flows: Vec<Flow>,
     pub counters: Counters,
-    /// Problems met while loading (truncation, skipped events), one line each.
-    pub warnings: Vec<String>,
+    /// Problems met while loading (truncation, skipped events, ...).
+    pub diagnostics: Vec<crate::diagnostic::Diagnostic>,
     launch_index: HashMap<LaunchConfig, u32>,
     copy_index: HashMap<CopyInfo, u32>,
 }
@@ -1030,7 +1030,7 @@ impl Trace {
                 other.counters.value[i],
             );
         }
-        self.warnings.extend(other.warnings);
+        self.diagnostics.extend(other.diagnostics);
     }
 }
 

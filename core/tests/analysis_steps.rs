@@ -461,9 +461,12 @@ fn without_steps_the_headline_starts_at_the_first_collective_and_says_so() {
     );
     assert!(sel.ranks[0].window.steps.is_empty());
     assert!(
-        sel.notes.iter().any(|n| n.contains("no steps")),
+        sel.diagnostics.iter().any(|d| {
+            d.kind == streamscope_core::diagnostic::Kind::StepsUnavailable
+                && d.detail.contains("no steps")
+        }),
         "{:?}",
-        sel.notes
+        sel.diagnostics
     );
 }
 

@@ -227,7 +227,7 @@ fn nccl_data_rank0() {
             <= (t.slices.track[i], t.slices.start_ns[i])
     });
     assert!(sorted, "slices sorted by track then start");
-    assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+    assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
 }
 
 #[test]
@@ -425,25 +425,15 @@ fn events_without_ts_are_skipped_with_a_warning() {
         (Some(3), Some(4))
     );
     assert_eq!(t.slices.len(), 7);
-    assert!(
-        t.warnings
+    use streamscope_core::diagnostic::Kind;
+    let has = |kind: Kind, count: u64| {
+        t.diagnostics
             .iter()
-            .any(|w| w.contains("unknown categories") && w.contains("mystery (1)")),
-        "{:?}",
-        t.warnings
-    );
-    assert!(
-        t.warnings
-            .iter()
-            .any(|w| w.contains("mini.json") && w.contains("1 events without a valid ts")),
-        "{:?}",
-        t.warnings
-    );
-    assert!(
-        t.warnings.iter().any(|w| w.contains("3 malformed")),
-        "{:?}",
-        t.warnings
-    );
+            .any(|d| d.kind == kind && d.count == count && d.file.as_deref() == Some("mini.json"))
+    };
+    assert!(has(Kind::UnknownCategories, 1), "{:?}", t.diagnostics);
+    assert!(has(Kind::MissingTimestamp, 1), "{:?}", t.diagnostics);
+    assert!(has(Kind::MalformedEvents, 3), "{:?}", t.diagnostics);
     // The device is not in deviceProperties: it exists with an unknown name.
     assert_eq!(t.devices.len(), 1);
     assert_eq!(
@@ -560,11 +550,13 @@ fn negative_and_out_of_range_durations_are_counted() {
         streamscope_core::kineto::read_bytes(std::path::Path::new("d.json"), json).expect("loads");
     assert_eq!(t.slices.len(), 4);
     assert!(
-        t.warnings
-            .iter()
-            .any(|w| w.starts_with("d.json: 3 events with a missing, negative or out-of-range dur")),
+        t.diagnostics.iter().any(|d| {
+            d.kind == streamscope_core::diagnostic::Kind::BadDuration
+                && d.count == 3
+                && d.file.as_deref() == Some("d.json")
+        }),
         "{:?}",
-        t.warnings
+        t.diagnostics
     );
 }
 

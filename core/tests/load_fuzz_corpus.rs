@@ -75,32 +75,54 @@ fn kineto_corpus_never_panics() {
 #[test]
 fn regression_inputs_load_with_their_warnings() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus");
-    for (file, warning) in [
-        ("perfetto/regress-bad-wire-type.pftrace", "damaged"),
-        ("perfetto/regress-damaged-length.pftrace", "damaged"),
+    use streamscope_core::diagnostic::Kind::*;
+    for (file, kind, count) in [
+        (
+            "perfetto/regress-bad-wire-type.pftrace",
+            DamagedPackets,
+            None,
+        ),
+        (
+            "perfetto/regress-damaged-length.pftrace",
+            DamagedPackets,
+            None,
+        ),
         (
             "perfetto/regress-junk-between-packets.pftrace",
-            "skipped 1 damaged packets (3 bytes",
+            DamagedPackets,
+            Some(1),
         ),
-        ("perfetto/regress-runaway-length.pftrace", "damaged"),
+        (
+            "perfetto/regress-runaway-length.pftrace",
+            DamagedPackets,
+            None,
+        ),
         (
             "perfetto/regress-ts-beyond-i64.pftrace",
-            "skipped 1 damaged",
+            DamagedPackets,
+            Some(1),
         ),
-        ("perfetto/regress-parent-loop.pftrace", "form a loop"),
         (
-            "kineto/regress-bad-durations.json",
-            "3 events with a missing, negative",
+            "perfetto/regress-parent-loop.pftrace",
+            TrackParentLoop,
+            None,
         ),
-        ("kineto/regress-cut-in-events.json", "JSON ends early"),
-        ("kineto/regress-truncated.json.gz", "gzip data is truncated"),
-        ("kineto/regress-chrome-bad-indexes.json", "do not read back"),
+        ("kineto/regress-bad-durations.json", BadDuration, Some(3)),
+        ("kineto/regress-cut-in-events.json", Truncated, Some(1)),
+        ("kineto/regress-truncated.json.gz", Truncated, Some(1)),
+        (
+            "kineto/regress-chrome-bad-indexes.json",
+            MalformedEvents,
+            None,
+        ),
     ] {
         let t = load::load_file(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(
-            t.warnings.iter().any(|w| w.contains(warning)),
+            t.diagnostics
+                .iter()
+                .any(|d| d.kind == kind && count.is_none_or(|c| d.count == c)),
             "{file}: {:?}",
-            t.warnings
+            t.diagnostics
         );
     }
     let t = load::load_file(&dir.join("perfetto/regress-kinds-before-descriptors.pftrace"))

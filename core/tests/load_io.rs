@@ -33,7 +33,7 @@ fn synth(ranks: u32, n: usize) -> Trace {
 
 fn without_warnings(t: &Trace) -> String {
     let mut t = t.clone();
-    t.warnings.clear();
+    t.diagnostics.clear();
     dump(&t)
 }
 
@@ -88,18 +88,21 @@ fn a_bad_empty_or_header_only_rank_in_a_directory_is_skipped_with_a_warning() {
     let t = load_paths(std::slice::from_ref(&dir)).expect("the good rank loads");
     assert_eq!(t.processes.len(), 1);
     assert_eq!(t.processes[0].rank, Some(0));
-    for (name, why) in [
-        ("rank-1.pftrace", "not a trace"),
-        ("rank-2.pftrace", "empty"),
-        ("rank-3.pftrace", "no events"),
+    use streamscope_core::diagnostic::Kind;
+    for (name, kind) in [
+        ("rank-1.pftrace", Kind::UnreadableFile),
+        ("rank-2.pftrace", Kind::EmptyFile),
+        ("rank-3.pftrace", Kind::EmptyFile),
     ] {
-        let hits: Vec<&String> = t
-            .warnings
+        let hits: Vec<_> = t
+            .diagnostics
             .iter()
-            .filter(|w| w.contains(name) && w.contains(why) && w.contains("skipped"))
+            .filter(|d| d.file.as_deref().is_some_and(|f| f.ends_with(name)))
             .collect();
-        assert_eq!(hits.len(), 1, "{name}: {:?}", t.warnings);
-        assert!(!hits[0].contains('\n'));
+        assert_eq!(hits.len(), 1, "{name}: {:?}", t.diagnostics);
+        assert_eq!(hits[0].kind, kind, "{name}");
+        let line = hits[0].to_string();
+        assert!(line.contains(name) && line.ends_with("skipped") && !line.contains('\n'));
     }
     // Named on its own, a bad file is still an error.
     let e = load_paths(&[dir.join("rank-1.pftrace")]).expect_err("bad file");
@@ -123,11 +126,12 @@ fn the_same_file_twice_is_an_error_and_one_rank_in_two_files_a_warning() {
     let t = load_paths(&[dir.join("rank-0.pftrace"), other]).expect("loads");
     assert_eq!(t.processes.len(), 2);
     assert!(
-        t.warnings
-            .iter()
-            .any(|w| w.contains("rank 0 appears in both") && w.contains("overlap")),
+        t.diagnostics.iter().any(|d| {
+            d.kind == streamscope_core::diagnostic::Kind::DuplicateRank
+                && d.detail.contains("overlap")
+        }),
         "{:?}",
-        t.warnings
+        t.diagnostics
     );
 }
 
@@ -145,11 +149,12 @@ fn a_truncated_json_gz_loads_what_it_holds_and_warns() {
     );
     assert!(cut.slices.len() < full.slices.len());
     assert!(
-        cut.warnings
-            .iter()
-            .any(|w| w.contains("cut.json.gz") && w.contains("gzip data is truncated")),
+        cut.diagnostics.iter().any(|d| {
+            d.kind == streamscope_core::diagnostic::Kind::Truncated
+                && d.file.as_deref() == Some("cut.json.gz")
+        }),
         "{:?}",
-        cut.warnings
+        cut.diagnostics
     );
     // The same through a directory load.
     let dir = tmp_dir("gz");
@@ -160,7 +165,10 @@ fn a_truncated_json_gz_loads_what_it_holds_and_warns() {
     let json = br#"{"traceEvents":[{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":2},{"ph":"X","cat":"cpu_op","na"#;
     let t = kineto::read_bytes(Path::new("c.json"), json).expect("loads");
     assert_eq!(t.slices.len(), 1);
-    assert!(t.warnings.iter().any(|w| w.contains("JSON ends early")));
+    assert!(t
+        .diagnostics
+        .iter()
+        .any(|d| d.kind == streamscope_core::diagnostic::Kind::Truncated));
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use streamscope_core::diagnostic::Kind;
 
 use protobuf::Message;
 use streamscope_core::dump::dump;
@@ -152,7 +153,7 @@ fn kitchen_sink() -> Trace {
 fn round_trip_kitchen_sink_is_identical() {
     let t = kitchen_sink();
     let back = from_bytes(&to_bytes(&t));
-    assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+    assert!(back.diagnostics.is_empty(), "{:?}", back.diagnostics);
     assert_eq!(dump(&back), dump(&t));
     assert_eq!(back.flows.len(), 2);
 }
@@ -319,11 +320,9 @@ fn truncated_file_loads_every_whole_packet_with_a_warning() {
         let cut = (bytes.len() as f64 * frac) as usize;
         let back = read_stream(Path::new("cut.pftrace"), &bytes[..cut]).expect("truncated loads");
         assert!(
-            back.warnings
-                .iter()
-                .any(|w| w.contains("truncated at byte")),
+            back.diagnostics.iter().any(|d| d.kind == Kind::Truncated),
             "{:?}",
-            back.warnings
+            back.diagnostics
         );
         assert!(back.slices.len() >= last && back.slices.len() <= full);
         assert!(back.slices.dur_ns.iter().all(|d| *d >= 0));
@@ -356,11 +355,15 @@ fn bad_input_gives_clear_errors() {
     let back = read_file(&bad).expect("a damaged packet costs only itself");
     assert_eq!(dump_without_warnings(&back), dump(&kitchen_sink()));
     assert!(
-        back.warnings
+        back.diagnostics
             .iter()
-            .any(|w| w.contains("corrupt.pftrace") && w.contains("skipped 1 damaged packets")),
+            .any(|d| d.kind == Kind::DamagedPackets
+                && d.count == 1
+                && d.file
+                    .as_deref()
+                    .is_some_and(|f| f.ends_with("corrupt.pftrace"))),
         "{:?}",
-        back.warnings
+        back.diagnostics
     );
 
     let missing = tmp("missing.pftrace");
@@ -441,9 +444,11 @@ fn timestamps_beyond_i64_are_damaged_packets() {
     let t = read_stream(Path::new("ovf.pftrace"), &e.buf[..]).expect("loads the rest");
     assert_eq!(t.slices.len(), 1, "only the good instant");
     assert!(
-        t.warnings.iter().any(|w| w.contains("skipped 1 damaged")),
+        t.diagnostics
+            .iter()
+            .any(|d| d.kind == Kind::DamagedPackets && d.count == 1),
         "{:?}",
-        t.warnings
+        t.diagnostics
     );
 }
 
@@ -553,7 +558,7 @@ fn hundreds_of_overlapping_slices_on_one_stream_round_trip() {
 
 fn dump_without_warnings(t: &Trace) -> String {
     let mut t = t.clone();
-    t.warnings.clear();
+    t.diagnostics.clear();
     dump(&t)
 }
 
@@ -713,9 +718,9 @@ fn single_bit_flips_never_make_a_file_unloadable() {
             back.slices.len()
         );
         damaged_warnings += back
-            .warnings
+            .diagnostics
             .iter()
-            .filter(|w| w.contains("damaged"))
+            .filter(|d| d.kind == Kind::DamagedPackets)
             .count();
     }
     assert!(damaged_warnings > 10, "{damaged_warnings}");
@@ -738,19 +743,24 @@ fn broken_framing_skips_to_the_next_packet() {
     let back = read_stream(Path::new("junk.pftrace"), &b[..]).expect("loads");
     assert_eq!(dump_without_warnings(&back), dump(&t));
     assert!(
-        back.warnings
+        back.diagnostics
             .iter()
-            .any(|w| w.contains("skipped 1 damaged packets (3 bytes")),
+            .any(|d| d.kind == Kind::DamagedPackets
+                && d.count == 1
+                && d.detail.contains("(3 bytes")),
         "{:?}",
-        back.warnings
+        back.diagnostics
     );
     let mut b = bytes.clone();
     let p = starts[starts.len() / 3];
     b[p + 1] = 0x7f; // the packet's length, now longer than the packet
     let back = read_stream(Path::new("len.pftrace"), &b[..]).expect("loads");
     assert!(back.slices.len() + 2 >= t.slices.len());
-    assert!(back.warnings.iter().any(|w| w.contains("damaged")));
-    assert!(!back.warnings.iter().any(|w| w.contains("truncated")));
+    assert!(back
+        .diagnostics
+        .iter()
+        .any(|d| d.kind == Kind::DamagedPackets));
+    assert!(!back.diagnostics.iter().any(|d| d.kind == Kind::Truncated));
 }
 
 #[test]
@@ -779,8 +789,10 @@ fn track_parents_that_form_a_loop_are_broken_with_a_warning() {
         }
     }
     assert!(
-        t.warnings.iter().any(|w| w.contains("form a loop")),
+        t.diagnostics
+            .iter()
+            .any(|d| d.kind == Kind::TrackParentLoop),
         "{:?}",
-        t.warnings
+        t.diagnostics
     );
 }

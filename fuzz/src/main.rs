@@ -160,16 +160,9 @@ fn outcome(r: &Result<Trace, streamscope_core::TraceError>) -> String {
         }
         Ok(t) => {
             let mut w: Vec<String> = t
-                .warnings
+                .diagnostics
                 .iter()
-                .map(|w| {
-                    w.split(|c: char| c.is_ascii_digit())
-                        .nth(1)
-                        .unwrap_or("")
-                        .chars()
-                        .take(24)
-                        .collect()
-                })
+                .map(|d| format!("{:?}", d.kind))
                 .collect();
             w.sort();
             w.dedup();

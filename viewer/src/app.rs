@@ -437,8 +437,11 @@ impl ViewerApp {
                 }
             }
             if let Some(model) = &self.model {
-                for w in model.trace.warnings.iter().take(3) {
-                    ui.colored_label(ui.visuals().warn_fg_color, RichText::new(w).small());
+                for w in model.trace.diagnostics.iter().take(3) {
+                    ui.colored_label(
+                        ui.visuals().warn_fg_color,
+                        RichText::new(w.to_string()).small(),
+                    );
                 }
             }
             ui.separator();

@@ -18,6 +18,8 @@ pub mod waits;
 
 pub use report::*;
 
+use crate::diagnostic::{Diagnostic, Kind};
+
 use crate::model::{SliceClass, Trace};
 use breakdown::Unions;
 use rank::{Ev, RankCtx, NONE};
@@ -64,7 +66,7 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     let hta_filter = hta_filter_active(trace);
     let mut report = Report {
         dropped_records: trace.dropped_records(),
-        notes: trace.warnings.clone(),
+        diagnostics: trace.diagnostics.clone(),
         ..Default::default()
     };
     // A process with no GPU work (a launcher) is not a rank.
@@ -90,7 +92,11 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     }
     if let Some(r) = opts.rank {
         if ctxs.is_empty() {
-            report.notes.push(format!("no rank {r} in the trace"));
+            report.diagnostics.push(Diagnostic::new(
+                Kind::NoSuchRank,
+                1,
+                format!("no rank {r} in the trace"),
+            ));
         }
     }
     let nccl = collectives::NcclNames::new(trace);
@@ -128,7 +134,7 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
             .collect()
     });
     for part in parts {
-        report.notes.extend(part.notes);
+        report.diagnostics.extend(part.diagnostics);
         report.sync_warnings.extend(part.sync_warnings);
         report.steps.extend(part.steps);
         report.collectives.extend(part.collectives);
@@ -158,8 +164,14 @@ fn analyze_rank(
     let detected = steps::detect(trace, &ctx);
     let (steps, source) = (&detected.steps, detected.source);
     assign_steps(trace, &mut ctx, steps);
-    let (window, keep, window_steps) =
-        headline_window(trace, &ctx, &detected, hta_filter, opts, &mut report.notes);
+    let (window, keep, window_steps) = headline_window(
+        trace,
+        &ctx,
+        &detected,
+        hta_filter,
+        opts,
+        &mut report.diagnostics,
+    );
     let head: Vec<&Ev> = ctx.gpu.iter().filter(|e| keep(e)).collect();
     let all: Vec<&Ev> = ctx.gpu.iter().collect();
     let unions = Unions::of(head.iter().copied());
@@ -331,7 +343,7 @@ fn headline_window<'a>(
     detected: &steps::Detected,
     hta_filter: bool,
     opts: &AnalysisOptions,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Diagnostic>,
 ) -> (Window, Keep<'a>, std::ops::Range<usize>) {
     let steps = &detected.steps;
     let source = detected.source;
@@ -342,7 +354,11 @@ fn headline_window<'a>(
         let in_range: Vec<bool> = steps.iter().map(|s| (a..=b).contains(&s.number)).collect();
         let label = if steps.is_empty() {
             let why = no_steps_reason(ctx, detected);
-            notes.push(format!("--steps {a}..{b}: {why}"));
+            notes.push(Diagnostic::new(
+                Kind::StepsUnavailable,
+                1,
+                format!("--steps {a}..{b}: {why}"),
+            ));
             format!("steps {a}..{b}: none ({why})")
         } else if chosen.is_empty() {
             let have = step_list(&steps.iter().map(|s| s.number).collect::<Vec<_>>());
@@ -351,7 +367,11 @@ fn headline_window<'a>(
                 ctx.rank,
                 source.name()
             );
-            notes.push(format!("--steps {a}..{b}: {why}"));
+            notes.push(Diagnostic::new(
+                Kind::StepsUnavailable,
+                1,
+                format!("--steps {a}..{b}: {why}"),
+            ));
             format!("steps {a}..{b}: none ({why})")
         } else {
             format!("steps {a}..{b} ({})", source.name())

@@ -356,10 +356,10 @@ pub fn text(r: &Report) -> String {
             s.push_str(&line(row.iter().map(|c| c.as_str()).collect()));
         }
     }
-    for n in &r.notes {
+    for n in &r.diagnostics {
         s.push_str(&format!("\nnote: {n}"));
     }
-    if !r.notes.is_empty() {
+    if !r.diagnostics.is_empty() {
         s.push('\n');
     }
     s
@@ -396,10 +396,10 @@ pub fn markdown(r: &Report) -> String {
             ));
         }
     }
-    if !r.notes.is_empty() {
+    if !r.diagnostics.is_empty() {
         s.push_str("\n### Notes\n\n");
-        for n in &r.notes {
-            s.push_str(&format!("- {}\n", md_cell(n)));
+        for n in &r.diagnostics {
+            s.push_str(&format!("- {}\n", md_cell(&n.to_string())));
         }
     }
     s

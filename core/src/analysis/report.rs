@@ -28,8 +28,8 @@ pub struct Report {
     pub sync_warnings: Vec<SyncGroup>,
     /// Records the collector or importer could not deliver, over the trace.
     pub dropped_records: u64,
-    /// Loader warnings carried over from the trace, and analysis notes.
-    pub notes: Vec<String>,
+    /// Loader diagnostics carried over from the trace, then the analysis's.
+    pub diagnostics: Vec<crate::diagnostic::Diagnostic>,
 }
 
 /// A traced process without GPU work.

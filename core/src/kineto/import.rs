@@ -9,6 +9,7 @@
 
 mod finish;
 
+use crate::diagnostic::{Diagnostic, Kind};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};
@@ -87,12 +88,18 @@ pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
         Err(e) if e.classify() == serde_json::error::Category::Eof && b.events > 0 => {
             let events = b.events;
             let mut t = b.finish(&info);
-            t.warnings.push(format!(
-                "{}: JSON ends early (line {}, column {}): loaded the {events} events before the cut",
-                path.display(),
-                e.line(),
-                e.column()
-            ));
+            t.diagnostics.push(
+                Diagnostic::new(
+                    Kind::Truncated,
+                    1,
+                    format!(
+                        "JSON ends early (line {}, column {}): loaded the {events} events before the cut",
+                        e.line(),
+                        e.column()
+                    ),
+                )
+                .in_file(path.display()),
+            );
             return Ok(t);
         }
         Err(e) => {

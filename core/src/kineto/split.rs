@@ -16,6 +16,7 @@
 //! text is imported in one pass, so a wrong cut costs time, never
 //! correctness, and errors are those of the one-pass import.
 
+use crate::diagnostic::{Diagnostic, Kind};
 use std::io::Read;
 use std::path::Path;
 
@@ -51,11 +52,17 @@ pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
             };
             match import::import(path, &text) {
                 Ok(mut t) => {
-                    t.warnings.push(format!(
-                        "{}: gzip data is truncated or corrupt ({gz_err}) after {} bytes of JSON: loaded what it held",
-                        path.display(),
-                        text.len()
-                    ));
+                    t.diagnostics.push(
+                        Diagnostic::new(
+                            Kind::Truncated,
+                            1,
+                            format!(
+                                "gzip data is truncated or corrupt ({gz_err}) after {} bytes of JSON: loaded what it held",
+                                text.len()
+                            ),
+                        )
+                        .in_file(path.display()),
+                    );
                     Ok(t)
                 }
                 Err(_) => Err(e),
@@ -328,9 +335,11 @@ mod tests {
         let (t, _) = import_gzip_with(Path::new("s.json.gz"), &gz, 50).expect("import");
         assert_eq!(t.slices.len(), 10_000);
         assert!(
-            t.warnings.iter().any(|w| w.contains("5000 malformed")),
+            t.diagnostics
+                .iter()
+                .any(|d| d.kind == crate::diagnostic::Kind::MalformedEvents && d.count == 5000),
             "{:?}",
-            t.warnings
+            t.diagnostics
         );
         assert!(t
             .slices

@@ -12,6 +12,7 @@
 //! tracks become [`TrackKind::Other`] or thread tracks, their slices
 //! [`SliceKind::Other`].
 
+use crate::diagnostic::{Diagnostic, Kind};
 use rustc_hash::FxHashMap as HashMap;
 use std::io::Read;
 use std::path::Path;
@@ -1158,10 +1159,14 @@ impl Reader {
         }
         let loops = crate::load::break_parent_cycles(&mut self.trace);
         if loops > 0 {
-            self.trace.warnings.push(format!(
-                "{}: {loops} track descriptors whose parents form a loop; shown at the top level",
-                self.path.display()
-            ));
+            self.trace.diagnostics.push(
+                Diagnostic::new(
+                    Kind::TrackParentLoop,
+                    loops as u64,
+                    format!("{loops} track descriptors whose parents form a loop; shown at the top level"),
+                )
+                .in_file(self.path.display()),
+            );
         }
         // Events on process tracks (foreign traces) or on uuids without a
         // descriptor: give them a track of their own.
@@ -1193,35 +1198,58 @@ impl Reader {
         self.trace.sort_slices();
         self.trace.link_flows_by_correlation();
 
-        let path = self.path.display().to_string();
+        let mut found = Vec::new();
         if let Some(at) = self.truncated_at {
-            self.trace.warnings.push(format!(
-                "{path}: truncated at byte {at}: loaded the {} whole packets before it",
-                self.packets
+            found.push((
+                Kind::Truncated,
+                1,
+                format!(
+                    "truncated at byte {at}: loaded the {} whole packets before it",
+                    self.packets
+                ),
             ));
         }
         if self.damaged > 0 {
-            self.trace.warnings.push(format!(
-                "{path}: skipped {} damaged packets ({} bytes, the first at byte {}); loaded the rest",
+            found.push((
+                Kind::DamagedPackets,
                 self.damaged,
-                self.damaged_bytes,
-                self.first_damage.unwrap_or(0)
+                format!(
+                    "skipped {} damaged packets ({} bytes, the first at byte {}); loaded the rest",
+                    self.damaged,
+                    self.damaged_bytes,
+                    self.first_damage.unwrap_or(0)
+                ),
             ));
         }
         if unterminated > 0 {
-            self.trace.warnings.push(format!("{path}: {unterminated} slices had no end; closed at the last timestamp of their sequence"));
+            found.push((
+                Kind::UnterminatedSlices,
+                unterminated,
+                format!("{unterminated} slices had no end; closed at the last timestamp of their sequence"),
+            ));
         }
         if self.dropped_packets > 0 {
-            self.trace.warnings.push(format!(
-                "{path}: {} packets needed incremental state their sequence never cleared; skipped",
-                self.dropped_packets
+            found.push((
+                Kind::IncrementalStateLost,
+                self.dropped_packets,
+                format!(
+                    "{} packets needed incremental state their sequence never cleared; skipped",
+                    self.dropped_packets
+                ),
             ));
         }
         if self.unmatched_ends > 0 {
-            self.trace.warnings.push(format!(
-                "{path}: {} slice ends had no matching begin",
-                self.unmatched_ends
+            found.push((
+                Kind::UnmatchedSliceEnds,
+                self.unmatched_ends,
+                format!("{} slice ends had no matching begin", self.unmatched_ends),
             ));
+        }
+        let path = self.path.display().to_string();
+        for (kind, count, detail) in found {
+            self.trace
+                .diagnostics
+                .push(Diagnostic::new(kind, count, detail).in_file(&path));
         }
         self.trace
     }

@@ -158,8 +158,8 @@ pub fn overlap_ui(ui: &mut Ui, report: &Report) -> Option<(i64, i64)> {
                 rank_ui(ui, r);
                 ui.separator();
             }
-            for n in &report.notes {
-                ui.label(RichText::new(n).small().weak());
+            for n in &report.diagnostics {
+                ui.label(RichText::new(n.to_string()).small().weak());
             }
         });
     if report.steps.is_empty() {

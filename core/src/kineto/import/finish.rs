@@ -1,6 +1,7 @@
 //! The end of an import: what only the whole file tells (host pid, time
 //! base, device properties, thread names), then flows and slice order.
 
+use crate::diagnostic::{Diagnostic, Kind};
 use serde_json::Value;
 
 use super::Builder;
@@ -99,9 +100,14 @@ impl Builder<'_> {
         let props = match serde_json::from_str::<Value>(raw.get()) {
             Ok(v) => parse_device_properties(&v),
             Err(e) => {
-                self.trace
-                    .warnings
-                    .push(format!("{}: deviceProperties unreadable: {e}", self.label));
+                self.trace.diagnostics.push(
+                    Diagnostic::new(
+                        Kind::UnreadableMetadata,
+                        1,
+                        format!("deviceProperties unreadable: {e}"),
+                    )
+                    .in_file(&self.label),
+                );
                 return;
             }
         };
@@ -133,40 +139,57 @@ impl Builder<'_> {
     }
 
     fn warn(&mut self) {
-        let l = &self.label;
         let s = &self.skipped;
-        let w = &mut self.trace.warnings;
-        if s.malformed > 0 {
-            w.push(format!("{l}: {} malformed events skipped", s.malformed));
-        }
-        if s.no_ts > 0 {
-            w.push(format!(
-                "{l}: {} events without a valid ts skipped",
-                s.no_ts
-            ));
-        }
-        if s.bad_dur > 0 {
-            w.push(format!(
-                "{l}: {} events with a missing, negative or out-of-range dur loaded with duration 0",
-                s.bad_dur
-            ));
-        }
-        if s.unplaced > 0 {
-            w.push(format!(
-                "{l}: {} events without a device/stream or thread skipped",
-                s.unplaced
-            ));
-        }
+        let mut list = vec![
+            (
+                Kind::MalformedEvents,
+                s.malformed,
+                format!("{} malformed events skipped", s.malformed),
+            ),
+            (
+                Kind::MissingTimestamp,
+                s.no_ts,
+                format!("{} events without a valid ts skipped", s.no_ts),
+            ),
+            (
+                Kind::BadDuration,
+                s.bad_dur,
+                format!(
+                    "{} events with a missing, negative or out-of-range dur loaded with duration 0",
+                    s.bad_dur
+                ),
+            ),
+            (
+                Kind::UnplacedEvents,
+                s.unplaced,
+                format!(
+                    "{} events without a device/stream or thread skipped",
+                    s.unplaced
+                ),
+            ),
+        ];
         if !s.unknown_cats.is_empty() {
             let cats: Vec<String> = s
                 .unknown_cats
                 .iter()
                 .map(|(c, n)| format!("{c} ({n})"))
                 .collect();
-            w.push(format!(
-                "{l}: events of unknown categories off the host process skipped: {}",
-                cats.join(", ")
+            let n: u64 = s.unknown_cats.values().map(|n| *n as u64).sum();
+            list.push((
+                Kind::UnknownCategories,
+                n as _,
+                format!(
+                    "events of unknown categories off the host process skipped: {}",
+                    cats.join(", ")
+                ),
             ));
+        }
+        for (kind, count, detail) in list {
+            if count > 0 {
+                self.trace
+                    .diagnostics
+                    .push(Diagnostic::new(kind, count as u64, detail).in_file(&self.label));
+            }
         }
     }
 }
