@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use streamscope_core::{load::load_paths, SliceKind, Trace, TrackKind};
 
+mod compare;
 mod record;
 mod report;
 
@@ -31,6 +32,8 @@ enum Command {
     Report(report::ReportArgs),
     /// Open the timeline viewer (the bundled trace when no TRACE is given).
     View(ViewArgs),
+    /// Two runs side by side: step time, overlap, exposed communication, idle, and kernels and collectives by change.
+    Compare(compare::CompareArgs),
     /// Convert a trace to Perfetto protobuf or chrome-json.
     Export(ExportArgs),
     /// Ranks, devices, streams, counts per kind, time span and dropped records.
@@ -346,6 +349,7 @@ fn main() -> ExitCode {
         Command::Record(a) => record::run(a),
         Command::Report(a) => report::run(a).map(|()| 0),
         Command::View(a) => view(a).map(|()| 0),
+        Command::Compare(a) => compare::run(a).map(|()| 0),
         Command::Export(a) => export(a).map(|()| 0),
         Command::Info(a) => info(a).map(|()| 0),
     };

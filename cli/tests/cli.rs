@@ -297,3 +297,39 @@ fn info_on_timestamps_near_the_ends_of_i64_does_not_wrap() {
         .expect("a span");
     assert!(!span.starts_with("time span: -"), "{span}");
 }
+
+#[test]
+fn compare_two_runs_and_its_errors() {
+    let a = repo().join("traces/fsdp-ref-serial-h200x2");
+    let b = repo().join("traces/fsdp-ref-overlap-h200x2");
+    let (out, so, se) = run(bin().args(["compare", "--format", "json"]).arg(&a).arg(&b));
+    assert!(out.status.success(), "{se}");
+    let v: serde_json::Value = serde_json::from_str(&so).expect("json");
+    let ranks = v["ranks"].as_array().expect("ranks");
+    assert_eq!(ranks.len(), 2);
+    assert!(ranks
+        .iter()
+        .all(|r| r["step_delta_us"].as_f64() < Some(0.0)));
+    let (out, so, _) = run(bin()
+        .args(["compare", "--format", "markdown"])
+        .arg(&a)
+        .arg(&b));
+    assert!(out.status.success());
+    assert!(
+        so.starts_with("## streamscope compare") && so.contains("| rank |"),
+        "{so}"
+    );
+    // A rank in neither run: one line, exit 2.
+    let (out, _, se) = run(bin().args(["compare", "--rank", "7"]).arg(&a).arg(&b));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        se.contains("rank 7") && se.trim().lines().count() == 1,
+        "{se}"
+    );
+    // Not a trace: the file is named.
+    let bad = tmp("not-a-trace.json");
+    std::fs::write(&bad, b"hello").expect("write");
+    let (out, _, se) = run(bin().arg("compare").arg(&a).arg(&bad));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(se.contains("not-a-trace.json"), "{se}");
+}

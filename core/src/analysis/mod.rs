@@ -6,6 +6,7 @@
 
 pub mod breakdown;
 pub mod collectives;
+pub mod compare;
 pub mod intervals;
 pub mod nccl;
 pub mod occupancy;

@@ -5,21 +5,21 @@
 use super::report::Report;
 
 /// A titled table of already-formatted cells.
-struct Table {
-    title: String,
-    headers: Vec<&'static str>,
-    rows: Vec<Vec<String>>,
+pub(super) struct Table {
+    pub(super) title: String,
+    pub(super) headers: Vec<&'static str>,
+    pub(super) rows: Vec<Vec<String>>,
 }
 
-fn f1(v: f64) -> String {
+pub(super) fn f1(v: f64) -> String {
     format!("{v:.1}")
 }
 
-fn pct(v: Option<f64>) -> String {
+pub(super) fn pct(v: Option<f64>) -> String {
     v.map_or("-".to_string(), |p| format!("{p:.2}"))
 }
 
-fn opt1(v: Option<f64>) -> String {
+pub(super) fn opt1(v: Option<f64>) -> String {
     v.map_or("-".to_string(), f1)
 }
 
@@ -320,9 +320,18 @@ fn header_lines(r: &Report) -> Vec<String> {
 
 /// Aligned plain-text tables.
 pub fn text(r: &Report) -> String {
-    let mut s = header_lines(r).join("\n");
+    text_of(&header_lines(r), &tables(r), &r.diagnostics)
+}
+
+/// Header lines, aligned tables, then one `note:` line per diagnostic.
+pub(super) fn text_of(
+    header: &[String],
+    tables: &[Table],
+    diagnostics: &[crate::diagnostic::Diagnostic],
+) -> String {
+    let mut s = header.join("\n");
     s.push('\n');
-    for t in tables(r) {
+    for t in tables {
         let n = t.headers.len();
         let mut w: Vec<usize> = t.headers.iter().map(|h| h.chars().count()).collect();
         for row in &t.rows {
@@ -356,10 +365,10 @@ pub fn text(r: &Report) -> String {
             s.push_str(&line(row.iter().map(|c| c.as_str()).collect()));
         }
     }
-    for n in &r.diagnostics {
+    for n in diagnostics {
         s.push_str(&format!("\nnote: {n}"));
     }
-    if !r.diagnostics.is_empty() {
+    if !diagnostics.is_empty() {
         s.push('\n');
     }
     s
@@ -371,11 +380,26 @@ fn md_cell(c: &str) -> String {
 
 /// GitHub-flavoured markdown tables.
 pub fn markdown(r: &Report) -> String {
-    let mut s = String::from("## streamscope report\n\n");
-    for l in header_lines(r) {
+    markdown_of(
+        "streamscope report",
+        &header_lines(r),
+        &tables(r),
+        &r.diagnostics,
+    )
+}
+
+/// A `## title`, the header lines, the tables and a Notes list.
+pub(super) fn markdown_of(
+    title: &str,
+    header: &[String],
+    tables: &[Table],
+    diagnostics: &[crate::diagnostic::Diagnostic],
+) -> String {
+    let mut s = format!("## {title}\n\n");
+    for l in header {
         s.push_str(&format!("{l}  \n"));
     }
-    for t in tables(r) {
+    for t in tables {
         s.push_str(&format!("\n### {}\n\n", t.title));
         s.push_str(&format!(
             "| {} |\n",
@@ -396,9 +420,9 @@ pub fn markdown(r: &Report) -> String {
             ));
         }
     }
-    if !r.diagnostics.is_empty() {
+    if !diagnostics.is_empty() {
         s.push_str("\n### Notes\n\n");
-        for n in &r.diagnostics {
+        for n in diagnostics {
             s.push_str(&format!("- {}\n", md_cell(&n.to_string())));
         }
     }

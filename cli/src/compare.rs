@@ -1,0 +1,61 @@
+//! `streamscope compare A B`: two runs of one job side by side.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use streamscope_core::analysis::{compare, AnalysisOptions};
+
+use crate::report::Format;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct CompareArgs {
+    /// The control run: a trace file or a directory of rank files.
+    pub control: PathBuf,
+    /// The test run, compared against the control.
+    pub test: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Only this rank.
+    #[arg(long)]
+    pub rank: Option<u32>,
+}
+
+/// Renders the comparison of the two runs in `args` as a string.
+pub fn render(args: &CompareArgs) -> anyhow::Result<String> {
+    let load = |p: &PathBuf| {
+        streamscope_core::load::load_paths(std::slice::from_ref(p))
+            .with_context(|| format!("loading {}", p.display()))
+    };
+    let (a, b) = (load(&args.control)?, load(&args.test)?);
+    let opts = AnalysisOptions {
+        rank: args.rank,
+        ..AnalysisOptions::default()
+    };
+    let labels = (
+        args.control.display().to_string(),
+        args.test.display().to_string(),
+    );
+    let c = compare::compare(&a, &b, (&labels.0, &labels.1), &opts);
+    if c.ranks.is_empty() {
+        match args.rank {
+            Some(r) => bail!("rank {r} is not in both {} and {}", labels.0, labels.1),
+            None => bail!("{} and {} have no rank in common", labels.0, labels.1),
+        }
+    }
+    Ok(match args.format {
+        Format::Text => compare::text(&c),
+        Format::Json => compare::json(&c) + "\n",
+        Format::Markdown => compare::markdown(&c),
+    })
+}
+
+pub fn run(args: &CompareArgs) -> anyhow::Result<()> {
+    let out = render(args)?;
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(out.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing the comparison"),
+    }
+}
