@@ -7,6 +7,8 @@
 #   scripts/screenshot.sh --steps      one step of fsdp-ref, rank 0, serial and
 #                                      overlapped -> assets/step-serial.png,
 #                                      assets/step-overlap.png (README)
+#   scripts/screenshot.sh --compare    serial vs overlapped fsdp-ref side by
+#                                      side, Compare tab -> assets/compare.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +39,8 @@ if [[ "${1:-}" == "--steps" ]]; then
     step="${STEP:-6}"
     shot assets/step-serial.png 1400x900 traces/fsdp-ref-serial-h200x2 --step "$step" --rank 0
     shot assets/step-overlap.png 1400x900 traces/fsdp-ref-overlap-h200x2 --step "$step" --rank 0
+elif [[ "${1:-}" == "--compare" ]]; then
+    shot assets/compare.png 1600x1000 --compare traces/fsdp-ref-serial-h200x2 traces/fsdp-ref-overlap-h200x2 --step "${STEP:-6}" --rank 0
 else
     shot assets/screenshot.png 1600x1000 "$@"
 fi

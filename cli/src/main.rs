@@ -59,6 +59,10 @@ struct ViewArgs {
     /// Show this rank only (other ranks collapsed); --step takes its step.
     #[arg(long, value_name = "R")]
     rank: Option<u32>,
+    /// Two runs side by side: the test run aligned at the control's first
+    /// step, and a Compare tab (what `streamscope compare` prints).
+    #[arg(long, num_args = 2, value_names = ["CONTROL", "TEST"], conflicts_with = "traces")]
+    compare: Option<Vec<PathBuf>>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -339,6 +343,10 @@ fn view(args: &ViewArgs) -> Result<()> {
             },
             rank: args.rank,
         },
+        compare: args
+            .compare
+            .as_ref()
+            .and_then(|v| Some((v.first()?.clone(), v.get(1)?.clone()))),
     })
 }
 

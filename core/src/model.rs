@@ -140,11 +140,19 @@ pub struct Process {
     pub metadata: Vec<(String, String)>,
 }
 
+/// Process metadata naming the run a process belongs to when two runs are
+/// shown side by side ("A" or "B"); [`Process::label`] leads with it.
+pub const COMPARE_RUN_KEY: &str = "compare_run";
+
 impl Process {
     pub fn label(&self) -> String {
-        match self.rank {
+        let base = match self.rank {
             Some(r) => format!("rank {r}"),
             None => format!("pid {}", self.pid),
+        };
+        match self.metadata.iter().find(|(k, _)| k == COMPARE_RUN_KEY) {
+            Some((_, run)) => format!("{run} · {base}"),
+            None => base,
         }
     }
 }
@@ -931,6 +939,25 @@ impl Trace {
     /// Total dropped records over all processes.
     pub fn dropped_records(&self) -> u64 {
         self.processes.iter().map(|p| p.dropped_records).sum()
+    }
+
+    /// Moves every timestamp by `dt_ns` (saturating): slices, counters and
+    /// capture bounds. Used to lay one run next to another.
+    pub fn shift_time(&mut self, dt_ns: i64) {
+        for s in &mut self.slices.start_ns {
+            *s = s.saturating_add(dt_ns);
+        }
+        for t in &mut self.counters.ts_ns {
+            *t = t.saturating_add(dt_ns);
+        }
+        for p in &mut self.processes {
+            for b in [&mut p.capture_start_ns, &mut p.capture_end_ns]
+                .into_iter()
+                .flatten()
+            {
+                *b = b.saturating_add(dt_ns);
+            }
+        }
     }
 
     /// Moves everything of `other` into `self` (a multi-rank trace).

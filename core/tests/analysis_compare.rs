@@ -96,3 +96,67 @@ fn a_rank_in_one_run_only_is_named_and_left_out() {
         c.diagnostics
     );
 }
+
+#[test]
+fn side_by_side_aligns_the_first_steps() {
+    use streamscope_core::analysis::analyze;
+    let a = load_paths(&[bundled("traces/fsdp-ref-serial-h200x2")]).expect("serial");
+    let b = load_paths(&[bundled("traces/fsdp-ref-overlap-h200x2")]).expect("overlap");
+    let opts = AnalysisOptions::default();
+    // The first step number both headline windows of rank 0 hold starts
+    // at the same time in both runs once B is moved.
+    let starts = |t: &streamscope_core::Trace| -> Vec<(i64, i64)> {
+        let r = analyze(t, &opts);
+        let w = &r.ranks.iter().find(|k| k.rank == 0).expect("rank 0").window;
+        let mut v: Vec<(i64, i64)> = r
+            .steps
+            .iter()
+            .filter(|s| s.rank == 0 && w.steps.contains(&s.step))
+            .map(|s| (s.step, s.start_ns))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (sa, sb) = (starts(&a), starts(&b));
+    let (n, ta) = *sa
+        .iter()
+        .find(|(n, _)| sb.iter().any(|(m, _)| m == n))
+        .expect("a common step");
+    let tb = sb.iter().find(|(m, _)| *m == n).map(|x| x.1).expect("step");
+    let shift = ta - tb;
+    let (merged, c) = compare::side_by_side(&a, &b, ("a", "b"), None, &opts);
+    assert_eq!(c.ranks.len(), 2);
+    assert_eq!(merged.processes.len(), 4);
+    assert_eq!(merged.slices.len(), a.slices.len() + b.slices.len());
+    // B's slices, in order, moved by exactly the shift.
+    let b_min = b.slices.start_ns.iter().min().copied().expect("slices");
+    let tracks_b: Vec<bool> = merged.tracks.iter().map(|t| t.process >= 2).collect();
+    let merged_b_min = (0..merged.slices.len())
+        .filter(|&i| tracks_b[merged.slices.track[i].0 as usize])
+        .map(|i| merged.slices.start_ns[i])
+        .min()
+        .expect("B slices");
+    assert_eq!(merged_b_min, b_min + shift);
+}
+
+#[test]
+fn side_by_side_aligns_the_step_asked_for() {
+    let a = load_paths(&[bundled("traces/fsdp-ref-serial-h200x2")]).expect("serial");
+    let b = load_paths(&[bundled("traces/fsdp-ref-overlap-h200x2")]).expect("overlap");
+    let opts = AnalysisOptions::default();
+    let (merged, c) = compare::side_by_side(&a, &b, ("a", "b"), Some(6), &opts);
+    assert_eq!(c.aligned_step, Some(6));
+    // Step 6 of rank 0 starts together: the two processes of rank 0 (A's
+    // is process 0, B's process 2) have their "step 6" range at one time.
+    let step6 = |process: u32| {
+        (0..merged.slices.len())
+            .find(|&i| {
+                merged.tracks[merged.slices.track[i].0 as usize].process == process
+                    && merged.str(merged.slices.name[i]) == "step 6"
+            })
+            .map(|i| merged.slices.start_ns[i])
+            .expect("a step 6 range")
+    };
+    let d = (step6(0) - step6(2)).abs();
+    assert!(d < 1_000_000, "step 6 starts {d} ns apart");
+}

@@ -24,6 +24,8 @@ pub enum Tab {
     Overlap,
     Syncs,
     TopKernels,
+    /// Two runs side by side (`view --compare A B`).
+    Compare,
 }
 
 /// Renders the first frame to a PNG, then closes the window.
@@ -61,6 +63,8 @@ pub struct ViewerApp {
     /// What the view opens on (`--step`, `--range`, `--rank`), applied to
     /// every trace set loaded.
     pub framing: Framing,
+    /// With `view --compare A B`: the comparison shown in its tab.
+    pub comparison: Option<streamscope_core::analysis::compare::Comparison>,
     pending: Option<PendingLoad>,
 }
 
@@ -86,8 +90,44 @@ impl ViewerApp {
             screenshot: None,
             browse: BrowseState::default(),
             framing: Framing::default(),
+            comparison: None,
             pending: None,
         }
+    }
+
+    /// Opens two runs side by side (loaded before this returns): the test
+    /// run aligned at the control's first headline step, and the
+    /// "Compare" tab. A run that does not load leaves a message.
+    pub fn open_compare(control: PathBuf, test: PathBuf, align_at: Option<i64>) -> Self {
+        let mut app = Self::empty();
+        let (a, fa) = load_all(std::slice::from_ref(&control));
+        let (b, fb) = load_all(std::slice::from_ref(&test));
+        app.files = fa.into_iter().chain(fb).collect();
+        app.paths = vec![control.clone(), test.clone()];
+        match (a, b) {
+            (Some(a), Some(b)) => {
+                let labels = (control.display().to_string(), test.display().to_string());
+                let (merged, c) = streamscope_core::analysis::compare::side_by_side(
+                    &a,
+                    &b,
+                    (&labels.0, &labels.1),
+                    align_at,
+                    &Default::default(),
+                );
+                app.comparison = Some(c);
+                app.tab = Tab::Compare;
+                app.set_model(Some(Model::new(merged)));
+            }
+            _ => {
+                let errors: Vec<String> = app
+                    .files
+                    .iter()
+                    .filter_map(|f| f.result.as_ref().err().cloned())
+                    .collect();
+                app.message = Some(format!("cannot compare: {}", errors.join("; ")));
+            }
+        }
+        app
     }
 
     /// Opens `paths`, or the bundled trace when there are none (loaded
@@ -464,6 +504,9 @@ impl ViewerApp {
             ui.selectable_value(&mut self.tab, Tab::Overlap, "Overlap");
             ui.selectable_value(&mut self.tab, Tab::Syncs, "Syncs");
             ui.selectable_value(&mut self.tab, Tab::TopKernels, "Top kernels");
+            if self.comparison.is_some() {
+                ui.selectable_value(&mut self.tab, Tab::Compare, "Compare");
+            }
         });
         ui.separator();
         match self.tab {
@@ -497,6 +540,12 @@ impl ViewerApp {
                     self.timeline.select_and_show(model, s);
                 }
             }
+            Tab::Compare => match &self.comparison {
+                Some(c) => panels::compare::compare_ui(ui, c),
+                None => {
+                    ui.label("Open two runs with `streamscope view --compare A B`.");
+                }
+            },
         }
     }
 

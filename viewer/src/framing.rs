@@ -91,12 +91,19 @@ impl Framing {
             }
         }
         if let Some(p) = process {
+            // Every process of the rank stays open (two runs side by side
+            // have one each: the analysis numbers the second one apart,
+            // the trace keeps its own rank); the first is scrolled to.
+            let rank = self.rank;
+            let procs = &model.trace.processes;
             for x in ranks {
-                if x.process != p {
+                let own = procs.get(x.process as usize).and_then(|p| p.rank);
+                if Some(x.rank) != rank && own != rank {
                     st.collapsed.insert(GroupKey::Process(x.process));
+                } else {
+                    st.collapsed.remove(&GroupKey::Process(x.process));
                 }
             }
-            st.collapsed.remove(&GroupKey::Process(p));
             st.scroll_y = 0.0;
             // Scroll the rank's first lane into view at the first frame.
             if let Some(t) = (0..model.trace.tracks.len() as u32)

@@ -46,13 +46,21 @@ pub struct ViewOptions {
     pub size: Option<(u32, u32)>,
     /// What the view opens on (step, range, rank).
     pub framing: Framing,
+    /// Two runs side by side (control, test) instead of `traces`.
+    pub compare: Option<(PathBuf, PathBuf)>,
 }
 
 /// Opens the viewer window and blocks until it is closed. The window opens
 /// at once and the traces load behind a progress bar; a screenshot loads
 /// first (so that `--step` / `--rank` errors fail it).
 pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
-    let app = if opts.screenshot.is_some() {
+    let app = if let Some((a, b)) = &opts.compare {
+        let step = match opts.framing.target {
+            Some(FrameTarget::Step(n)) => Some(n),
+            _ => None,
+        };
+        ViewerApp::open_compare(a.clone(), b.clone(), step)
+    } else if opts.screenshot.is_some() {
         ViewerApp::open(opts.traces.clone())
     } else {
         ViewerApp::open_in_background(opts.traces.clone())

@@ -83,6 +83,10 @@ pub struct Comparison {
     pub collectives: Vec<ItemDiff>,
     /// Both runs' diagnostics (files named) and the comparison's own.
     pub diagnostics: Vec<Diagnostic>,
+    /// Laid side by side ([`side_by_side`]): the step number that starts
+    /// at the same time in both runs (None: the first steps or windows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aligned_step: Option<i64>,
 }
 
 /// Per-rank, per-name accumulation: (count, total ns).
@@ -170,8 +174,18 @@ pub fn compare(
 ) -> Comparison {
     let ra = analyze(control, opts);
     let rb = analyze(test, opts);
+    compare_reports((control, &ra), (test, &rb), labels, opts)
+}
+
+/// [`compare`] over reports already made with `opts`.
+fn compare_reports(
+    (control, ra): (&Trace, &Report),
+    (test, rb): (&Trace, &Report),
+    labels: (&str, &str),
+    opts: &AnalysisOptions,
+) -> Comparison {
     let mut diagnostics: Vec<Diagnostic> = Vec::new();
-    for (label, r) in [(labels.0, &ra), (labels.1, &rb)] {
+    for (label, r) in [(labels.0, ra), (labels.1, rb)] {
         for d in &r.diagnostics {
             let mut d = d.clone();
             if d.file.is_none() {
@@ -186,7 +200,7 @@ pub fn compare(
         v.dedup();
         v
     };
-    let (a_ranks, b_ranks) = (ranks_of(&ra), ranks_of(&rb));
+    let (a_ranks, b_ranks) = (ranks_of(ra), ranks_of(rb));
     let both: Vec<u32> = a_ranks
         .iter()
         .copied()
@@ -218,7 +232,7 @@ pub fn compare(
     let ranks: Vec<RankDiff> = both
         .iter()
         .filter_map(|&rank| {
-            let (a, b) = (side(&ra, rank)?, side(&rb, rank)?);
+            let (a, b) = (side(ra, rank)?, side(rb, rank)?);
             let step_delta_us = a.step_us.zip(b.step_us).map(|(x, y)| y - x);
             let step_delta_pct = step_delta_us
                 .zip(a.step_us)
@@ -236,12 +250,12 @@ pub fn compare(
 
     // Kernels: per name, mean over the ranks of (count, time) per step.
     let (ka, kb) = (
-        kernels_by_rank(control, &ra, opts),
-        kernels_by_rank(test, &rb, opts),
+        kernels_by_rank(control, ra, opts),
+        kernels_by_rank(test, rb, opts),
     );
     let mut items: BTreeMap<(String, &'static str), ItemDiff> = BTreeMap::new();
     for &rank in &both {
-        for (is_test, per, report) in [(false, &ka, &ra), (true, &kb, &rb)] {
+        for (is_test, per, report) in [(false, &ka, ra), (true, &kb, rb)] {
             let steps = steps_of(report, rank);
             for ((name, class), (count, ns)) in per.get(&rank).into_iter().flatten() {
                 let it = items
@@ -274,7 +288,7 @@ pub fn compare(
 
     // Collectives: per kind, from each run's collective statistics.
     let mut coll: BTreeMap<String, ItemDiff> = BTreeMap::new();
-    for (is_test, report) in [(false, &ra), (true, &rb)] {
+    for (is_test, report) in [(false, ra), (true, rb)] {
         for c in report.collectives.iter().filter(|c| both.contains(&c.rank)) {
             let steps = steps_of(report, c.rank);
             let it = coll
@@ -316,6 +330,7 @@ pub fn compare(
         kernels,
         collectives,
         diagnostics,
+        aligned_step: None,
     }
 }
 
@@ -444,4 +459,74 @@ pub fn markdown(c: &Comparison) -> String {
 /// Pretty JSON of the whole comparison.
 pub fn json(c: &Comparison) -> String {
     serde_json::to_string_pretty(c).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+}
+
+/// Starts of `rank`'s steps in its headline window, by step number.
+fn step_starts(report: &Report, rank: u32) -> BTreeMap<i64, i64> {
+    let Some(r) = report.ranks.iter().find(|r| r.rank == rank) else {
+        return BTreeMap::new();
+    };
+    report
+        .steps
+        .iter()
+        .filter(|s| s.rank == rank && r.window.steps.contains(&s.step))
+        .map(|s| (s.step, s.start_ns))
+        .collect()
+}
+
+/// How far to move the test run so that `rank`'s steps line up: step
+/// `at` when both headline windows hold it, else the first step number
+/// both hold, starts at the same time; without one, the first steps (or
+/// the windows) start together.
+fn alignment(ra: &Report, rb: &Report, rank: u32, at: Option<i64>) -> Option<(i64, Option<i64>)> {
+    let (a, b) = (step_starts(ra, rank), step_starts(rb, rank));
+    if let Some(n) = at.filter(|n| a.contains_key(n) && b.contains_key(n)) {
+        return Some((a[&n].saturating_sub(b[&n]), Some(n)));
+    }
+    if let Some((n, ta)) = a.iter().find(|(n, _)| b.contains_key(n)) {
+        return Some((ta.saturating_sub(b[n]), Some(*n)));
+    }
+    let first = |r: &Report, s: &BTreeMap<i64, i64>| {
+        s.values().next().copied().or_else(|| {
+            r.ranks
+                .iter()
+                .find(|k| k.rank == rank)
+                .and_then(|k| k.window.start_ns)
+        })
+    };
+    Some((first(ra, &a)?.saturating_sub(first(rb, &b)?), None))
+}
+
+/// Both runs in one trace for the viewer: the test run moved in time so
+/// that step `align_at` (when given and in both headline windows), else
+/// the first step number both hold, starts at the same time in both
+/// (lowest rank both have, or `opts.rank`; see `alignment`), its
+/// processes named "B · ..." after the control's "A · ...", and the
+/// comparison. Without a rank in common the test run is not moved.
+pub fn side_by_side(
+    control: &Trace,
+    test: &Trace,
+    labels: (&str, &str),
+    align_at: Option<i64>,
+    opts: &AnalysisOptions,
+) -> (Trace, Comparison) {
+    let (ra, rb) = (analyze(control, opts), analyze(test, opts));
+    let mut c = compare_reports((control, &ra), (test, &rb), labels, opts);
+    let shift = c
+        .ranks
+        .first()
+        .and_then(|r| alignment(&ra, &rb, r.rank, align_at));
+    let mut merged = control.clone();
+    let mut b = test.clone();
+    b.shift_time(shift.map_or(0, |s| s.0));
+    c.aligned_step = shift.and_then(|s| s.1);
+    for (run, procs) in [("A", &mut merged.processes), ("B", &mut b.processes)] {
+        for p in procs.iter_mut() {
+            p.name = format!("{run} · {}", p.name);
+            p.metadata
+                .push((crate::model::COMPARE_RUN_KEY.to_string(), run.to_string()));
+        }
+    }
+    merged.append(b);
+    (merged, c)
 }

@@ -1,5 +1,6 @@
 //! Side panels over the loaded trace and its analysis.
 
+pub mod compare;
 pub mod details;
 pub mod overlap;
 pub mod search;
