@@ -292,6 +292,16 @@ impl ViewerApp {
         self.timeline = TimelineState::default();
         self.search = SearchState::default();
         self.syncs = SyncsState::default();
+        if let Some(m) = &self.model {
+            let procs: Vec<u32> = m.lanes.root_processes().into_iter().flatten().collect();
+            if procs.len() > COLLAPSE_RANKS_ABOVE {
+                self.timeline.collapsed.extend(
+                    procs
+                        .into_iter()
+                        .map(crate::timeline::layout::GroupKey::Process),
+                );
+            }
+        }
         if let (Some(m), false) = (&self.model, self.framing.is_empty()) {
             if let Err(e) = self.framing.apply(m, &mut self.timeline) {
                 self.message = Some(e);
@@ -456,6 +466,10 @@ impl ViewerApp {
                 if let Some(s) = panels::search::search_ui(ui, &model.trace, &mut self.search) {
                     self.timeline.select_and_show(model, s);
                 }
+                if model.report.ranks.len() > 1 {
+                    ui.separator();
+                    rank_order_ui(ui, model, &mut self.timeline);
+                }
             }
         });
         ui.horizontal_wrapped(|ui| {
@@ -556,6 +570,46 @@ impl ViewerApp {
         }
     }
 }
+
+/// "ranks by [order]" and "collapse all" / "expand all".
+fn rank_order_ui(ui: &mut Ui, model: &Model, st: &mut crate::timeline::TimelineState) {
+    use crate::timeline::layout::GroupKey;
+    use crate::timeline::RankOrder;
+    ui.label("ranks by");
+    egui::ComboBox::from_id_salt("rank_order")
+        .selected_text(st.rank_order.name())
+        .show_ui(ui, |ui| {
+            for o in RankOrder::ALL {
+                ui.selectable_value(&mut st.rank_order, o, o.name());
+            }
+        })
+        .response
+        .on_hover_text(
+            "order of the ranks (largest first); a collapsed rank shows one utilization strip",
+        );
+    let procs: Vec<u32> = model.lanes.root_processes().into_iter().flatten().collect();
+    let all_collapsed = procs
+        .iter()
+        .all(|p| st.collapsed.contains(&GroupKey::Process(*p)));
+    let text = if all_collapsed {
+        "expand all"
+    } else {
+        "collapse all"
+    };
+    if ui.small_button(text).clicked() {
+        for p in procs {
+            if all_collapsed {
+                st.collapsed.remove(&GroupKey::Process(p));
+            } else {
+                st.collapsed.insert(GroupKey::Process(p));
+            }
+        }
+    }
+}
+
+/// Ranks beyond which a trace opens with every rank collapsed to its
+/// summary strip.
+pub const COLLAPSE_RANKS_ABOVE: usize = 8;
 
 impl eframe::App for ViewerApp {
     fn ui(&mut self, ui: &mut Ui, _frame: &mut eframe::Frame) {

@@ -14,6 +14,9 @@ pub struct Model {
     pub index: TimelineIndex,
     pub lanes: LaneTree,
     pub top: TopKernels,
+    /// Per process: its GPU rows (those with a coverage pyramid), for the
+    /// summary strip of a collapsed rank.
+    pub gpu_rows: Vec<Vec<u32>>,
 }
 
 impl Model {
@@ -26,12 +29,22 @@ impl Model {
         let index = TimelineIndex::build(&trace);
         let lanes = LaneTree::build(&trace, &index);
         let top = TopKernels::compute(&trace);
+        let mut gpu_rows = vec![Vec::new(); trace.processes.len()];
+        for (r, row) in index.rows.iter().enumerate() {
+            if matches!(index.coverage.get(r), Some(Some(_))) {
+                let p = trace.track(row.track).process as usize;
+                if let Some(v) = gpu_rows.get_mut(p) {
+                    v.push(r as u32);
+                }
+            }
+        }
         Model {
             trace,
             report,
             index,
             lanes,
             top,
+            gpu_rows,
         }
     }
 }

@@ -252,12 +252,43 @@ impl LaneTree {
 
     /// Flattens the tree into lines, skipping the insides of collapsed groups.
     pub fn lines(&self, index: &TimelineIndex, collapsed: &HashSet<GroupKey>) -> Vec<Line> {
+        self.lines_in_order(index, collapsed, None)
+    }
+
+    /// [`Self::lines`] with the process groups in `order` (indices into
+    /// `roots`; the ones it leaves out follow in tree order).
+    pub fn lines_in_order(
+        &self,
+        index: &TimelineIndex,
+        collapsed: &HashSet<GroupKey>,
+        order: Option<&[usize]>,
+    ) -> Vec<Line> {
         let mut out = Vec::new();
         let mut y = 0.0;
-        for n in &self.roots {
-            flatten(n, index, collapsed, 0, &mut y, &mut out);
+        let mut seen = vec![false; self.roots.len()];
+        let listed = order.unwrap_or(&[]).iter().copied();
+        let all: Vec<usize> = listed
+            .chain(0..self.roots.len())
+            .filter(|&i| i < seen.len() && !std::mem::replace(&mut seen[i], true))
+            .collect();
+        for i in all {
+            flatten(&self.roots[i], index, collapsed, 0, &mut y, &mut out);
         }
         out
+    }
+
+    /// The process of each root (None for a root that is not a process).
+    pub fn root_processes(&self) -> Vec<Option<u32>> {
+        self.roots
+            .iter()
+            .map(|n| match n {
+                Node::Group {
+                    key: GroupKey::Process(p),
+                    ..
+                } => Some(*p),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The groups enclosing `track` (outermost first).

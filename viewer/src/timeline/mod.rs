@@ -35,9 +35,80 @@ pub struct Highlight {
     pub track: Option<TrackId>,
 }
 
+/// The order of the ranks' lane groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RankOrder {
+    /// As in the trace.
+    #[default]
+    Trace,
+    /// Slowest median step first.
+    StepTime,
+    /// Most exposed communication first.
+    ExposedComm,
+    /// Most GPU idle first.
+    Idle,
+}
+
+impl RankOrder {
+    /// Every order, for the selector.
+    pub const ALL: [RankOrder; 4] = [
+        RankOrder::Trace,
+        RankOrder::StepTime,
+        RankOrder::ExposedComm,
+        RankOrder::Idle,
+    ];
+
+    /// The selector's text.
+    pub fn name(self) -> &'static str {
+        match self {
+            RankOrder::Trace => "trace order",
+            RankOrder::StepTime => "step time",
+            RankOrder::ExposedComm => "exposed communication",
+            RankOrder::Idle => "GPU idle",
+        }
+    }
+
+    /// Root indices of `model`'s lane tree in this order (None: as is).
+    pub fn roots(self, model: &Model) -> Option<Vec<usize>> {
+        if self == RankOrder::Trace {
+            return None;
+        }
+        let r = &model.report;
+        let metric = |process: u32| -> f64 {
+            let Some(k) = r.ranks.iter().find(|k| k.process == process) else {
+                return f64::NEG_INFINITY;
+            };
+            match self {
+                RankOrder::StepTime => {
+                    let mut d: Vec<f64> = r
+                        .steps
+                        .iter()
+                        .filter(|s| s.rank == k.rank && k.window.steps.contains(&s.step))
+                        .map(|s| s.duration_us)
+                        .collect();
+                    d.sort_by(f64::total_cmp);
+                    d.get(d.len() / 2).copied().unwrap_or(f64::NEG_INFINITY)
+                }
+                RankOrder::ExposedComm => k.breakdown.exposed_comm_us,
+                RankOrder::Idle => k.breakdown.idle_pct.unwrap_or(f64::NEG_INFINITY),
+                RankOrder::Trace => 0.0,
+            }
+        };
+        let procs = model.lanes.root_processes();
+        let mut idx: Vec<usize> = (0..procs.len()).collect();
+        idx.sort_by(|&a, &b| {
+            let m = |i: usize| procs[i].map_or(f64::NEG_INFINITY, metric);
+            m(b).total_cmp(&m(a)).then(a.cmp(&b))
+        });
+        Some(idx)
+    }
+}
+
 /// View and selection state of the timeline.
 #[derive(Debug, Clone, Default)]
 pub struct TimelineState {
+    /// The order of the ranks' lane groups.
+    pub rank_order: RankOrder,
     /// Visible window, relative to the trace start; `view_dur_ns == 0` means
     /// "fit everything" at the next frame.
     pub view_start_rel_ns: f64,
@@ -63,7 +134,13 @@ pub struct TimelineState {
     /// (row, coverage columns) per GPU row drawn with coverage columns at
     /// the last frame (rows whose visible slices were all wide are absent).
     pub coverage_rows: Vec<(u32, u32)>,
+    /// Summary strips of collapsed ranks, per process, with the view they
+    /// were computed for (start, ns per px, left, right, height bits).
+    summaries: std::collections::HashMap<u32, (SummaryView, Vec<paint::SummaryRun>)>,
 }
+
+/// What a cached summary strip depends on.
+type SummaryView = (u64, u64, u32, u32, u8);
 
 /// The trace's span in ns as f64 (at least 1), exact for any i64 bounds.
 fn span_f64(index: &TimelineIndex) -> f64 {
@@ -235,7 +312,10 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
         }
     }
 
-    st.lines = model.lanes.lines(&model.index, &st.collapsed);
+    let order = st.rank_order.roots(model);
+    st.lines = model
+        .lanes
+        .lines_in_order(&model.index, &st.collapsed, order.as_deref());
     let total_h = st.lines.last().map(|l| l.y + l.h).unwrap_or(0.0);
     if let Some(track) = st.reveal.take() {
         if let Some(line) = st
@@ -278,12 +358,41 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
             continue;
         }
         match line.kind {
-            LineKind::Header { .. } => {
+            LineKind::Header { key, collapsed } => {
                 let band = Rect::from_min_max(
                     Pos2::new(lanes.left(), y),
                     Pos2::new(lanes.right(), y + line.h),
                 );
                 mesh.add_colored_rect(band, visuals.faint_bg_color);
+                // A collapsed rank: one utilization summary strip.
+                if let (true, GroupKey::Process(p)) = (collapsed, key) {
+                    // Cached while the view and the strip's size stay.
+                    let inner = (line.h - 4.0).clamp(1.0, 255.0) as u8;
+                    let view = (
+                        map.start_rel_ns.to_bits(),
+                        map.ns_per_px.to_bits(),
+                        lanes.left().to_bits(),
+                        lanes.right().to_bits(),
+                        inner,
+                    );
+                    let fresh = matches!(st.summaries.get(&p), Some((v, _)) if *v == view);
+                    if !fresh {
+                        let rows = model.gpu_rows.get(p as usize).map_or(&[][..], |r| r);
+                        let runs = paint::rank_summary(
+                            &model.trace,
+                            &model.index,
+                            rows,
+                            &map,
+                            inner,
+                            lanes.left(),
+                            lanes.right(),
+                        );
+                        st.summaries.insert(p, (view, runs));
+                    }
+                    if let Some((_, runs)) = st.summaries.get(&p) {
+                        paint::mesh_summary_runs(&mut mesh, runs, y + line.h - 2.0);
+                    }
+                }
             }
             LineKind::Row { row, .. } => {
                 row_y[row as usize] = y;

@@ -210,6 +210,89 @@ pub fn mesh_row_coverage(
     columns
 }
 
+/// Pixel columns per cell of a rank's summary strip.
+const SUMMARY_COL_PX: f32 = 3.0;
+
+/// A run of equal summary cells: x from, x to, stacked heights per slot.
+pub type SummaryRun = (f32, f32, [u8; SLOTS]);
+
+/// A collapsed rank's summary strip: per cell of [`SUMMARY_COL_PX`]
+/// columns, the busiest share of each class over the rank's GPU rows
+/// (streams), stacked like a coverage column (scaled down to the cell when
+/// the classes of different streams add up past it): an estimate of the
+/// union, one sequential column reader per row. Equal neighbours merged.
+#[allow(clippy::too_many_arguments)]
+pub fn rank_summary(
+    trace: &Trace,
+    index: &TimelineIndex,
+    rows: &[u32],
+    map: &TimeMap,
+    inner: u8,
+    left: f32,
+    right: f32,
+) -> Vec<SummaryRun> {
+    let col_ns = map.ns_per_px * SUMMARY_COL_PX as f64;
+    let mut out = Vec::new();
+    if rows.is_empty() || col_ns.is_nan() || col_ns <= 0.0 {
+        return out;
+    }
+    let mut readers: Vec<(f64, super::coverage::Columns<'_>)> = rows
+        .iter()
+        .filter_map(|&r| {
+            let row = index.rows.get(r as usize)?;
+            let cov = index.coverage.get(r as usize)?.as_ref()?;
+            let off = cov.rel_f64(map.origin_ns) + map.start_rel_ns;
+            Some((off, cov.columns(&trace.slices, row, col_ns)))
+        })
+        .collect();
+    let mut run: Option<SummaryRun> = None;
+    let mut x = left.floor();
+    while x < right {
+        let mut most = [0f64; SLOTS];
+        for (off, cols) in readers.iter_mut() {
+            let a = *off + (x as f64 - map.left_px) * map.ns_per_px;
+            let c = cols.covered(a, a + col_ns);
+            for k in 0..SLOTS {
+                most[k] = most[k].max(c[k]);
+            }
+        }
+        let sum: f64 = most.iter().sum();
+        if sum > col_ns {
+            for m in &mut most {
+                *m *= col_ns / sum;
+            }
+        }
+        let hs = stack_heights(&most, col_ns, inner);
+        match &mut run {
+            Some((_, end, rh)) if *end == x && *rh == hs => *end = x + SUMMARY_COL_PX,
+            _ => {
+                out.extend(run.take());
+                run = Some((x, x + SUMMARY_COL_PX, hs));
+            }
+        }
+        x += SUMMARY_COL_PX;
+    }
+    out.extend(run);
+    out
+}
+
+/// Paints summary runs in a strip whose bottom is `base`.
+pub fn mesh_summary_runs(mesh: &mut Mesh, runs: &[SummaryRun], base: f32) {
+    for &(x0, x1, hs) in runs {
+        let mut bottom = base;
+        for k in 0..SLOTS {
+            if hs[k] > 0 {
+                let top = bottom - hs[k] as f32;
+                mesh.add_colored_rect(
+                    Rect::from_min_max(Pos2::new(x0, top), Pos2::new(x1, bottom)),
+                    SLOT_COLORS[k],
+                );
+                bottom = top;
+            }
+        }
+    }
+}
+
 fn truncate(text: &str, width_px: f32) -> Option<String> {
     let max_chars = ((width_px - 4.0) / CHAR_PX).floor() as usize;
     if max_chars < 2 {
