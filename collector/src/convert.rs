@@ -533,6 +533,16 @@ impl Converter {
         ));
     }
 
+    /// Index of this process in `trace.processes` (for new tracks).
+    pub fn process_index(&self) -> u32 {
+        self.process
+    }
+
+    /// Whether a host interval overlaps the capture window.
+    pub fn in_window(&self, start_ns: i64, end_ns: i64) -> bool {
+        self.window.keep(start_ns, end_ns)
+    }
+
     /// Sets process metadata `key` (replacing an earlier value).
     pub fn set_process_metadata(&mut self, key: &str, value: String) {
         self.set_metadata(key, value);

@@ -29,6 +29,7 @@ pub mod cupti_api;
 pub mod driver;
 pub mod flush_sync;
 pub mod marker_names;
+pub mod nccl_plugin;
 pub mod process_info;
 pub mod pyframes;
 pub mod python;
