@@ -9,9 +9,11 @@
 //!
 //! NCCL calls the plugin on its own threads, in the middle of enqueueing
 //! work: every callback catches panics and returns `ncclSuccess` whatever
-//! happens, allocates nothing (an operation lives in a fixed slot table
-//! between start and stop; see [`Slots`]), and takes one short lock to push
-//! a fixed-size [`Op`] into a bounded buffer (full: counted as lost).
+//! happens. Start and stop allocate nothing (an operation lives in a fixed
+//! slot table between the two; see `Slots`) but the buffer's growth past
+//! 1,024 operations per batch: stop takes one short lock to push a
+//! fixed-size [`Op`] into that bounded buffer (full: counted as lost).
+//! `init`, once per communicator, copies the communicator's name.
 //! Contexts and event handles are small integers, never pointers NCCL
 //! could make us dereference after they are gone: a stale, repeated or
 //! foreign handle is ignored.

@@ -93,13 +93,11 @@ fn nccl_calls_reach_the_trace() {
     assert_eq!(plugin_status().0, 5);
 
     // A Group event (its parent): no handle, so NCCL never stops it.
-    let mut group: *mut c_void = 1 as *mut c_void;
+    let mut group: *mut c_void = std::ptr::dangling_mut::<c_void>();
     let mut d = zeroed_v5(abi::PROFILE_GROUP);
     // SAFETY: NCCL's arguments: our context, an out-handle, a live descriptor.
-    assert_eq!(
-        unsafe { (t.start_event)(ctx, &mut group, &mut d) },
-        NCCL_SUCCESS
-    );
+    let rc = unsafe { (t.start_event)(ctx, &mut group, &mut d) };
+    assert_eq!(rc, NCCL_SUCCESS);
     assert!(group.is_null());
 
     let mut coll = zeroed_v5(abi::PROFILE_COLL);
