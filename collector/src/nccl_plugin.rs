@@ -19,6 +19,7 @@
 //! foreign handle is ignored.
 
 pub mod abi;
+pub mod link;
 pub mod trace;
 
 use std::cell::UnsafeCell;

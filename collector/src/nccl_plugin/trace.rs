@@ -5,7 +5,7 @@
 //! R/N"), with the operation's fields as slice args (keys in [`keys`]).
 //! Also the process metadata saying whether NCCL loaded the plugin.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use streamscope_core::model::{ArgValue, NewSlice, SliceKind, TrackId, TrackKind};
 use streamscope_core::protocol;
@@ -44,9 +44,11 @@ pub mod keys {
     pub const CHANNELS: &str = "channels";
     /// Collectives: warps per block.
     pub const WARPS: &str = "warps";
-    /// The thread that started the operation (see README: linking to the
-    /// kernel).
+    /// The thread that started the operation.
     pub const TID: &str = "tid";
+    /// CUDA correlation id of the operation's NCCL kernel (the kernel slice
+    /// with this correlation), when [`super::super::link`] found it.
+    pub const KERNEL_CORRELATION: &str = "kernel_correlation";
 }
 
 /// Bytes per element of an NCCL data type name (ncclDatatypeToString).
@@ -76,21 +78,48 @@ pub fn track_name(c: &Comm) -> String {
     )
 }
 
+/// Batches an operation waits before it is written, so that its kernel's
+/// record (which comes when the kernel ends) is there to link it to.
+pub const DEFER_BATCHES: u8 = 3;
+
 /// The writer's state for NCCL operations.
 #[derive(Default)]
 pub struct NcclWriter {
     tracks: HashMap<u32, TrackId>,
     comms: Vec<Comm>,
     said: (u32, u64, u64),
+    /// Operations waiting for their kernel, with their age in batches.
+    waiting: Vec<(Op, u8)>,
+    /// Per thread: stop times of the last operations written.
+    stops: HashMap<u32, VecDeque<i64>>,
 }
 
 impl NcclWriter {
+    /// A writer that knows these communicators already (tests).
+    pub fn with_comms(comms: Vec<Comm>) -> Self {
+        NcclWriter {
+            comms,
+            ..Default::default()
+        }
+    }
+
     /// Adds the operations kept since the last call to the batch, and the
     /// plugin's metadata when it changed (`last`: the final batch, where a
     /// plugin never loaded is said too).
     pub fn write(&mut self, conv: &mut Converter, last: bool) {
         let (ops, lost) = take_ops();
-        self.add(conv, &ops);
+        self.waiting.extend(ops.into_iter().map(|o| (o, 0)));
+        let mut ready = Vec::new();
+        self.waiting.retain_mut(|(op, age)| {
+            *age += 1;
+            let go = last || *age > DEFER_BATCHES;
+            if go {
+                ready.push(*op);
+            }
+            !go
+        });
+        ready.sort_by_key(|o| (o.tid, o.start_ns));
+        self.add(conv, &ready);
         let (version, inits) = plugin_status();
         if (version, inits, lost) != self.said || last {
             self.said = (version, inits, lost);
@@ -116,9 +145,29 @@ impl NcclWriter {
         }
     }
 
-    /// Adds `ops` to the batch (those inside the capture window).
+    /// The NCCL kernel of `op` (see [`super::link`]): launched on its
+    /// thread last before it started, after the last operation of that
+    /// thread that stopped before it started.
+    fn kernel_of(&mut self, conv: &Converter, op: &Op) -> Option<u32> {
+        let stops = self.stops.entry(op.tid).or_default();
+        let after = stops
+            .iter()
+            .copied()
+            .filter(|&s| s < op.start_ns)
+            .max()
+            .unwrap_or(i64::MIN);
+        if stops.len() >= 64 {
+            stops.pop_front();
+        }
+        stops.push_back(op.end_ns);
+        conv.nccl_links.kernel_for(op.tid, op.start_ns, after)
+    }
+
+    /// Adds `ops` to the batch (those inside the capture window), in order
+    /// of start per thread.
     pub fn add(&mut self, conv: &mut Converter, ops: &[Op]) {
         for op in ops {
+            let kernel = self.kernel_of(conv, op);
             if !conv.in_window(op.start_ns, op.end_ns) {
                 continue;
             }
@@ -180,6 +229,9 @@ impl NcclWriter {
                 OpKind::P2p => num(keys::PEER, ArgValue::Int(op.root.into())),
             }
             num(keys::TID, ArgValue::UInt(op.tid.into()));
+            if let Some(k) = kernel {
+                num(keys::KERNEL_CORRELATION, ArgValue::UInt(k.into()));
+            }
             t.push_slice(s);
         }
     }
