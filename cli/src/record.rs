@@ -18,6 +18,8 @@ use streamscope_core::protocol::env::{
     DURATION_S as ENV_DURATION, OUT as ENV_OUT, PY_HOOK_LIB as ENV_PY_HOOK_LIB,
     START_MONOTONIC_NS as ENV_START,
 };
+mod nccl;
+
 const ENV_COLLECTOR: &str = "STREAMSCOPE_COLLECTOR";
 const COLLECTOR_FILE: &str = "libstreamscope_collector.so";
 /// Python hooks: optimizer-step markers, the torch.profiler notice and the
@@ -116,35 +118,6 @@ pub fn find_collector(env_value: Option<PathBuf>, exe: Option<&Path>) -> Result<
         .find(|p| p.is_file())
         .cloned()
         .ok_or_else(|| format!("{COLLECTOR_FILE} not found next to {} (build it with `cargo build -p streamscope-collector`, or set {ENV_COLLECTOR})", dir.display()))
-}
-
-/// What `record` does with `NCCL_PROFILER_PLUGIN`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NcclPlugin {
-    /// Set it to this library (absolute path).
-    Set(PathBuf),
-    /// The user's environment names a plugin: left as it is (the value).
-    UserKept(String),
-    /// `--no-nccl-plugin`, or no collector library.
-    Off,
-}
-
-/// NCCL copies the plugin name into a 255-byte buffer: a longer path is cut.
-pub const NCCL_PLUGIN_PATH_MAX: usize = 254;
-
-/// Decides `NCCL_PROFILER_PLUGIN` from the user's value, the collector
-/// library and `--no-nccl-plugin`. An empty user value counts as unset.
-pub fn nccl_plugin(user: Option<&std::ffi::OsStr>, lib: Option<&Path>, off: bool) -> NcclPlugin {
-    if off {
-        return NcclPlugin::Off;
-    }
-    if let Some(v) = user.filter(|v| !v.is_empty()) {
-        return NcclPlugin::UserKept(v.to_string_lossy().into_owned());
-    }
-    match lib {
-        Some(l) => NcclPlugin::Set(std::path::absolute(l).unwrap_or_else(|_| l.to_path_buf())),
-        None => NcclPlugin::Off,
-    }
 }
 
 /// libcupti for NVTX injection: the first `libcupti.so*` in `dirs`.
@@ -403,23 +376,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         }
         _ => None,
     };
-    let nccl_var = streamscope_core::protocol::env::NCCL_PROFILER_PLUGIN;
-    match nccl_plugin(
-        std::env::var_os(nccl_var).as_deref(),
-        collector.as_deref().ok(),
-        args.no_nccl_plugin,
-    ) {
-        NcclPlugin::Set(lib) => {
-            if lib.as_os_str().len() > NCCL_PLUGIN_PATH_MAX {
-                eprintln!("streamscope: the collector's path is longer than NCCL accepts ({NCCL_PLUGIN_PATH_MAX} bytes): no NCCL operations in the trace");
-            }
-            cmd.env(nccl_var, lib);
-        }
-        NcclPlugin::UserKept(v) => eprintln!(
-            "streamscope: {nccl_var}={v} is already set: NCCL keeps that profiler plugin, and the trace gets no NCCL operations"
-        ),
-        NcclPlugin::Off => {}
-    }
+    nccl::set_plugin(&mut cmd, collector.as_deref().ok(), args.no_nccl_plugin);
     let cupti = std::env::var_os(ENV_CUPTI)
         .map(PathBuf::from)
         .or_else(|| find_cupti(&cupti_dirs()));
@@ -653,30 +610,6 @@ mod tests {
             }
         );
         assert_eq!(parse_progress("garbage"), Progress::default());
-    }
-
-    #[test]
-    fn the_nccl_plugin_is_ours_unless_the_user_named_one() {
-        use std::ffi::OsStr;
-        let lib = Path::new("/opt/ss/libstreamscope_collector.so");
-        assert_eq!(
-            nccl_plugin(None, Some(lib), false),
-            NcclPlugin::Set(lib.to_path_buf())
-        );
-        assert_eq!(
-            nccl_plugin(Some(OsStr::new("")), Some(lib), false),
-            NcclPlugin::Set(lib.to_path_buf())
-        );
-        assert_eq!(
-            nccl_plugin(Some(OsStr::new("inspector")), Some(lib), false),
-            NcclPlugin::UserKept("inspector".into())
-        );
-        assert_eq!(nccl_plugin(None, Some(lib), true), NcclPlugin::Off);
-        assert_eq!(nccl_plugin(None, None, false), NcclPlugin::Off);
-        match nccl_plugin(None, Some(Path::new("rel/lib.so")), false) {
-            NcclPlugin::Set(p) => assert!(p.is_absolute(), "{}", p.display()),
-            other => panic!("{other:?}"),
-        }
     }
 
     #[test]
