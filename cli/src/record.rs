@@ -18,6 +18,8 @@ use streamscope_core::protocol::env::{
     DURATION_S as ENV_DURATION, OUT as ENV_OUT, PY_HOOK_LIB as ENV_PY_HOOK_LIB,
     START_MONOTONIC_NS as ENV_START,
 };
+mod nccl;
+
 const ENV_COLLECTOR: &str = "STREAMSCOPE_COLLECTOR";
 const COLLECTOR_FILE: &str = "libstreamscope_collector.so";
 /// Python hooks: optimizer-step markers, the torch.profiler notice and the
@@ -63,6 +65,12 @@ pub struct RecordArgs {
     /// the least the collector can cost; syncs are still found and timed).
     #[arg(long)]
     pub no_python_lines: bool,
+    /// Do not load the collector as NCCL's profiler plugin (by default
+    /// `NCCL_PROFILER_PLUGIN` names it, unless already set, and the trace
+    /// gets every collective and point-to-point operation with its
+    /// communicator, sequence number, size, algorithm and protocol).
+    #[arg(long)]
+    pub no_nccl_plugin: bool,
     /// The command to run, after `--`.
     #[arg(
         required = true,
@@ -368,6 +376,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         }
         _ => None,
     };
+    nccl::set_plugin(&mut cmd, collector.as_deref().ok(), args.no_nccl_plugin);
     let cupti = std::env::var_os(ENV_CUPTI)
         .map(PathBuf::from)
         .or_else(|| find_cupti(&cupti_dirs()));

@@ -434,3 +434,46 @@ fn sync_zoo_trace_flags_every_planted_line_and_nothing_else() {
         .count();
     assert_eq!(steps, 12, "optimizer-step ranges");
 }
+
+/// `record` names the collector as NCCL's profiler plugin (absolute path),
+/// keeps a plugin the user named (saying so in one line), and sets nothing
+/// with --no-nccl-plugin.
+#[test]
+fn record_sets_the_nccl_profiler_plugin_unless_one_is_named() {
+    let Some(lib) = collector_lib() else {
+        skip_or_fail("no collector library");
+        return;
+    };
+    let run = |name: &str, extra: &[&str], user: Option<&str>| {
+        let dir = temp(name);
+        let mut c = streamscope_with(&lib);
+        c.arg("record").args(extra).arg("-o").arg(&dir);
+        c.args(["--", "sh", "-c", "echo \"[$NCCL_PROFILER_PLUGIN]\""]);
+        match user {
+            Some(v) => c.env("NCCL_PROFILER_PLUGIN", v),
+            None => c.env_remove("NCCL_PROFILER_PLUGIN"),
+        };
+        let out = c.output().expect("streamscope runs");
+        let _ = std::fs::remove_dir_all(&dir);
+        (
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (stdout, _) = run("nccl-set", &[], None);
+    let abs = std::path::absolute(&lib).expect("absolute");
+    assert_eq!(stdout, format!("[{}]", abs.display()));
+    let (stdout, stderr) = run("nccl-user", &[], Some("inspector"));
+    assert_eq!(stdout, "[inspector]");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("NCCL_PROFILER_PLUGIN=inspector is already set"))
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let (stdout, stderr) = run("nccl-off", &["--no-nccl-plugin"], None);
+    assert_eq!(stdout, "[]");
+    assert!(!stderr.contains("NCCL_PROFILER_PLUGIN"), "{stderr}");
+}

@@ -68,6 +68,8 @@ pub struct Converter {
     pub records_seen: u64,
     /// Records skipped because they had no end yet (counted as dropped).
     pub incomplete_records: u64,
+    /// Launch calls and NCCL kernels, for the NCCL plugin's operations.
+    pub nccl_links: crate::nccl_plugin::link::KernelLinks,
 }
 
 /// How many batches a sync record waits for its API call.
@@ -181,6 +183,7 @@ impl Converter {
             return_key,
             records_seen: 0,
             incomplete_records: 0,
+            nccl_links: Default::default(),
         }
     }
 
@@ -309,6 +312,9 @@ impl Converter {
         };
         let mut s = NewSlice::new(track, SliceKind::Kernel, name, start, dur);
         s.class = SliceClass::of_gpu_name(SliceKind::Kernel, self.trace.str(name));
+        if s.class == SliceClass::Communication {
+            self.nccl_links.nccl_kernel(r.correlation_id);
+        }
         s.correlation = r.correlation_id;
         s.launch = Some(launch);
         self.trace.push_slice(s);
@@ -380,6 +386,9 @@ impl Converter {
         let track = self.thread_track(r.thread_id);
         self.api_thread[0].insert(corr, track);
         let name = self.api_name(driver, r.cbid);
+        let (tid, end) = (r.thread_id, start + dur);
+        let text = self.trace.str(name);
+        self.nccl_links.api(driver, r.cbid, text, corr, tid, end);
         let kind = if driver {
             SliceKind::Driver
         } else {
@@ -533,6 +542,16 @@ impl Converter {
         ));
     }
 
+    /// Index of this process in `trace.processes` (for new tracks).
+    pub fn process_index(&self) -> u32 {
+        self.process
+    }
+
+    /// Whether a host interval overlaps the capture window.
+    pub fn in_window(&self, start_ns: i64, end_ns: i64) -> bool {
+        self.window.keep(start_ns, end_ns)
+    }
+
     /// Sets process metadata `key` (replacing an earlier value).
     pub fn set_process_metadata(&mut self, key: &str, value: String) {
         self.set_metadata(key, value);
@@ -552,6 +571,7 @@ impl Converter {
         let [cur, prev] = &mut self.api_thread;
         std::mem::swap(cur, prev);
         cur.clear();
+        self.nccl_links.finish_batch();
         self.batches += 1;
         let (now, max) = (self.batches, self.marker_max_batches);
         let before = self.open_markers.len();

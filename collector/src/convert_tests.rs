@@ -560,3 +560,48 @@ fn optimizer_steps_become_ranges_on_their_thread() {
         TrackKind::Thread { tid: 42 }
     ));
 }
+
+/// The NCCL plugin's operations are linked to the NCCL kernel launched on
+/// their thread right before them (collector/src/nccl_plugin/link.rs).
+#[test]
+fn nccl_operations_link_to_their_kernel() {
+    use crate::nccl_plugin::trace::{keys, NcclWriter};
+    use crate::nccl_plugin::{Comm, Op};
+    let (mut c, _) = converter(all());
+    // Plan 1 (corr 1) launched at 10-20, plan 2 (corr 3) at 60-70, both on
+    // thread 100; a compute kernel (corr 2) in between.
+    c.push(Record::Api {
+        raw: api(10, 20, 211, 100, 1),
+        driver: false,
+    });
+    c.push(Record::Api {
+        raw: api(30, 40, 211, 100, 2),
+        driver: false,
+    });
+    c.push(Record::Kernel(
+        kernel(100, 200, 7, 1),
+        c"ncclDevKernel_AllGather_RING_LL",
+    ));
+    c.push(Record::Kernel(kernel(100, 200, 8, 2), c"matmul"));
+    c.push(Record::Api {
+        raw: api(60, 70, 211, 100, 3),
+        driver: false,
+    });
+    c.finish_batch(false);
+    let op = |start: i64, end: i64| Op {
+        tid: 100,
+        start_ns: start,
+        end_ns: end,
+        ..Op::default()
+    };
+    // Two operations of plan 1 (started together, stopped together), one
+    // of plan 2, whose kernel record is missing: not linked to plan 1's.
+    let ops = [op(45, 50), op(46, 50), op(75, 80)];
+    let mut w = NcclWriter::with_comms(vec![Comm::default()]);
+    w.add(&mut c, &ops);
+    let linked: Vec<Option<String>> = (0..c.trace.slices.len())
+        .filter(|&i| c.trace.slices.kind[i] == SliceKind::Other)
+        .map(|i| c.trace.arg_string(i, keys::KERNEL_CORRELATION))
+        .collect();
+    assert_eq!(linked, [Some("1".into()), Some("1".into()), None]);
+}

@@ -7,7 +7,10 @@
 //! CUPTI's timestamps on CLOCK_MONOTONIC, subscribes the callbacks that find
 //! the Python line of host syncs and drive the capture window, and starts
 //! the writer thread that streams `rank-R.pftrace` / `pid-HOST-N.pftrace` into
-//! `$STREAMSCOPE_OUT`. See README.md for how each piece works.
+//! `$STREAMSCOPE_OUT`. The library is also NCCL's profiler plugin
+//! ([`nccl_plugin`], through `NCCL_PROFILER_PLUGIN`): every collective and
+//! point-to-point operation with its communicator and sizes. See README.md
+//! for how each piece works.
 //!
 //! This is the only crate with FFI `unsafe`; every entry point CUPTI, the
 //! driver, libc or a signal can call catches panics, and any failure leaves
@@ -29,6 +32,7 @@ pub mod cupti_api;
 pub mod driver;
 pub mod flush_sync;
 pub mod marker_names;
+pub mod nccl_plugin;
 pub mod process_info;
 pub mod pyframes;
 pub mod python;

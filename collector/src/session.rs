@@ -512,7 +512,9 @@ fn writer_main(
     };
     let mut profiler_said = false;
     let mut last_progress = Instant::now();
+    let mut nccl = crate::nccl_plugin::trace::NcclWriter::default();
     let mut write = |conv: &mut Converter, w: &mut PerfettoWriter<File>, last: bool| {
+        nccl.write(conv, last);
         let (steps, lost) = python::take_optimizer_steps();
         for (tid, start, end) in steps {
             conv.host_range(tid, start, end, protocol::OPTIMIZER_STEP_RANGE);

@@ -381,3 +381,90 @@ fn sigkill_loses_at_most_250_ms() {
     assert!(lost_ms < 250.0, "lost {lost_ms:.1} ms before SIGKILL");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The collector library cargo built for these tests (the newest of
+/// target/debug and target/debug/deps).
+fn cdylib() -> Option<PathBuf> {
+    let deps = std::env::current_exe().ok()?.parent()?.to_path_buf();
+    let up = deps.parent()?.join("libstreamscope_collector.so");
+    [up, deps.join("libstreamscope_collector.so")]
+        .into_iter()
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
+}
+
+/// tests/fake/fake_nccl.c plays the driver and NCCL: the library, opened
+/// again as NCCL_PROFILER_PLUGIN, gets init, Group/Coll/P2p events and
+/// finalize through `ncclProfiler_v5`; the operations reach the trace file.
+#[test]
+fn nccl_plugin_calls_reach_the_trace_file() {
+    let Some((dir, so)) = rig("nccl") else { return };
+    let Some(lib) = cdylib() else {
+        panic!("no libstreamscope_collector.so next to the test binary");
+    };
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake/fake_nccl.c");
+    let app = dir.join("fake_nccl");
+    let ok = Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&app)
+        .arg(&src)
+        .arg("-ldl")
+        .status()
+        .expect("cc runs");
+    assert!(ok.success());
+    let out = Command::new(&app)
+        .env("CUDA_INJECTION64_PATH", &lib)
+        .env("NCCL_PROFILER_PLUGIN", &lib)
+        .env("STREAMSCOPE_OUT", &dir)
+        .env("STREAMSCOPE_CUPTI_LIB", &so)
+        .env("RANK", "1")
+        .env("WORLD_SIZE", "2")
+        .env_remove("STREAMSCOPE_CAPTURE_RANGE")
+        .output()
+        .expect("fake_nccl runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("plugin streamscope"), "{stdout}");
+    assert!(stdout.contains("mask 6"), "Coll | P2p: {stdout}");
+    let t = load_paths(&[dir.join("rank-1.pftrace")]).expect("trace loads");
+    let ops: Vec<usize> = (0..t.slices.len())
+        .filter(|&i| t.str(t.slices.name[i]).starts_with("NCCL "))
+        .collect();
+    let names: Vec<&str> = ops.iter().map(|&i| t.str(t.slices.name[i])).collect();
+    assert_eq!(
+        names.iter().filter(|n| **n == "NCCL AllReduce").count(),
+        5,
+        "{names:?}"
+    );
+    assert_eq!(names.iter().filter(|n| **n == "NCCL Send").count(), 5);
+    let seqs: Vec<String> = ops.iter().filter_map(|&i| t.arg_string(i, "seq")).collect();
+    assert_eq!(seqs, ["0", "1", "2", "3", "4"]);
+    let first = ops[0];
+    assert_eq!(t.slices.kind[first], SliceKind::Other);
+    assert_eq!(
+        t.track_name(t.slices.track[first]),
+        "NCCL · comm 0xc0ffee0123456789 (world) · rank 1/2"
+    );
+    assert_eq!(t.arg_string(first, "bytes").as_deref(), Some("4194304"));
+    assert_eq!(t.arg_string(first, "proto").as_deref(), Some("LL128"));
+    // Host times on the trace's clock, between the process's first and last kernel.
+    let kernels: Vec<i64> = (0..t.slices.len())
+        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
+        .map(|i| t.slices.start_ns[i])
+        .collect();
+    let dur = t.slices.dur_ns[first];
+    assert!((1_000_000..100_000_000).contains(&dur), "{dur} ns");
+    assert!(kernels.iter().any(|&k| k > t.slices.start_ns[first]));
+    let meta = &t.processes[0].metadata;
+    assert!(
+        meta.iter()
+            .any(|(k, v)| k == "nccl_profiler_plugin" && v.starts_with("v5: init called for 1")),
+        "{meta:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -314,3 +314,75 @@ fn sigterm_flushes_the_trace_before_the_process_dies() {
         lost_ns as f64 / 1e9
     );
 }
+
+/// fsdp-ref (one process, two GPUs: one communicator per GPU) with the
+/// collector as NCCL's profiler plugin, as `streamscope record` sets it:
+/// NCCL loads v5, every communicator calls init, and the trace holds the
+/// collectives with their args, sequence numbers rising per communicator
+/// and function.
+#[test]
+#[ignore = "needs a GPU and NCCL"]
+fn fsdp_ref_nccl_plugin_records_the_collectives() {
+    let Some(bin) = std::env::var_os("FSDP_REF") else {
+        eprintln!("FSDP_REF not set: skipped");
+        return;
+    };
+    let out = out_dir("nccl-plugin");
+    let mut cmd = Command::new(bin);
+    cmd.args([
+        "--mode", "overlap", "--gpus", "2", "--layers", "2", "--dim", "1024", "--batch", "2",
+        "--seq", "256", "--steps", "4", "--warmup", "1",
+    ]);
+    inject(&mut cmd, &out);
+    cmd.env("NCCL_PROFILER_PLUGIN", collector())
+        .env("NCCL_DEBUG", "INFO")
+        .env("NCCL_DEBUG_SUBSYS", "INIT,ENV");
+    let stderr = run_ok(cmd);
+    let t = load(&out);
+    let meta = &t.processes[0].metadata;
+    let plugin = meta
+        .iter()
+        .find(|(k, _)| k == "nccl_profiler_plugin")
+        .map(|(_, v)| v.as_str());
+    assert!(
+        plugin.is_some_and(|v| v.starts_with("v5: init called for")),
+        "{plugin:?}; NCCL said: {}",
+        stderr
+            .lines()
+            .filter(|l| l.contains("PROFILER") || l.contains("profiler"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        !meta.iter().any(|(k, _)| k == "nccl_records_lost"),
+        "{meta:?}"
+    );
+    let ops: Vec<usize> = (0..t.slices.len())
+        .filter(|&i| t.str(t.slices.name[i]).starts_with("NCCL "))
+        .collect();
+    let kernels = names_of(&t, SliceKind::Kernel)
+        .into_iter()
+        .filter(|n| n.starts_with("ncclDevKernel_"))
+        .count();
+    eprintln!("{} NCCL operations, {kernels} NCCL kernels", ops.len());
+    assert!(!ops.is_empty(), "no NCCL operation recorded");
+    let mut last: std::collections::HashMap<(String, String, String), u64> = Default::default();
+    for &i in &ops {
+        let arg = |k: &str| t.arg_string(i, k).unwrap_or_default();
+        assert!(arg("comm").starts_with("0x"), "{}", arg("comm"));
+        assert_eq!(arg("nranks"), "2");
+        assert!(!arg("dtype").is_empty() && !arg("count").is_empty());
+        if let Ok(seq) = arg("seq").parse::<u64>() {
+            assert!(!arg("algo").is_empty() && !arg("proto").is_empty());
+            let key = (arg("comm"), arg("rank"), arg("func"));
+            if let Some(&prev) = last.get(&key) {
+                assert!(seq > prev, "{key:?}: {seq} after {prev}");
+            }
+            last.insert(key, seq);
+        }
+    }
+    // One communicator (one hash) with a rank on each GPU.
+    let ranks: std::collections::HashSet<(String, String)> =
+        last.keys().map(|k| (k.0.clone(), k.1.clone())).collect();
+    assert_eq!(ranks.len(), 2, "{ranks:?}");
+}

@@ -16,6 +16,23 @@ pub const TORCH_PROFILER_KEY: &str = "torch_profiler";
 /// Process metadata key: optimizer steps the hooks noted but could not keep.
 pub const OPTIMIZER_STEPS_LOST_KEY: &str = "optimizer_steps_lost";
 
+/// Process metadata key: whether NCCL loaded the collector as its profiler
+/// plugin (`init` called) and which interface version (`v5`, `v4`), with
+/// the number of communicators; "not loaded" when no communicator called it.
+pub const NCCL_PLUGIN_KEY: &str = "nccl_profiler_plugin";
+
+/// Process metadata key: NCCL operations the profiler plugin saw but could
+/// not keep (its buffer was full, or the communicator table was).
+pub const NCCL_RECORDS_LOST_KEY: &str = "nccl_records_lost";
+
+/// Name prefix of the tracks (`TrackKind::Other`, one per communicator) that
+/// hold the NCCL profiler plugin's operations: "NCCL · comm 0x... · rank R/N".
+pub const NCCL_TRACK_PREFIX: &str = "NCCL · comm ";
+
+/// Name prefix of an NCCL operation slice (`SliceKind::Other`) on such a
+/// track: "NCCL AllReduce", "NCCL Send", ... (the function NCCL names).
+pub const NCCL_SLICE_PREFIX: &str = "NCCL ";
+
 /// Environment `streamscope record` sets for the collector.
 pub mod env {
     /// Output directory.
@@ -50,6 +67,9 @@ pub mod env {
     /// (kernels are always recorded). Less in the trace, and less for the
     /// analysis to go on: meant for measuring what each kind costs.
     pub const ACTIVITY_OFF: &str = "STREAMSCOPE_ACTIVITY_OFF";
+    /// NCCL's own variable naming its profiler plugin library: `record`
+    /// sets it to the collector (absolute path) unless the user set it.
+    pub const NCCL_PROFILER_PLUGIN: &str = "NCCL_PROFILER_PLUGIN";
 }
 
 /// CUDA runtime and driver functions the collector does not record by

@@ -12,10 +12,12 @@
 #      must capture the same wall-clock interval,
 #   7. torch.profiler inside the recorded job: said once, at that moment,
 #   8. the hooks' overhead: sync_zoo plain / recorded without hooks /
-#      recorded with hooks, and FSDP2 plain / recorded, alternating.
+#      recorded with hooks, and FSDP2 plain / recorded, alternating,
+#   11. (part nccl, not by default) the NCCL profiler plugin: fsdp-ref on
+#      2 GPUs, NCCL operations per rank and the first few.
 # Builds nothing (scripts/build-carry.sh, here, first). From the repo root:
 #
-#   BIN=.carry/bin OUT=<results> [TRUTH_PARTS="main overhead serial gputests"] [TRUTH_ROUNDS=2] bash scripts/gpu/truth.sh
+#   BIN=.carry/bin OUT=<results> [TRUTH_PARTS="main overhead serial nccl gputests"] [TRUTH_ROUNDS=2] bash scripts/gpu/truth.sh
 #
 # Results (8 files at most come back from the lent machine):
 #   $OUT/truth.log    everything, one file
@@ -357,6 +359,45 @@ if part serial; then
   tail -5 "$W/serial-rank0.txt" 2>/dev/null
   step fsdp-ref-serial-report 40 "$S" report "$d" | head -40
   pack fsdp-ref-serial-h200x2
+fi
+
+# 11. The NCCL profiler plugin (part nccl, not run by default): fsdp-ref
+# prefetch 1, two processes, recorded (record sets NCCL_PROFILER_PLUGIN);
+# per rank: whether NCCL loaded the plugin (metadata nccl_profiler_plugin),
+# how many NCCL operations the trace holds, by function, and the first few.
+if part nccl; then
+  d="$W/fsdp-ref-nccl-h200x2"
+  NCFG="--mode overlap --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 10 --warmup 3 --item-sync --timeout-s 100"
+  step fsdp-ref-nccl 90 "$S" record -o "$d" -- bash -c "
+    for r in 0 1; do RANK=\$r WORLD_SIZE=2 LOCAL_RANK=\$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29760 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV \
+      '$F' $NCFG --prefetch 1 > '$W/nccl-rank'\$r.txt 2>&1 & done; wait"
+  grep -ih "profiler" "$W/nccl-rank0.txt" 2>/dev/null | head -5
+  chrome "$d"
+  "$PY" - "$d.trace.json" <<'PY'
+import json, sys, collections
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"] if isinstance(t, dict) else t
+model = next((e.get("streamscope") for e in ev if e.get("name") == "streamscope" and e.get("ph") == "M"), None) or {}
+names = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"}
+for p in model.get("processes", []):
+    meta = dict(map(tuple, p.get("metadata", [])))
+    print("pid", p["pid"], "rank", p.get("rank"), "plugin:", meta.get("nccl_profiler_plugin"), "lost:", meta.get("nccl_records_lost", 0))
+ops = collections.defaultdict(list)
+for e in ev:
+    if e.get("ph") == "X" and str(e.get("name", "")).startswith("NCCL "):
+        ops[e["pid"]].append(e)
+counts = {}
+for pid, es in sorted(ops.items()):
+    es.sort(key=lambda e: float(e["ts"]))
+    by = collections.Counter(e["name"] for e in es)
+    print(names.get(pid, pid), len(es), "NCCL operations:", dict(by))
+    for e in es[:4]:
+        a = e.get("args", {})
+        print("  ts", e["ts"], "dur_us", e.get("dur"), {k: a.get(k) for k in ("comm", "seq", "func", "count", "dtype", "bytes", "root", "peer", "algo", "proto", "channels", "rank", "nranks", "tid")})
+    counts[str(names.get(pid, pid))] = len(es)
+print(json.dumps({"nccl_plugin_ops": counts}))
+PY
+  pack fsdp-ref-nccl-h200x2
 fi
 
 # 10. The collector's #[ignore]d GPU tests.
