@@ -229,9 +229,33 @@ pub fn sniff_bytes(path: &Path, head: &[u8]) -> Result<Format> {
 /// Loads one file, whatever its format. The file is opened and read once,
 /// so a pipe or FIFO (`<(cat rank-0.pftrace)`) loads like a file.
 pub fn load_file(path: &Path) -> Result<Trace> {
+    load_file_with_progress(path, &|_| {})
+}
+
+/// A reader that tells `on_read` how many bytes each read returned.
+struct Counting<'a, R> {
+    inner: R,
+    on_read: &'a (dyn Fn(u64) + Sync),
+}
+
+impl<R: std::io::Read> std::io::Read for Counting<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            (self.on_read)(n as u64);
+        }
+        Ok(n)
+    }
+}
+
+/// [`load_file`], calling `on_read` with the bytes of each read as the
+/// file is read (a Perfetto file in 8 MiB chunks as it is decoded; a
+/// Kineto file before it is parsed): what a progress bar shows.
+pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> Result<Trace> {
     use std::io::Read;
     let io = |e| TraceError::io(path, e);
-    let mut f = std::fs::File::open(path).map_err(io)?;
+    let f = std::fs::File::open(path).map_err(io)?;
+    let mut f = Counting { inner: f, on_read };
     let mut head = Vec::with_capacity(SNIFF_BYTES as usize);
     (&mut f)
         .take(SNIFF_BYTES)

@@ -239,3 +239,34 @@ fn chrome_json_reads_back_as_the_model_it_was_written_from() {
         assert_eq!(without_warnings(&back), without_warnings(&t), "{name}");
     }
 }
+
+#[test]
+fn progress_counts_bytes_as_a_file_is_read() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use streamscope_core::synth::{fsdp_like, SynthOptions};
+    let t = fsdp_like(&SynthOptions {
+        target_slices: 600_000,
+        ..Default::default()
+    });
+    let path = tmp_dir("progress").join("big.pftrace");
+    streamscope_core::perfetto::writer::write_file(&t, &path).expect("write");
+    let size = std::fs::metadata(&path).expect("size").len();
+    assert!(size > 16 << 20, "{size} bytes: more than two 8 MiB chunks");
+    let (calls, bytes) = (AtomicU64::new(0), AtomicU64::new(0));
+    let back = streamscope_core::load::load_file_with_progress(&path, &|n| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        bytes.fetch_add(n, Ordering::Relaxed);
+    })
+    .expect("loads");
+    assert_eq!(back.slices.len(), t.slices.len());
+    assert_eq!(
+        bytes.load(Ordering::Relaxed),
+        size,
+        "every byte counted once"
+    );
+    assert!(
+        calls.load(Ordering::Relaxed) >= 3,
+        "counted as it was read, not at the end"
+    );
+    let _ = std::fs::remove_file(&path);
+}

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
-use streamscope_core::load::{expand, load_file};
+use streamscope_core::load::expand;
 use streamscope_core::Trace;
 
 /// What happened to one path the user asked for.
@@ -16,9 +16,9 @@ pub struct FileStatus {
     pub result: Result<(usize, usize), String>,
 }
 
-/// Progress of a load, shared with the thread that runs it: files and bytes
-/// read so far (a file counts once it is parsed), events parsed, the stage,
-/// and a cancel request.
+/// Progress of a load, shared with the thread that runs it: files read so
+/// far, bytes read (as each file is read), events parsed (a file's once it
+/// is parsed), the stage, and a cancel request.
 #[derive(Debug, Default)]
 pub struct Progress {
     pub files_total: AtomicUsize,
@@ -89,14 +89,23 @@ pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, 
                         let Some((_, f, size)) = files.get(i) else {
                             break;
                         };
-                        let r = load_file(f).map_err(|e| e.to_string());
+                        // Bytes count as they are read; the rest of the
+                        // file's size (a file that failed early) at its end.
+                        let counted = AtomicU64::new(0);
+                        let on_read = |n: u64| {
+                            counted.fetch_add(n, Ordering::Relaxed);
+                            progress.bytes_read.fetch_add(n, Ordering::Relaxed);
+                        };
+                        let r = streamscope_core::load::load_file_with_progress(f, &on_read)
+                            .map_err(|e| e.to_string());
                         if let Ok(t) = &r {
                             progress.events.fetch_add(
                                 (t.slices.len() + t.counters.len()) as u64,
                                 Ordering::Relaxed,
                             );
                         }
-                        progress.bytes_read.fetch_add(*size, Ordering::Relaxed);
+                        let rest = size.saturating_sub(counted.load(Ordering::Relaxed));
+                        progress.bytes_read.fetch_add(rest, Ordering::Relaxed);
                         progress.files_read.fetch_add(1, Ordering::Relaxed);
                         out.push((i, r));
                     }
