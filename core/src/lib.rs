@@ -3,10 +3,14 @@
 //!
 //! This crate has no GPU and no GUI dependency; the collector, the viewer and
 //! the CLI all stand on it.
+//!
+//! The `testing` feature adds `synth` (generated FSDP-like traces) and
+//! `dump` (a textual dump for round-trip tests), for tests and benchmarks.
 
 pub mod analysis;
 pub mod chrome;
 pub mod diagnostic;
+#[cfg(any(test, feature = "testing"))]
 pub mod dump;
 pub mod error;
 pub mod kineto;
@@ -14,6 +18,7 @@ pub mod load;
 pub mod model;
 pub mod perfetto;
 pub mod protocol;
+#[cfg(any(test, feature = "testing"))]
 pub mod synth;
 
 pub use error::{Result, TraceError};

@@ -211,7 +211,7 @@ pub fn mesh_row_coverage(
 }
 
 /// Pixel columns per cell of a rank's summary strip.
-const SUMMARY_COL_PX: f32 = 3.0;
+pub const SUMMARY_COL_PX: f32 = 3.0;
 
 /// A run of equal summary cells: x from, x to, stacked heights per slot.
 pub type SummaryRun = (f32, f32, [u8; SLOTS]);
