@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod chrome;
+pub mod comms;
 pub mod dump;
 pub mod error;
 pub mod kineto;
