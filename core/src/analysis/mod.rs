@@ -108,20 +108,22 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     while it.peek().is_some() {
         chunks.push(it.by_ref().take(per_thread).collect());
     }
-    let parts: Vec<(Report, Vec<u32>)> = std::thread::scope(|scope| {
+    type Part = (Report, Vec<u32>, Vec<xrank::summary::StepWait>);
+    let parts: Vec<Part> = std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .into_iter()
             .map(|chunk| {
                 let (nccl, matching) = (&nccl, &matching);
                 scope.spawn(move || {
                     let mut part = Report::default();
-                    let mut in_window = Vec::new();
+                    let (mut in_window, mut waits) = (Vec::new(), Vec::new());
                     for ctx in chunk {
-                        let mut ids =
+                        let (mut ids, mut w) =
                             analyze_rank(trace, ctx, opts, hta_filter, nccl, matching, &mut part);
                         in_window.append(&mut ids);
+                        waits.append(&mut w);
                     }
-                    (part, in_window)
+                    (part, in_window, waits)
                 })
             })
             .collect();
@@ -135,7 +137,9 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     });
     // An instance is in the window when every rank's kernel of it is in its rank's window.
     let mut marks = vec![0usize; matching.instances.len()];
-    for (part, ids) in parts {
+    let mut waits = Vec::new();
+    for (part, ids, mut w) in parts {
+        waits.append(&mut w);
         for i in ids {
             if let Some(m) = marks.get_mut(i as usize) {
                 *m += 1;
@@ -166,6 +170,13 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         "each rank's headline window".to_string()
     };
     report.cross_rank = xrank::summary::cross_rank(&matching, &in_window, &label);
+    let stragglers = xrank::summary::stragglers(&waits);
+    for row in &mut report.steps {
+        if let Some(&(rank, ns)) = stragglers.get(&row.step) {
+            row.straggler_rank = Some(rank);
+            row.straggler_wait_us = Some(ns as f64 / 1000.0);
+        }
+    }
     report
         .notes
         .extend(matching.notes.iter().map(|n| format!("cross-rank: {n}")));
@@ -178,7 +189,8 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
 }
 
 /// Analyzes one rank, appending its rows to `report`; returns the matched
-/// collective instances whose kernel on this rank is in its headline window.
+/// collective instances whose kernel on this rank is in its headline window,
+/// and the rank's waits for peers per step.
 fn analyze_rank(
     trace: &Trace,
     mut ctx: RankCtx,
@@ -187,7 +199,7 @@ fn analyze_rank(
     nccl: &collectives::NcclNames,
     matching: &xrank::Matching,
     report: &mut Report,
-) -> Vec<u32> {
+) -> (Vec<u32>, Vec<xrank::summary::StepWait>) {
     let detected = steps::detect(trace, &ctx);
     let (steps, source) = (&detected.steps, detected.source);
     assign_steps(trace, &mut ctx, steps);
@@ -239,15 +251,10 @@ fn analyze_rank(
         opts,
     );
     let us = |ns: i64| ns as f64 / 1000.0;
-    for (row, s) in rows
-        .iter_mut()
-        .zip(xrank::summary::stragglers(matching, &ctx.gpu, steps.len()))
-    {
-        if let Some((straggler, wait, own)) = s {
-            row.straggler_rank = straggler;
-            row.straggler_wait_us = straggler.map(|_| us(wait));
-            row.comm_wait_us = Some(us(own));
-        }
+    let numbers: Vec<i64> = steps.iter().map(|s| s.number).collect();
+    let (own, step_waits) = xrank::summary::step_waits(matching, ctx.rank, &ctx.gpu, &numbers);
+    for (row, own) in rows.iter_mut().zip(own) {
+        row.comm_wait_us = own.map(us);
     }
     report.steps.extend(rows);
     let syncs = found.groups;
@@ -306,7 +313,7 @@ fn analyze_rank(
         exposed_wait_us: split.map(|s| us(s.0)),
         exposed_transfer_us: split.map(|s| us(s.1)),
     });
-    in_window
+    (in_window, step_waits)
 }
 
 /// HTA filters by steps only when the trace names at least two distinct ProfilerStep events.

@@ -40,14 +40,31 @@ pub fn exposed_split(m: &Matching, head: &[&Ev], compute: &[(i64, i64)]) -> Opti
     Some((exposed.max(0) - exposed_transfer, exposed_transfer))
 }
 
-/// Per step of one rank (index into its steps): the straggler (the rank
-/// another rank waited for longest), that wait (union of the waiting
-/// rank's wait intervals), and this rank's own wait (union), ns. Instances
-/// belong to the step of this rank's kernel.
-pub fn stragglers(m: &Matching, gpu: &[Ev], steps: usize) -> Vec<Option<(Option<u32>, i64, i64)>> {
-    // (step, straggler, waiting rank) -> wait intervals
-    let mut waits: BTreeMap<(u32, u32, u32), Vec<(i64, i64)>> = BTreeMap::new();
+/// One rank's waiting in one of its steps for one straggler.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepWait {
+    /// Step number.
+    pub step: i64,
+    /// The rank that waited.
+    pub rank: u32,
+    /// The rank it waited for (the last to arrive).
+    pub straggler: u32,
+    /// Union of its wait intervals, ns.
+    pub wait_ns: i64,
+}
+
+/// Per step of one rank (index into its steps; an instance belongs to the
+/// step of this rank's kernel): this rank's own waiting (union, ns; `None`
+/// without matched collectives in the step), and its waits per straggler.
+pub fn step_waits(
+    m: &Matching,
+    rank: u32,
+    gpu: &[Ev],
+    numbers: &[i64],
+) -> (Vec<Option<i64>>, Vec<StepWait>) {
+    let steps = numbers.len();
     let mut own: Vec<Option<Vec<(i64, i64)>>> = vec![None; steps];
+    let mut by: BTreeMap<(usize, u32), Vec<(i64, i64)>> = BTreeMap::new();
     for e in gpu {
         if e.step == NONE || e.step as usize >= steps {
             continue;
@@ -57,27 +74,36 @@ pub fn stragglers(m: &Matching, gpu: &[Ev], steps: usize) -> Vec<Option<(Option<
         };
         let inst = &m.instances[i as usize];
         let me = inst.parts[p as usize];
-        own[e.step as usize]
-            .get_or_insert_with(Vec::new)
-            .push((me.start_ns, me.start_ns.saturating_add(me.wait_ns)));
-        let straggler = inst.parts[inst.last].rank;
-        for q in inst.parts.iter().filter(|q| q.wait_ns > 0) {
-            waits
-                .entry((e.step, straggler, q.rank))
-                .or_default()
-                .push((q.start_ns, q.start_ns.saturating_add(q.wait_ns)));
+        let w = (me.start_ns, me.start_ns.saturating_add(me.wait_ns));
+        own[e.step as usize].get_or_insert_with(Vec::new).push(w);
+        if me.wait_ns > 0 {
+            let straggler = inst.parts[inst.last].rank;
+            by.entry((e.step as usize, straggler)).or_default().push(w);
         }
     }
-    let mut out: Vec<Option<(Option<u32>, i64, i64)>> = own
+    let waits = by
         .into_iter()
-        .map(|o| o.map(|v| (None, 0, measure(&union(v)))))
+        .map(|((k, straggler), v)| StepWait {
+            step: numbers[k],
+            rank,
+            straggler,
+            wait_ns: measure(&union(v)),
+        })
         .collect();
-    for ((step, straggler, _), v) in waits {
-        let w = measure(&union(v));
-        if let Some(Some(row)) = out.get_mut(step as usize) {
-            if w > row.1 {
-                *row = (Some(straggler), w, row.2);
-            }
+    (
+        own.into_iter().map(|o| o.map(|v| measure(&union(v)))).collect(),
+        waits,
+    )
+}
+
+/// The straggler of each step number: the rank some rank waited for
+/// longest (ties: the lower ranks), with that wait.
+pub fn stragglers(waits: &[StepWait]) -> BTreeMap<i64, (u32, i64)> {
+    let mut out: BTreeMap<i64, (u32, i64)> = BTreeMap::new();
+    for w in waits {
+        let e = out.entry(w.step).or_insert((w.straggler, w.wait_ns));
+        if w.wait_ns > e.1 || (w.wait_ns == e.1 && w.straggler < e.0) {
+            *e = (w.straggler, w.wait_ns);
         }
     }
     out
