@@ -103,11 +103,8 @@ impl CollectiveRecord {
             };
             match slot {
                 0 if self.collective.is_none() => {
-                    self.collective = text.map(|c| {
-                        canonical_collective(&c)
-                            .map(str::to_string)
-                            .unwrap_or(c)
-                    })
+                    self.collective =
+                        text.map(|c| canonical_collective(&c).map(str::to_string).unwrap_or(c))
                 }
                 1 if self.in_nelems.is_none() => self.in_nelems = num,
                 2 if self.out_nelems.is_none() => self.out_nelems = num,
@@ -132,7 +129,10 @@ impl CollectiveRecord {
 
     /// Message bytes: max(in, out) elements × the dtype's size, when both are known.
     pub fn bytes(&self) -> Option<u64> {
-        let elems = self.in_nelems.unwrap_or(0).max(self.out_nelems.unwrap_or(0));
+        let elems = self
+            .in_nelems
+            .unwrap_or(0)
+            .max(self.out_nelems.unwrap_or(0));
         let size = dtype_bytes(self.dtype.as_deref()?)?;
         (elems > 0).then(|| elems.saturating_mul(size))
     }

@@ -161,7 +161,11 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         .zip(&marks)
         .map(|(inst, &m)| m == inst.parts.len() || (opts.rank.is_some() && m > 0))
         .collect();
-    let label = if report.ranks.windows(2).all(|w| w[0].window.label == w[1].window.label) {
+    let label = if report
+        .ranks
+        .windows(2)
+        .all(|w| w[0].window.label == w[1].window.label)
+    {
         report
             .ranks
             .first()

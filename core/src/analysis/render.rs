@@ -322,7 +322,9 @@ fn cross_rank_tables(r: &Report) -> Vec<Table> {
                         .map_or("-".into(), |w| format!("{k}: {w:.1}"))
                 })
                 .collect();
-            first.comm_wait_us.or(rows.iter().find_map(|s| s.comm_wait_us))?;
+            first
+                .comm_wait_us
+                .or(rows.iter().find_map(|s| s.comm_wait_us))?;
             Some(vec![
                 n.to_string(),
                 first.straggler_rank.map_or("-".into(), |k| k.to_string()),
@@ -368,7 +370,10 @@ fn cross_rank_tables(r: &Report) -> Vec<Table> {
         .collect();
     if !rows.is_empty() {
         out.push(Table {
-            title: format!("Exposed communication: waiting for peers vs transfer ({})", x.window),
+            title: format!(
+                "Exposed communication: waiting for peers vs transfer ({})",
+                x.window
+            ),
             headers: vec![
                 "rank",
                 "exposed comm us",

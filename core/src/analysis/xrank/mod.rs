@@ -146,10 +146,32 @@ fn clocks(t: &Trace, ctxs: &[RankCtx]) -> (String, bool) {
 /// Matches the NCCL kernels of `ctxs` across ranks.
 pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
     let mut m = Matching::default();
-    if ctxs.len() < 2 {
+    let sl = &t.slices;
+    let any_comm = ctxs.iter().any(|c| {
+        c.gpu.iter().any(|e| {
+            e.class == SliceClass::Communication && sl.kind[e.id as usize] == SliceKind::Kernel
+        })
+    });
+    // A rank of the job missing from the trace: its peers' kernels cannot be paired.
+    let mut procs: Vec<u32> = ctxs.iter().map(|c| c.process).collect();
+    procs.dedup();
+    let world = procs
+        .iter()
+        .filter_map(|&p| t.processes.get(p as usize).and_then(|p| p.world_size))
+        .max()
+        .unwrap_or(0);
+    if any_comm && world as usize > procs.len() {
+        let list: Vec<String> = ctxs.iter().map(|c| c.rank.to_string()).collect();
+        m.notes.push(format!(
+            "collectives not matched across ranks: the trace holds {} of the job's {world} ranks ({})",
+            procs.len(),
+            list.join(", ")
+        ));
         return m;
     }
-    let sl = &t.slices;
+    if ctxs.len() < 2 || !any_comm {
+        return m;
+    }
     let keys = CommKeys::new(t);
     // Each rank's communication kernels with their kind and record.
     let mut per: Vec<Vec<(u16, K)>> = Vec::with_capacity(ctxs.len());
@@ -219,25 +241,10 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
         ));
         return m;
     }
-    // A rank of the job missing from the trace: its peers' kernels cannot be paired.
-    let mut procs: Vec<u32> = ctxs.iter().map(|c| c.process).collect();
-    procs.dedup();
-    let world = procs
-        .iter()
-        .filter_map(|&p| t.processes.get(p as usize).and_then(|p| p.world_size))
-        .max()
-        .unwrap_or(0);
-    if world as usize > procs.len() {
-        m.notes.push(format!(
-            "collectives not matched across ranks: the trace holds {} of the job's {world} ranks ({})",
-            procs.len(),
-            rank_list(&ranks)
-        ));
-        return m;
-    }
-    let by_seq = per
-        .iter()
-        .all(|v| v.iter().all(|(_, k)| k.rec.seq.is_some() && k.rec.process_group.is_some()));
+    let by_seq = per.iter().all(|v| {
+        v.iter()
+            .all(|(_, k)| k.rec.seq.is_some() && k.rec.process_group.is_some())
+    });
     let groups: Vec<BTreeMap<(String, String), Vec<K>>> = if by_seq {
         m.method = "sequence".into();
         per.into_iter()
@@ -245,7 +252,9 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
                 let mut g: BTreeMap<(String, String), Vec<K>> = BTreeMap::new();
                 for (_, k) in v {
                     let pg = k.rec.process_group.clone().unwrap_or_default();
-                    g.entry((format!("pg {pg}"), String::new())).or_default().push(k);
+                    g.entry((format!("pg {pg}"), String::new()))
+                        .or_default()
+                        .push(k);
                 }
                 for v in g.values_mut() {
                     v.sort_by_key(|k| (k.rec.seq, k.s));
@@ -349,7 +358,11 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             m.notes.push(format!(
                 "{what} not matched across ranks: kernel {} differs between ranks ({})",
                 i + 1,
-                if by_seq { "sequence number or collective" } else { "kernel name" }
+                if by_seq {
+                    "sequence number or collective"
+                } else {
+                    "kernel name"
+                }
             ));
             continue;
         }
@@ -362,13 +375,7 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
 }
 
 /// Builds one instance from the ranks' kernels (in rank-context order).
-fn push_instance(
-    t: &Trace,
-    ctxs: &[RankCtx],
-    m: &mut Matching,
-    key: &(String, String),
-    ks: &[&K],
-) {
+fn push_instance(t: &Trace, ctxs: &[RankCtx], m: &mut Matching, key: &(String, String), ks: &[&K]) {
     let first = ks.iter().map(|k| k.s).min().unwrap_or(0);
     let mut last = 0usize;
     for (i, k) in ks.iter().enumerate() {
@@ -387,7 +394,9 @@ fn push_instance(
             launch_ns: c.launch_start(t, k.slice),
             start_ns: k.s,
             end_ns: k.e,
-            wait_ns: last_s.saturating_sub(k.s).clamp(0, k.e.saturating_sub(k.s).max(0)),
+            wait_ns: last_s
+                .saturating_sub(k.s)
+                .clamp(0, k.e.saturating_sub(k.s).max(0)),
         })
         .collect();
     let rec = ks.iter().map(|k| &k.rec).find(|r| r.bytes().is_some());

@@ -91,7 +91,9 @@ pub fn step_waits(
         })
         .collect();
     (
-        own.into_iter().map(|o| o.map(|v| measure(&union(v)))).collect(),
+        own.into_iter()
+            .map(|o| o.map(|v| measure(&union(v))))
+            .collect(),
         waits,
     )
 }
@@ -153,10 +155,9 @@ pub fn cross_rank(m: &Matching, in_window: &[bool], window: &str) -> CrossRank {
                     kernel = kernel.saturating_add(p.end_ns.saturating_sub(p.start_ns));
                 }
                 *last.entry(inst.parts[inst.last].rank).or_default() += 1;
-                if let (Some(b), Some(f)) = (
-                    inst.bytes,
-                    super::bus_factor(&inst.kind, inst.group_size),
-                ) {
+                if let (Some(b), Some(f)) =
+                    (inst.bytes, super::bus_factor(&inst.kind, inst.group_size))
+                {
                     bytes = bytes.saturating_add(b);
                     bus_bytes += b as f64 * f;
                     sized_ns = sized_ns.saturating_add(inst.transfer_ns);
