@@ -42,8 +42,8 @@ fn comm_kernels_per_process(t: &Trace) -> Vec<usize> {
 /// Checks the invariants every matching and report must hold.
 fn check_invariants(t: &Trace, m: &Matching, r: &Report) {
     for inst in &m.instances {
-        let first = inst.parts.iter().map(|p| p.start_ns).min().unwrap();
-        let last = inst.parts.iter().map(|p| p.start_ns).max().unwrap();
+        let first = inst.parts.iter().map(|p| p.start_ns).min().expect("present");
+        let last = inst.parts.iter().map(|p| p.start_ns).max().expect("present");
         assert_eq!(inst.parts[inst.last].start_ns, last);
         assert_eq!(inst.skew_ns, last - first);
         assert_eq!(inst.parts[inst.last].wait_ns, 0);
@@ -59,7 +59,7 @@ fn check_invariants(t: &Trace, m: &Matching, r: &Report) {
     }
     let ranks: Vec<u32> = r.ranks.iter().map(|k| k.rank).collect();
     for k in &r.ranks {
-        let (w, x) = (k.exposed_wait_us.unwrap(), k.exposed_transfer_us.unwrap());
+        let (w, x) = (k.exposed_wait_us.expect("present"), k.exposed_transfer_us.expect("present"));
         assert!(w >= 0.0 && x >= 0.0);
         assert!(
             (w + x - k.breakdown.exposed_comm_us).abs() <= 1.0,
@@ -79,7 +79,7 @@ fn check_invariants(t: &Trace, m: &Matching, r: &Report) {
         if let Some(k) = s.straggler_rank {
             with_straggler += 1;
             assert!(ranks.contains(&k), "step {}: straggler {k}", s.step);
-            let w = s.straggler_wait_us.unwrap();
+            let w = s.straggler_wait_us.expect("present");
             assert!(w > 0.0 && w <= longest, "step {}: {w} > {longest}", s.step);
         }
         if let Some(w) = s.comm_wait_us {
@@ -113,8 +113,8 @@ fn real_collector_traces_match_every_nccl_kernel() {
             .iter()
             .all(|k| k.bytes.is_none() && k.bus_bw_gbps.is_none()));
         for k in &r.cross_rank.kinds {
-            let (p50, p95) = (k.skew_median_us.unwrap(), k.skew_p95_us.unwrap());
-            assert!(0.0 <= p50 && p50 <= p95 && p95 <= k.skew_max_us.unwrap());
+            let (p50, p95) = (k.skew_median_us.expect("present"), k.skew_p95_us.expect("present"));
+            assert!(0.0 <= p50 && p50 <= p95 && p95 <= k.skew_max_us.expect("present"));
             assert!((k.wait_us + k.transfer_us - k.kernel_us).abs() < 1.0);
         }
         check_invariants(&t, &m, &r);
@@ -199,7 +199,7 @@ fn a_rank_starting_every_all_gather_late_is_the_straggler() {
     for inst in &m.instances {
         assert_eq!(inst.parts[inst.last].rank, 1);
         assert!((inst.skew_ns - late).abs() <= 1_000);
-        let r0 = inst.parts.iter().find(|p| p.rank == 0).unwrap();
+        let r0 = inst.parts.iter().find(|p| p.rank == 0).expect("present");
         assert!((r0.wait_ns - late).abs() <= 1_000, "{r0:?}");
         assert_eq!(r0.launch_ns, Some(r0.start_ns - 500_000));
     }
@@ -207,9 +207,9 @@ fn a_rank_starting_every_all_gather_late_is_the_straggler() {
     for s in &r.steps {
         assert_eq!(s.straggler_rank, Some(1), "step {}", s.step);
         // 4 all-gathers a step, rank 0 waits 3 ms in each.
-        let w = s.straggler_wait_us.unwrap();
+        let w = s.straggler_wait_us.expect("present");
         assert!((w - 4.0 * late as f64 / 1000.0).abs() <= 4.0, "{w}");
-        let own = s.comm_wait_us.unwrap();
+        let own = s.comm_wait_us.expect("present");
         if s.rank == 0 {
             assert!((own - w).abs() < 1e-6);
         } else {
@@ -222,7 +222,7 @@ fn a_rank_starting_every_all_gather_late_is_the_straggler() {
     // Rank 0's exposed communication is almost all waiting (compute never
     // overlaps it), rank 1's all transfer.
     let r0 = &r.ranks[0];
-    assert!(r0.exposed_wait_us.unwrap() > 0.5 * r0.breakdown.exposed_comm_us);
+    assert!(r0.exposed_wait_us.expect("present") > 0.5 * r0.breakdown.exposed_comm_us);
     assert_eq!(r.ranks[1].exposed_wait_us, Some(0.0));
     check_invariants(&t, &m, &r);
     let text = streamscope_core::analysis::render::text(&r);
@@ -389,7 +389,7 @@ fn kineto_collectives_carry_bytes_and_transfer_bus_bandwidth() {
             k => panic!("unexpected collective {k}"),
         };
         assert_eq!(bus_factor(&i.kind, 2), Some(f));
-        let bw = i.bus_bw_gbps().unwrap();
+        let bw = i.bus_bw_gbps().expect("present");
         assert!((bw - b as f64 * f / i.transfer_ns as f64).abs() < 1e-9);
     }
     // 6637568 floats in the first all-reduce shown by the trace's args.
@@ -408,7 +408,7 @@ fn kineto_collectives_carry_bytes_and_transfer_bus_bandwidth() {
         let bytes = c.bytes.expect("bytes") as f64;
         assert_eq!(c.sized, c.count);
         let secs = c.total_us * 1e-6;
-        let want = bytes * bus_factor("AllReduce", 2).unwrap() / secs / 1e9;
+        let want = bytes * bus_factor("AllReduce", 2).expect("present") / secs / 1e9;
         let got = c.bus_bw_gbps.expect("bus bw");
         assert!((got - want).abs() / want < 1e-6, "{got} vs {want}");
     }
