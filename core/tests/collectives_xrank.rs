@@ -42,8 +42,18 @@ fn comm_kernels_per_process(t: &Trace) -> Vec<usize> {
 /// Checks the invariants every matching and report must hold.
 fn check_invariants(t: &Trace, m: &Matching, r: &Report) {
     for inst in &m.instances {
-        let first = inst.parts.iter().map(|p| p.start_ns).min().expect("present");
-        let last = inst.parts.iter().map(|p| p.start_ns).max().expect("present");
+        let first = inst
+            .parts
+            .iter()
+            .map(|p| p.start_ns)
+            .min()
+            .expect("present");
+        let last = inst
+            .parts
+            .iter()
+            .map(|p| p.start_ns)
+            .max()
+            .expect("present");
         assert_eq!(inst.parts[inst.last].start_ns, last);
         assert_eq!(inst.skew_ns, last - first);
         assert_eq!(inst.parts[inst.last].wait_ns, 0);
@@ -59,7 +69,10 @@ fn check_invariants(t: &Trace, m: &Matching, r: &Report) {
     }
     let ranks: Vec<u32> = r.ranks.iter().map(|k| k.rank).collect();
     for k in &r.ranks {
-        let (w, x) = (k.exposed_wait_us.expect("present"), k.exposed_transfer_us.expect("present"));
+        let (w, x) = (
+            k.exposed_wait_us.expect("present"),
+            k.exposed_transfer_us.expect("present"),
+        );
         assert!(w >= 0.0 && x >= 0.0);
         assert!(
             (w + x - k.breakdown.exposed_comm_us).abs() <= 1.0,
@@ -113,7 +126,10 @@ fn real_collector_traces_match_every_nccl_kernel() {
             .iter()
             .all(|k| k.bytes.is_none() && k.bus_bw_gbps.is_none()));
         for k in &r.cross_rank.kinds {
-            let (p50, p95) = (k.skew_median_us.expect("present"), k.skew_p95_us.expect("present"));
+            let (p50, p95) = (
+                k.skew_median_us.expect("present"),
+                k.skew_p95_us.expect("present"),
+            );
             assert!(0.0 <= p50 && p50 <= p95 && p95 <= k.skew_max_us.expect("present"));
             assert!((k.wait_us + k.transfer_us - k.kernel_us).abs() < 1.0);
         }
@@ -411,5 +427,67 @@ fn kineto_collectives_carry_bytes_and_transfer_bus_bandwidth() {
         let want = bytes * bus_factor("AllReduce", 2).expect("present") / secs / 1e9;
         let got = c.bus_bw_gbps.expect("bus bw");
         assert!((got - want).abs() / want < 1e-6, "{got} vs {want}");
+    }
+}
+
+/// Moves every timestamp of process `p` by `shift_ns` and puts it on another host.
+fn shift_process(t: &mut Trace, p: u32, shift_ns: i64) {
+    for i in 0..t.slices.len() {
+        if t.slice_process(i) == p {
+            t.slices.start_ns[i] += shift_ns;
+        }
+    }
+    t.processes[p as usize].hostname = "other-host".into();
+}
+
+#[test]
+fn clock_offsets_between_hosts_are_recovered_from_collective_ends() {
+    for name in ["fsdp-ref-overlap-h200x2", "torch-fsdp2-h200x2"] {
+        let t0 = load_paths(&[bundled(name)]).expect("load");
+        let base = analyze(&t0, &AnalysisOptions::default());
+        assert!(base.cross_rank.clock_offsets.is_empty());
+        for shift in [-3_000_000_000i64, 5_000_000, 40_000] {
+            let mut t = t0.clone();
+            shift_process(&mut t, 1, shift);
+            let m = matching(&t);
+            assert!(m.notes.is_empty(), "{name}: {:?}", m.notes);
+            assert_eq!(m.clock_offsets.len(), 1);
+            let o = &m.clock_offsets[0];
+            assert_eq!(o.ranks, vec![1]);
+            // Rank 1's clock runs `shift` ahead: the offset takes it back.
+            assert!(
+                (o.offset_ns + shift).abs() <= 20_000,
+                "{name}: shift {shift}: offset {} (residual {} us)",
+                o.offset_ns,
+                o.residual_us
+            );
+            assert!(o.residual_us < 20.0, "{name}: {}", o.residual_us);
+            eprintln!(
+                "{name}: shift {shift} ns: offset {} ns, error {} ns, residual {} us",
+                o.offset_ns,
+                o.offset_ns + shift,
+                o.residual_us
+            );
+            let r = analyze(&t, &AnalysisOptions::default());
+            check_invariants(&t, &m, &r);
+            // The same stragglers as on the shared clock where they were
+            // clear (a few µs of offset error may flip near-ties).
+            let mut agree = 0;
+            for (a, b) in r.steps.iter().zip(&base.steps) {
+                assert_eq!((a.rank, a.step), (b.rank, b.step));
+                if a.straggler_rank == b.straggler_rank {
+                    agree += 1;
+                } else {
+                    assert!(
+                        b.straggler_wait_us.is_some_and(|w| w < 1000.0),
+                        "{name}: shift {shift}: step {} {:?} vs {:?}",
+                        a.step,
+                        a.straggler_rank,
+                        b
+                    );
+                }
+            }
+            assert!(agree * 10 >= base.steps.len() * 8, "{name}: {agree}");
+        }
     }
 }

@@ -348,6 +348,30 @@ fn cross_rank_tables(r: &Report) -> Vec<Table> {
             rows: step_rows,
         });
     }
+    if !x.clock_offsets.is_empty() {
+        out.push(Table {
+            title: "Clock offsets to the first rank's clock (median of matched collectives' end differences)".into(),
+            headers: vec!["host", "clock", "ranks", "offset us", "residual us", "instances"],
+            rows: x
+                .clock_offsets
+                .iter()
+                .map(|o| {
+                    vec![
+                        o.host.clone(),
+                        o.clock.clone(),
+                        o.ranks
+                            .iter()
+                            .map(|r| r.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        format!("{:.3}", o.offset_ns as f64 / 1000.0),
+                        format!("{:.3}", o.residual_us),
+                        o.instances.to_string(),
+                    ]
+                })
+                .collect(),
+        });
+    }
     let mut rows: Vec<Vec<String>> = r
         .ranks
         .iter()

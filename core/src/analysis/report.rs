@@ -378,6 +378,9 @@ pub struct CrossRank {
     pub kinds: Vec<CollectiveSkew>,
     /// Who waits for whom: per (waiting rank, last rank to arrive).
     pub waits: Vec<WaitPair>,
+    /// Offsets of the clocks other than the first rank's (other hosts),
+    /// estimated from the matched collectives' ends.
+    pub clock_offsets: Vec<ClockOffset>,
     /// Why kernels were not matched (a rank missing, counts differ, clocks).
     pub notes: Vec<String>,
 }
@@ -413,4 +416,22 @@ pub struct WaitPair {
     pub for_rank: u32,
     pub count: u64,
     pub wait_us: f64,
+}
+
+/// A clock (a host's) other than the first rank's, and its offset.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct ClockOffset {
+    pub host: String,
+    /// Clock domain ("monotonic").
+    pub clock: String,
+    /// Ranks on this clock.
+    pub ranks: Vec<u32>,
+    /// Added to this clock's times, puts them on the first rank's clock:
+    /// the median over matched instances of (first rank's kernel end − this
+    /// clock's first rank's kernel end).
+    pub offset_ns: i64,
+    /// Median absolute deviation of those differences from the offset, µs.
+    pub residual_us: f64,
+    /// Matched instances it was estimated from.
+    pub instances: u64,
 }

@@ -9,9 +9,11 @@
 //!   instance, only when every rank has the group with the same count and
 //!   the same sequence of kernel names (else a note, and no pairs).
 //!
-//! Times are compared across ranks only when their clocks are comparable
-//! (one clock domain; CLOCK_MONOTONIC / BOOTTIME only on one host).
+//! Ranks on one clock (one clock domain on one host) are compared as they
+//! are; ranks on other clocks are first put on the first rank's clock by
+//! an offset estimated from the matched instances' ends ([`clocks`]).
 
+pub mod clocks;
 pub mod summary;
 
 use std::collections::BTreeMap;
@@ -19,8 +21,9 @@ use std::collections::BTreeMap;
 use super::collectives::{param_comms_by_track, NcclNames};
 use super::nccl::bus_factor;
 use super::rank::{IntMap, RankCtx};
+use super::report::ClockOffset;
 use crate::comms::{CollectiveRecord, CommKeys};
-use crate::model::{ClockDomain, SliceClass, SliceKind, Trace};
+use crate::model::{SliceClass, SliceKind, Trace};
 
 /// One rank's kernel of a matched collective instance.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,6 +100,9 @@ pub struct Matching {
     pub comm_kernels: u64,
     /// How they were matched: "sequence", "order" or "" (not matched).
     pub method: String,
+    /// Offsets of the clocks other than the first rank's, estimated from
+    /// the matched instances (times in `instances` are on the first rank's clock).
+    pub clock_offsets: Vec<ClockOffset>,
 }
 
 /// Per-kernel facts used for matching.
@@ -106,41 +112,6 @@ struct K {
     e: i64,
     kind: String,
     rec: CollectiveRecord,
-}
-
-/// The clocks of the processes behind `ctxs`: a phrase and whether they compare.
-fn clocks(t: &Trace, ctxs: &[RankCtx]) -> (String, bool) {
-    let mut seen: Vec<(ClockDomain, &str)> = Vec::new();
-    for c in ctxs {
-        if let Some(p) = t.processes.get(c.process as usize) {
-            let k = (p.clock, p.hostname.as_str());
-            if !seen.contains(&k) {
-                seen.push(k);
-            }
-        }
-    }
-    let domains: Vec<ClockDomain> = seen.iter().map(|s| s.0).collect();
-    let one_domain = domains.windows(2).all(|w| w[0] == w[1]);
-    let hosts: Vec<&str> = seen.iter().map(|s| s.1).collect();
-    let one_host = hosts.windows(2).all(|w| w[0] == w[1]);
-    let Some(&(d, host)) = seen.first() else {
-        return (String::new(), false);
-    };
-    if !one_domain {
-        let list: Vec<&str> = domains.iter().map(|d| d.name()).collect();
-        return (format!("mixed clocks ({})", list.join(", ")), false);
-    }
-    match (d, one_host) {
-        (_, true) if host.is_empty() && d != ClockDomain::Realtime => {
-            (format!("{}, host unknown", d.name()), true)
-        }
-        (_, true) => (format!("{}, one host", d.name()), true),
-        (ClockDomain::Realtime, false) => (
-            "realtime on several hosts (skews include their clock offsets)".to_string(),
-            true,
-        ),
-        (_, false) => (format!("{} on {} hosts", d.name(), hosts.len()), false),
-    }
 }
 
 /// Matches the NCCL kernels of `ctxs` across ranks.
@@ -224,9 +195,8 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
     if m.comm_kernels == 0 {
         return m;
     }
-    let (clock, comparable) = clocks(t, ctxs);
-    m.clocks = clock;
-    m.comparable = comparable;
+    let cg = clocks::ClockGroups::new(t, ctxs);
+    m.clocks = cg.phrase();
     let ranks: Vec<u32> = ctxs.iter().map(|c| c.rank).collect();
     let rank_list = |v: &[u32]| {
         v.iter()
@@ -234,13 +204,6 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    if !comparable {
-        m.notes.push(format!(
-            "collectives not compared across ranks: their clocks differ ({})",
-            m.clocks
-        ));
-        return m;
-    }
     let by_seq = per.iter().all(|v| {
         v.iter()
             .all(|(_, k)| k.rec.seq.is_some() && k.rec.process_group.is_some())
@@ -305,6 +268,7 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             })
             .collect()
     };
+    let mut matched: Vec<(&(String, String), Vec<&K>)> = Vec::new();
     let mut all_keys: Vec<&(String, String)> = groups.iter().flat_map(|g| g.keys()).collect();
     all_keys.sort();
     all_keys.dedup();
@@ -367,36 +331,85 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             continue;
         }
         for i in 0..n {
-            let parts_k: Vec<&K> = lists.iter().map(|l| &l[i]).collect();
-            push_instance(t, ctxs, &mut m, key, &parts_k);
+            matched.push((key, lists.iter().map(|l| &l[i]).collect()));
         }
+    }
+    // Ranks on other clocks (another host, another domain): put them on the
+    // first rank's clock by the offset the instances' ends say.
+    let mut off = vec![0i64; ctxs.len()];
+    if cg.groups.len() > 1 {
+        let obs: Vec<clocks::Obs> = matched
+            .iter()
+            .map(|(_, ks)| clocks::Obs {
+                kind: &ks[0].kind,
+                se: ks.iter().map(|k| (k.s, k.e)).collect(),
+            })
+            .collect();
+        let est = clocks::estimate(&cg, &ranks, &obs);
+        if est.len() + 1 < cg.groups.len() {
+            m.notes.push(format!(
+                "collectives not compared across ranks: their clocks differ ({}) and no matched collective aligns them",
+                m.clocks
+            ));
+            return m;
+        }
+        for (g, o, ns) in est {
+            for (c, x) in off.iter_mut().enumerate() {
+                if cg.of[c] == g {
+                    *x = ns;
+                }
+            }
+            m.clock_offsets.push(o);
+        }
+        m.clocks = format!(
+            "{}; aligned to rank {}'s clock by collective ends",
+            m.clocks, ranks[0]
+        );
+    }
+    m.comparable = true;
+    for (key, ks) in matched {
+        push_instance(t, ctxs, &mut m, key, &ks, &off);
     }
     m
 }
 
-/// Builds one instance from the ranks' kernels (in rank-context order).
-fn push_instance(t: &Trace, ctxs: &[RankCtx], m: &mut Matching, key: &(String, String), ks: &[&K]) {
-    let first = ks.iter().map(|k| k.s).min().unwrap_or(0);
+/// Builds one instance from the ranks' kernels (in rank-context order),
+/// their times moved by each rank's clock offset.
+fn push_instance(
+    t: &Trace,
+    ctxs: &[RankCtx],
+    m: &mut Matching,
+    key: &(String, String),
+    ks: &[&K],
+    off: &[i64],
+) {
+    let se: Vec<(i64, i64)> = ks
+        .iter()
+        .zip(off)
+        .map(|(k, o)| (k.s.saturating_add(*o), k.e.saturating_add(*o)))
+        .collect();
+    let first = se.iter().map(|x| x.0).min().unwrap_or(0);
     let mut last = 0usize;
-    for (i, k) in ks.iter().enumerate() {
-        if k.s > ks[last].s {
+    for (i, x) in se.iter().enumerate() {
+        if x.0 > se[last].0 {
             last = i;
         }
     }
-    let last_s = ks[last].s;
-    let latest_end = ks.iter().map(|k| k.e).max().unwrap_or(last_s);
+    let last_s = se[last].0;
+    let latest_end = se.iter().map(|x| x.1).max().unwrap_or(last_s);
     let parts: Vec<Part> = ks
         .iter()
         .zip(ctxs)
-        .map(|(k, c)| Part {
+        .zip(se.iter().zip(off))
+        .map(|((k, c), (&(s, e), o))| Part {
             rank: c.rank,
             slice: k.slice,
-            launch_ns: c.launch_start(t, k.slice),
-            start_ns: k.s,
-            end_ns: k.e,
+            launch_ns: c.launch_start(t, k.slice).map(|l| l.saturating_add(*o)),
+            start_ns: s,
+            end_ns: e,
             wait_ns: last_s
-                .saturating_sub(k.s)
-                .clamp(0, k.e.saturating_sub(k.s).max(0)),
+                .saturating_sub(s)
+                .clamp(0, e.saturating_sub(s).max(0)),
         })
         .collect();
     let rec = ks.iter().map(|k| &k.rec).find(|r| r.bytes().is_some());

@@ -199,6 +199,7 @@ pub fn cross_rank(m: &Matching, in_window: &[bool], window: &str) -> CrossRank {
                 wait_us: us(ns),
             })
             .collect(),
+        clock_offsets: m.clock_offsets.clone(),
         notes: m.notes.clone(),
     }
 }
