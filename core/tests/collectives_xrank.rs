@@ -491,3 +491,60 @@ fn clock_offsets_between_hosts_are_recovered_from_collective_ends() {
         }
     }
 }
+
+/// Gives every NCCL kernel a "Seq" argument: its order on its rank, plus
+/// `bump` for process 1's kernel number `bumped`.
+fn with_seq(t: &mut Trace, bumped: usize, bump: u64) {
+    let key = t.intern("Seq");
+    let mut next = vec![0u64; t.processes.len()];
+    for i in 0..t.slices.len() {
+        if t.slices.kind[i] != SliceKind::Kernel || !t.str(t.slices.name[i]).starts_with("nccl") {
+            continue;
+        }
+        let p = t.slice_process(i) as usize;
+        let mut seq = next[p] + 100;
+        if p == 1 && next[p] as usize == bumped {
+            seq += bump;
+        }
+        next[p] += 1;
+        let mut args = t.args_of(i).to_vec();
+        args.push((key, ArgValue::UInt(seq)));
+        t.arg_sets.push(args);
+        t.slices.args[i] = (t.arg_sets.len() - 1) as u32;
+    }
+}
+
+#[test]
+fn sequence_numbers_match_by_process_group() {
+    let mut t = kineto_pair(5_000);
+    with_seq(&mut t, 0, 0);
+    let m = matching(&t);
+    assert!(m.notes.is_empty(), "{:?}", m.notes);
+    assert_eq!(m.method, "sequence");
+    assert_eq!(m.instances.len(), 21);
+    for i in &m.instances {
+        assert_eq!(i.group, "pg 0");
+        let seqs: Vec<u64> = i
+            .parts
+            .iter()
+            .map(|p| match t.arg(p.slice as usize, "Seq") {
+                Some(ArgValue::UInt(s)) => *s,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(seqs[0], seqs[1]);
+        assert_eq!(i.seq, Some(seqs[0]));
+    }
+    // A sequence number rank 0 never saw: nothing of the group is paired.
+    let mut t = kineto_pair(5_000);
+    with_seq(&mut t, 3, 1_000);
+    let m = matching(&t);
+    assert!(m.instances.is_empty());
+    assert!(
+        m.notes
+            .iter()
+            .any(|n| n.contains("pg 0") && n.contains("sequence number")),
+        "{:?}",
+        m.notes
+    );
+}
