@@ -118,11 +118,19 @@ struct K {
 pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
     let mut m = Matching::default();
     let sl = &t.slices;
-    let any_comm = ctxs.iter().any(|c| {
-        c.gpu.iter().any(|e| {
-            e.class == SliceClass::Communication && sl.kind[e.id as usize] == SliceKind::Kernel
+    let comm: usize = ctxs
+        .iter()
+        .map(|c| {
+            c.gpu
+                .iter()
+                .filter(|e| {
+                    e.class == SliceClass::Communication
+                        && sl.kind[e.id as usize] == SliceKind::Kernel
+                })
+                .count()
         })
-    });
+        .sum();
+    let any_comm = comm > 0;
     // A rank of the job missing from the trace: its peers' kernels cannot be paired.
     let mut procs: Vec<u32> = ctxs.iter().map(|c| c.process).collect();
     procs.dedup();
@@ -138,9 +146,11 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             procs.len(),
             list.join(", ")
         ));
+        m.comm_kernels = comm as u64;
         return m;
     }
     if ctxs.len() < 2 || !any_comm {
+        m.comm_kernels = comm as u64;
         return m;
     }
     let keys = CommKeys::new(t);
