@@ -9,7 +9,7 @@ use streamscope_core::analysis::{analyze, render, AnalysisOptions};
 pub enum Format {
     /// Aligned tables, like `nsys stats`.
     Text,
-    /// JSON with `ranks`, `steps`, `collectives`, `occupancy`, `sync_warnings`, `dropped_records`.
+    /// JSON with `ranks`, `steps`, `collectives`, `cross_rank`, `occupancy`, `sync_warnings`, `dropped_records`.
     Json,
     /// Markdown tables for a pull request.
     Markdown,

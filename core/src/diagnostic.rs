@@ -53,6 +53,9 @@ pub enum Kind {
     DuplicateRank,
     /// The analysis was asked for a rank the trace does not have.
     NoSuchRank,
+    /// Collectives that cannot be matched across ranks (a rank missing,
+    /// counts or sequence numbers that differ): no pairs made.
+    UnmatchedCollectives,
     /// `--steps` cannot be applied (no steps, or outside the range).
     StepsUnavailable,
 }
@@ -75,7 +78,7 @@ impl Kind {
         use Kind::*;
         match self {
             UnterminatedSlices | UnmatchedSliceEnds | TrackParentLoop | BadDuration
-            | UnreadableMetadata | DuplicateRank => Severity::Info,
+            | UnreadableMetadata | DuplicateRank | UnmatchedCollectives => Severity::Info,
             Truncated | DamagedPackets | IncrementalStateLost | MalformedEvents
             | MissingTimestamp | UnplacedEvents | UnknownCategories | EmptyFile
             | UnreadableFile => Severity::DataLoss,

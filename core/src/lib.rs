@@ -9,6 +9,7 @@
 
 pub mod analysis;
 pub mod chrome;
+pub mod comms;
 pub mod diagnostic;
 #[cfg(any(test, feature = "testing"))]
 pub mod dump;

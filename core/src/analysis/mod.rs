@@ -16,6 +16,7 @@ pub mod report;
 pub mod steps;
 pub mod sync;
 pub mod waits;
+pub mod xrank;
 
 pub use report::*;
 
@@ -88,6 +89,9 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         }
     }
     rank::number_ranks(trace, &mut ctxs);
+    let nccl = collectives::NcclNames::new(trace);
+    // Collectives across ranks are matched before `--rank` narrows the ranks.
+    let matching = xrank::match_ranks(trace, &ctxs, &nccl);
     if let Some(r) = opts.rank {
         ctxs.retain(|c| c.rank == r);
     }
@@ -100,7 +104,6 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
             ));
         }
     }
-    let nccl = collectives::NcclNames::new(trace);
     // Ranks are independent: analyze them on all cores, then merge in
     // rank order so the report does not depend on the thread count.
     let threads = std::thread::available_parallelism()
@@ -112,17 +115,22 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     while it.peek().is_some() {
         chunks.push(it.by_ref().take(per_thread).collect());
     }
-    let parts: Vec<Report> = std::thread::scope(|scope| {
+    type Part = (Report, Vec<u32>, Vec<xrank::summary::StepWait>);
+    let parts: Vec<Part> = std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .into_iter()
             .map(|chunk| {
-                let nccl = &nccl;
+                let (nccl, matching) = (&nccl, &matching);
                 scope.spawn(move || {
                     let mut part = Report::default();
+                    let (mut in_window, mut waits) = (Vec::new(), Vec::new());
                     for ctx in chunk {
-                        analyze_rank(trace, ctx, opts, hta_filter, nccl, &mut part);
+                        let (mut ids, mut w) =
+                            analyze_rank(trace, ctx, opts, hta_filter, nccl, matching, &mut part);
+                        in_window.append(&mut ids);
+                        waits.append(&mut w);
                     }
-                    part
+                    (part, in_window, waits)
                 })
             })
             .collect();
@@ -134,7 +142,16 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
             })
             .collect()
     });
-    for part in parts {
+    // An instance is in the window when every rank's kernel of it is in its rank's window.
+    let mut marks = vec![0usize; matching.instances.len()];
+    let mut waits = Vec::new();
+    for (part, ids, mut w) in parts {
+        waits.append(&mut w);
+        for i in ids {
+            if let Some(m) = marks.get_mut(i as usize) {
+                *m += 1;
+            }
+        }
         report.diagnostics.extend(part.diagnostics);
         report.sync_warnings.extend(part.sync_warnings);
         report.steps.extend(part.steps);
@@ -145,6 +162,38 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         report.occupancy.extend(part.occupancy);
         report.ranks.extend(part.ranks);
     }
+    let in_window: Vec<bool> = matching
+        .instances
+        .iter()
+        .zip(&marks)
+        .map(|(inst, &m)| m == inst.parts.len() || (opts.rank.is_some() && m > 0))
+        .collect();
+    let label = if report
+        .ranks
+        .windows(2)
+        .all(|w| w[0].window.label == w[1].window.label)
+    {
+        report
+            .ranks
+            .first()
+            .map_or(String::new(), |r| r.window.label.clone())
+    } else {
+        "each rank's headline window".to_string()
+    };
+    report.cross_rank = xrank::summary::cross_rank(&matching, &in_window, &label);
+    let stragglers = xrank::summary::stragglers(&waits);
+    for row in &mut report.steps {
+        if let Some(&(rank, ns)) = stragglers.get(&row.step) {
+            row.straggler_rank = Some(rank);
+            row.straggler_wait_us = Some(ns as f64 / 1000.0);
+        }
+    }
+    report.diagnostics.extend(
+        matching
+            .notes
+            .iter()
+            .map(|n| Diagnostic::new(Kind::UnmatchedCollectives, 1, format!("cross-rank: {n}"))),
+    );
     report.sync_warnings.sort_by(|a, b| {
         b.gpu_idle_us
             .total_cmp(&a.gpu_idle_us)
@@ -153,15 +202,18 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     report
 }
 
-/// Analyzes one rank, appending its rows to `report`.
+/// Analyzes one rank, appending its rows to `report`; returns the matched
+/// collective instances whose kernel on this rank is in its headline window,
+/// and the rank's waits for peers per step.
 fn analyze_rank(
     trace: &Trace,
     mut ctx: RankCtx,
     opts: &AnalysisOptions,
     hta_filter: bool,
     nccl: &collectives::NcclNames,
+    matching: &xrank::Matching,
     report: &mut Report,
-) {
+) -> (Vec<u32>, Vec<xrank::summary::StepWait>) {
     let detected = steps::detect(trace, &ctx);
     let (steps, source) = (&detected.steps, detected.source);
     assign_steps(trace, &mut ctx, steps);
@@ -177,6 +229,11 @@ fn analyze_rank(
     let all: Vec<&Ev> = ctx.gpu.iter().collect();
     let unions = Unions::of(head.iter().copied());
     let b = unions.breakdown();
+    let split = xrank::summary::exposed_split(matching, &head, &unions.compute);
+    let in_window: Vec<u32> = head
+        .iter()
+        .filter_map(|e| matching.by_slice.get(&e.id).map(|&(i, _)| i))
+        .collect();
     let idle_by_stream =
         waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
     let (comm_stalls, _) = waits::comm_stalls(trace, &ctx, &head, opts.stall_tolerance_ns);
@@ -203,7 +260,7 @@ fn analyze_rank(
     report
         .sync_warnings
         .extend(found.groups.iter().filter(|s| s.warning.is_some()).cloned());
-    report.steps.extend(step_rows(
+    let mut rows = step_rows(
         trace,
         &ctx,
         steps,
@@ -212,7 +269,14 @@ fn analyze_rank(
         &found.per_step,
         &|id| nccl.is_all_gather(trace, id),
         opts,
-    ));
+    );
+    let us = |ns: i64| ns as f64 / 1000.0;
+    let numbers: Vec<i64> = steps.iter().map(|s| s.number).collect();
+    let (own, step_waits) = xrank::summary::step_waits(matching, ctx.rank, &ctx.gpu, &numbers);
+    for (row, own) in rows.iter_mut().zip(own) {
+        row.comm_wait_us = own.map(us);
+    }
+    report.steps.extend(rows);
     let syncs = found.groups;
     let param_comms = collectives::param_comms_by_track(trace, &ctx);
     let mut colls = collectives::stats_with(trace, &ctx, &head, nccl, &param_comms);
@@ -266,7 +330,10 @@ fn analyze_rank(
         syncs,
         startup_syncs: found.startup,
         after_window_syncs: found.after,
+        exposed_wait_us: split.map(|s| us(s.0)),
+        exposed_transfer_us: split.map(|s| us(s.1)),
     });
+    (in_window, step_waits)
 }
 
 /// HTA filters by steps only when the trace names at least two distinct ProfilerStep events.
@@ -581,6 +648,7 @@ fn step_rows(
                 comm_stall_us: stall_ns[k] as f64 / 1000.0,
                 syncs: syncs_per_step.get(k).map_or(0, |p| p.0),
                 sync_host_blocked_us: syncs_per_step.get(k).map_or(0, |p| p.1) as f64 / 1000.0,
+                ..Default::default()
             }
         })
         .collect()

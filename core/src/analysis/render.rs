@@ -209,6 +209,7 @@ fn tables(r: &Report) -> Vec<Table> {
                 .collect(),
         });
     }
+    out.extend(cross_rank_tables(r));
     if !r.occupancy.is_empty() {
         out.push(Table {
             title: "SM occupancy (whole trace)".into(),
@@ -289,6 +290,164 @@ fn tables(r: &Report) -> Vec<Table> {
                 "warning",
             ],
             rows: sync_rows,
+        });
+    }
+    out
+}
+
+/// Who waits for whom: collectives matched across ranks (empty when none were).
+fn cross_rank_tables(r: &Report) -> Vec<Table> {
+    let x = &r.cross_rank;
+    if x.instances == 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut ranks: Vec<u32> = r.steps.iter().map(|s| s.rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let mut numbers: Vec<i64> = r.steps.iter().map(|s| s.step).collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    let step_rows: Vec<Vec<String>> = numbers
+        .iter()
+        .filter_map(|&n| {
+            let rows: Vec<_> = r.steps.iter().filter(|s| s.step == n).collect();
+            let first = rows.first()?;
+            let own: Vec<String> = ranks
+                .iter()
+                .map(|&k| {
+                    rows.iter()
+                        .find(|s| s.rank == k)
+                        .and_then(|s| s.comm_wait_us)
+                        .map_or("-".into(), |w| format!("{k}: {w:.1}"))
+                })
+                .collect();
+            first
+                .comm_wait_us
+                .or(rows.iter().find_map(|s| s.comm_wait_us))?;
+            Some(vec![
+                n.to_string(),
+                first.straggler_rank.map_or("-".into(), |k| k.to_string()),
+                opt1(first.straggler_wait_us),
+                own.join("  "),
+            ])
+        })
+        .collect();
+    if !step_rows.is_empty() {
+        out.push(Table {
+            title: format!(
+                "Who waits for whom, per step (NCCL kernels matched across ranks by {}; clocks: {})",
+                x.method, x.clocks
+            ),
+            headers: vec![
+                "step",
+                "straggler",
+                "longest wait for it us",
+                "each rank's wait for peers us",
+            ],
+            rows: step_rows,
+        });
+    }
+    if !x.clock_offsets.is_empty() {
+        out.push(Table {
+            title: "Clock offsets to the first rank's clock (median of matched collectives' end differences)".into(),
+            headers: vec!["host", "clock", "ranks", "offset us", "residual us", "instances"],
+            rows: x
+                .clock_offsets
+                .iter()
+                .map(|o| {
+                    vec![
+                        o.host.clone(),
+                        o.clock.clone(),
+                        o.ranks
+                            .iter()
+                            .map(|r| r.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        format!("{:.3}", o.offset_ns as f64 / 1000.0),
+                        format!("{:.3}", o.residual_us),
+                        o.instances.to_string(),
+                    ]
+                })
+                .collect(),
+        });
+    }
+    let mut rows: Vec<Vec<String>> = r
+        .ranks
+        .iter()
+        .filter(|k| k.exposed_wait_us.is_some())
+        .map(|k| {
+            let waited: Vec<String> = x
+                .waits
+                .iter()
+                .filter(|w| w.waiting_rank == k.rank)
+                .map(|w| format!("rank {}: {:.1} us in {}", w.for_rank, w.wait_us, w.count))
+                .collect();
+            vec![
+                k.rank.to_string(),
+                f1(k.breakdown.exposed_comm_us),
+                opt1(k.exposed_wait_us),
+                opt1(k.exposed_transfer_us),
+                waited.join(", "),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push(Table {
+            title: format!(
+                "Exposed communication: waiting for peers vs transfer ({})",
+                x.window
+            ),
+            headers: vec![
+                "rank",
+                "exposed comm us",
+                "exposed wait us",
+                "exposed transfer us",
+                "waited for (kernel time)",
+            ],
+            rows: std::mem::take(&mut rows),
+        });
+    }
+    rows = x
+        .kinds
+        .iter()
+        .map(|c| {
+            vec![
+                c.collective.clone(),
+                c.group.clone(),
+                c.count.to_string(),
+                opt1(c.skew_median_us),
+                opt1(c.skew_p95_us),
+                opt1(c.skew_max_us),
+                f1(c.wait_us),
+                f1(c.transfer_us),
+                c.last_rank
+                    .iter()
+                    .map(|(k, n)| format!("{k}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                c.bytes.map_or("-".into(), |b| b.to_string()),
+                c.bus_bw_gbps.map_or("-".into(), |b| format!("{b:.2}")),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push(Table {
+            title: format!("Collective skew across ranks ({})", x.window),
+            headers: vec![
+                "collective",
+                "group",
+                "count",
+                "skew p50 us",
+                "skew p95 us",
+                "skew max us",
+                "wait us",
+                "transfer us",
+                "last to arrive (rank: count)",
+                "bytes",
+                "busbw GB/s (transfer)",
+            ],
+            rows,
         });
     }
     out

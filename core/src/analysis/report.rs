@@ -23,6 +23,8 @@ pub struct Report {
     pub collectives_per_step: Vec<CollectiveStats>,
     /// Per-device SM occupancy.
     pub occupancy: Vec<DeviceOccupancy>,
+    /// Collectives matched across ranks: who waits for whom.
+    pub cross_rank: CrossRank,
     /// Synchronization groups of the headline window that cost at least the
     /// GPU-idle threshold, most GPU idle first.
     pub sync_warnings: Vec<SyncGroup>,
@@ -149,6 +151,13 @@ pub struct RankReport {
     pub startup_syncs: Vec<SyncGroup>,
     /// Those that started after it (teardown, the step HTA drops).
     pub after_window_syncs: Vec<SyncGroup>,
+    /// Exposed communication (`exposed_comm_us`) while every running
+    /// collective waited for a peer; `None` when no collective of the rank
+    /// was matched across ranks.
+    pub exposed_wait_us: Option<f64>,
+    /// The rest of `exposed_comm_us`: a collective was transferring (or
+    /// unmatched); `None` as `exposed_wait_us`.
+    pub exposed_transfer_us: Option<f64>,
 }
 
 /// HTA idle categories of one stream.
@@ -231,6 +240,13 @@ pub struct StepReport {
     pub comm_stall_us: f64,
     pub syncs: u64,
     pub sync_host_blocked_us: f64,
+    /// The rank another rank waited for longest in the collectives this
+    /// rank launched in the step; `None` without matched collectives or waits.
+    pub straggler_rank: Option<u32>,
+    /// That wait: the union of the waiting rank's waits for it, µs.
+    pub straggler_wait_us: Option<f64>,
+    /// This rank's own waiting for peers in those collectives (union), µs.
+    pub comm_wait_us: Option<f64>,
 }
 
 /// One collective type of one rank.
@@ -338,4 +354,84 @@ pub struct SyncGroup {
     /// First occurrence bounds.
     pub start_ns: i64,
     pub end_ns: i64,
+}
+
+/// NCCL kernels matched across ranks (docs/METRICS.md, "Cross-rank collectives").
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct CrossRank {
+    /// The instances summarized: those in every rank's headline window.
+    pub window: String,
+    /// "sequence" (process group, sequence number), "order" (per NCCL
+    /// stream and collective), or "" when nothing was matched.
+    pub method: String,
+    /// The ranks' clocks ("monotonic, one host").
+    pub clocks: String,
+    /// Whether the ranks' timestamps can be compared.
+    pub comparable: bool,
+    /// Communication kernels of all ranks, and those matched.
+    pub comm_kernels: u64,
+    pub matched_kernels: u64,
+    /// Matched instances (one per collective call), and those in the window.
+    pub instances: u64,
+    pub instances_in_window: u64,
+    /// Per collective kind and matching group.
+    pub kinds: Vec<CollectiveSkew>,
+    /// Who waits for whom: per (waiting rank, last rank to arrive).
+    pub waits: Vec<WaitPair>,
+    /// Offsets of the clocks other than the first rank's (other hosts),
+    /// estimated from the matched collectives' ends.
+    pub clock_offsets: Vec<ClockOffset>,
+    /// Why kernels were not matched (a rank missing, counts differ, clocks).
+    pub notes: Vec<String>,
+}
+
+/// Skew and transfer of one collective kind over matched instances.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct CollectiveSkew {
+    pub collective: String,
+    /// The matching group ("stream 22", "pg 0").
+    pub group: String,
+    pub count: u64,
+    /// Arrival skew (last kernel start − first), µs.
+    pub skew_median_us: Option<f64>,
+    pub skew_p95_us: Option<f64>,
+    pub skew_max_us: Option<f64>,
+    /// Sums over every rank's kernel: duration, waiting and transfer parts, µs.
+    pub kernel_us: f64,
+    pub wait_us: f64,
+    pub transfer_us: f64,
+    /// (rank, instances it arrived last at).
+    pub last_rank: Vec<(u32, u64)>,
+    /// Message bytes of the instances whose size is known (null when none is).
+    pub bytes: Option<u64>,
+    /// Bus bandwidth over the transfer part (latest end − last start), GB/s.
+    pub bus_bw_gbps: Option<f64>,
+}
+
+/// How long one rank waited for another (summed over instances).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct WaitPair {
+    pub waiting_rank: u32,
+    /// The last rank to arrive.
+    pub for_rank: u32,
+    pub count: u64,
+    pub wait_us: f64,
+}
+
+/// A clock (a host's) other than the first rank's, and its offset.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct ClockOffset {
+    pub host: String,
+    /// Clock domain ("monotonic").
+    pub clock: String,
+    /// Ranks on this clock.
+    pub ranks: Vec<u32>,
+    /// Added to this clock's times, puts them on the first rank's clock:
+    /// the median over matched instances of (first rank's kernel end − this
+    /// clock's first rank's kernel end).
+    pub offset_ns: i64,
+    /// Median absolute deviation of those differences from the offset, µs.
+    pub residual_us: f64,
+    /// Matched instances it was estimated from.
+    pub instances: u64,
 }
