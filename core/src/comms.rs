@@ -178,3 +178,111 @@ mod tests {
         assert!(CollectiveRecord::of_slice(&t, &k, 99).is_empty());
     }
 }
+
+/// Arguments the collector's NCCL profiler plugin writes on its operation
+/// slices ("NCCL AllGather" on an "NCCL · comm ..." track; collector
+/// README, "NCCL profiler plugin").
+pub mod plugin {
+    /// Correlation id of the NCCL kernel the operation launched.
+    pub const KERNEL_CORRELATION: &str = "kernel_correlation";
+    /// NCCL function ("AllGather", "ReduceScatter", "Send", ...).
+    pub const FUNC: &str = "func";
+    /// NCCL's count argument (elements per rank, as NCCL defines it).
+    pub const COUNT: &str = "count";
+    /// NCCL data type ("ncclBfloat16").
+    pub const DTYPE: &str = "dtype";
+    /// Ranks in the communicator.
+    pub const NRANKS: &str = "nranks";
+    /// Communicator hash.
+    pub const COMM: &str = "comm";
+    /// Sequence number of the operation in its communicator.
+    pub const SEQ: &str = "seq";
+}
+
+/// (input, output) elements of an NCCL call of `func` with NCCL's `count`
+/// over `n` ranks: an all-gather sends `count` and receives `count × n`, a
+/// reduce-scatter the reverse, the others move `count` each way.
+fn plugin_nelems(func: &str, count: u64, n: u64) -> (u64, u64) {
+    match func {
+        "AllGather" => (count, count.saturating_mul(n)),
+        "ReduceScatter" => (count.saturating_mul(n), count),
+        _ => (count, count),
+    }
+}
+
+/// Copies what the collector's NCCL profiler plugin recorded about each
+/// operation onto the NCCL kernel it launched (same process, the
+/// operation's `kernel_correlation`), under the [`keys`] Kineto uses:
+/// collective, input and output elements, dtype, group size, process group
+/// (the communicator hash) and sequence number. Keys the kernel already
+/// has are kept. Returns how many kernels gained arguments. A trace
+/// without plugin operations is left alone at the cost of one lookup.
+pub fn attach_plugin_operations(t: &mut Trace) -> usize {
+    use crate::model::SliceKind;
+    use std::collections::HashMap;
+    let Some(kc) = t.strings.lookup(plugin::KERNEL_CORRELATION) else {
+        return 0;
+    };
+    let proc_of = |t: &Trace, i: usize| t.tracks[t.slices.track[i].0 as usize].process;
+    // Operations: (process, kernel correlation) -> operation slice.
+    let mut ops: HashMap<(u32, u64), usize> = HashMap::new();
+    for i in 0..t.slices.len() {
+        if let Some((_, v)) = t.args_of(i).iter().find(|(k, _)| *k == kc) {
+            let corr = match v {
+                ArgValue::Int(x) => u64::try_from(*x).ok(),
+                ArgValue::UInt(x) => Some(*x),
+                _ => None,
+            };
+            if let Some(c) = corr.filter(|&c| c > 0) {
+                ops.insert((proc_of(t, i), c), i);
+            }
+        }
+    }
+    if ops.is_empty() {
+        return 0;
+    }
+    let key_ids = keys::ALL.map(|k| t.intern(k));
+    let mut gained = 0;
+    for i in 0..t.slices.len() {
+        if t.slices.kind[i] != SliceKind::Kernel || t.slices.correlation[i] == 0 {
+            continue;
+        }
+        let Some(&op) = ops.get(&(proc_of(t, i), t.slices.correlation[i] as u64)) else {
+            continue;
+        };
+        let text = |t: &Trace, key: &str| t.arg_string(op, key);
+        let num = |t: &Trace, key: &str| text(t, key).and_then(|s| s.trim().parse::<u64>().ok());
+        let (Some(func), Some(count)) = (text(t, plugin::FUNC), num(t, plugin::COUNT)) else {
+            continue;
+        };
+        let n = num(t, plugin::NRANKS).unwrap_or(1).max(1);
+        let (inn, out) = plugin_nelems(&func, count, n);
+        let dtype = text(t, plugin::DTYPE).map(|d| {
+            d.strip_prefix("nccl")
+                .map_or(d.clone(), str::to_ascii_lowercase)
+        });
+        let mut values: [Option<ArgValue>; 8] = Default::default();
+        values[0] = Some(ArgValue::Str(t.intern(&func)));
+        values[1] = Some(ArgValue::UInt(inn));
+        values[2] = Some(ArgValue::UInt(out));
+        values[3] = dtype.map(|d| ArgValue::Str(t.intern(&d)));
+        values[4] = Some(ArgValue::UInt(n));
+        values[5] = text(t, plugin::COMM).map(|c| ArgValue::Str(t.intern(&c)));
+        values[7] = num(t, plugin::SEQ).map(ArgValue::UInt);
+        let mut set: Vec<(StrId, ArgValue)> = t.args_of(i).to_vec();
+        let before = set.len();
+        for (k, v) in key_ids.iter().zip(values) {
+            if let Some(v) = v {
+                if !set.iter().any(|(x, _)| x == k) {
+                    set.push((*k, v));
+                }
+            }
+        }
+        if set.len() > before {
+            t.arg_sets.push(set);
+            t.slices.args[i] = (t.arg_sets.len() - 1) as u32;
+            gained += 1;
+        }
+    }
+    gained
+}

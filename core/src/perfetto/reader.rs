@@ -1197,6 +1197,8 @@ impl Reader {
         }
         self.trace.sort_slices();
         self.trace.link_flows_by_correlation();
+        // The NCCL profiler plugin's operations describe their kernels.
+        crate::comms::attach_plugin_operations(&mut self.trace);
 
         let mut found = Vec::new();
         if let Some(at) = self.truncated_at {
