@@ -1,7 +1,8 @@
 //! What the viewer shows of one loaded trace set: the trace (sorted), the
 //! analysis report, the drawing index and lane tree, and top kernels.
 
-use streamscope_core::analysis::{analyze, AnalysisOptions, Report};
+use streamscope_core::analysis::xrank::{match_ranks, Instance, Matching, Part};
+use streamscope_core::analysis::{analyze, collectives::NcclNames, rank, AnalysisOptions, Report};
 use streamscope_core::{Trace, TrackKind};
 
 use crate::panels::top_kernels::TopKernels;
@@ -17,6 +18,8 @@ pub struct Model {
     /// Per process: its GPU rows (those with a coverage pyramid), for the
     /// summary strip of a collapsed rank.
     pub gpu_rows: Vec<Vec<u32>>,
+    /// NCCL kernels matched across ranks, made at the first click on one.
+    matching: std::sync::OnceLock<Matching>,
 }
 
 impl Model {
@@ -45,7 +48,21 @@ impl Model {
             lanes,
             top,
             gpu_rows,
+            matching: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The collective instance NCCL kernel `slice` belongs to, and its part
+    /// in it, when the kernels of every rank could be matched.
+    pub fn collective_of(&self, slice: u32) -> Option<(&Instance, &Part)> {
+        let m = self.matching.get_or_init(|| {
+            let ctxs = rank::build(&self.trace, None);
+            let names = NcclNames::new(&self.trace);
+            match_ranks(&self.trace, &ctxs, &names)
+        });
+        let &(i, p) = m.by_slice.get(&slice)?;
+        let inst = m.instances.get(i as usize)?;
+        Some((inst, inst.parts.get(p as usize)?))
     }
 }
 

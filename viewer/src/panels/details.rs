@@ -106,9 +106,29 @@ pub fn details_ui(ui: &mut Ui, model: &Model, st: &TimelineState) -> Option<u32>
                 row(ui, trace.str(*k), trace.arg_value_string(v));
             }
         });
+        if let Some((inst, part)) = model.collective_of(sel) {
+            let last = &inst.parts[inst.last];
+            ui.separator();
+            ui.label(RichText::new("this collective on every rank").strong());
+            ui.label(format!(
+                "{}{} · last to arrive: rank {} · skew {} · this rank waited {}, then transferred {}",
+                inst.kind,
+                inst.seq.map_or(String::new(), |q| format!(" seq {q}")),
+                last.rank,
+                fmt_ns(inst.skew_ns as f64),
+                fmt_ns(part.wait_ns as f64),
+                fmt_ns(part.transfer_ns() as f64),
+            ));
+        }
         for &(from, to) in &st.links {
             let other = if from == sel { to } else { from } as usize;
-            let what = if from == sel { "GPU work" } else { "launched by" };
+            let what = if from != sel {
+                "launched by"
+            } else if model.collective_of(other as u32).is_some() && sl.kind[other] == sl.kind[s] {
+                "same collective"
+            } else {
+                "GPU work"
+            };
             ui.horizontal(|ui| {
                 ui.label(RichText::new(what).weak());
                 if ui.link(trace.str(sl.name[other])).clicked() {

@@ -224,6 +224,15 @@ impl TimelineState {
         self.links.clear();
         if let Some(s) = s {
             self.links = flows::linked(&model.trace, s as usize);
+            // An NCCL kernel: the same collective on every other rank.
+            if let Some((inst, _)) = model.collective_of(s) {
+                self.links.extend(
+                    inst.parts
+                        .iter()
+                        .filter(|p| p.slice != s)
+                        .map(|p| (s, p.slice)),
+                );
+            }
             let track = model.trace.slices.track[s as usize];
             for g in model.lanes.groups_of(track) {
                 self.collapsed.remove(&g);
