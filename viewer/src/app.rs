@@ -24,6 +24,8 @@ pub enum Tab {
     Overlap,
     Syncs,
     TopKernels,
+    /// Per step, the rank the others waited for.
+    Stragglers,
     /// Two runs side by side (`view --compare A B`).
     Compare,
 }
@@ -518,6 +520,9 @@ impl ViewerApp {
             ui.selectable_value(&mut self.tab, Tab::Overlap, "Overlap");
             ui.selectable_value(&mut self.tab, Tab::Syncs, "Syncs");
             ui.selectable_value(&mut self.tab, Tab::TopKernels, "Top kernels");
+            if model.report.ranks.len() > 1 {
+                ui.selectable_value(&mut self.tab, Tab::Stragglers, "Stragglers");
+            }
             if self.comparison.is_some() {
                 ui.selectable_value(&mut self.tab, Tab::Compare, "Compare");
             }
@@ -552,6 +557,14 @@ impl ViewerApp {
                     panels::top_kernels::top_kernels_ui(ui, &model.trace, &mut model.top)
                 {
                     self.timeline.select_and_show(model, s);
+                }
+            }
+            Tab::Stragglers => {
+                if let Some(j) = panels::stragglers::stragglers_ui(ui, model) {
+                    self.timeline.zoom_to(&model.index, j.start_ns, j.end_ns);
+                    if let Some(&first) = j.kernels.first() {
+                        self.timeline.select(model, Some(first));
+                    }
                 }
             }
             Tab::Compare => match &self.comparison {

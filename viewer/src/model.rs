@@ -52,14 +52,19 @@ impl Model {
         }
     }
 
-    /// The collective instance NCCL kernel `slice` belongs to, and its part
-    /// in it, when the kernels of every rank could be matched.
-    pub fn collective_of(&self, slice: u32) -> Option<(&Instance, &Part)> {
-        let m = self.matching.get_or_init(|| {
+    /// NCCL kernels matched across ranks (made at the first call).
+    pub fn matching(&self) -> &Matching {
+        self.matching.get_or_init(|| {
             let ctxs = rank::build(&self.trace, None);
             let names = NcclNames::new(&self.trace);
             match_ranks(&self.trace, &ctxs, &names)
-        });
+        })
+    }
+
+    /// The collective instance NCCL kernel `slice` belongs to, and its part
+    /// in it, when the kernels of every rank could be matched.
+    pub fn collective_of(&self, slice: u32) -> Option<(&Instance, &Part)> {
+        let m = self.matching();
         let &(i, p) = m.by_slice.get(&slice)?;
         let inst = m.instances.get(i as usize)?;
         Some((inst, inst.parts.get(p as usize)?))

@@ -57,3 +57,47 @@ fn an_nccl_kernel_links_to_its_peers_on_the_other_rank() {
     assert!(h.query_by_label("this collective on every rank").is_some());
     assert!(h.query_by_label("same collective").is_some());
 }
+
+#[test]
+fn the_stragglers_tab_zooms_to_a_steps_worst_collective() {
+    use streamscope_viewer::app::Tab;
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces/torch-fsdp2-h200x2");
+    let mut app = ViewerApp::open(vec![dir]);
+    app.tab = Tab::Stragglers;
+    let step = {
+        let m = app.model.as_ref().expect("loads");
+        m.report
+            .steps
+            .iter()
+            .find(|s| s.straggler_rank.is_some())
+            .expect("a step with a straggler")
+            .step
+    };
+    let mut h = Harness::builder()
+        .with_size([1500.0, 950.0])
+        .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
+    h.run();
+    h.get_by_label(&format!("step {step}")).click();
+    h.run();
+    let app = h.state();
+    let m = app.model.as_ref().expect("model");
+    let s = app.timeline.selected.expect("a kernel selected") as usize;
+    let t = &m.trace;
+    assert_eq!(t.slices.kind[s], SliceKind::Kernel);
+    assert!(
+        t.str(t.slices.name[s]).starts_with("ncclDevKernel"),
+        "{}",
+        t.str(t.slices.name[s])
+    );
+    let (a, b) = app.timeline.window_ns(&m.index);
+    assert!(
+        a <= t.slices.start_ns[s] && t.slices.end_ns(s) <= b,
+        "the kernel is in view"
+    );
+    // Linked to the same collective on the other rank.
+    assert!(app
+        .timeline
+        .links
+        .iter()
+        .any(|&(x, y)| x as usize == s && t.slices.kind[y as usize] == SliceKind::Kernel));
+}

@@ -4,5 +4,6 @@ pub mod compare;
 pub mod details;
 pub mod overlap;
 pub mod search;
+pub mod stragglers;
 pub mod syncs;
 pub mod top_kernels;
