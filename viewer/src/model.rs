@@ -18,8 +18,11 @@ pub struct Model {
     /// Per process: its GPU rows (those with a coverage pyramid), for the
     /// summary strip of a collapsed rank.
     pub gpu_rows: Vec<Vec<u32>>,
-    /// NCCL kernels matched across ranks, made at the first click on one.
+    /// NCCL kernels matched across ranks (made with the model).
     matching: std::sync::OnceLock<Matching>,
+    /// Per matched NCCL kernel: the share of its duration spent waiting
+    /// for the last rank to arrive (drawn apart from the transfer).
+    pub wait_share: std::collections::HashMap<u32, f32>,
 }
 
 impl Model {
@@ -41,7 +44,7 @@ impl Model {
                 }
             }
         }
-        Model {
+        let model = Model {
             trace,
             report,
             index,
@@ -49,6 +52,20 @@ impl Model {
             top,
             gpu_rows,
             matching: std::sync::OnceLock::new(),
+            wait_share: Default::default(),
+        };
+        let mut wait_share = std::collections::HashMap::new();
+        for inst in &model.matching().instances {
+            for p in &inst.parts {
+                let dur = p.end_ns.saturating_sub(p.start_ns);
+                if p.wait_ns > 0 && dur > 0 {
+                    wait_share.insert(p.slice, (p.wait_ns as f64 / dur as f64).min(1.0) as f32);
+                }
+            }
+        }
+        Model {
+            wait_share,
+            ..model
         }
     }
 

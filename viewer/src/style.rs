@@ -4,9 +4,10 @@ use egui::Color32;
 use streamscope_core::{SliceClass, SliceKind};
 
 /// The classes the legend shows, with their colours.
-pub const LEGEND: [(&str, Color32); 6] = [
+pub const LEGEND: [(&str, Color32); 7] = [
     ("compute", COMPUTE),
     ("communication", COMMUNICATION),
+    ("comm waiting for peers", COMM_WAIT),
     ("memory", MEMORY),
     ("sync", SYNC),
     ("CUDA API", API),
@@ -15,6 +16,8 @@ pub const LEGEND: [(&str, Color32); 6] = [
 
 pub const COMPUTE: Color32 = Color32::from_rgb(76, 145, 214);
 pub const COMMUNICATION: Color32 = Color32::from_rgb(232, 146, 46);
+/// The part of an NCCL kernel spent waiting for the last rank to arrive.
+pub const COMM_WAIT: Color32 = Color32::from_rgb(128, 84, 34);
 pub const MEMORY: Color32 = Color32::from_rgb(160, 110, 200);
 pub const SYNC: Color32 = Color32::from_rgb(220, 60, 60);
 /// A folded block whose slices differ in class.

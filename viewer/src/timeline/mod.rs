@@ -421,6 +421,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
                             &mut mesh,
                             &model.trace,
                             &model.index,
+                            &model.wait_share,
                             cov,
                             r,
                             &st.items[first..],

@@ -137,6 +137,7 @@ pub fn mesh_row_coverage(
     mesh: &mut Mesh,
     trace: &Trace,
     index: &TimelineIndex,
+    waits: &std::collections::HashMap<u32, f32>,
     cov: &Coverage,
     row: &Row,
     items: &[Item],
@@ -204,6 +205,13 @@ pub fn mesh_row_coverage(
             if x1 - x0 >= MIN_SLICE_PX as f32 {
                 let color = color_of(trace, index, slice as usize);
                 slice_rect(mesh, x0, x1, y, h, left, right, color);
+                // An NCCL kernel's wait for its peers, drawn apart.
+                if let Some(&w) = waits.get(&slice) {
+                    let xw = x0 + (x1 - x0) * w;
+                    if xw - x0 >= 1.0 {
+                        slice_rect(mesh, x0, xw, y, h, left, right, crate::style::COMM_WAIT);
+                    }
+                }
             }
         }
     }
