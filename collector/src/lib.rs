@@ -25,8 +25,10 @@ macro_rules! warn {
     }};
 }
 
+pub mod armed;
 mod callbacks;
 pub mod capture;
+pub mod control;
 pub mod convert;
 pub mod cupti_api;
 pub mod driver;

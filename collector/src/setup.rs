@@ -18,16 +18,18 @@ const SYNC_APIS: &[&str] = protocol::HOST_SYNC_APIS;
 
 /// Enables kernels (required) and the other activity kinds (each
 /// optional, minus `STREAMSCOPE_ACTIVITY_OFF`), then leaves the state
-/// queries out; says what in `meta`.
+/// queries out; says what in `meta`. Returns the kinds enabled (for
+/// armed mode's `cuptiActivityDisable` at the end of a capture).
 pub(crate) fn enable_activity(
     cupti: &Cupti,
     env: &dyn Fn(&str) -> Option<String>,
     meta: &mut Meta,
-) -> Result<(), String> {
+) -> Result<Vec<u32>, String> {
     // SAFETY: plain enum argument.
     let rc = unsafe { (cupti.activity_enable)(kind::CONCURRENT_KERNEL) };
     cupti.check("cuptiActivityEnable(CONCURRENT_KERNEL)", rc)?;
     let mut kinds = vec!["kernel"];
+    let mut enabled = vec![kind::CONCURRENT_KERNEL];
     let off_text = env(protocol::env::ACTIVITY_OFF).unwrap_or_default();
     let off: Vec<&str> = off_text
         .split(',')
@@ -53,6 +55,7 @@ pub(crate) fn enable_activity(
         // SAFETY: plain enum argument.
         if enable(cupti, func, unsafe { (cupti.activity_enable)(k) }) {
             kinds.push(label);
+            enabled.push(k);
         }
     }
     if !off.is_empty() {
@@ -73,7 +76,7 @@ pub(crate) fn enable_activity(
         ),
     ));
 
-    Ok(())
+    Ok(enabled)
 }
 
 /// Subscribes the API callback: sync entries (unless
