@@ -7,7 +7,9 @@
 //! waits for its start instant, enables the activity kinds
 //! (`cuptiActivityEnable`), writes `rank-R.capture-K.pftrace` as the normal
 //! writer does, and at its end disables them (`cuptiActivityDisable`),
-//! forces a flush and closes the file. Triggers: the signal
+//! forces a flush and closes the file. The API callback that reads the
+//! Python line of host syncs is subscribed at the first capture and
+//! switched on and off with each. Triggers: the signal
 //! (`STREAMSCOPE_CAPTURE_SIGNAL`, default SIGUSR2; the handler only sets an
 //! atomic), `touch DIR/capture`, and the control socket (control.rs).
 
@@ -294,7 +296,15 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
             Vec::new()
         }
     };
+    let lines = setup::armed_callbacks(&s.cupti, &s.sync_cbids, true);
     let start = monotonic_ns();
+    if !s.sync_cbids.is_empty() {
+        meta.retain(|(k, _)| k != "python_callsites");
+        meta.push((
+            "python_callsites".into(),
+            format!("{lines} runtime functions watched during this capture"),
+        ));
+    }
     meta.push((
         "capture".into(),
         format!("armed capture {k}: {}", req.to_line().trim_end()),
@@ -354,6 +364,7 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
                 _ => now.min(deadline),
             };
             window.close(end);
+            setup::armed_callbacks(&s.cupti, &s.sync_cbids, false);
             for &kind in &kinds {
                 // SAFETY: plain enum argument (a kind enabled above).
                 let rc = unsafe { (s.cupti.activity_disable)(kind) };

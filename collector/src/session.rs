@@ -414,11 +414,11 @@ fn start_cupti(
     }
     let window = Arc::new(CaptureWindow::new(spec.clone(), window_origin));
     let (sync_cbids, profiler_start, profiler_stop) = if armed {
-        meta.push((
-            "python_callsites".into(),
-            "off (armed mode subscribes no API callback)".into(),
-        ));
-        Default::default()
+        (
+            setup::armed_sync_cbids(&cupti, &env, &mut meta),
+            vec![],
+            vec![],
+        )
     } else {
         setup::subscribe(&cupti, &spec.trigger, &env, &mut meta)
     };

@@ -160,6 +160,74 @@ pub(crate) fn subscribe(
     (sync_cbids, profiler_start, profiler_stop)
 }
 
+/// Armed mode: the sync functions whose Python line is read during a
+/// capture (looked up only: nothing is subscribed while armed; see
+/// [`armed_callbacks`]); none with `STREAMSCOPE_PYTHON_LINES=0`.
+pub(crate) fn armed_sync_cbids(
+    cupti: &Cupti,
+    env: &dyn Fn(&str) -> Option<String>,
+    meta: &mut Meta,
+) -> Vec<u32> {
+    if env(protocol::env::PYTHON_LINES).is_some_and(|v| v.trim() == "0") {
+        meta.push((
+            "python_callsites".into(),
+            format!("off ({}=0)", protocol::env::PYTHON_LINES),
+        ));
+        return Vec::new();
+    }
+    let cbids = cbids_named(cupti, CB_DOMAIN_RUNTIME_API, SYNC_APIS);
+    meta.push((
+        "python_callsites".into(),
+        format!(
+            "{} runtime functions watched during captures only",
+            cbids.len()
+        ),
+    ));
+    cbids
+}
+
+/// The API callback's subscriber in armed mode (0: refused), made at the
+/// first capture.
+static ARMED_SUBSCRIBER: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Armed mode: switches the sync callbacks on (a capture starts;
+/// subscribing the first time) or off (it ends). Returns how many were
+/// switched.
+pub(crate) fn armed_callbacks(cupti: &Cupti, cbids: &[u32], on: bool) -> usize {
+    if cbids.is_empty() {
+        return 0;
+    }
+    let sub = *ARMED_SUBSCRIBER.get_or_init(|| {
+        let mut subscriber: *mut c_void = std::ptr::null_mut();
+        // SAFETY: subscribes a callback valid for the life of the process.
+        let rc = unsafe {
+            (cupti.subscribe)(
+                &mut subscriber,
+                Some(crate::callbacks::api_callback),
+                std::ptr::null_mut(),
+            )
+        };
+        if cupti.check("cuptiSubscribe", rc).is_ok() {
+            subscriber as usize
+        } else {
+            0
+        }
+    });
+    if sub == 0 {
+        return 0;
+    }
+    cbids
+        .iter()
+        .filter(|&&c| {
+            // SAFETY: the subscriber handle CUPTI gave us and a cbid it named.
+            let rc = unsafe {
+                (cupti.enable_callback)(on as u32, sub as *mut c_void, CB_DOMAIN_RUNTIME_API, c)
+            };
+            cupti.check("cuptiEnableCallback", rc).is_ok()
+        })
+        .count()
+}
+
 /// The cbids of [`crate::callbacks::COPY_APIS`] among `sync_cbids`.
 pub(crate) fn copy_cbids(cupti: &Cupti, sync_cbids: &[u32]) -> Vec<u32> {
     cbids_named(cupti, CB_DOMAIN_RUNTIME_API, crate::callbacks::COPY_APIS)

@@ -216,6 +216,17 @@ fn sigusr2_captures_only_its_window() {
     let log = std::fs::read_to_string(dir.join("activity.log")).expect("log");
     assert!(log.starts_with("enable 10\n"), "{log}");
     assert!(log.contains("disable 10\n"), "{log}");
+    // The Python-line callback (cudaStreamSynchronize, cbid 131 in the
+    // fake) only during the capture.
+    let on = log.find("callback 1 2 131").expect("switched on");
+    let off = log.find("callback 0 2 131").expect("switched off");
+    assert!(on < off, "{log}");
+    let meta = &t.processes[0].metadata;
+    assert!(
+        meta.iter()
+            .any(|(k, v)| k == "python_callsites" && v.contains("during this capture")),
+        "{meta:?}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

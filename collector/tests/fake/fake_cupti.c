@@ -6,7 +6,8 @@
  * FAKE_CUPTI_EMPTY set it hands back nothing. Records exist only while the
  * kernel kind is enabled (cuptiActivityEnable(10)), and at the first flush
  * after cuptiActivityDisable(10) (what was buffered); each enable/disable
- * is appended to $FAKE_CUPTI_ACTIVITY_LOG as "enable|disable KIND". */
+ * is appended to $FAKE_CUPTI_ACTIVITY_LOG as "enable|disable KIND", each
+ * cuptiEnableCallback as "callback ON DOMAIN CBID". */
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
@@ -53,7 +54,13 @@ int cuptiActivityDisable(uint32_t k) {
 }
 int cuptiActivityRegisterTimestampCallback(ts_t f) { g_ts = f; return 0; }
 int cuptiSubscribe(void **s, void *cb, void *u) { (void)cb; (void)u; *s = (void *)1; return 0; }
-int cuptiEnableCallback(uint32_t e, void *s, uint32_t d, uint32_t c) { (void)e; (void)s; (void)d; (void)c; return 0; }
+int cuptiEnableCallback(uint32_t e, void *s, uint32_t d, uint32_t c) {
+  (void)s;
+  const char *log = getenv("FAKE_CUPTI_ACTIVITY_LOG");
+  FILE *f = log ? fopen(log, "a") : 0;
+  if (f) { fprintf(f, "callback %u %u %u\n", e, d, c); fclose(f); }
+  return 0;
+}
 int cuptiSetThreadIdType(uint32_t t) { (void)t; return 0; }
 int cuptiGetTimestamp(uint64_t *t) { *t = g_ts ? g_ts() : 1; return 0; }
 int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c; (void)s; *d = 0; return 0; }
