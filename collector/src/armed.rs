@@ -215,7 +215,9 @@ pub(crate) fn writer_main(s: &'static Session, ctx: ArmedCtx) {
         if idle_flushes(s) {
             break;
         }
-        // Idle: what the hooks and the NCCL plugin noted is not kept.
+        // Idle: what the hooks and the NCCL plugin noted is not kept, nor
+        // a buffer CUPTI completed after a capture's last flush.
+        while s.queue.pop(Duration::ZERO).is_some() {}
         let _ = python::take_optimizer_steps();
         let _ = crate::nccl_plugin::take_ops();
         let by_signal = SIGNALLED.swap(false, Ordering::SeqCst);

@@ -306,3 +306,35 @@ fn an_exit_mid_capture_leaves_a_valid_trace() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn touching_dir_capture_triggers_but_an_old_file_does_not() {
+    let Some((dir, so)) = rig("touch") else {
+        return;
+    };
+    let trigger = dir.join("capture");
+    std::fs::write(&trigger, b"").expect("an old trigger file");
+    let child = spawn(&dir, &so, 2500, &[("STREAMSCOPE_DURATION_S", "0.3")]);
+    wait_for_socket(&dir);
+    std::thread::sleep(Duration::from_millis(700));
+    assert_eq!(
+        traces(&dir),
+        Vec::<String>::new(),
+        "the old file did not trigger"
+    );
+    let touched = monotonic_ns();
+    std::fs::File::options()
+        .write(true)
+        .open(&trigger)
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+        .expect("touch");
+    finish(child);
+    assert_eq!(traces(&dir), vec!["rank-3.capture-1.pftrace".to_string()]);
+    let t = load_paths(&[dir.join("rank-3.capture-1.pftrace")]).expect("loads");
+    let cs = t.processes[0].capture_start_ns.expect("start");
+    assert!(
+        cs >= touched && cs - touched < 400_000_000,
+        "polled every 200 ms"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
