@@ -320,12 +320,16 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         start,
     ));
     window.open(start);
+    let driver = Driver::open();
+    if let Some(v) = driver.as_ref().and_then(Driver::version) {
+        meta.push(("cuda_driver_version".into(), v.to_string()));
+    }
     let mut process = p.clone();
     process.metadata = meta;
     process.clock_snapshot = crate::process_info::clock_snapshot();
     let host = RealHost {
         cupti: &s.cupti,
-        driver: Driver::open(),
+        driver,
     };
     let mut conv = Converter::new(process, Box::new(host), window.clone(), s.python.clone());
     conv.ts_offset_ns = ctx.ts_offset_ns;
@@ -341,6 +345,8 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         }
     };
     let mut step_ends: Vec<i64> = Vec::new();
+    // Drops counted before this capture are not its own.
+    let dropped_before = s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records();
     let mut last_flush = Instant::now();
     let flush_every = crate::session::flush_period();
     let mut write_failed = false;
@@ -377,6 +383,7 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         // buffer callback into the queue.
         let rc = unsafe { (s.cupti.flush_all)(if ending { FLUSH_FORCED } else { 0 }) };
         let _ = s.cupti.check("cuptiActivityFlushAll", rc);
+        s.count_global_drops();
         last_flush = Instant::now();
         while !s.queue.is_empty() {
             crate::session::drain(s, &mut conv, Duration::ZERO);
@@ -391,7 +398,9 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         }
         conv.finish_batch(ending);
         let (cs, ce) = window.bounds();
-        let dropped = conv.incomplete_records;
+        let dropped = (s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records())
+            .saturating_sub(dropped_before)
+            + conv.incomplete_records;
         let pm = conv.process_mut();
         pm.capture_start_ns = cs;
         pm.capture_end_ns = ce;

@@ -202,7 +202,7 @@ impl Session {
 
     /// Adds the records CUPTI dropped from its global queue (for instance
     /// while `buffer_requested` declined): the count resets on each read.
-    fn count_global_drops(&self) {
+    pub(crate) fn count_global_drops(&self) {
         let mut dropped = 0usize;
         // SAFETY: a NULL context asks for the global queue; writes one usize.
         let rc = unsafe { (self.cupti.get_num_dropped)(std::ptr::null_mut(), 0, &mut dropped) };
