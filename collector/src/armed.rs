@@ -155,6 +155,11 @@ impl TriggerFile {
     fn mtime(p: &Path) -> Option<SystemTime> {
         std::fs::metadata(p).and_then(|m| m.modified()).ok()
     }
+    /// Takes the file's present mtime as seen.
+    fn rebase(&mut self) {
+        self.seen = Self::mtime(&self.path);
+        self.last_poll = Instant::now();
+    }
     /// Polls at most every 200 ms.
     fn fired(&mut self) -> bool {
         if self.last_poll.elapsed() < Duration::from_millis(200) {
@@ -233,6 +238,9 @@ pub(crate) fn writer_main(s: &'static Session, ctx: ArmedCtx) {
             if stop {
                 break;
             }
+            // A signal or touch during the capture is not a new request.
+            SIGNALLED.store(false, Ordering::SeqCst);
+            file.rebase();
             continue;
         }
         std::thread::sleep(Duration::from_millis(50));

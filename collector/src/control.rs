@@ -89,7 +89,8 @@ pub fn private_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// The control socket, bound and set to mode 0600; removed on drop.
+/// The control socket, bound and set to mode 0600 (the armed writer
+/// removes the file at exit).
 pub struct ControlSocket {
     pub path: PathBuf,
     listener: UnixListener,
