@@ -9,6 +9,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
 use streamscope_core::{load::load_paths, SliceKind, Trace, TrackKind};
 
+mod capture;
 mod compare;
 mod record;
 mod report;
@@ -28,6 +29,8 @@ struct Cli {
 enum Command {
     /// Run a command with the CUPTI collector injected; one trace per CUDA process.
     Record(record::RecordArgs),
+    /// Start a capture in the armed processes (`record --armed`) of this host: one file per process, rank-R.capture-K.pftrace.
+    Capture(capture::CaptureArgs),
     /// Overlap, exposed communication, idle time, steps, sync stalls and SM occupancy.
     Report(report::ReportArgs),
     /// Open the timeline viewer (the bundled trace when no TRACE is given).
@@ -355,6 +358,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         // record exits with the recorded command's exit code.
         Command::Record(a) => record::run(a),
+        Command::Capture(a) => capture::run(a).map(|()| 0),
         Command::Report(a) => report::run(a).map(|()| 0),
         Command::View(a) => view(a).map(|()| 0),
         Command::Compare(a) => compare::run(a).map(|()| 0),

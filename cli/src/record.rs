@@ -18,6 +18,7 @@ use streamscope_core::protocol::env::{
     DURATION_S as ENV_DURATION, OUT as ENV_OUT, PY_HOOK_LIB as ENV_PY_HOOK_LIB,
     START_MONOTONIC_NS as ENV_START,
 };
+mod armed;
 mod nccl;
 
 const ENV_COLLECTOR: &str = "STREAMSCOPE_COLLECTOR";
@@ -43,6 +44,12 @@ pub struct RecordArgs {
     /// Record only between cudaProfilerStart/Stop (`cudaProfilerApi`) or while an NVTX range named NAME is open (`nvtx:NAME`).
     #[arg(long, value_parser = parse_capture_range)]
     pub capture_range: Option<String>,
+    /// Inject the collector but record nothing until a capture is
+    /// triggered: `streamscope capture DIR`, `touch DIR/capture`, or
+    /// SIGUSR2 to a process (those two capture --duration, default 5 s).
+    /// Each capture is its own file per process: rank-R.capture-K.pftrace.
+    #[arg(long, conflicts_with_all = ["capture_range", "delay"])]
+    pub armed: bool,
     /// Seconds to wait, from this command's start (the same instant for
     /// every process it starts), before recording.
     #[arg(long, value_parser = parse_seconds)]
@@ -390,6 +397,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     if args.all_apis {
         cmd.env(streamscope_core::protocol::env::ALL_APIS, "1");
     }
+    armed::set_env(&mut cmd, args.armed);
     if args.no_python_lines {
         cmd.env(streamscope_core::protocol::env::PYTHON_LINES, "0");
     }
@@ -466,6 +474,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     );
     for p in files(&out, |n| n.starts_with(&mine)) {
         let _ = std::fs::remove_file(p);
+    }
+    if args.armed {
+        return Ok(armed::finish(&out, &host_tag(), code));
     }
     let traces = files(&out, |n| n.ends_with(".pftrace"));
     if traces.is_empty() {

@@ -35,6 +35,7 @@ pub struct Cupti {
     pub register_callbacks:
         unsafe extern "C" fn(Option<BufferRequested>, Option<BufferCompleted>) -> CuptiResult,
     pub activity_enable: unsafe extern "C" fn(u32) -> CuptiResult,
+    pub activity_disable: unsafe extern "C" fn(u32) -> CuptiResult,
     pub flush_all: unsafe extern "C" fn(u32) -> CuptiResult,
     pub get_next_record: unsafe extern "C" fn(*mut u8, usize, *mut *mut u8) -> CuptiResult,
     pub get_num_dropped: unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult,
@@ -119,6 +120,7 @@ impl Cupti {
             get_result_string: need!(h, c"cuptiGetResultString"),
             register_callbacks: need!(h, c"cuptiActivityRegisterCallbacks"),
             activity_enable: need!(h, c"cuptiActivityEnable"),
+            activity_disable: need!(h, c"cuptiActivityDisable"),
             flush_all: need!(h, c"cuptiActivityFlushAll"),
             get_next_record: need!(h, c"cuptiActivityGetNextRecord"),
             get_num_dropped: need!(h, c"cuptiActivityGetNumDroppedRecords"),

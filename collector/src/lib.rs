@@ -9,8 +9,11 @@
 //! the writer thread that streams `rank-R.pftrace` / `pid-HOST-N.pftrace` into
 //! `$STREAMSCOPE_OUT`. The library is also NCCL's profiler plugin
 //! ([`nccl_plugin`], through `NCCL_PROFILER_PLUGIN`): every collective and
-//! point-to-point operation with its communicator and sizes. See README.md
-//! for how each piece works.
+//! point-to-point operation with its communicator and sizes. In armed mode
+//! (`STREAMSCOPE_ARMED=1`, [`armed`]) nothing is enabled until a capture is
+//! triggered (a signal, `touch DIR/capture`, or the [`control`] socket), and
+//! each capture is its own `rank-R.capture-K.pftrace`. See README.md for
+//! how each piece works.
 //!
 //! This is the only crate with FFI `unsafe`; every entry point CUPTI, the
 //! driver, libc or a signal can call catches panics, and any failure leaves
@@ -25,8 +28,10 @@ macro_rules! warn {
     }};
 }
 
+pub mod armed;
 mod callbacks;
 pub mod capture;
+pub mod control;
 pub mod convert;
 pub mod cupti_api;
 pub mod driver;

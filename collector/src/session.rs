@@ -46,7 +46,7 @@ static BUDGET: BufferBudget = BufferBudget::new(MAX_BUFFERS);
 /// `STREAMSCOPE_FLUSH_MS` overrides it (at least 10 ms).
 const FLUSH_PERIOD: Duration = Duration::from_millis(100);
 
-fn flush_period() -> Duration {
+pub(crate) fn flush_period() -> Duration {
     std::env::var(streamscope_core::protocol::env::FLUSH_MS)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
@@ -202,7 +202,7 @@ impl Session {
 
     /// Adds the records CUPTI dropped from its global queue (for instance
     /// while `buffer_requested` declined): the count resets on each read.
-    fn count_global_drops(&self) {
+    pub(crate) fn count_global_drops(&self) {
         let mut dropped = 0usize;
         // SAFETY: a NULL context asks for the global queue; writes one usize.
         let rc = unsafe { (self.cupti.get_num_dropped)(std::ptr::null_mut(), 0, &mut dropped) };
@@ -235,9 +235,9 @@ impl Session {
 }
 
 /// Names and properties through CUPTI and the driver.
-struct RealHost {
-    cupti: &'static Cupti,
-    driver: Option<Driver>,
+pub(crate) struct RealHost {
+    pub(crate) cupti: &'static Cupti,
+    pub(crate) driver: Option<Driver>,
 }
 
 impl HostInfo for RealHost {
@@ -272,7 +272,23 @@ impl HostInfo for RealHost {
 /// Sets everything up. Err: one line for "CUPTI unavailable (...)".
 pub fn start() -> Result<(), String> {
     let env = |k: &str| std::env::var(k).ok();
-    let spec = CaptureSpec::from_env(env)?;
+    let armed = crate::armed::is_armed(&env);
+    let spec = if armed {
+        CaptureSpec {
+            trigger: crate::capture::Trigger::Always,
+            delay_ns: 0,
+            duration_ns: None,
+        }
+    } else {
+        CaptureSpec::from_env(env)?
+    };
+    let trigger_signal = if armed {
+        Some(crate::armed::trigger_signal(
+            env(protocol::env::CAPTURE_SIGNAL).as_deref(),
+        )?)
+    } else {
+        None
+    };
     let out_dir =
         PathBuf::from(env(process_info::ENV_OUT).unwrap_or_else(|| "streamscope-out".into()));
     std::fs::create_dir_all(&out_dir)
@@ -280,24 +296,44 @@ pub fn start() -> Result<(), String> {
     let pid = std::process::id();
     let host = process_info::hostname();
     let process = process_info::describe(env, pid, &host, &process_info::cmdline());
+    if let Some(sig) = trigger_signal {
+        let ctx = crate::armed::ArmedCtx {
+            process,
+            out_dir,
+            host,
+            ts_offset_ns: 0,
+        };
+        start_cupti(spec, ctx.process.clone(), Output::Armed(ctx))?;
+        return crate::armed::install_trigger_signal(sig);
+    }
     // The file first: nothing of CUPTI is touched when it cannot be written.
     let (trace_path, file) = process_info::create_trace_file(&out_dir, process.rank, &host, pid)
         .map_err(|e| format!("cannot create a trace file in {}: {e}", out_dir.display()))?;
     let progress_path = process_info::progress_path(&out_dir, &host, pid);
-    let r = start_cupti(spec, process, file, trace_path.clone(), progress_path);
+    let r = start_cupti(
+        spec,
+        process,
+        Output::Trace(file, trace_path.clone(), progress_path),
+    );
     if r.is_err() && session().is_none() {
         let _ = std::fs::remove_file(&trace_path);
     }
     r
 }
 
+/// Where the writer thread writes: one trace for the whole run, or (armed
+/// mode) one file per capture.
+enum Output {
+    Trace(File, PathBuf, PathBuf),
+    Armed(crate::armed::ArmedCtx),
+}
+
 fn start_cupti(
     spec: CaptureSpec,
     mut process: streamscope_core::model::Process,
-    file: File,
-    trace_path: PathBuf,
-    progress_path: PathBuf,
+    mut output: Output,
 ) -> Result<(), String> {
+    let armed = matches!(output, Output::Armed(_));
     let env = |k: &str| std::env::var(k).ok();
     let pid = process.pid;
     let mut libs = Vec::new();
@@ -354,7 +390,12 @@ fn start_cupti(
     // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
     let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
     cupti.check("cuptiActivityRegisterCallbacks", rc)?;
-    setup::enable_activity(&cupti, &env, &mut meta)?;
+    if armed {
+        // Nothing is enabled until a capture (armed.rs).
+        meta.push(("armed".into(), "recorded on demand (captures)".into()));
+    } else {
+        setup::enable_activity(&cupti, &env, &mut meta)?;
+    }
 
     let window_origin =
         crate::capture::window_origin(env(protocol::env::START_MONOTONIC_NS).as_deref(), origin_ns);
@@ -372,8 +413,15 @@ fn start_cupti(
         ));
     }
     let window = Arc::new(CaptureWindow::new(spec.clone(), window_origin));
-    let (sync_cbids, profiler_start, profiler_stop) =
-        setup::subscribe(&cupti, &spec.trigger, &env, &mut meta);
+    let (sync_cbids, profiler_start, profiler_stop) = if armed {
+        (
+            setup::armed_sync_cbids(&cupti, &env, &mut meta),
+            vec![],
+            vec![],
+        )
+    } else {
+        setup::subscribe(&cupti, &spec.trigger, &env, &mut meta)
+    };
     if !spec.is_unlimited() {
         meta.push(("capture".into(), format!("{:?}", spec)));
     }
@@ -404,14 +452,21 @@ fn start_cupti(
         cupti: &s.cupti,
         driver,
     };
+    if let Output::Armed(ctx) = &mut output {
+        ctx.ts_offset_ns = ts_offset_ns;
+        ctx.process.metadata = process.metadata.clone();
+    }
     let mut conv = Converter::new(process, Box::new(host), window, python);
     conv.ts_offset_ns = ts_offset_ns;
     let spawned = std::thread::Builder::new()
         .name("streamscope-writer".into())
         .stack_size(16 << 20)
         .spawn(move || {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                writer_main(s, conv, file, &trace_path, progress_path)
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match output {
+                Output::Trace(file, trace_path, progress_path) => {
+                    writer_main(s, conv, file, &trace_path, progress_path)
+                }
+                Output::Armed(ctx) => crate::armed::writer_main(s, ctx),
             }));
             if r.is_err() {
                 crate::warn!("streamscope: writer thread failed; the rest of this run is untraced");
@@ -426,12 +481,12 @@ fn start_cupti(
     spawned.map(|_| ())
 }
 
-fn gettid() -> u32 {
+pub(crate) fn gettid() -> u32 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::gettid() as u32 }
 }
 
-fn block_signals() {
+pub(crate) fn block_signals() {
     // SAFETY: builds a signal set on the stack and masks it for this thread
     // only, so SIGINT/SIGTERM are never handled on the writer thread (whose
     // handler would wait for itself).
@@ -469,6 +524,26 @@ impl Progress {
     }
 }
 
+/// Converts the queued buffers (at most a queue's worth), waiting up to
+/// `wait` for the first.
+pub(crate) fn drain(s: &Session, conv: &mut Converter, wait: Duration) {
+    let mut n = 0;
+    while let Some(buf) = s.queue.pop(if n == 0 { wait } else { Duration::ZERO }) {
+        // Abandoned: the buffer is only freed (reading it is a CUPTI call).
+        if s.sync.may_call_cupti() {
+            for_each_record(&s.cupti, buf.ptr, buf.valid, |rec| {
+                // SAFETY: a record CUPTI handed out from a buffer we still own.
+                let r = unsafe { records::parse(rec) };
+                conv.push(r);
+            });
+        }
+        n += 1;
+        if n >= QUEUE_BUFFERS {
+            break;
+        }
+    }
+}
+
 fn writer_main(
     s: &'static Session,
     mut conv: Converter,
@@ -493,23 +568,7 @@ fn writer_main(
     };
     let mut last_flush = Instant::now();
     let mut write_failed = false;
-    let drain = |conv: &mut Converter, wait: Duration| {
-        let mut n = 0;
-        while let Some(buf) = s.queue.pop(if n == 0 { wait } else { Duration::ZERO }) {
-            // Abandoned: the buffer is only freed (reading it is a CUPTI call).
-            if s.sync.may_call_cupti() {
-                for_each_record(&s.cupti, buf.ptr, buf.valid, |rec| {
-                    // SAFETY: a record CUPTI handed out from a buffer we still own.
-                    let r = unsafe { records::parse(rec) };
-                    conv.push(r);
-                });
-            }
-            n += 1;
-            if n >= QUEUE_BUFFERS {
-                break;
-            }
-        }
-    };
+    let drain = |conv: &mut Converter, wait: Duration| drain(s, conv, wait);
     let mut profiler_said = false;
     let mut last_progress = Instant::now();
     let mut nccl = crate::nccl_plugin::trace::NcclWriter::default();

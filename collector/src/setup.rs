@@ -18,16 +18,18 @@ const SYNC_APIS: &[&str] = protocol::HOST_SYNC_APIS;
 
 /// Enables kernels (required) and the other activity kinds (each
 /// optional, minus `STREAMSCOPE_ACTIVITY_OFF`), then leaves the state
-/// queries out; says what in `meta`.
+/// queries out; says what in `meta`. Returns the kinds enabled (for
+/// armed mode's `cuptiActivityDisable` at the end of a capture).
 pub(crate) fn enable_activity(
     cupti: &Cupti,
     env: &dyn Fn(&str) -> Option<String>,
     meta: &mut Meta,
-) -> Result<(), String> {
+) -> Result<Vec<u32>, String> {
     // SAFETY: plain enum argument.
     let rc = unsafe { (cupti.activity_enable)(kind::CONCURRENT_KERNEL) };
     cupti.check("cuptiActivityEnable(CONCURRENT_KERNEL)", rc)?;
     let mut kinds = vec!["kernel"];
+    let mut enabled = vec![kind::CONCURRENT_KERNEL];
     let off_text = env(protocol::env::ACTIVITY_OFF).unwrap_or_default();
     let off: Vec<&str> = off_text
         .split(',')
@@ -53,6 +55,7 @@ pub(crate) fn enable_activity(
         // SAFETY: plain enum argument.
         if enable(cupti, func, unsafe { (cupti.activity_enable)(k) }) {
             kinds.push(label);
+            enabled.push(k);
         }
     }
     if !off.is_empty() {
@@ -73,7 +76,7 @@ pub(crate) fn enable_activity(
         ),
     ));
 
-    Ok(())
+    Ok(enabled)
 }
 
 /// Subscribes the API callback: sync entries (unless
@@ -155,6 +158,74 @@ pub(crate) fn subscribe(
         ));
     }
     (sync_cbids, profiler_start, profiler_stop)
+}
+
+/// Armed mode: the sync functions whose Python line is read during a
+/// capture (looked up only: nothing is subscribed while armed; see
+/// [`armed_callbacks`]); none with `STREAMSCOPE_PYTHON_LINES=0`.
+pub(crate) fn armed_sync_cbids(
+    cupti: &Cupti,
+    env: &dyn Fn(&str) -> Option<String>,
+    meta: &mut Meta,
+) -> Vec<u32> {
+    if env(protocol::env::PYTHON_LINES).is_some_and(|v| v.trim() == "0") {
+        meta.push((
+            "python_callsites".into(),
+            format!("off ({}=0)", protocol::env::PYTHON_LINES),
+        ));
+        return Vec::new();
+    }
+    let cbids = cbids_named(cupti, CB_DOMAIN_RUNTIME_API, SYNC_APIS);
+    meta.push((
+        "python_callsites".into(),
+        format!(
+            "{} runtime functions watched during captures only",
+            cbids.len()
+        ),
+    ));
+    cbids
+}
+
+/// The API callback's subscriber in armed mode (0: refused), made at the
+/// first capture.
+static ARMED_SUBSCRIBER: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Armed mode: switches the sync callbacks on (a capture starts;
+/// subscribing the first time) or off (it ends). Returns how many were
+/// switched.
+pub(crate) fn armed_callbacks(cupti: &Cupti, cbids: &[u32], on: bool) -> usize {
+    if cbids.is_empty() {
+        return 0;
+    }
+    let sub = *ARMED_SUBSCRIBER.get_or_init(|| {
+        let mut subscriber: *mut c_void = std::ptr::null_mut();
+        // SAFETY: subscribes a callback valid for the life of the process.
+        let rc = unsafe {
+            (cupti.subscribe)(
+                &mut subscriber,
+                Some(crate::callbacks::api_callback),
+                std::ptr::null_mut(),
+            )
+        };
+        if cupti.check("cuptiSubscribe", rc).is_ok() {
+            subscriber as usize
+        } else {
+            0
+        }
+    });
+    if sub == 0 {
+        return 0;
+    }
+    cbids
+        .iter()
+        .filter(|&&c| {
+            // SAFETY: the subscriber handle CUPTI gave us and a cbid it named.
+            let rc = unsafe {
+                (cupti.enable_callback)(on as u32, sub as *mut c_void, CB_DOMAIN_RUNTIME_API, c)
+            };
+            cupti.check("cuptiEnableCallback", rc).is_ok()
+        })
+        .count()
 }
 
 /// The cbids of [`crate::callbacks::COPY_APIS`] among `sync_cbids`.

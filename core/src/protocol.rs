@@ -70,7 +70,16 @@ pub mod env {
     /// NCCL's own variable naming its profiler plugin library: `record`
     /// sets it to the collector (absolute path) unless the user set it.
     pub const NCCL_PROFILER_PLUGIN: &str = "NCCL_PROFILER_PLUGIN";
+    /// `1`: armed mode (`record --armed`): the collector records nothing
+    /// until a capture is triggered (signal, `DIR/capture`, control socket;
+    /// see [`armed`](super::armed)).
+    pub const ARMED: &str = "STREAMSCOPE_ARMED";
+    /// The signal that triggers a capture in armed mode: a number or a name
+    /// (`USR1`, `SIGUSR2`, ...); default SIGUSR2.
+    pub const CAPTURE_SIGNAL: &str = "STREAMSCOPE_CAPTURE_SIGNAL";
 }
+
+pub mod armed;
 
 /// CUDA runtime and driver functions the collector does not record by
 /// default: state queries that enqueue no GPU work, never block and never

@@ -15,9 +15,14 @@
 #      recorded with hooks, and FSDP2 plain / recorded, alternating,
 #   11. (part nccl, not by default) the NCCL profiler plugin: fsdp-ref on
 #      2 GPUs, NCCL operations per rank and the first few.
+#   12. (part capture, not by default) on-demand captures: torch FSDP2
+#      (400 steps, no NVTX) on 2 GPUs under `record --armed`, two captures
+#      of 3 steps through `streamscope capture`, a report on each, and the
+#      armed run's step time against a plain run's (one round each: a
+#      first look, not an overhead measurement).
 # Builds nothing (scripts/build-carry.sh, here, first). From the repo root:
 #
-#   BIN=.carry/bin OUT=<results> [TRUTH_PARTS="main overhead serial nccl gputests"] [TRUTH_ROUNDS=2] bash scripts/gpu/truth.sh
+#   BIN=.carry/bin OUT=<results> [TRUTH_PARTS="main overhead serial nccl capture gputests"] [TRUTH_ROUNDS=2] bash scripts/gpu/truth.sh
 #
 # Results (8 files at most come back from the lent machine):
 #   $OUT/truth.log    everything, one file
@@ -398,6 +403,58 @@ for pid, es in sorted(ops.items()):
 print(json.dumps({"nccl_plugin_ops": counts}))
 PY
   pack fsdp-ref-nccl-h200x2
+fi
+
+# 12. On-demand captures (part capture, not run by default). The armed job
+# runs in the background; once both ranks have their control socket (CUDA
+# started) and training is under way, two captures of 3 steps each (the
+# second through --ranks 0,1); a report on each capture's files (one trace
+# set per capture); then the same job plain. The step-time comparison is
+# one round each: what armed mode costs has NOT been measured yet.
+# TRUTH_PACK_CAPTURES=1 also packs the capture folder.
+if part capture; then
+  cn=torch-fsdp2-captures-h200x2
+  d="$W/$cn"
+  CA=${TRUTH_FSDP2_ARGS:---dim 4096 --seq 1024}
+  ( step fsdp2-armed 300 "$S" record --armed -o "$d" -- torchrun --nproc_per_node 2 --master_port 29770 \
+      examples/torch_fsdp2.py $CA --steps 400 --no-nvtx > "$W/capture-armed.json" ) &
+  armed_pid=$!
+  for _ in $(seq 150); do
+    [ "$(ls "$d/.control" 2>/dev/null | grep -c '\.sock$')" -ge 2 ] && break
+    sleep 1
+  done
+  ls -la "$d/.control" 2>&1
+  sleep "${TRUTH_CAPTURE_WAIT_S:-20}"
+  step capture-1 30 "$S" capture "$d" --steps 3
+  sleep 10
+  step capture-2 30 "$S" capture "$d" --steps 3 --ranks 0,1
+  wait "$armed_pid"
+  cat "$W/capture-armed.json"
+  ls -la "$d" 2>&1
+  for k in 1 2; do
+    step "capture-$k-report" 60 "$S" report "$d"/rank-*.capture-$k.pftrace | head -40
+  done
+  step fsdp2-plain-400 300 torchrun --nproc_per_node 2 --master_port 29771 \
+    examples/torch_fsdp2.py $CA --steps 400 --no-nvtx > "$W/capture-plain.json"
+  cat "$W/capture-plain.json"
+  line=$("$PY" - "$W/capture-armed.json" "$W/capture-plain.json" "$d" <<'PY'
+import glob, json, os, sys
+def median(path):
+    try:
+        for l in open(path):
+            if l.strip().startswith("{"):
+                return json.loads(l).get("step_ms_median")
+    except Exception:
+        return None
+files = sorted(os.path.basename(f) for f in glob.glob(os.path.join(sys.argv[3], "*.capture-*.pftrace")))
+print(json.dumps({"capture": {"armed_step_ms_median": median(sys.argv[1]),
+                              "plain_step_ms_median": median(sys.argv[2]),
+                              "capture_files": files,
+                              "note": "one round each, two 3-step captures inside the armed run; not an overhead measurement"}}))
+PY
+)
+  echo "$line"; note "$line"
+  [ -n "${TRUTH_PACK_CAPTURES:-}" ] && pack "$cn"
 fi
 
 # 10. The collector's #[ignore]d GPU tests.

@@ -3,7 +3,11 @@
  * with a kernel, the runtime call that launched it and a memcpy, in
  * 256-byte slots (cuptiActivityGetNextRecord walks the slots). Record
  * layouts are the CUDA 13.0 prefixes the collector reads. With
- * FAKE_CUPTI_EMPTY set it hands back nothing. */
+ * FAKE_CUPTI_EMPTY set it hands back nothing. Records exist only while the
+ * kernel kind is enabled (cuptiActivityEnable(10)), and at the first flush
+ * after cuptiActivityDisable(10) (what was buffered); each enable/disable
+ * is appended to $FAKE_CUPTI_ACTIVITY_LOG as "enable|disable KIND", each
+ * cuptiEnableCallback as "callback ON DOMAIN CBID". */
 #include <stdint.h>
 #include <stddef.h>
 #include <string.h>
@@ -32,10 +36,31 @@ struct memcpy6 { uint32_t kind; uint8_t copy_kind, src, dst, flags; uint64_t byt
 int cuptiGetVersion(uint32_t *v) { *v = 130000; return 0; }
 int cuptiGetResultString(uint32_t r, const char **s) { (void)r; *s = "fake error"; return 0; }
 int cuptiActivityRegisterCallbacks(req_t r, comp_t c) { g_req = r; g_comp = c; return 0; }
-int cuptiActivityEnable(uint32_t k) { (void)k; return 0; }
+static int g_kernels_on, g_pending;
+static void activity_log(const char *what, uint32_t k) {
+  const char *log = getenv("FAKE_CUPTI_ACTIVITY_LOG");
+  FILE *f = log ? fopen(log, "a") : 0;
+  if (f) { fprintf(f, "%s %u\n", what, k); fclose(f); }
+}
+int cuptiActivityEnable(uint32_t k) {
+  activity_log("enable", k);
+  if (k == 10) g_kernels_on = g_pending = 1;
+  return 0;
+}
+int cuptiActivityDisable(uint32_t k) {
+  activity_log("disable", k);
+  if (k == 10) g_kernels_on = 0;
+  return 0;
+}
 int cuptiActivityRegisterTimestampCallback(ts_t f) { g_ts = f; return 0; }
 int cuptiSubscribe(void **s, void *cb, void *u) { (void)cb; (void)u; *s = (void *)1; return 0; }
-int cuptiEnableCallback(uint32_t e, void *s, uint32_t d, uint32_t c) { (void)e; (void)s; (void)d; (void)c; return 0; }
+int cuptiEnableCallback(uint32_t e, void *s, uint32_t d, uint32_t c) {
+  (void)s;
+  const char *log = getenv("FAKE_CUPTI_ACTIVITY_LOG");
+  FILE *f = log ? fopen(log, "a") : 0;
+  if (f) { fprintf(f, "callback %u %u %u\n", e, d, c); fclose(f); }
+  return 0;
+}
 int cuptiSetThreadIdType(uint32_t t) { (void)t; return 0; }
 int cuptiGetTimestamp(uint64_t *t) { *t = g_ts ? g_ts() : 1; return 0; }
 int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c; (void)s; *d = 0; return 0; }
@@ -67,6 +92,8 @@ int cuptiActivityFlushAll(uint32_t flag) {
   (void)flag;
   if (!g_req || !g_comp) return 1;
   if (getenv("FAKE_CUPTI_EMPTY")) return 0; /* a process that never runs GPU work */
+  if (!g_kernels_on && !g_pending) return 0; /* nothing recorded */
+  g_pending = g_kernels_on;
   uint8_t *b = 0; size_t size = 0, max = 0;
   g_req(&b, &size, &max);
   if (!b || size < 768) return 1;
