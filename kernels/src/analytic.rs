@@ -162,6 +162,7 @@ mod tests {
             warmup: 0,
             item_sync: false,
             sync_every: 0,
+            straggler: None,
             lr: 1e-3,
             seed: 0,
         }

@@ -60,6 +60,10 @@ pub struct Args {
     /// Plant a compute-stream synchronize after every N-th forward block (0: never).
     #[arg(long, default_value_t = 0)]
     pub sync_every: usize,
+    /// RANK:MS: that rank sleeps MS milliseconds on the host before it
+    /// issues each all-gather: a straggler whose delay is known.
+    #[arg(long, value_name = "RANK:MS", value_parser = parse_straggler)]
+    pub straggler: Option<(usize, f64)>,
     /// Optimizer on the fp32 shards.
     #[arg(long, value_enum, default_value_t = Optimizer::Adamw)]
     pub optimizer: Optimizer,
@@ -120,6 +124,8 @@ pub enum ConfigError {
     TooLarge { what: &'static str, value: usize },
     #[error("{name} must be a positive finite number (got {got})")]
     NotPositive { name: &'static str, got: String },
+    #[error("--straggler names rank {rank}, but the world has {world} rank(s)")]
+    StragglerRank { rank: usize, world: usize },
 }
 
 /// The validated sizes one rank works with.
@@ -140,6 +146,8 @@ pub struct Plan {
     pub warmup: usize,
     pub item_sync: bool,
     pub sync_every: usize,
+    /// (rank, ms): that rank sleeps ms on the host before each all-gather.
+    pub straggler: Option<(usize, f64)>,
     pub lr: f32,
     pub seed: u64,
 }
@@ -182,6 +190,24 @@ impl Plan {
     }
 }
 
+/// "RANK:MS", MS a finite number of milliseconds >= 0.
+pub fn parse_straggler(s: &str) -> Result<(usize, f64), String> {
+    let (r, ms) = s
+        .split_once(':')
+        .ok_or_else(|| format!("expected RANK:MS, got {s:?}"))?;
+    let rank = r
+        .trim()
+        .parse::<usize>()
+        .map_err(|e| format!("bad rank {r:?}: {e}"))?;
+    let ms = ms
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|m| m.is_finite() && *m >= 0.0)
+        .ok_or_else(|| format!("bad milliseconds {ms:?}: a number >= 0"))?;
+    Ok((rank, ms))
+}
+
 fn at_least(name: &'static str, got: usize, min: usize) -> Result<(), ConfigError> {
     if got < min {
         return Err(ConfigError::TooSmall { name, min, got });
@@ -213,6 +239,11 @@ pub fn plan(args: &Args, world: usize) -> Result<Plan, ConfigError> {
     positive("--peak-tflops", args.peak_tflops)?;
     if !args.dim.is_multiple_of(8) {
         return Err(ConfigError::DimAlignment { dim: args.dim });
+    }
+    if let Some((rank, _)) = args.straggler {
+        if rank >= world {
+            return Err(ConfigError::StragglerRank { rank, world });
+        }
     }
     if args.prefetch > args.layers {
         return Err(ConfigError::PrefetchTooDeep {
@@ -257,6 +288,7 @@ pub fn plan(args: &Args, world: usize) -> Result<Plan, ConfigError> {
         warmup: args.warmup,
         item_sync: args.item_sync,
         sync_every: args.sync_every,
+        straggler: args.straggler,
         lr: args.lr,
         seed: args.seed,
     })
@@ -271,6 +303,20 @@ mod tests {
         let mut v = vec!["fsdp-ref"];
         v.extend_from_slice(extra);
         Args::try_parse_from(v).expect("test arguments parse")
+    }
+
+    #[test]
+    fn straggler_is_parsed_and_checked_against_the_world() {
+        let p = plan(&args(&["--straggler", "1:5.5"]), 2).expect("valid");
+        assert_eq!(p.straggler, Some((1, 5.5)));
+        assert_eq!(
+            plan(&args(&["--straggler", "2:5"]), 2),
+            Err(ConfigError::StragglerRank { rank: 2, world: 2 })
+        );
+        for bad in ["1", "x:5", "1:-2", "1:nan"] {
+            assert!(parse_straggler(bad).is_err(), "{bad}");
+        }
+        assert_eq!(plan(&args(&[]), 2).expect("valid").straggler, None);
     }
 
     #[test]

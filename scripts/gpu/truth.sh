@@ -457,6 +457,36 @@ PY
   [ -n "${TRUTH_PACK_CAPTURES:-}" ] && pack "$cn"
 fi
 
+# 9c. A known straggler (part `straggler`, not run by default): fsdp-ref
+#     with rank 1 sleeping STRAGGLER_MS on the host before each of its 16
+#     all-gathers per step; the report must name rank 1 and a wait per step
+#     within 10 % of 16 x STRAGGLER_MS.
+if part straggler; then
+  d="$W/fsdp-ref-straggler-h200x2"
+  SMS=${STRAGGLER_MS:-5}
+  SCFG="--mode overlap --prefetch 1 --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 10 --warmup 3 --item-sync --timeout-s 100 --straggler 1:$SMS"
+  step fsdp-ref-straggler 90 "$S" record -o "$d" -- bash -c "
+    for r in 0 1; do RANK=\$r WORLD_SIZE=2 LOCAL_RANK=\$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29770 \
+      '$F' $SCFG > '$W/straggler-rank'\$r.txt 2>&1 & done; wait"
+  "$S" report "$d" --format json > "$d.report.json" 2>/dev/null
+  "$S" report "$d" | sed -n '/Who waits/,/^$/p' | head -30
+  "$PY" - "$d.report.json" "$SMS" <<'PY' | tee -a "$J"
+import json, statistics, sys
+r = json.load(open(sys.argv[1])); ms = float(sys.argv[2])
+rows = {}
+for s in r.get("steps", []):
+    if s.get("straggler_rank") is not None:
+        rows.setdefault(s["step"], (s["straggler_rank"], s["straggler_wait_us"]))
+named = [k for k, (rank, _) in rows.items() if rank == 1]
+waits = [w / 1e3 for (rank, w) in rows.values() if rank == 1]
+want = 16 * ms
+med = statistics.median(waits) if waits else 0.0
+print(json.dumps({"straggler": {"planted_ms_per_step": want, "steps": len(rows), "steps_naming_rank_1": len(named),
+      "median_wait_ms": med, "within_10pct": bool(waits) and abs(med - want) <= 0.1 * want}}))
+PY
+  pack fsdp-ref-straggler-h200x2
+fi
+
 # 10. The collector's #[ignore]d GPU tests.
 if part gputests && [ -x "$BIN/collector-gpu-tests" ]; then
   step collector-gpu-tests 240 env COLLECTOR_SO="$LIB" FSDP_REF="$F" "$BIN/collector-gpu-tests" --ignored --test-threads=1

@@ -393,6 +393,12 @@ impl Trainer {
     fn gather(&self, block: usize, slot: usize, span: &Span, phase: &str) -> Result<(), GpuError> {
         let bytes = self.plan.shard.gather_bytes();
         let label = format!("all_gather {phase} block {block} ({bytes} B)");
+        if let Some((r, ms)) = self.plan.straggler {
+            if r == self.rank && ms > 0.0 {
+                let _s = nvtx::range("straggler sleep");
+                std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3));
+            }
+        }
         let _r = nvtx::range(&label);
         let cs = &self.comm_stream;
         self.wait(
