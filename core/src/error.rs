@@ -5,37 +5,76 @@ use std::path::PathBuf;
 /// Why a trace could not be loaded or written. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    /// An I/O error on the file.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
+    /// The file has no bytes.
     #[error("{path}: file is empty")]
-    Empty { path: PathBuf },
-    #[error("{path}: not a trace ({why})")]
-    NotATrace { path: PathBuf, why: String },
-    #[error("{path}: corrupt Perfetto trace at byte {offset}: {why}")]
-    Corrupt {
+    Empty {
+        /// The file.
         path: PathBuf,
-        offset: u64,
+    },
+    /// The file is neither a Perfetto trace nor Kineto JSON.
+    #[error("{path}: not a trace ({why})")]
+    NotATrace {
+        /// The file.
+        path: PathBuf,
+        /// Why it was rejected.
         why: String,
     },
+    /// A Perfetto trace that cannot be decoded.
+    #[error("{path}: corrupt Perfetto trace at byte {offset}: {why}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the problem in the file.
+        offset: u64,
+        /// What is wrong there.
+        why: String,
+    },
+    /// Kineto JSON that cannot be parsed.
     #[error("{path}: invalid Kineto JSON: {why}")]
-    Json { path: PathBuf, why: String },
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// A directory without trace files.
     #[error("{path}: directory holds no trace files (.pftrace, .perfetto-trace, .json, .json.gz)")]
-    EmptyDirectory { path: PathBuf },
+    EmptyDirectory {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// Writing a trace without processes.
     #[error("{path}: nothing to write: the trace has no processes")]
-    NothingToWrite { path: PathBuf },
+    NothingToWrite {
+        /// The output file.
+        path: PathBuf,
+    },
+    /// The output file exists and replacing it was not asked for.
     #[error("{path}: already exists (pass --force to replace it)")]
-    OutputExists { path: PathBuf },
+    OutputExists {
+        /// The output file.
+        path: PathBuf,
+    },
+    /// Writing the output failed.
     #[error("{path}: cannot write: {source}")]
     Write {
+        /// The output file.
         path: PathBuf,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
 
 impl TraceError {
+    /// A [`TraceError::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         TraceError::Io {
             path: path.into(),
@@ -44,4 +83,5 @@ impl TraceError {
     }
 }
 
+/// Result with [`TraceError`] as the default error.
 pub type Result<T, E = TraceError> = std::result::Result<T, E>;

@@ -7,6 +7,8 @@
 //! The `testing` feature adds `synth` (generated FSDP-like traces) and
 //! `dump` (a textual dump for round-trip tests), for tests and benchmarks.
 
+#![warn(missing_docs)]
+
 pub mod analysis;
 pub mod chrome;
 pub mod comms;

@@ -12,7 +12,9 @@ use crate::model::Trace;
 /// What a file holds, judged by its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// A Perfetto protobuf trace.
     Perfetto,
+    /// A Kineto (PyTorch profiler) JSON trace.
     Kineto,
 }
 

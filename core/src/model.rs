@@ -62,10 +62,12 @@ impl StringPool {
         self.strings.get(id.0 as usize).map(|s| &**s).unwrap_or("")
     }
 
+    /// Number of interned strings, the empty string included.
     pub fn len(&self) -> usize {
         self.strings.len()
     }
 
+    /// True when the pool holds only the empty string.
     pub fn is_empty(&self) -> bool {
         self.strings.len() <= 1
     }
@@ -99,6 +101,7 @@ impl ClockDomain {
         }
     }
 
+    /// The clock domain of Perfetto builtin clock `id`, if it is one of ours.
     pub fn from_perfetto_id(id: u32) -> Option<Self> {
         match id {
             1 => Some(ClockDomain::Realtime),
@@ -108,6 +111,7 @@ impl ClockDomain {
         }
     }
 
+    /// Lowercase name ("realtime", "monotonic", "boottime").
     pub fn name(self) -> &'static str {
         match self {
             ClockDomain::Realtime => "realtime",
@@ -120,18 +124,27 @@ impl ClockDomain {
 /// One traced process: a rank of a distributed job.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Process {
+    /// OS process id.
     pub pid: u32,
+    /// Process name.
     pub name: String,
+    /// Global rank in the distributed job, if known.
     pub rank: Option<u32>,
+    /// Rank on its host, if known.
     pub local_rank: Option<u32>,
+    /// Number of ranks in the job, if known.
     pub world_size: Option<u32>,
+    /// Host the process ran on.
     pub hostname: String,
+    /// Command line of the process.
     pub cmdline: String,
+    /// Clock the process's timestamps are on.
     pub clock: ClockDomain,
     /// Records CUPTI (or the importer) could not deliver.
     pub dropped_records: u64,
     /// Capture window, when the collector limited it.
     pub capture_start_ns: Option<i64>,
+    /// End of the capture window (ns), when the collector limited it.
     pub capture_end_ns: Option<i64>,
     /// Simultaneous readings of several clocks, as (Perfetto clock id, ns):
     /// lets Perfetto put this process's clock on its trace clock.
@@ -145,6 +158,7 @@ pub struct Process {
 pub const COMPARE_RUN_KEY: &str = "compare_run";
 
 impl Process {
+    /// Display label: "rank N" (or "pid N"), led by the compare run name if any.
     pub fn label(&self) -> String {
         let base = match self.rank {
             Some(r) => format!("rank {r}"),
@@ -160,37 +174,67 @@ impl Process {
 /// A GPU of a process, with the limits occupancy needs.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Device {
+    /// Owning process (index into `Trace::processes`).
     pub process: u32,
     /// CUDA device ordinal inside the process.
     pub ordinal: u32,
+    /// Device name (e.g. "NVIDIA H200").
     pub name: String,
+    /// Compute capability, major version.
     pub compute_major: u32,
+    /// Compute capability, minor version.
     pub compute_minor: u32,
+    /// Number of streaming multiprocessors.
     pub sm_count: u32,
+    /// Threads per warp.
     pub warp_size: u32,
+    /// Maximum threads per block.
     pub max_threads_per_block: u32,
+    /// Maximum resident threads per SM.
     pub max_threads_per_sm: u32,
+    /// Maximum resident blocks per SM.
     pub max_blocks_per_sm: u32,
+    /// 32-bit registers per SM.
     pub regs_per_sm: u32,
+    /// 32-bit registers available to one block.
     pub regs_per_block: u32,
+    /// Shared memory per SM, in bytes.
     pub smem_per_sm_bytes: u64,
+    /// Shared memory available to one block, in bytes.
     pub smem_per_block_bytes: u64,
+    /// Global memory, in bytes.
     pub global_mem_bytes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Index into `Trace::tracks`.
 pub struct TrackId(pub u32);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// What a track shows.
 pub enum TrackKind {
     /// A host thread: CUDA API calls, NVTX ranges, CPU ops.
-    Thread { tid: u32 },
+    Thread {
+        /// OS thread id.
+        tid: u32,
+    },
     /// Grouping track for one GPU ("GPU 0 · NVIDIA H200").
-    Gpu { device: u32 },
+    Gpu {
+        /// Model device index.
+        device: u32,
+    },
     /// One CUDA stream of a device (a model device index).
-    Stream { device: u32, stream: u32 },
+    Stream {
+        /// Model device index.
+        device: u32,
+        /// CUDA stream id.
+        stream: u32,
+    },
     /// A counter series (SMs in use, ...), optionally tied to a device.
-    Counter { device: Option<u32> },
+    Counter {
+        /// Model device index, if the counter belongs to a device.
+        device: Option<u32>,
+    },
     /// Anything else (tracks of foreign Perfetto traces).
     Other,
 }
@@ -198,9 +242,13 @@ pub enum TrackKind {
 /// A timeline track.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Track {
+    /// Owning process (index into `Trace::processes`).
     pub process: u32,
+    /// Parent track (e.g. the GPU group of a stream), if any.
     pub parent: Option<TrackId>,
+    /// What the track shows.
     pub kind: TrackKind,
+    /// Display name.
     pub name: StrId,
 }
 
@@ -208,8 +256,11 @@ pub struct Track {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum SliceKind {
+    /// A GPU kernel.
     Kernel = 0,
+    /// A GPU memory copy.
     Memcpy = 1,
+    /// A GPU memory set.
     Memset = 2,
     /// A host-blocking synchronization (stream, device, event sync).
     Sync = 3,
@@ -228,6 +279,7 @@ pub enum SliceKind {
 }
 
 impl SliceKind {
+    /// Every kind, in discriminant order.
     pub const ALL: [SliceKind; 10] = [
         SliceKind::Kernel,
         SliceKind::Memcpy,
@@ -241,6 +293,7 @@ impl SliceKind {
         SliceKind::Other,
     ];
 
+    /// Lowercase name ("kernel", "memcpy", ...).
     pub fn name(self) -> &'static str {
         match self {
             SliceKind::Kernel => "kernel",
@@ -256,10 +309,12 @@ impl SliceKind {
         }
     }
 
+    /// The kind named `s` (inverse of [`SliceKind::name`]).
     pub fn from_name(s: &str) -> Option<Self> {
         SliceKind::ALL.into_iter().find(|k| k.name() == s)
     }
 
+    /// The kind with discriminant `v`; [`SliceKind::Other`] when out of range.
     pub fn from_u8(v: u8) -> SliceKind {
         SliceKind::ALL
             .get(v as usize)
@@ -280,13 +335,18 @@ impl SliceKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum SliceClass {
+    /// Not a GPU slice, or unclassified.
     None = 0,
+    /// Compute kernel.
     Compute = 1,
+    /// Communication (NCCL) kernel.
     Communication = 2,
+    /// Memory copy or set.
     Memory = 3,
 }
 
 impl SliceClass {
+    /// Lowercase name ("none", "compute", "communication", "memory").
     pub fn name(self) -> &'static str {
         match self {
             SliceClass::None => "none",
@@ -296,6 +356,7 @@ impl SliceClass {
         }
     }
 
+    /// The class named `s` (inverse of [`SliceClass::name`]).
     pub fn from_name(s: &str) -> Option<Self> {
         [
             SliceClass::None,
@@ -307,6 +368,7 @@ impl SliceClass {
         .find(|c| c.name() == s)
     }
 
+    /// The class with discriminant `v`; [`SliceClass::None`] when out of range.
     pub fn from_u8(v: u8) -> SliceClass {
         match v {
             1 => SliceClass::Compute,
@@ -341,17 +403,24 @@ impl SliceClass {
 /// Launch configuration of a kernel (shared by all kernels launched alike).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct LaunchConfig {
+    /// Grid dimensions (x, y, z), in blocks.
     pub grid: [u32; 3],
+    /// Block dimensions (x, y, z), in threads.
     pub block: [u32; 3],
+    /// Registers per thread.
     pub registers_per_thread: u32,
+    /// Static shared memory per block, in bytes.
     pub static_smem_bytes: u32,
+    /// Dynamic shared memory per block, in bytes.
     pub dynamic_smem_bytes: u32,
 }
 
 impl LaunchConfig {
+    /// Blocks in the grid (zero dimensions count as 1).
     pub fn blocks(&self) -> u64 {
         self.grid.iter().map(|&g| g.max(1) as u64).product()
     }
+    /// Threads per block (zero dimensions count as 1).
     pub fn threads_per_block(&self) -> u64 {
         self.block.iter().map(|&b| b.max(1) as u64).product()
     }
@@ -361,15 +430,22 @@ impl LaunchConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum CopyKind {
+    /// Direction not known.
     Unknown = 0,
+    /// Host to device.
     HostToDevice = 1,
+    /// Device to host.
     DeviceToHost = 2,
+    /// Device to device.
     DeviceToDevice = 3,
+    /// Host to host.
     HostToHost = 4,
+    /// Peer to peer (between devices).
     PeerToPeer = 5,
 }
 
 impl CopyKind {
+    /// Short name ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown").
     pub fn name(self) -> &'static str {
         match self {
             CopyKind::Unknown => "unknown",
@@ -380,6 +456,7 @@ impl CopyKind {
             CopyKind::PeerToPeer => "PtoP",
         }
     }
+    /// The kind named `s`; [`CopyKind::Unknown`] for any other name.
     pub fn from_name(s: &str) -> CopyKind {
         match s {
             "HtoD" => CopyKind::HostToDevice,
@@ -395,7 +472,9 @@ impl CopyKind {
 /// A memcpy or memset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CopyInfo {
+    /// Bytes copied or set.
     pub bytes: u64,
+    /// Direction of the copy.
     pub kind: CopyKind,
     /// Host memory was pageable (the copy blocks the host).
     pub pageable: bool,
@@ -409,10 +488,15 @@ pub const NO_ARGS: u32 = u32::MAX;
 /// A free-form argument value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ArgValue {
+    /// Signed integer.
     Int(i64),
+    /// Unsigned integer.
     UInt(u64),
+    /// Floating point number.
     Double(f64),
+    /// Boolean.
     Bool(bool),
+    /// String (in the trace's string pool).
     Str(StrId),
 }
 
@@ -420,16 +504,23 @@ pub enum ArgValue {
 pub type ArgSet = Vec<(StrId, ArgValue)>;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Index of a slice in [`Slices`].
 pub struct SliceId(pub u32);
 
 /// Slices, column by column. Index `i` of every column is slice `i`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Slices {
+    /// Start time (ns).
     pub start_ns: Vec<i64>,
+    /// Duration (ns).
     pub dur_ns: Vec<i64>,
+    /// Track the slice is on.
     pub track: Vec<TrackId>,
+    /// Slice name.
     pub name: Vec<StrId>,
+    /// What the slice is.
     pub kind: Vec<SliceKind>,
+    /// HTA class (GPU slices).
     pub class: Vec<SliceClass>,
     /// CUDA correlation id (0 when none).
     pub correlation: Vec<u32>,
@@ -441,12 +532,15 @@ pub struct Slices {
 }
 
 impl Slices {
+    /// Number of slices.
     pub fn len(&self) -> usize {
         self.start_ns.len()
     }
+    /// True when there are no slices.
     pub fn is_empty(&self) -> bool {
         self.start_ns.is_empty()
     }
+    /// End time (ns) of slice `i`: start + duration, saturating.
     pub fn end_ns(&self, i: usize) -> i64 {
         self.start_ns[i].saturating_add(self.dur_ns[i])
     }
@@ -485,23 +579,31 @@ impl Slices {
 /// A flow arrow (launch call -> GPU work), keyed by an id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Flow {
+    /// Flow id.
     pub id: u64,
+    /// Slice the arrow starts at (the launch call).
     pub from: SliceId,
+    /// Slice the arrow ends at (the GPU work).
     pub to: SliceId,
 }
 
 /// Counter samples, column by column.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counters {
+    /// Counter track of each sample.
     pub track: Vec<TrackId>,
+    /// Sample time (ns).
     pub ts_ns: Vec<i64>,
+    /// Sample value.
     pub value: Vec<f64>,
 }
 
 impl Counters {
+    /// Number of samples.
     pub fn len(&self) -> usize {
         self.ts_ns.len()
     }
+    /// True when there are no samples.
     pub fn is_empty(&self) -> bool {
         self.ts_ns.is_empty()
     }
@@ -510,19 +612,30 @@ impl Counters {
 /// A new slice, for [`Trace::push_slice`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewSlice {
+    /// Track the slice goes on.
     pub track: TrackId,
+    /// Start time (ns).
     pub start_ns: i64,
+    /// Duration (ns).
     pub dur_ns: i64,
+    /// Slice name.
     pub name: StrId,
+    /// What the slice is.
     pub kind: SliceKind,
+    /// HTA class.
     pub class: SliceClass,
+    /// CUDA correlation id (0 when none).
     pub correlation: u32,
+    /// Launch configuration (kernels).
     pub launch: Option<LaunchConfig>,
+    /// Copy description (memcpy/memset).
     pub copy: Option<CopyInfo>,
+    /// Free-form arguments.
     pub args: ArgSet,
 }
 
 impl NewSlice {
+    /// A slice with no class, correlation, payload or arguments.
     pub fn new(track: TrackId, kind: SliceKind, name: StrId, start_ns: i64, dur_ns: i64) -> Self {
         NewSlice {
             track,
@@ -542,15 +655,25 @@ impl NewSlice {
 /// A whole trace: one or more processes (ranks).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Trace {
+    /// Interned strings.
     pub strings: StringPoolEq,
+    /// Processes (ranks); indexed by process number.
     pub processes: Vec<Process>,
+    /// GPUs of all processes; indexed by model device index.
     pub devices: Vec<Device>,
+    /// Tracks; indexed by [`TrackId`].
     pub tracks: Vec<Track>,
+    /// Slices, column by column.
     pub slices: Slices,
+    /// Distinct kernel launch configurations (kernel slices' payload).
     pub launch_configs: Vec<LaunchConfig>,
+    /// Distinct copy descriptions (memcpy/memset slices' payload).
     pub copies: Vec<CopyInfo>,
+    /// Free-form argument sets (slices' `args`).
     pub arg_sets: Vec<ArgSet>,
+    /// Flow arrows.
     pub flows: Vec<Flow>,
+    /// Counter samples.
     pub counters: Counters,
     /// Problems met while loading (truncation, skipped events, ...).
     pub diagnostics: Vec<crate::diagnostic::Diagnostic>,
@@ -582,28 +705,34 @@ impl std::ops::DerefMut for StringPoolEq {
 }
 
 impl Trace {
+    /// An empty trace.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Interns `s` in the trace's string pool.
     pub fn intern(&mut self, s: &str) -> StrId {
         self.strings.intern(s)
     }
 
+    /// The string for `id`.
     pub fn str(&self, id: StrId) -> &str {
         self.strings.get(id)
     }
 
+    /// Adds a process; returns its index.
     pub fn add_process(&mut self, p: Process) -> u32 {
         self.processes.push(p);
         (self.processes.len() - 1) as u32
     }
 
+    /// Adds a device; returns its model index.
     pub fn add_device(&mut self, d: Device) -> u32 {
         self.devices.push(d);
         (self.devices.len() - 1) as u32
     }
 
+    /// Adds a track of `process`; returns its id.
     pub fn add_track(
         &mut self,
         process: u32,
@@ -629,10 +758,12 @@ impl Trace {
             .map(|i| TrackId(i as u32))
     }
 
+    /// The track `id`.
     pub fn track(&self, id: TrackId) -> &Track {
         &self.tracks[id.0 as usize]
     }
 
+    /// Name of track `id`.
     pub fn track_name(&self, id: TrackId) -> &str {
         self.str(self.track(id).name)
     }
@@ -646,6 +777,7 @@ impl Trace {
         }
     }
 
+    /// Index of `lc` in `launch_configs`, adding it if new.
     pub fn intern_launch(&mut self, lc: LaunchConfig) -> u32 {
         if let Some(&i) = self.launch_index.get(&lc) {
             return i;
@@ -656,6 +788,7 @@ impl Trace {
         i
     }
 
+    /// Index of `c` in `copies`, adding it if new.
     pub fn intern_copy(&mut self, c: CopyInfo) -> u32 {
         if let Some(&i) = self.copy_index.get(&c) {
             return i;
@@ -666,10 +799,12 @@ impl Trace {
         i
     }
 
+    /// Reserves room for `n` more slices.
     pub fn reserve_slices(&mut self, n: usize) {
         self.slices.reserve(n);
     }
 
+    /// Appends a slice, interning its payload and arguments; returns its id.
     pub fn push_slice(&mut self, s: NewSlice) -> SliceId {
         let payload = match (s.launch, s.copy) {
             (Some(lc), _) => self.intern_launch(lc),
@@ -722,6 +857,7 @@ impl Trace {
         SliceId((sl.len() - 1) as u32)
     }
 
+    /// Appends a counter sample.
     pub fn push_counter(&mut self, track: TrackId, ts_ns: i64, value: f64) {
         self.counters.track.push(track);
         self.counters.ts_ns.push(ts_ns);
@@ -770,6 +906,7 @@ impl Trace {
         self.arg(i, key).map(|v| self.arg_value_string(v))
     }
 
+    /// An argument value as text.
     pub fn arg_value_string(&self, v: &ArgValue) -> String {
         match v {
             ArgValue::Int(x) => x.to_string(),

@@ -197,6 +197,7 @@ pub fn is_collector_file(name: &str) -> bool {
 /// rename) while the collector runs, removed by `record` at the end.
 pub const PROGRESS_PREFIX: &str = ".progress-";
 
+/// The progress file name of process `pid` on `host`: ".progress-HOST-PID".
 pub fn progress_file_name(host: &str, pid: u32) -> String {
     format!("{PROGRESS_PREFIX}{}-{pid}", host_tag(host))
 }
@@ -204,14 +205,20 @@ pub fn progress_file_name(host: &str, pid: u32) -> String {
 /// One progress file's content: "events=N records=N bytes=N dropped=N done=0|1".
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct Progress {
+    /// Slices written so far.
     pub events: u64,
+    /// Records the collector has seen so far.
     pub records: u64,
+    /// Bytes of trace written so far.
     pub bytes: u64,
+    /// Records dropped so far.
     pub dropped: u64,
+    /// Whether the collector has finished.
     pub done: bool,
 }
 
 impl Progress {
+    /// The progress as one line, newline included.
     pub fn to_line(&self) -> String {
         format!(
             "events={} records={} bytes={} dropped={} done={}\n",

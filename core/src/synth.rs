@@ -13,12 +13,15 @@ use crate::model::*;
 /// Shape of a generated trace.
 #[derive(Debug, Clone)]
 pub struct SynthOptions {
+    /// Number of ranks (processes).
     pub ranks: u32,
     /// Stop adding steps once the trace holds at least this many slices.
     pub target_slices: usize,
+    /// Layers per step (one all-gather in the forward, one reduce-scatter in the backward each).
     pub layers: u32,
     /// Plant an item-like sync at the end of every step.
     pub item_sync: bool,
+    /// Random seed (0 is treated as 1).
     pub seed: u64,
 }
 

@@ -10,15 +10,22 @@ use crate::model::SliceClass;
 /// Merged interval sets of one window.
 #[derive(Debug, Default)]
 pub struct Unions {
+    /// Union of all GPU event intervals (ns).
     pub all: Vec<(i64, i64)>,
+    /// Union of compute-kernel intervals (ns).
     pub compute: Vec<(i64, i64)>,
+    /// Union of communication-kernel intervals (ns).
     pub comm: Vec<(i64, i64)>,
+    /// Earliest event start (ns); `None` without events.
     pub first_start: Option<i64>,
+    /// Latest event end (ns); `None` without events.
     pub last_end: Option<i64>,
+    /// Number of events.
     pub count: u64,
 }
 
 impl Unions {
+    /// Merges the intervals of `events`.
     pub fn of<'a>(events: impl Iterator<Item = &'a Ev>) -> Unions {
         let mut u = Unions::default();
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
@@ -43,6 +50,7 @@ impl Unions {
         u
     }
 
+    /// The overlap and temporal breakdown of these unions.
     pub fn breakdown(&self) -> Breakdown {
         let us = |ns: i64| ns as f64 / 1000.0;
         let pct = |num: i64, den: i64| (den > 0).then(|| 100.0 * num as f64 / den as f64);

@@ -20,6 +20,7 @@ pub struct NcclNames {
 }
 
 impl NcclNames {
+    /// Parses every string of the trace's pool that contains "nccl".
     pub fn new(t: &Trace) -> NcclNames {
         // Only names that contain "nccl" are parsed: a scan of the string pool, not of the slices.
         let by_name = (0..t.strings.len())
@@ -35,12 +36,14 @@ impl NcclNames {
         NcclNames { by_name }
     }
 
+    /// The parse of the name of slice `id`, if it is a NCCL kernel name.
     pub fn info(&self, t: &Trace, id: u32) -> Option<&NcclInfo> {
         self.by_name
             .get(t.slices.name[id as usize].0 as usize)
             .and_then(|o| o.as_ref())
     }
 
+    /// Whether slice `id` is an all-gather NCCL kernel.
     pub fn is_all_gather(&self, t: &Trace, id: u32) -> bool {
         self.info(t, id)
             .is_some_and(|i| i.collective == "AllGather")

@@ -15,9 +15,13 @@ use serde::Serialize;
 pub struct NcclInfo {
     /// Canonical: AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, Send, Recv, AllToAll.
     pub collective: String,
+    /// Algorithm token of the name (RING, TREE, ...); "" when absent.
     pub algorithm: String,
+    /// Protocol token of the name (LL, LL128, SIMPLE); "" when absent.
     pub protocol: String,
+    /// Reduction op token (Sum, ...); "" when absent.
     pub reduce_op: String,
+    /// Data type tokens of the name, joined by "_"; "" when absent.
     pub dtype: String,
 }
 

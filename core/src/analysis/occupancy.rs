@@ -14,16 +14,23 @@ use crate::model::{Device, LaunchConfig, SliceClass, SliceKind, Trace};
 /// Limits of one SM.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SmLimits {
+    /// Threads per warp.
     pub warp_size: u32,
+    /// Maximum resident warps per SM.
     pub max_warps: u32,
+    /// Maximum resident blocks per SM.
     pub max_blocks: u32,
+    /// 32-bit registers per SM.
     pub regs: u32,
     /// Register allocation unit, per warp.
     pub reg_alloc_unit: u32,
     /// Register file sub-partitions (warps are allocated registers per sub-partition).
     pub reg_sub_partitions: u32,
+    /// Maximum registers per thread.
     pub max_regs_per_thread: u32,
+    /// Shared memory per SM, in bytes.
     pub smem_bytes: u64,
+    /// Shared memory allocation unit, in bytes.
     pub smem_alloc_unit: u64,
     /// Shared memory the system reserves per block (1 KB from 8.0 on).
     pub smem_reserved_per_block: u64,
@@ -116,8 +123,11 @@ pub fn device_limits(d: &Device) -> Option<SmLimits> {
 /// Blocks per SM, the limiting resource and occupancy (% of max warps).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Occupancy {
+    /// Resident blocks per SM.
     pub blocks_per_sm: u32,
+    /// What bounds it: "warps", "registers", "shared memory" or "blocks".
     pub limiter: &'static str,
+    /// Active warps / max warps per SM, %.
     pub occupancy_pct: f64,
 }
 

@@ -37,7 +37,9 @@ pub type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
 /// Correlation id -> host slice that carries it (the launch call).
 #[derive(Clone)]
 pub enum CorrIndex {
+    /// Indexed by correlation id ([`NONE`] when absent).
     Dense(Vec<u32>),
+    /// Correlation id to slice, for sparse ids.
     Sparse(IntMap<u32, u32>),
 }
 
@@ -89,10 +91,13 @@ impl CorrIndex {
 pub struct Ev {
     /// Start and end, µs-rounded when the rank uses HTA rounding.
     pub s: i64,
+    /// See `s`.
     pub e: i64,
+    /// Slice id.
     pub id: u32,
     /// Index into `RankCtx::streams`.
     pub stream: u16,
+    /// HTA class.
     pub class: SliceClass,
     /// Index into the rank's steps, or `NONE`.
     pub step: u32,
@@ -101,12 +106,17 @@ pub struct Ev {
 /// A (device, stream) pair of a rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StreamKey {
+    /// Model device index (`u32::MAX` for a track not on a device).
     pub device: u32,
+    /// CUDA stream id (`u32::MAX` for a GPU group track; the track id for a track not on a device).
     pub stream: u32,
 }
 
+/// Per-rank view of a trace: its GPU events and the index to their launch calls.
 pub struct RankCtx {
+    /// Index of the process in the trace.
     pub process: u32,
+    /// Rank number.
     pub rank: u32,
     /// The one device this context covers when its process drives several
     /// GPUs (one context per device then); None when the process has one.
@@ -115,7 +125,9 @@ pub struct RankCtx {
     pub host: Vec<u32>,
     /// GPU events sorted by (rounded) start.
     pub gpu: Vec<Ev>,
+    /// The (device, stream) pairs that `Ev::stream` indexes.
     pub streams: Vec<StreamKey>,
+    /// Correlation id to host launch call.
     pub corr: CorrIndex,
     /// Times are HTA-rounded (ceil start, floor end, in µs).
     pub rounded: bool,
@@ -130,10 +142,12 @@ impl RankCtx {
     }
 }
 
+/// `ns` rounded up to a whole microsecond (still in ns).
 pub fn ceil_us(ns: i64) -> i64 {
     ns.div_euclid(1000) * 1000 + if ns.rem_euclid(1000) > 0 { 1000 } else { 0 }
 }
 
+/// `ns` rounded down to a whole microsecond (still in ns).
 pub fn floor_us(ns: i64) -> i64 {
     ns.div_euclid(1000) * 1000
 }

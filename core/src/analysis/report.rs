@@ -39,10 +39,13 @@ pub struct Report {
 pub struct OtherProcess {
     /// Index of the process in the trace.
     pub process: u32,
+    /// OS process id.
     pub pid: u32,
     /// RANK as the process saw it, when it had one.
     pub rank: Option<u32>,
+    /// Display label ("rank N" or "pid N").
     pub label: String,
+    /// Process name.
     pub name: String,
     /// Host-side slices it recorded (API calls, ranges).
     pub host_slices: u64,
@@ -60,6 +63,7 @@ pub struct Window {
     pub steps: Vec<i64>,
     /// Host-time bounds of the window; `None` = unbounded on that side.
     pub start_ns: Option<i64>,
+    /// See `start_ns`.
     pub end_ns: Option<i64>,
     /// Human-readable: "whole trace", "steps 4..5 (HTA: last step dropped)".
     pub label: String,
@@ -67,6 +71,7 @@ pub struct Window {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
 #[serde(rename_all = "snake_case")]
+/// How a [`Window`] was chosen (JSON: snake_case).
 pub enum WindowRule {
     /// Every GPU event of the rank.
     #[default]
@@ -110,8 +115,11 @@ pub struct Breakdown {
     pub idle_us: f64,
     /// kernel_time − compute − idle (communication, copies not under compute).
     pub non_compute_us: f64,
+    /// 100 idle / kernel_time; `None` when kernel_time is 0.
     pub idle_pct: Option<f64>,
+    /// 100 compute / kernel_time; `None` when kernel_time is 0.
     pub compute_pct: Option<f64>,
+    /// 100 non_compute / kernel_time; `None` when kernel_time is 0.
     pub non_compute_pct: Option<f64>,
     /// GPU slices (kernels, copies, sets) in the window.
     pub gpu_events: u64,
@@ -124,6 +132,7 @@ pub struct RankReport {
     pub rank: u32,
     /// Index of the process in the trace.
     pub process: u32,
+    /// Display label of the rank's process.
     pub label: String,
     /// Device name(s) of the rank ("" when unknown).
     pub device: String,
@@ -163,11 +172,17 @@ pub struct RankReport {
 /// HTA idle categories of one stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct StreamIdle {
+    /// Model device index.
     pub device: u32,
+    /// CUDA stream id.
     pub stream: u32,
+    /// Gaps where the launch call started after the previous event's end (host late).
     pub host_wait_us: f64,
+    /// Gaps shorter than the kernel-wait threshold (`--kernel-wait-us`, 30 µs).
     pub kernel_wait_us: f64,
+    /// The remaining gaps.
     pub other_us: f64,
+    /// Sum of the three categories.
     pub total_us: f64,
 }
 
@@ -175,7 +190,9 @@ pub struct StreamIdle {
 /// communication (docs/METRICS.md, "Communication stalls").
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct CommStalls {
+    /// Number of stalls.
     pub count: u64,
+    /// Total stall time.
     pub total_us: f64,
     /// Per compute stream.
     pub by_stream: Vec<StreamStall>,
@@ -184,21 +201,30 @@ pub struct CommStalls {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
+/// Communication stalls of one compute stream.
 pub struct StreamStall {
+    /// Model device index.
     pub device: u32,
+    /// CUDA stream id.
     pub stream: u32,
+    /// Number of stalls.
     pub count: u64,
+    /// Total stall time.
     pub total_us: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
+/// One communication stall.
 pub struct Stall {
     /// The compute kernel that started once the communication ended.
     pub slice: u32,
     /// The communication kernel it waited for.
     pub comm_slice: u32,
+    /// Start of the wait (ns).
     pub start_ns: i64,
+    /// End of the wait: the compute kernel's start (ns).
     pub end_ns: i64,
+    /// Length of the wait.
     pub stall_us: f64,
 }
 
@@ -206,13 +232,17 @@ pub struct Stall {
 /// the slack of the others (next compute start on the device minus their end).
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct PrefetchSlack {
+    /// All-gather kernels considered.
     pub all_gathers: u64,
     /// All-gathers a compute kernel waited for (late prefetches).
     pub late: u64,
     /// How long their consumers waited, in all.
     pub late_us: f64,
+    /// Smallest slack; `None` without all-gathers.
     pub min_us: Option<f64>,
+    /// Median slack; `None` without all-gathers.
     pub median_us: Option<f64>,
+    /// Mean slack; `None` without all-gathers.
     pub mean_us: Option<f64>,
     /// (all-gather slice id, slack µs), in time order.
     pub per_all_gather: Vec<(u32, f64)>,
@@ -221,14 +251,19 @@ pub struct PrefetchSlack {
 /// One step of one rank.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct StepReport {
+    /// The rank.
     pub rank: u32,
+    /// Step number.
     pub step: i64,
+    /// Step name (e.g. "ProfilerStep#4").
     pub name: String,
     /// "ProfilerStep", "nvtx", "optimizer-step" or "repetition".
     pub source: String,
     /// Step bounds (host time for marked steps, GPU time for repetition).
     pub start_ns: i64,
+    /// See `start_ns`.
     pub end_ns: i64,
+    /// end − start.
     pub duration_us: f64,
     /// GPU work launched in the step (by correlation), or starting in it.
     pub breakdown: Breakdown,
@@ -237,8 +272,11 @@ pub struct StepReport {
     /// All-gather prefetch slack over the step's GPU work (summary only:
     /// `per_all_gather` is empty here, it is in the rank's entry).
     pub prefetch: PrefetchSlack,
+    /// Communication stall time of the step.
     pub comm_stall_us: f64,
+    /// Host synchronizations that started in the step.
     pub syncs: u64,
+    /// Host time those synchronizations blocked.
     pub sync_host_blocked_us: f64,
     /// The rank another rank waited for longest in the collectives this
     /// rank launched in the step; `None` without matched collectives or waits.
@@ -252,17 +290,25 @@ pub struct StepReport {
 /// One collective type of one rank.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct CollectiveStats {
+    /// The rank.
     pub rank: u32,
     /// Label of the window covered (the rank's headline window).
     pub window: String,
     /// AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...
     pub collective: String,
+    /// NCCL algorithm (RING, TREE, ...) from the kernel name.
     pub algorithm: String,
+    /// NCCL protocol (LL, LL128, SIMPLE) from the kernel name.
     pub protocol: String,
+    /// Data type from the kernel name.
     pub dtype: String,
+    /// Reduction op from the kernel name (Sum, ...).
     pub reduce_op: String,
+    /// Number of kernels.
     pub count: u64,
+    /// Total kernel time.
     pub total_us: f64,
+    /// Mean kernel time.
     pub mean_us: f64,
     /// Sum of message bytes, over the kernels whose size is known.
     pub bytes: Option<u64>,
@@ -277,17 +323,21 @@ pub struct CollectiveStats {
 /// Occupancy of one device.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct DeviceOccupancy {
+    /// The rank.
     pub rank: u32,
     /// Always "whole trace".
     pub window: String,
     /// Model device index.
     pub device: u32,
+    /// Device name.
     pub name: String,
+    /// Number of SMs.
     pub sm_count: u32,
     /// "9.0"
     pub compute_capability: String,
     /// Kernels whose occupancy could be computed / could not (no launch config or limits).
     pub kernels_known: u64,
+    /// See `kernels_known`.
     pub kernels_unknown: u64,
     /// Time-weighted mean theoretical occupancy of the compute kernels, %.
     pub mean_compute_occupancy_pct: Option<f64>,
@@ -300,15 +350,25 @@ pub struct DeviceOccupancy {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
+/// Occupancy of one kernel name and launch configuration.
 pub struct KernelOccupancy {
+    /// Kernel name.
     pub name: String,
+    /// HTA class name ("compute", "communication", ...).
     pub class: String,
+    /// Number of launches.
     pub count: u64,
+    /// Total kernel time.
     pub total_us: f64,
+    /// Grid dimensions, in blocks.
     pub grid: [u32; 3],
+    /// Block dimensions, in threads.
     pub block: [u32; 3],
+    /// Registers per thread.
     pub registers_per_thread: u32,
+    /// Static + dynamic shared memory per block, in bytes.
     pub smem_bytes: u32,
+    /// Resident blocks per SM.
     pub blocks_per_sm: u32,
     /// Active warps / max warps per SM, %.
     pub theoretical_occupancy_pct: f64,
@@ -323,6 +383,7 @@ pub struct KernelOccupancy {
 /// Host-blocking synchronizations of one pattern at one call site.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct SyncGroup {
+    /// The rank.
     pub rank: u32,
     /// The headline window's label, "start-up (before the window)" or
     /// "after the window".
@@ -340,12 +401,15 @@ pub struct SyncGroup {
     pub python: String,
     /// Innermost enclosing CPU operator of the first occurrence (aten::item, ...), "" when none.
     pub op: String,
+    /// Occurrences.
     pub count: u64,
     /// Steps it occurs in (of the window's steps, for a group in the window).
     pub steps_with: u64,
     /// Occurrences per step of the window (`None` outside it or without steps).
     pub per_step: Option<f64>,
+    /// Total duration of the blocking calls.
     pub host_blocked_us: f64,
+    /// GPU idle the synchronizations caused (docs/METRICS.md).
     pub gpu_idle_us: f64,
     /// Why it is a warning; `None` when it is not.
     pub warning: Option<String>,
@@ -353,6 +417,7 @@ pub struct SyncGroup {
     pub slices: Vec<u32>,
     /// First occurrence bounds.
     pub start_ns: i64,
+    /// See `start_ns`.
     pub end_ns: i64,
 }
 
@@ -370,9 +435,11 @@ pub struct CrossRank {
     pub comparable: bool,
     /// Communication kernels of all ranks, and those matched.
     pub comm_kernels: u64,
+    /// See `comm_kernels`.
     pub matched_kernels: u64,
     /// Matched instances (one per collective call), and those in the window.
     pub instances: u64,
+    /// See `instances`.
     pub instances_in_window: u64,
     /// Per collective kind and matching group.
     pub kinds: Vec<CollectiveSkew>,
@@ -388,17 +455,23 @@ pub struct CrossRank {
 /// Skew and transfer of one collective kind over matched instances.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct CollectiveSkew {
+    /// Collective kind (AllGather, ...).
     pub collective: String,
     /// The matching group ("stream 22", "pg 0").
     pub group: String,
+    /// Matched instances.
     pub count: u64,
     /// Arrival skew (last kernel start − first), µs.
     pub skew_median_us: Option<f64>,
+    /// 95th percentile arrival skew, µs.
     pub skew_p95_us: Option<f64>,
+    /// Largest arrival skew, µs.
     pub skew_max_us: Option<f64>,
     /// Sums over every rank's kernel: duration, waiting and transfer parts, µs.
     pub kernel_us: f64,
+    /// See `kernel_us`.
     pub wait_us: f64,
+    /// See `kernel_us`.
     pub transfer_us: f64,
     /// (rank, instances it arrived last at).
     pub last_rank: Vec<(u32, u64)>,
@@ -411,16 +484,20 @@ pub struct CollectiveSkew {
 /// How long one rank waited for another (summed over instances).
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct WaitPair {
+    /// The rank that waited.
     pub waiting_rank: u32,
     /// The last rank to arrive.
     pub for_rank: u32,
+    /// Instances it waited in.
     pub count: u64,
+    /// Total wait.
     pub wait_us: f64,
 }
 
 /// A clock (a host's) other than the first rank's, and its offset.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct ClockOffset {
+    /// Host of the ranks on this clock.
     pub host: String,
     /// Clock domain ("monotonic").
     pub clock: String,

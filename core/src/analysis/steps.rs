@@ -8,27 +8,38 @@ use super::rank::{RankCtx, NONE};
 use crate::model::{SliceKind, StrId, Trace};
 use crate::protocol::OPTIMIZER_STEP_RANGE;
 
+/// One training step of a rank.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Step {
+    /// Step number.
     pub number: i64,
+    /// Step name (e.g. "ProfilerStep#4").
     pub name: String,
+    /// Start of the step (ns).
     pub start_ns: i64,
+    /// End of the step (ns).
     pub end_ns: i64,
     /// Bounds are host time (markers) rather than GPU time (repetition).
     pub host_time: bool,
 }
 
+/// Where a rank's steps came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepSource {
+    /// `ProfilerStep#N` markers.
     ProfilerStep,
+    /// NVTX step ranges (`step N`, `train_step`, ...).
     Nvtx,
     /// The collector's optimizer-step ranges (`protocol::OPTIMIZER_STEP_RANGE`).
     OptimizerStep,
+    /// The period of the main stream's kernel sequence.
     Repetition,
+    /// No steps found.
     None,
 }
 
 impl StepSource {
+    /// Name as reported in `step_source` ("ProfilerStep", "nvtx", "optimizer-step", "repetition", "none").
     pub fn name(self) -> &'static str {
         match self {
             StepSource::ProfilerStep => "ProfilerStep",
@@ -60,8 +71,11 @@ pub fn is_step_name(name: &str) -> bool {
 /// The steps of a rank, where they came from, and (without steps) where
 /// a repeating kernel sequence begins.
 pub struct Detected {
+    /// The steps, in order.
     pub steps: Vec<Step>,
+    /// Where they came from.
     pub source: StepSource,
+    /// The repeating kernel sequence, when the period detector found one.
     pub repeating: Option<Repeating>,
 }
 

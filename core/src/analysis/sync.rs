@@ -20,9 +20,13 @@ use crate::protocol::OPTIMIZER_STEP_RANGE;
 
 /// Pattern labels.
 pub const ITEM_LIKE: &str = "item-like";
+/// A device-to-host copy of more than [`ITEM_BYTES`] (or the sync right after one).
 pub const CPU_COPY: &str = "cpu-copy";
+/// cudaDeviceSynchronize / cuCtxSynchronize (or a context/device Sync slice).
 pub const DEVICE_SYNC: &str = "device-sync";
+/// A stream synchronization.
 pub const STREAM_SYNC: &str = "stream-sync";
+/// An event synchronization.
 pub const EVENT_SYNC: &str = "event-sync";
 
 /// Largest D2H copy still read as a scalar (`.item()`).
@@ -90,9 +94,13 @@ struct Occ {
 /// Sync groups of a rank: in the headline window, before it (start-up)
 /// and after it; and, per step, (occurrences, host ns blocked).
 pub struct SyncFindings {
+    /// Groups that started in the headline window.
     pub groups: Vec<SyncGroup>,
+    /// Groups that started before it (start-up).
     pub startup: Vec<SyncGroup>,
+    /// Groups that started after it.
     pub after: Vec<SyncGroup>,
+    /// Per step of the rank: (occurrences, host ns blocked).
     pub per_step: Vec<(u64, i64)>,
 }
 
@@ -102,6 +110,7 @@ pub struct SyncWindow<'a> {
     /// Host-time bounds: a sync starting before `start` is start-up, at or
     /// after `end` is after the window (None = unbounded).
     pub start: Option<i64>,
+    /// See `start`.
     pub end: Option<i64>,
     /// GPU span of the window's GPU events (first start, last end): the
     /// idle charged to the window's syncs is clipped to it.
@@ -112,6 +121,7 @@ pub struct SyncWindow<'a> {
     pub steps: std::ops::Range<usize>,
 }
 
+/// Finds the host-blocking synchronizations of a rank and groups them by call site, split by `window`.
 pub fn find(
     t: &Trace,
     ctx: &RankCtx,

@@ -10,18 +10,23 @@
 
 /// Protobuf wire types.
 pub const VARINT: u8 = 0;
+/// Wire type of 64-bit fixed-width fields.
 pub const FIXED64: u8 = 1;
+/// Wire type of length-delimited fields.
 pub const LEN: u8 = 2;
+/// Wire type of 32-bit fixed-width fields.
 pub const FIXED32: u8 = 5;
 
 /// Appends protobuf fields to a buffer.
 #[derive(Default)]
 pub struct Enc {
+    /// The encoded bytes.
     pub buf: Vec<u8>,
 }
 
 impl Enc {
     #[inline]
+    /// Appends `v` as a varint.
     pub fn varint(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.buf.push((v as u8) | 0x80);
@@ -31,35 +36,41 @@ impl Enc {
     }
 
     #[inline]
+    /// Appends the tag of `field` with wire type `wire`.
     pub fn tag(&mut self, field: u32, wire: u8) {
         self.varint(((field as u64) << 3) | wire as u64);
     }
 
     #[inline]
+    /// Appends varint field `field`.
     pub fn uint(&mut self, field: u32, v: u64) {
         self.tag(field, VARINT);
         self.varint(v);
     }
 
     #[inline]
+    /// Appends varint field `field` holding `v` as two's complement (not zigzag).
     pub fn int(&mut self, field: u32, v: i64) {
         self.tag(field, VARINT);
         self.varint(v as u64);
     }
 
     #[inline]
+    /// Appends double field `field` (fixed64).
     pub fn double(&mut self, field: u32, v: f64) {
         self.tag(field, FIXED64);
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
     #[inline]
+    /// Appends fixed64 field `field`.
     pub fn fixed64(&mut self, field: u32, v: u64) {
         self.tag(field, FIXED64);
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
     #[inline]
+    /// Appends length-delimited field `field` holding `v`.
     pub fn bytes(&mut self, field: u32, v: &[u8]) {
         self.tag(field, LEN);
         self.varint(v.len() as u64);
@@ -102,13 +113,18 @@ impl Enc {
 /// A decoded field value, borrowing from the input.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Val<'a> {
+    /// A varint.
     Varint(u64),
+    /// A 64-bit fixed-width value.
     Fixed64(u64),
+    /// A 32-bit fixed-width value.
     Fixed32(u32),
+    /// A length-delimited value.
     Bytes(&'a [u8]),
 }
 
 impl<'a> Val<'a> {
+    /// The value as an integer (0 for bytes).
     pub fn as_u64(self) -> u64 {
         match self {
             Val::Varint(v) | Val::Fixed64(v) => v,
@@ -116,15 +132,18 @@ impl<'a> Val<'a> {
             Val::Bytes(_) => 0,
         }
     }
+    /// The bytes of a length-delimited value (empty otherwise).
     pub fn as_bytes(self) -> &'a [u8] {
         match self {
             Val::Bytes(b) => b,
             _ => &[],
         }
     }
+    /// The bytes as UTF-8 ("" when not a string or not valid UTF-8).
     pub fn as_str(self) -> &'a str {
         std::str::from_utf8(self.as_bytes()).unwrap_or("")
     }
+    /// The value as a float: fixed64/fixed32 as double/float bits, varints converted (0.0 for bytes).
     pub fn as_f64(self) -> f64 {
         match self {
             Val::Fixed64(v) => f64::from_bits(v),
@@ -138,7 +157,9 @@ impl<'a> Val<'a> {
 /// What went wrong while decoding, and where (offset inside the message).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WireError {
+    /// Offset of the problem inside the message.
     pub offset: usize,
+    /// What is wrong.
     pub why: &'static str,
 }
 
@@ -149,6 +170,7 @@ pub struct Dec<'a> {
 }
 
 impl<'a> Dec<'a> {
+    /// A decoder over the fields of message `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
         Dec { buf, pos: 0 }
     }

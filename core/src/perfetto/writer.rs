@@ -103,6 +103,7 @@ pub struct PerfettoWriter<W: Write> {
 }
 
 impl<W: Write> PerfettoWriter<W> {
+    /// A writer that writes its packets to `out`.
     pub fn new(out: W) -> Self {
         PerfettoWriter {
             out,
@@ -124,6 +125,7 @@ impl<W: Write> PerfettoWriter<W> {
         self.bytes_written + self.enc.buf.len() as u64
     }
 
+    /// Packets written so far.
     pub fn packets_written(&self) -> u64 {
         self.packets_written
     }

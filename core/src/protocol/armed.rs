@@ -45,9 +45,11 @@ pub fn control_socket_name(rank: Option<u32>, host: &str, pid: u32) -> String {
 /// Who a control socket belongs to, from its file name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SocketOwner {
+    /// Rank, for a "rank-" socket.
     pub rank: Option<u32>,
     /// The host tag ([`super::host_tag`]).
     pub host: String,
+    /// Process id.
     pub pid: u32,
 }
 
@@ -87,7 +89,12 @@ pub enum CaptureLength {
     Millis(u64),
     /// After this many optimizer steps (`streamscope:optimizer.step`
     /// ranges) have ended, or after `max_ms` when they do not come.
-    Steps { steps: u32, max_ms: u64 },
+    Steps {
+        /// Optimizer steps to capture.
+        steps: u32,
+        /// Longest the capture lasts, in milliseconds.
+        max_ms: u64,
+    },
 }
 
 /// One capture request: `capture duration_ms=N [start_ns=T]` or
@@ -96,7 +103,9 @@ pub enum CaptureLength {
 /// ranks start together); absent or past: at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaptureRequest {
+    /// How the capture ends.
     pub length: CaptureLength,
+    /// When to start (CLOCK_MONOTONIC ns); `None`: at once.
     pub start_ns: Option<i64>,
 }
 
