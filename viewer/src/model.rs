@@ -18,12 +18,18 @@ pub struct Model {
     /// Per process: its GPU rows (those with a coverage pyramid), for the
     /// summary strip of a collapsed rank.
     pub gpu_rows: Vec<Vec<u32>>,
-    /// NCCL kernels matched across ranks (made with the model).
-    matching: std::sync::OnceLock<Matching>,
-    /// Per matched NCCL kernel: the share of its duration spent waiting
-    /// for the last rank to arrive (drawn apart from the transfer).
-    pub wait_share: std::collections::HashMap<u32, f32>,
+    /// NCCL kernels matched across ranks, and per matched kernel the
+    /// share of its duration spent waiting for the last rank (drawn apart
+    /// from the transfer). Made with the model for traces of up to
+    /// [`EAGER_MATCHING_SLICES`] slices, else at the first use (a click on
+    /// an NCCL kernel, the Stragglers tab): matching builds per-rank event
+    /// lists again, which a 10 M-slice trace cannot afford at load.
+    matching: std::sync::OnceLock<(Matching, std::collections::HashMap<u32, f32>)>,
 }
+
+/// Traces up to this many slices have their NCCL kernels matched across
+/// ranks at load (the wait shading shows at once); larger ones at first use.
+pub const EAGER_MATCHING_SLICES: usize = 2_000_000;
 
 impl Model {
     /// Sorts the trace (slice ids are stable from here on, and the report's
@@ -52,30 +58,41 @@ impl Model {
             top,
             gpu_rows,
             matching: std::sync::OnceLock::new(),
-            wait_share: Default::default(),
         };
-        let mut wait_share = std::collections::HashMap::new();
-        for inst in &model.matching().instances {
-            for p in &inst.parts {
-                let dur = p.end_ns.saturating_sub(p.start_ns);
-                if p.wait_ns > 0 && dur > 0 {
-                    wait_share.insert(p.slice, (p.wait_ns as f64 / dur as f64).min(1.0) as f32);
-                }
-            }
+        if model.trace.slices.len() <= EAGER_MATCHING_SLICES {
+            let _ = model.matching();
         }
-        Model {
-            wait_share,
-            ..model
-        }
+        model
     }
 
     /// NCCL kernels matched across ranks (made at the first call).
     pub fn matching(&self) -> &Matching {
+        &self.matched().0
+    }
+
+    fn matched(&self) -> &(Matching, std::collections::HashMap<u32, f32>) {
         self.matching.get_or_init(|| {
             let ctxs = rank::build(&self.trace, None);
             let names = NcclNames::new(&self.trace);
-            match_ranks(&self.trace, &ctxs, &names)
+            let m = match_ranks(&self.trace, &ctxs, &names);
+            drop(ctxs);
+            let mut share = std::collections::HashMap::new();
+            for inst in &m.instances {
+                for p in &inst.parts {
+                    let dur = p.end_ns.saturating_sub(p.start_ns);
+                    if p.wait_ns > 0 && dur > 0 {
+                        share.insert(p.slice, (p.wait_ns as f64 / dur as f64).min(1.0) as f32);
+                    }
+                }
+            }
+            (m, share)
         })
+    }
+
+    /// Per matched NCCL kernel, the share of its duration spent waiting for
+    /// the last rank, once the matching is made (see [`Self::matching`]).
+    pub fn wait_share(&self) -> Option<&std::collections::HashMap<u32, f32>> {
+        self.matching.get().map(|m| &m.1)
     }
 
     /// The collective instance NCCL kernel `slice` belongs to, and its part

@@ -35,8 +35,9 @@ fn an_nccl_kernel_links_to_its_peers_on_the_other_rank() {
     assert_eq!(peer_process, 1);
     {
         let m = app.model.as_ref().expect("model");
-        assert!(!m.wait_share.is_empty(), "waits to draw");
-        assert!(m.wait_share.values().all(|w| *w > 0.0 && *w <= 1.0));
+        let w = m.wait_share().expect("matched at load: a small trace");
+        assert!(!w.is_empty(), "waits to draw");
+        assert!(w.values().all(|w| *w > 0.0 && *w <= 1.0));
     }
     {
         let m = app.model.take().expect("model");

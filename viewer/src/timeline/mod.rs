@@ -361,6 +361,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     st.coverage_rows.clear();
     let mut mesh = Mesh::default();
     let mut row_y = vec![f32::NAN; model.index.rows.len()];
+    let no_waits = std::collections::HashMap::new();
     for line in &st.lines {
         let y = lanes.top() + line.y - st.scroll_y;
         if y + line.h < lanes.top() || y > lanes.bottom() {
@@ -421,7 +422,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
                             &mut mesh,
                             &model.trace,
                             &model.index,
-                            &model.wait_share,
+                            model.wait_share().unwrap_or(&no_waits),
                             cov,
                             r,
                             &st.items[first..],
