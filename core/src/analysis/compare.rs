@@ -122,25 +122,10 @@ fn kernels_by_rank(t: &Trace, report: &Report, opts: &AnalysisOptions) -> BTreeM
 
 fn side(report: &Report, rank: u32) -> Option<Side> {
     let r = report.ranks.iter().find(|r| r.rank == rank)?;
-    let mut durations: Vec<f64> = report
-        .steps
-        .iter()
-        .filter(|s| s.rank == rank && r.window.steps.contains(&s.step))
-        .map(|s| s.duration_us)
-        .collect();
-    durations.sort_by(f64::total_cmp);
-    let steps = durations.len() as u64;
-    let step_us = (!durations.is_empty()).then(|| {
-        let n = durations.len();
-        if n % 2 == 1 {
-            durations[n / 2]
-        } else {
-            (durations[n / 2 - 1] + durations[n / 2]) / 2.0
-        }
-    });
+    let steps = report.window_steps(rank).count() as u64;
     Some(Side {
         steps,
-        step_us,
+        step_us: report.median_step_us(rank),
         overlap_pct: r.breakdown.overlap_pct,
         exposed_comm_us_per_step: r.breakdown.exposed_comm_us / steps.max(1) as f64,
         idle_pct: r.breakdown.idle_pct,
@@ -463,13 +448,8 @@ pub fn json(c: &Comparison) -> String {
 
 /// Starts of `rank`'s steps in its headline window, by step number.
 fn step_starts(report: &Report, rank: u32) -> BTreeMap<i64, i64> {
-    let Some(r) = report.ranks.iter().find(|r| r.rank == rank) else {
-        return BTreeMap::new();
-    };
     report
-        .steps
-        .iter()
-        .filter(|s| s.rank == rank && r.window.steps.contains(&s.step))
+        .window_steps(rank)
         .map(|s| (s.step, s.start_ns))
         .collect()
 }

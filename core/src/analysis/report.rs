@@ -34,6 +34,33 @@ pub struct Report {
     pub diagnostics: Vec<crate::diagnostic::Diagnostic>,
 }
 
+impl Report {
+    /// The steps of `rank` inside its headline window, in report order.
+    pub fn window_steps(&self, rank: u32) -> impl Iterator<Item = &StepReport> + '_ {
+        let window = self
+            .ranks
+            .iter()
+            .find(|r| r.rank == rank)
+            .map(|r| &r.window);
+        self.steps
+            .iter()
+            .filter(move |s| s.rank == rank && window.is_some_and(|w| w.steps.contains(&s.step)))
+    }
+
+    /// Median duration of `rank`'s headline-window steps, µs (the mean of
+    /// the middle two for an even count); None without steps.
+    pub fn median_step_us(&self, rank: u32) -> Option<f64> {
+        let mut d: Vec<f64> = self.window_steps(rank).map(|s| s.duration_us).collect();
+        d.sort_by(f64::total_cmp);
+        let n = d.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(d[n / 2]),
+            _ => Some((d[n / 2 - 1] + d[n / 2]) / 2.0),
+        }
+    }
+}
+
 /// A traced process without GPU work.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct OtherProcess {

@@ -79,16 +79,7 @@ impl RankOrder {
                 return f64::NEG_INFINITY;
             };
             match self {
-                RankOrder::StepTime => {
-                    let mut d: Vec<f64> = r
-                        .steps
-                        .iter()
-                        .filter(|s| s.rank == k.rank && k.window.steps.contains(&s.step))
-                        .map(|s| s.duration_us)
-                        .collect();
-                    d.sort_by(f64::total_cmp);
-                    d.get(d.len() / 2).copied().unwrap_or(f64::NEG_INFINITY)
-                }
+                RankOrder::StepTime => r.median_step_us(k.rank).unwrap_or(f64::NEG_INFINITY),
                 RankOrder::ExposedComm => k.breakdown.exposed_comm_us,
                 RankOrder::Idle => k.breakdown.idle_pct.unwrap_or(f64::NEG_INFINITY),
                 RankOrder::Trace => 0.0,

@@ -154,19 +154,6 @@ pub fn mesh_row_coverage(
     let at = |x: f32| off + (x as f64 - map.left_px) * npp;
     let inner = (h - 2.0).clamp(1.0, 255.0) as u8;
     let base = y + h - 1.0;
-    let flush = |mesh: &mut Mesh, x0: f32, x1: f32, hs: [u8; SLOTS]| {
-        let mut bottom = base;
-        for k in 0..SLOTS {
-            if hs[k] > 0 {
-                let top = bottom - hs[k] as f32;
-                mesh.add_colored_rect(
-                    Rect::from_min_max(Pos2::new(x0, top), Pos2::new(x1, bottom)),
-                    SLOT_COLORS[k],
-                );
-                bottom = top;
-            }
-        }
-    };
     let (lo, hi) = (left.floor(), right.ceil());
     let mut columns = 0usize;
     let mut next_col = lo;
@@ -185,8 +172,8 @@ pub fn mesh_row_coverage(
             match &mut run {
                 Some((_, end, rh)) if *end == x && *rh == hs => *end = x + 1.0,
                 _ => {
-                    if let Some((r0, r1, rh)) = run.take() {
-                        flush(mesh, r0, r1, rh);
+                    if let Some(r) = run.take() {
+                        stacked_cell(mesh, r, base);
                     }
                     run = Some((x, x + 1.0, hs));
                 }
@@ -196,8 +183,8 @@ pub fn mesh_row_coverage(
         }
         next_col = next_col.max(c1);
     }
-    if let Some((r0, r1, rh)) = run {
-        flush(mesh, r0, r1, rh);
+    if let Some(r) = run {
+        stacked_cell(mesh, r, base);
     }
     // Wide slices on top.
     for it in items {
@@ -286,17 +273,23 @@ pub fn rank_summary(
 
 /// Paints summary runs in a strip whose bottom is `base`.
 pub fn mesh_summary_runs(mesh: &mut Mesh, runs: &[SummaryRun], base: f32) {
-    for &(x0, x1, hs) in runs {
-        let mut bottom = base;
-        for k in 0..SLOTS {
-            if hs[k] > 0 {
-                let top = bottom - hs[k] as f32;
-                mesh.add_colored_rect(
-                    Rect::from_min_max(Pos2::new(x0, top), Pos2::new(x1, bottom)),
-                    SLOT_COLORS[k],
-                );
-                bottom = top;
-            }
+    for &r in runs {
+        stacked_cell(mesh, r, base);
+    }
+}
+
+/// One run of equal columns: its slots' heights stacked up from `base`
+/// in the slot colours.
+fn stacked_cell(mesh: &mut Mesh, (x0, x1, hs): SummaryRun, base: f32) {
+    let mut bottom = base;
+    for k in 0..SLOTS {
+        if hs[k] > 0 {
+            let top = bottom - hs[k] as f32;
+            mesh.add_colored_rect(
+                Rect::from_min_max(Pos2::new(x0, top), Pos2::new(x1, bottom)),
+                SLOT_COLORS[k],
+            );
+            bottom = top;
         }
     }
 }
