@@ -32,28 +32,11 @@ S="$BIN/streamscope"
 F="$BIN/fsdp-ref"
 WORK="$(mktemp -d)"
 
-# cudarc (fsdp-ref) opens libnccl.so, not libnccl.so.2: give it one.
-NCCL_SO="$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')"
-[ -z "$NCCL_SO" ] && [ -e /usr/lib/x86_64-linux-gnu/libnccl.so.2 ] && NCCL_SO=/usr/lib/x86_64-linux-gnu/libnccl.so.2
-if [ -n "$NCCL_SO" ]; then
-  mkdir -p "$WORK/shim" && ln -sf "$NCCL_SO" "$WORK/shim/libnccl.so"
-  export LD_LIBRARY_PATH="$WORK/shim:$LD_LIBRARY_PATH"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+nccl_shim "$WORK/shim"
 
 SUMMARY="$WORK/summary.txt"
 : > "$SUMMARY"
-# step NAME LIMIT_S CMD... : runs CMD with a time limit, records its exit code.
-step() {
-  local name="$1" limit="$2"; shift 2
-  echo
-  echo "=== $name: $*"
-  local start=$SECONDS
-  timeout -k 10 "$limit" "$@"
-  local rc=$?
-  echo "=== $name: rc=$rc in $((SECONDS - start)) s"
-  printf '%-26s rc=%-4s %4ss\n' "$name" "$rc" "$((SECONDS - start))" >> "$SUMMARY"
-  return 0
-}
 
 echo "=== machine $(date -u +%FT%TZ)"
 nvidia-smi -L

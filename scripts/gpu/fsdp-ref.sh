@@ -17,14 +17,8 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0   # never NVLink multicast on this machine
 
-# cudarc opens libnccl.so (not libnccl.so.2): give it one.
-SHIM="$(mktemp -d)"
-NCCL_SO="$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')"
-[ -z "$NCCL_SO" ] && [ -e /usr/lib/x86_64-linux-gnu/libnccl.so.2 ] && NCCL_SO=/usr/lib/x86_64-linux-gnu/libnccl.so.2
-if [ -n "$NCCL_SO" ]; then
-  ln -sf "$NCCL_SO" "$SHIM/libnccl.so"
-  export LD_LIBRARY_PATH="$SHIM:$LD_LIBRARY_PATH"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+nccl_shim "$(mktemp -d)"
 
 SUMMARY="$OUT/fsdp-ref-summary.txt"
 JSONL="$OUT/fsdp-ref-summary.jsonl"

@@ -13,9 +13,8 @@ exec > >(tee -a "$OUT/traces.log") 2>&1
 export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0
 S="$BIN/streamscope"; F="$BIN/fsdp-ref"
-shim=$(mktemp -d)
-nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
-[ -n "$nccl" ] && ln -sf "$nccl" "$shim/libnccl.so" && export LD_LIBRARY_PATH="$shim:$LD_LIBRARY_PATH"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+nccl_shim "$(mktemp -d)"
 
 rec() { # NAME CMD...
   local name=$1; shift

@@ -60,34 +60,11 @@ note() { echo "$1" >> "$J"; }
 # part NAME: whether TRUTH_PARTS (default "main overhead") names it; "all" is every part.
 part() { case " ${TRUTH_PARTS:-main overhead} " in *" all "*|*" $1 "*) return 0;; esac; return 1; }
 
-nccl=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')
-[ -z "$nccl" ] && [ -e /usr/lib/x86_64-linux-gnu/libnccl.so.2 ] && nccl=/usr/lib/x86_64-linux-gnu/libnccl.so.2
-if [ -n "$nccl" ]; then
-  mkdir -p "$W/shim" && ln -sf "$nccl" "$W/shim/libnccl.so"
-  export LD_LIBRARY_PATH="$W/shim:$LD_LIBRARY_PATH"
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+nccl_shim "$W/shim"
 
 SUMMARY="$W/summary.txt"
 : > "$SUMMARY"
-# step NAME LIMIT_S CMD... : CMD with min(LIMIT_S, budget left); its rc in the summary.
-step() {
-  local name="$1" limit="$2"; shift 2
-  local left=$((BUDGET_END - SECONDS))
-  echo
-  if [ "$left" -lt 20 ]; then
-    echo "=== $name: skipped (the script's time budget is spent)"
-    printf '%-30s skipped (budget)\n' "$name" >> "$SUMMARY"
-    return 1
-  fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo "=== $name (limit ${limit}s): $*"
-  local start=$SECONDS
-  timeout -k 5 "$limit" "$@"
-  local rc=$?
-  echo "=== $name: rc=$rc in $((SECONDS - start)) s"
-  printf '%-30s rc=%-4s %4ss\n' "$name" "$rc" "$((SECONDS - start))" >> "$SUMMARY"
-  return $rc
-}
 # pack NAME: $W/NAME (trace folder) -> $OUT/NAME.tar.gz, without the launcher's pid-*.pftrace.
 pack() {
   find "$W/$1" -name 'pid-*.pftrace' -print -delete 2>/dev/null
