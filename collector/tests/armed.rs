@@ -16,42 +16,9 @@ use streamscope_core::load::load_paths;
 use streamscope_core::model::{SliceKind, Trace};
 use streamscope_core::protocol::OPTIMIZER_STEP_RANGE;
 
-const CHILD: &str = "STREAMSCOPE_FAKE_CHILD";
-
-fn monotonic_ns() -> i64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec * 1_000_000_000 + t.tv_nsec
-}
-
-/// The test's folder and the fake libcupti; None in the child and without
-/// a C compiler (refused on CI).
-fn rig(name: &str) -> Option<(PathBuf, PathBuf)> {
-    if std::env::var_os(CHILD).is_some() {
-        return None;
-    }
-    let dir = std::env::temp_dir().join(format!("ss-armed-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake/fake_cupti.c");
-    let so = dir.join("libfakecupti.so");
-    let ok = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&so)
-        .arg(&src)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "no C compiler");
-        eprintln!("no C compiler: skipped");
-        return None;
-    }
-    Some((dir, so))
-}
+mod common;
+use common::{rig, CHILD};
+use streamscope_collector::process_info::monotonic_ns;
 
 /// Starts the armed child for `run_ms`; it marks an optimizer step every
 /// 100 ms (as the Python hooks would).
@@ -154,7 +121,9 @@ fn kernels(t: &Trace) -> Vec<(i64, i64)> {
 
 #[test]
 fn an_armed_process_never_triggered_writes_no_trace() {
-    let Some((dir, so)) = rig("idle") else { return };
+    let Some((dir, so)) = rig("armed", "idle") else {
+        return;
+    };
     let child = spawn(&dir, &so, 1200, &[]);
     let sock = wait_for_socket(&dir);
     let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
@@ -174,7 +143,9 @@ fn an_armed_process_never_triggered_writes_no_trace() {
 
 #[test]
 fn sigusr2_captures_only_its_window() {
-    let Some((dir, so)) = rig("usr2") else { return };
+    let Some((dir, so)) = rig("armed", "usr2") else {
+        return;
+    };
     let child = spawn(&dir, &so, 2500, &[("STREAMSCOPE_DURATION_S", "0.5")]);
     wait_for_socket(&dir);
     std::thread::sleep(Duration::from_millis(600));
@@ -232,7 +203,7 @@ fn sigusr2_captures_only_its_window() {
 
 #[test]
 fn the_control_socket_makes_numbered_captures() {
-    let Some((dir, so)) = rig("socket") else {
+    let Some((dir, so)) = rig("armed", "socket") else {
         return;
     };
     let child = spawn(&dir, &so, 3000, &[]);
@@ -288,7 +259,9 @@ fn the_control_socket_makes_numbered_captures() {
 
 #[test]
 fn an_exit_mid_capture_leaves_a_valid_trace() {
-    let Some((dir, so)) = rig("exit") else { return };
+    let Some((dir, so)) = rig("armed", "exit") else {
+        return;
+    };
     let child = spawn(&dir, &so, 1500, &[]);
     let sock = wait_for_socket(&dir);
     assert_eq!(ask(&sock, "capture duration_ms=60000\n"), "ok capture 1\n");
@@ -309,7 +282,7 @@ fn an_exit_mid_capture_leaves_a_valid_trace() {
 
 #[test]
 fn touching_dir_capture_triggers_but_an_old_file_does_not() {
-    let Some((dir, so)) = rig("touch") else {
+    let Some((dir, so)) = rig("armed", "touch") else {
         return;
     };
     let trigger = dir.join("capture");

@@ -11,45 +11,8 @@ use std::time::Duration;
 use streamscope_core::load::load_paths;
 use streamscope_core::model::{ClockDomain, SliceKind, TrackKind};
 
-const CHILD: &str = "STREAMSCOPE_FAKE_CHILD";
-
-/// Compiles the fake libcupti; None when there is no C compiler.
-fn fake_cupti(dir: &Path) -> Option<PathBuf> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake/fake_cupti.c");
-    let so = dir.join("libfakecupti.so");
-    let ok = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&so)
-        .arg(&src)
-        .status()
-        .ok()?
-        .success();
-    ok.then_some(so)
-}
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("ss-fake-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
-}
-
-/// The test's folder and the fake libcupti built into it; None in the
-/// child process (it runs the `child_*` functions instead) and where no C
-/// compiler is found, which CI (gcc, python3 and the cdylib are there)
-/// refuses.
-fn rig(name: &str) -> Option<(PathBuf, PathBuf)> {
-    if std::env::var_os(CHILD).is_some() {
-        return None;
-    }
-    let dir = temp(name);
-    let Some(so) = fake_cupti(&dir) else {
-        assert!(std::env::var_os("CI").is_none(), "no C compiler");
-        eprintln!("no C compiler: skipped");
-        return None;
-    };
-    Some((dir, so))
-}
+mod common;
+use common::{rig, CHILD};
 
 fn child(test: &str, dir: &Path, so: &Path) -> Command {
     let mut c = Command::new(std::env::current_exe().expect("test binary"));
@@ -101,7 +64,7 @@ fn child_waits_for_sigterm() {
 
 #[test]
 fn all_apis_records_every_call() {
-    let Some((dir, so)) = rig("all-apis") else {
+    let Some((dir, so)) = rig("fake", "all-apis") else {
         return;
     };
     let out = child("child_exits_normally", &dir, &so)
@@ -128,7 +91,9 @@ fn all_apis_records_every_call() {
 
 #[test]
 fn a_normal_exit_writes_a_complete_trace() {
-    let Some((dir, so)) = rig("exit") else { return };
+    let Some((dir, so)) = rig("fake", "exit") else {
+        return;
+    };
     let out = child("child_exits_normally", &dir, &so)
         .output()
         .expect("child runs");
@@ -246,7 +211,9 @@ fn out_pid(t: &streamscope_core::model::Trace) -> u32 {
 
 #[test]
 fn sigterm_flushes_then_dies_by_the_signal() {
-    let Some((dir, so)) = rig("term") else { return };
+    let Some((dir, so)) = rig("fake", "term") else {
+        return;
+    };
     let mut c = child("child_waits_for_sigterm", &dir, &so);
     c.stdout(std::process::Stdio::null());
     let mut proc = c.spawn().expect("child runs");
@@ -274,7 +241,7 @@ fn sigterm_flushes_then_dies_by_the_signal() {
 
 #[test]
 fn a_process_without_gpu_work_leaves_no_trace() {
-    let Some((dir, so)) = rig("empty") else {
+    let Some((dir, so)) = rig("fake", "empty") else {
         return;
     };
     let out = child("child_exits_normally", &dir, &so)
@@ -334,7 +301,9 @@ fn last_kernel_end(path: &Path) -> i64 {
 
 #[test]
 fn a_segfault_flushes_then_dies_by_the_signal() {
-    let Some((dir, so)) = rig("segv") else { return };
+    let Some((dir, so)) = rig("fake", "segv") else {
+        return;
+    };
     let out = child("child_crashes", &dir, &so)
         .output()
         .expect("child runs");
@@ -367,7 +336,9 @@ fn a_segfault_flushes_then_dies_by_the_signal() {
 
 #[test]
 fn sigkill_loses_at_most_250_ms() {
-    let Some((dir, so)) = rig("kill") else { return };
+    let Some((dir, so)) = rig("fake", "kill") else {
+        return;
+    };
     let mut c = child("child_waits_for_sigterm", &dir, &so);
     c.stdout(std::process::Stdio::null());
     let mut proc = c.spawn().expect("child runs");
@@ -399,7 +370,9 @@ fn cdylib() -> Option<PathBuf> {
 /// finalize through `ncclProfiler_v5`; the operations reach the trace file.
 #[test]
 fn nccl_plugin_calls_reach_the_trace_file() {
-    let Some((dir, so)) = rig("nccl") else { return };
+    let Some((dir, so)) = rig("fake", "nccl") else {
+        return;
+    };
     let Some(lib) = cdylib() else {
         panic!("no libstreamscope_collector.so next to the test binary");
     };
