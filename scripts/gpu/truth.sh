@@ -15,11 +15,12 @@
 #      recorded with hooks, and FSDP2 plain / recorded, alternating,
 #   11. (part nccl, not by default) the NCCL profiler plugin: fsdp-ref on
 #      2 GPUs, NCCL operations per rank and the first few.
-#   12. (part capture, not by default) on-demand captures: torch FSDP2
-#      (400 steps, no NVTX) on 2 GPUs under `record --armed`, two captures
-#      of 3 steps through `streamscope capture`, a report on each, and the
-#      armed run's step time against a plain run's (one round each: a
-#      first look, not an overhead measurement).
+#   12. (part capture, not by default) on-demand captures: torch FSDP2 on
+#      2 GPUs under `record --armed`, a capture of 3 steps and one of
+#      400 ms, their windows across ranks, their reports against a full
+#      recording of the same job, and armed vs plain step time (rounds).
+#   11b. (part nccl-cost, not by default) the NCCL plugin's cost: fsdp-ref
+#      recorded with and without the plugin, alternating.
 # Builds nothing (scripts/build-carry.sh, here, first). From the repo root:
 #
 #   BIN=.carry/bin OUT=<results> [TRUTH_PARTS="main overhead serial nccl capture gputests"] [TRUTH_ROUNDS=2] bash scripts/gpu/truth.sh
@@ -382,56 +383,132 @@ PY
   pack fsdp-ref-nccl-h200x2
 fi
 
-# 12. On-demand captures (part capture, not run by default). The armed job
-# runs in the background; once both ranks have their control socket (CUDA
-# started) and training is under way, two captures of 3 steps each (the
-# second through --ranks 0,1); a report on each capture's files (one trace
-# set per capture); then the same job plain. The step-time comparison is
-# one round each: what armed mode costs has NOT been measured yet.
-# TRUTH_PACK_CAPTURES=1 also packs the capture folder.
+# 12. On-demand captures (part capture, not run by default), torch FSDP2
+# on 2 GPUs (no NVTX: steps from the optimizer-step markers):
+#   a. a full recording of the same job (TRUTH_CAPTURE_FULL_STEPS steps),
+#      the reference the captures' reports are held against;
+#   b. the job under `record --armed` (TRUTH_CAPTURE_STEPS steps); once both
+#      ranks have their control socket and training is under way: capture 1
+#      `--steps 3` (each rank from its next step boundary), capture 2
+#      `--duration 400ms` (the same wall-clock instant on every rank);
+#   c. TRUTH_CAPTURE_ROUNDS rounds of plain / armed (no capture), alternating:
+#      the armed-mode overhead (target <= 0.1 %).
+# Checks: per capture, each rank's window (capture_start/end_ns) against
+# the other rank's (target: within 1 ms), steps found, and per rank the
+# captured steps' median duration and overlap against the full recording's.
 if part capture; then
-  cn=torch-fsdp2-captures-h200x2
+  cn=torch-fsdp2-capture-h200x2
   d="$W/$cn"
   CA=${TRUTH_FSDP2_ARGS:---dim 4096 --seq 1024}
-  ( step fsdp2-armed 300 "$S" record --armed -o "$d" -- torchrun --nproc_per_node 2 --master_port 29770 \
-      examples/torch_fsdp2.py $CA --steps 400 --no-nvtx > "$W/capture-armed.json" ) &
+  CSTEPS=${TRUTH_CAPTURE_STEPS:-260}
+  full="$W/torch-fsdp2-full-h200x2"
+  step fsdp2-full-record 150 "$S" record -o "$full" -- torchrun --nproc_per_node 2 --master_port 29769 \
+      examples/torch_fsdp2.py $CA --steps "${TRUTH_CAPTURE_FULL_STEPS:-14}" --no-nvtx
+  ( step fsdp2-armed 240 "$S" record --armed -o "$d" -- torchrun --nproc_per_node 2 --master_port 29770 \
+      examples/torch_fsdp2.py $CA --steps "$CSTEPS" --no-nvtx > "$W/capture-armed.json" ) &
   armed_pid=$!
   for _ in $(seq 150); do
     [ "$(ls "$d/.control" 2>/dev/null | grep -c '\.sock$')" -ge 2 ] && break
     sleep 1
   done
   ls -la "$d/.control" 2>&1
-  sleep "${TRUTH_CAPTURE_WAIT_S:-20}"
+  sleep "${TRUTH_CAPTURE_WAIT_S:-12}"
   step capture-1 30 "$S" capture "$d" --steps 3
-  sleep 10
-  step capture-2 30 "$S" capture "$d" --steps 3 --ranks 0,1
+  sleep 5
+  step capture-2 30 "$S" capture "$d" --duration 400ms --ranks 0,1
   wait "$armed_pid"
   cat "$W/capture-armed.json"
   ls -la "$d" 2>&1
   for k in 1 2; do
-    step "capture-$k-report" 60 "$S" report "$d"/rank-*.capture-$k.pftrace | head -40
+    "$S" report "$d"/rank-*.capture-$k.pftrace --format json > "$W/capture-$k.report.json" 2>"$W/capture-$k.report.err"
+    cat "$W/capture-$k.report.err"
+    step "capture-$k-report" 60 "$S" report "$d"/rank-*.capture-$k.pftrace | head -30
+    "$S" export "$d"/rank-*.capture-$k.pftrace --to chrome-json -o "$W/capture-$k.trace.json" 2>&1 | tail -1
   done
-  step fsdp2-plain-400 300 torchrun --nproc_per_node 2 --master_port 29771 \
-    examples/torch_fsdp2.py $CA --steps 400 --no-nvtx > "$W/capture-plain.json"
-  cat "$W/capture-plain.json"
-  line=$("$PY" - "$W/capture-armed.json" "$W/capture-plain.json" "$d" <<'PY'
-import glob, json, os, sys
-def median(path):
-    try:
-        for l in open(path):
-            if l.strip().startswith("{"):
-                return json.loads(l).get("step_ms_median")
-    except Exception:
-        return None
-files = sorted(os.path.basename(f) for f in glob.glob(os.path.join(sys.argv[3], "*.capture-*.pftrace")))
-print(json.dumps({"capture": {"armed_step_ms_median": median(sys.argv[1]),
-                              "plain_step_ms_median": median(sys.argv[2]),
-                              "capture_files": files,
-                              "note": "one round each, two 3-step captures inside the armed run; not an overhead measurement"}}))
+  "$S" report "$full" --format json > "$W/full.report.json" 2>/dev/null
+  "$S" export "$full" --to chrome-json -o "$W/full.trace.json" 2>&1 | tail -1
+  : > "$W/capture-rounds.jsonl"
+  for i in $(seq "${TRUTH_CAPTURE_ROUNDS:-2}"); do
+    step "fsdp2-plain-$i" 150 torchrun --nproc_per_node 2 --master_port 29771 \
+      examples/torch_fsdp2.py $CA --steps "$CSTEPS" --no-nvtx | grep '^{' | sed 's/^{/{"mode":"plain",/' >> "$W/capture-rounds.jsonl"
+    rm -rf "$W/armed-idle"
+    step "fsdp2-armed-$i" 150 "$S" record --armed -o "$W/armed-idle" -- torchrun --nproc_per_node 2 --master_port 29772 \
+      examples/torch_fsdp2.py $CA --steps "$CSTEPS" --no-nvtx | grep '^{' | sed 's/^{/{"mode":"armed",/' >> "$W/capture-rounds.jsonl"
+  done
+  cat "$W/capture-rounds.jsonl"
+  "$PY" - "$W" "$d" <<'PY' | tee -a "$J"
+import glob, json, os, statistics, sys
+w, d = sys.argv[1], sys.argv[2]
+def load(p):
+    try: return json.load(open(p))
+    except Exception as e: return {"error": str(e)}
+def windows(trace_json):
+    t = load(trace_json)
+    ev = t.get("traceEvents", []) if isinstance(t, dict) else []
+    m = next((e.get("streamscope") for e in ev if e.get("name") == "streamscope" and e.get("ph") == "M"), None) or {}
+    out = {}
+    for p in m.get("processes", []):
+        meta = dict(map(tuple, p.get("metadata", [])))
+        out[str(p.get("rank"))] = {"start_ns": p.get("capture_start_ns"), "end_ns": p.get("capture_end_ns"),
+                                   "dropped": p.get("dropped_records"), "nccl_plugin": meta.get("nccl_profiler_plugin")}
+    return out
+def per_rank(rep):
+    res = {}
+    for r in rep.get("ranks", []):
+        durs = [s["duration_us"] for s in rep.get("steps", []) if s.get("rank") == r["rank"]]
+        res[str(r["rank"])] = {"steps": len(durs), "step_ms_median": statistics.median(durs) / 1e3 if durs else None,
+                               "overlap_pct": r.get("overlap_pct"), "idle_pct": r.get("idle_pct"),
+                               "step_source": r.get("step_source")}
+    return res
+out = {"full": per_rank(load(os.path.join(w, "full.report.json"))),
+       "full_processes": windows(os.path.join(w, "full.trace.json"))}
+for k in (1, 2):
+    win = windows(os.path.join(w, f"capture-{k}.trace.json"))
+    starts = [v["start_ns"] for v in win.values() if v["start_ns"] is not None]
+    ends = [v["end_ns"] for v in win.values() if v["end_ns"] is not None]
+    out[f"capture_{k}"] = {"windows": win,
+        "start_spread_ms": (max(starts) - min(starts)) / 1e6 if len(starts) > 1 else None,
+        "end_spread_ms": (max(ends) - min(ends)) / 1e6 if len(ends) > 1 else None,
+        "ranks": per_rank(load(os.path.join(w, f"capture-{k}.report.json")))}
+rows = [json.loads(l) for l in open(os.path.join(w, "capture-rounds.jsonl")) if l.strip().startswith("{")]
+pl = [r["step_ms_median"] for r in rows if r["mode"] == "plain"]
+ar = [r["step_ms_median"] for r in rows if r["mode"] == "armed"]
+ov = {"plain_ms": pl, "armed_ms": ar}
+if pl and ar:
+    ov["overhead_pct"] = 100 * (statistics.mean(ar) / statistics.mean(pl) - 1)
+out["armed_overhead"] = ov
+out["capture_files"] = sorted(os.path.basename(f) for f in glob.glob(os.path.join(d, "*.capture-*.pftrace")))
+print(json.dumps({"capture": out}))
 PY
-)
-  echo "$line"; note "$line"
-  [ -n "${TRUTH_PACK_CAPTURES:-}" ] && pack "$cn"
+  find "$d" -name '*.capture-*.pftrace' -size +0 | head -20
+  # Ship the captures (not the armed run's own empty files) and the full recording.
+  mkdir -p "$W/ship/$cn" "$W/ship/torch-fsdp2-full-h200x2"
+  cp "$d"/rank-*.capture-*.pftrace "$W/ship/$cn/" 2>/dev/null
+  cp "$full"/rank-*.pftrace "$W/ship/torch-fsdp2-full-h200x2/" 2>/dev/null
+  tar czf "$OUT/$cn.tar.gz" -C "$W/ship" "$cn" torch-fsdp2-full-h200x2 && ls -la "$OUT/$cn.tar.gz"
+fi
+
+# 11b. The NCCL plugin's cost (part nccl-cost): fsdp-ref on 2 GPUs in one
+# process, recorded with the plugin and with --no-nccl-plugin, alternating.
+if part nccl-cost; then
+  : > "$W/nccl-cost.jsonl"
+  NC="--gpus 2 --mode overlap --prefetch 1 --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 30 --warmup 5 --json --timeout-s 100"
+  for i in $(seq "${TRUTH_NCCL_COST_ROUNDS:-3}"); do
+    for m in plugin noplugin; do
+      flag=""; [ "$m" = noplugin ] && flag="--no-nccl-plugin"
+      rm -rf "$W/ncost"
+      step "nccl-cost-$m-$i" 60 "$S" record $flag -o "$W/ncost" -- "$F" $NC | grep '^{' | sed "s/^{/{\"mode\":\"$m\",/" >> "$W/nccl-cost.jsonl"
+    done
+  done
+  "$PY" - "$W/nccl-cost.jsonl" <<'PY' | tee -a "$J"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+def ms(r): return r.get("step_ms_median") or r.get("median_ms")
+p = [ms(r) for r in rows if r["mode"] == "plugin"]; n = [ms(r) for r in rows if r["mode"] == "noplugin"]
+o = {"plugin_ms": p, "no_plugin_ms": n}
+if p and n and None not in p + n: o["plugin_overhead_pct"] = 100 * (statistics.mean(p) / statistics.mean(n) - 1)
+print(json.dumps({"nccl_plugin_cost": o}))
+PY
 fi
 
 # 9c. A known straggler (part `straggler`, not run by default): fsdp-ref
