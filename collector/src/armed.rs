@@ -198,6 +198,11 @@ fn idle_flushes(s: &Session) -> bool {
 }
 
 /// The armed writer thread.
+/// How long activity records stay on after a capture window closes, so the
+/// GPU work launched inside the window (queued behind the host) completes
+/// and is recorded rather than cut off at the forced flush.
+const CAPTURE_END_GRACE: Duration = Duration::from_millis(300);
+
 pub(crate) fn writer_main(s: &'static Session, ctx: ArmedCtx) {
     crate::session::block_signals();
     crate::signals::WRITER_TID.store(crate::session::gettid(), Ordering::SeqCst);
@@ -381,6 +386,19 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
             };
             window.close(end);
             setup::armed_callbacks(&s.cupti, &s.sync_cbids, false);
+            if !stop {
+                // The GPU runs behind the host: work launched inside the
+                // window may still be queued or running. Activity records
+                // stay on for a grace period so it completes (what it
+                // records after the window is dropped by the window).
+                let grace = Instant::now();
+                while grace.elapsed() < CAPTURE_END_GRACE && s.sync.may_call_cupti() {
+                    crate::session::drain(s, &mut conv, Duration::from_millis(20));
+                    // SAFETY: plain flag (0: completed buffers only).
+                    let rc = unsafe { (s.cupti.flush_all)(0) };
+                    let _ = s.cupti.check("cuptiActivityFlushAll", rc);
+                }
+            }
             for &kind in &kinds {
                 // SAFETY: plain enum argument (a kind enabled above).
                 let rc = unsafe { (s.cupti.activity_disable)(kind) };

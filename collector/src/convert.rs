@@ -282,8 +282,18 @@ impl Converter {
 
     fn times(&mut self, start: u64, end: u64) -> Option<(i64, i64)> {
         if end == 0 {
-            // Still running at a forced flush: lost, so counted.
-            self.incomplete_records += 1;
+            // Still running (or not begun) at a forced flush. Lost, and
+            // counted, only when it belongs to the window: work that
+            // begins after a closed capture window is outside it anyway.
+            let inside = if start == 0 {
+                self.window.bounds().1.is_none()
+            } else {
+                let s = ts(start, self.ts_offset_ns);
+                self.window.keep(s, s)
+            };
+            if inside {
+                self.incomplete_records += 1;
+            }
             return None;
         }
         if start == 0 {

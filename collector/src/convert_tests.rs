@@ -467,6 +467,30 @@ fn records_outside_the_capture_window_are_dropped_and_offsets_apply() {
 }
 
 #[test]
+fn unfinished_work_counts_as_lost_only_inside_a_closed_window() {
+    let spec = CaptureSpec {
+        trigger: Trigger::ProfilerApi,
+        delay_ns: 0,
+        duration_ns: None,
+    };
+    let w = CaptureWindow::new(spec, 0);
+    w.open(1_000);
+    w.close(2_000);
+    let (mut c, _) = converter(w);
+    // Began inside the window, cut off by the flush: lost.
+    c.push(Record::Kernel(kernel(1_500, 0, 7, 1), c"cut"));
+    // Began after the window closed, or not begun at all: outside it.
+    c.push(Record::Kernel(kernel(2_500, 0, 7, 2), c"later"));
+    c.push(Record::Kernel(kernel(0, 0, 7, 3), c"queued"));
+    assert!(names(&c.trace).is_empty());
+    assert_eq!(c.incomplete_records, 1);
+    // A whole recording (window never closed): queued work is lost too.
+    let (mut c, _) = converter(all());
+    c.push(Record::Kernel(kernel(0, 0, 7, 3), c"queued"));
+    assert_eq!(c.incomplete_records, 1);
+}
+
+#[test]
 fn api_names_lose_their_version_suffix_only() {
     assert_eq!(
         normalize_api_name("cudaStreamSynchronize_v3020"),

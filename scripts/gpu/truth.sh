@@ -403,7 +403,7 @@ if part capture; then
   CSTEPS=${TRUTH_CAPTURE_STEPS:-260}
   full="$W/torch-fsdp2-full-h200x2"
   step fsdp2-full-record 150 "$S" record -o "$full" -- torchrun --nproc_per_node 2 --master_port 29769 \
-      examples/torch_fsdp2.py $CA --steps "${TRUTH_CAPTURE_FULL_STEPS:-14}" --no-nvtx
+      examples/torch_fsdp2.py $CA --steps "${TRUTH_CAPTURE_FULL_STEPS:-24}" --no-nvtx
   ( step fsdp2-armed 240 "$S" record --armed -o "$d" -- torchrun --nproc_per_node 2 --master_port 29770 \
       examples/torch_fsdp2.py $CA --steps "$CSTEPS" --no-nvtx > "$W/capture-armed.json" ) &
   armed_pid=$!
@@ -452,15 +452,21 @@ def windows(trace_json):
         out[str(p.get("rank"))] = {"start_ns": p.get("capture_start_ns"), "end_ns": p.get("capture_end_ns"),
                                    "dropped": p.get("dropped_records"), "nccl_plugin": meta.get("nccl_profiler_plugin")}
     return out
-def per_rank(rep):
+def per_rank(rep, skip=1):
     res = {}
     for r in rep.get("ranks", []):
-        durs = [s["duration_us"] for s in rep.get("steps", []) if s.get("rank") == r["rank"]]
-        res[str(r["rank"])] = {"steps": len(durs), "step_ms_median": statistics.median(durs) / 1e3 if durs else None,
+        # Whole steps only: a capture's first step is partial; FSDP2 warms
+        # up over its first ~3 steps in a whole recording.
+        st = [s for s in rep.get("steps", []) if s.get("rank") == r["rank"] and s.get("step", 0) >= skip]
+        durs = [s["duration_us"] for s in st]
+        med = lambda v: statistics.median(v) if v else None
+        res[str(r["rank"])] = {"steps": len(durs), "step_ms_median": med(durs) / 1e3 if durs else None,
+                               "step_overlap_pct_median": med([s["breakdown"]["overlap_pct"] for s in st]),
+                               "step_idle_pct_median": med([s["breakdown"]["idle_pct"] for s in st]),
                                "overlap_pct": r.get("overlap_pct"), "idle_pct": r.get("idle_pct"),
                                "step_source": r.get("step_source")}
     return res
-out = {"full": per_rank(load(os.path.join(w, "full.report.json"))),
+out = {"full": per_rank(load(os.path.join(w, "full.report.json")), skip=4),
        "full_processes": windows(os.path.join(w, "full.trace.json"))}
 for k in (1, 2):
     win = windows(os.path.join(w, f"capture-{k}.trace.json"))
@@ -497,7 +503,9 @@ if part nccl-cost; then
     for m in plugin noplugin; do
       flag=""; [ "$m" = noplugin ] && flag="--no-nccl-plugin"
       rm -rf "$W/ncost"
-      step "nccl-cost-$m-$i" 60 "$S" record $flag -o "$W/ncost" -- "$F" $NC | grep '^{' | sed "s/^{/{\"mode\":\"$m\",/" >> "$W/nccl-cost.jsonl"
+      step "nccl-cost-$m-$i" 60 "$S" record $flag -o "$W/ncost" -- "$F" $NC > "$W/ncost.out" 2>&1
+      tail -3 "$W/ncost.out"
+      grep -h '^{' "$W/ncost.out" | sed "s/^{/{\"mode\":\"$m\",/" >> "$W/nccl-cost.jsonl"
     done
   done
   "$PY" - "$W/nccl-cost.jsonl" <<'PY' | tee -a "$J"
@@ -513,30 +521,47 @@ fi
 
 # 9c. A known straggler (part `straggler`, not run by default): fsdp-ref
 #     with rank 1 sleeping STRAGGLER_MS on the host before each of its 16
-#     all-gathers per step; the report must name rank 1 and a wait per step
-#     within 10 % of 16 x STRAGGLER_MS.
+#     all-gathers per step, and the same run without the straggler just
+#     before it. The report must name rank 1 in every step, and the wait it
+#     reports must account for what the other rank lost: rank 0's NCCL time
+#     per step against the baseline's (within 10 %). The planted host sleep
+#     (16 x STRAGGLER_MS) is an upper bound: while rank 1's host sleeps, its
+#     GPU still runs the work queued before the sleep.
 if part straggler; then
   d="$W/fsdp-ref-straggler-h200x2"
+  base="$W/straggler-baseline"
   SMS=${STRAGGLER_MS:-5}
-  SCFG="--mode overlap --prefetch 1 --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 10 --warmup 3 --item-sync --timeout-s 100 --straggler 1:$SMS"
+  SCFG="--mode overlap --prefetch 1 --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 10 --warmup 3 --item-sync --timeout-s 100"
+  step fsdp-ref-straggler-baseline 90 "$S" record -o "$base" -- bash -c "
+    for r in 0 1; do RANK=\$r WORLD_SIZE=2 LOCAL_RANK=\$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29773 \
+      '$F' $SCFG > '$W/straggler-base-rank'\$r.txt 2>&1 & done; wait"
   step fsdp-ref-straggler 90 "$S" record -o "$d" -- bash -c "
     for r in 0 1; do RANK=\$r WORLD_SIZE=2 LOCAL_RANK=\$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29770 \
-      '$F' $SCFG > '$W/straggler-rank'\$r.txt 2>&1 & done; wait"
+      '$F' $SCFG --straggler 1:$SMS > '$W/straggler-rank'\$r.txt 2>&1 & done; wait"
   "$S" report "$d" --format json > "$d.report.json" 2>/dev/null
+  "$S" report "$base" --format json > "$base.report.json" 2>/dev/null
   "$S" report "$d" | sed -n '/Who waits/,/^$/p' | head -30
-  "$PY" - "$d.report.json" "$SMS" <<'PY' | tee -a "$J"
+  "$PY" - "$d.report.json" "$base.report.json" "$SMS" <<'PY' | tee -a "$J"
 import json, statistics, sys
-r = json.load(open(sys.argv[1])); ms = float(sys.argv[2])
+r = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2])); ms = float(sys.argv[3])
+def per_rank(rep, rank, key):
+    return [s["breakdown"][key] for s in rep.get("steps", []) if s.get("rank") == rank and s.get("step", 0) >= 1]
 rows = {}
 for s in r.get("steps", []):
-    if s.get("straggler_rank") is not None:
+    if s.get("straggler_rank") is not None and s.get("step", 0) >= 1:
         rows.setdefault(s["step"], (s["straggler_rank"], s["straggler_wait_us"]))
 named = [k for k, (rank, _) in rows.items() if rank == 1]
 waits = [w / 1e3 for (rank, w) in rows.values() if rank == 1]
-want = 16 * ms
 med = statistics.median(waits) if waits else 0.0
-print(json.dumps({"straggler": {"planted_ms_per_step": want, "steps": len(rows), "steps_naming_rank_1": len(named),
-      "median_wait_ms": med, "within_10pct": bool(waits) and abs(med - want) <= 0.1 * want}}))
+comm = statistics.median(per_rank(r, 0, "comm_us")) / 1e3 if per_rank(r, 0, "comm_us") else None
+comm0 = statistics.median(per_rank(b, 0, "comm_us")) / 1e3 if per_rank(b, 0, "comm_us") else None
+step_of = lambda rep: statistics.median(s["duration_us"] for s in rep.get("steps", []) if s.get("rank") == 0 and s.get("step", 0) >= 1) / 1e3
+lost = (comm - comm0) if comm is not None and comm0 is not None else None
+print(json.dumps({"straggler": {"planted_host_sleep_ms_per_step": 16 * ms, "steps": len(rows), "steps_naming_rank_1": len(named),
+      "median_wait_ms": med, "rank0_nccl_ms_per_step": comm, "baseline_rank0_nccl_ms_per_step": comm0,
+      "rank0_nccl_added_ms_per_step": lost, "step_ms": step_of(r), "baseline_step_ms": step_of(b),
+      "wait_vs_added_pct": (100 * (med / lost - 1)) if lost else None,
+      "within_10pct": bool(lost) and abs(med - lost) <= 0.1 * lost and len(named) == len(rows)}}))
 PY
   pack fsdp-ref-straggler-h200x2
 fi
