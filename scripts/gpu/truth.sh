@@ -495,26 +495,32 @@ PY
 fi
 
 # 11b. The NCCL plugin's cost (part nccl-cost): fsdp-ref on 2 GPUs in one
-# process, recorded with the plugin and with --no-nccl-plugin, alternating.
+# process, recorded with the plugin and with --no-nccl-plugin, alternating;
+# the step time is the median of the recorded NVTX steps (report JSON).
 if part nccl-cost; then
   : > "$W/nccl-cost.jsonl"
-  NC="--gpus 2 --mode overlap --prefetch 1 --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 30 --warmup 5 --json --timeout-s 100"
+  NC="--gpus 2 --mode overlap --prefetch 1 --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 30 --warmup 5 --timeout-s 100"
   for i in $(seq "${TRUTH_NCCL_COST_ROUNDS:-3}"); do
     for m in plugin noplugin; do
       flag=""; [ "$m" = noplugin ] && flag="--no-nccl-plugin"
       rm -rf "$W/ncost"
       step "nccl-cost-$m-$i" 60 "$S" record $flag -o "$W/ncost" -- "$F" $NC > "$W/ncost.out" 2>&1
-      tail -3 "$W/ncost.out"
-      grep -h '^{' "$W/ncost.out" | sed "s/^{/{\"mode\":\"$m\",/" >> "$W/nccl-cost.jsonl"
+      grep -i "step\|error" "$W/ncost.out" | tail -3
+      "$S" report "$W/ncost" --format json 2>/dev/null | "$PY" -c '
+import json, statistics, sys
+r = json.load(sys.stdin)
+d = [s["duration_us"] for s in r.get("steps", []) if s.get("step", 0) >= 1]
+print(json.dumps({"mode": sys.argv[1], "steps": len(d), "step_ms_median": statistics.median(d) / 1e3 if d else None}))' "$m" >> "$W/nccl-cost.jsonl"
     done
   done
+  cat "$W/nccl-cost.jsonl"
   "$PY" - "$W/nccl-cost.jsonl" <<'PY' | tee -a "$J"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-def ms(r): return r.get("step_ms_median") or r.get("median_ms")
-p = [ms(r) for r in rows if r["mode"] == "plugin"]; n = [ms(r) for r in rows if r["mode"] == "noplugin"]
+p = [r["step_ms_median"] for r in rows if r["mode"] == "plugin" and r["step_ms_median"]]
+n = [r["step_ms_median"] for r in rows if r["mode"] == "noplugin" and r["step_ms_median"]]
 o = {"plugin_ms": p, "no_plugin_ms": n}
-if p and n and None not in p + n: o["plugin_overhead_pct"] = 100 * (statistics.mean(p) / statistics.mean(n) - 1)
+if p and n: o["plugin_overhead_pct"] = 100 * (statistics.mean(p) / statistics.mean(n) - 1)
 print(json.dumps({"nccl_plugin_cost": o}))
 PY
 fi
