@@ -936,29 +936,34 @@ impl Trace {
             return;
         }
         order.sort_by_key(|&i| slice_key(sl, i as usize));
-        fn gather<T: Copy>(v: &[T], order: &[u32]) -> Vec<T> {
-            order.iter().map(|&i| v[i as usize]).collect()
+        // One column at a time, so the transient is one column (at most 8
+        // bytes a slice), not a second copy of every column.
+        fn permute<T: Copy>(v: &mut Vec<T>, order: &[u32]) {
+            let sorted: Vec<T> = order.iter().map(|&i| v[i as usize]).collect();
+            *v = sorted;
         }
-        let new = Slices {
-            start_ns: gather(&sl.start_ns, &order),
-            dur_ns: gather(&sl.dur_ns, &order),
-            track: gather(&sl.track, &order),
-            name: gather(&sl.name, &order),
-            kind: gather(&sl.kind, &order),
-            class: gather(&sl.class, &order),
-            correlation: gather(&sl.correlation, &order),
-            payload: gather(&sl.payload, &order),
-            args: gather(&sl.args, &order),
-        };
+        let sl = &mut self.slices;
+        permute(&mut sl.start_ns, &order);
+        permute(&mut sl.dur_ns, &order);
+        permute(&mut sl.track, &order);
+        permute(&mut sl.name, &order);
+        permute(&mut sl.kind, &order);
+        permute(&mut sl.class, &order);
+        permute(&mut sl.correlation, &order);
+        permute(&mut sl.payload, &order);
+        permute(&mut sl.args, &order);
+        if self.flows.is_empty() {
+            return;
+        }
         let mut inverse = vec![0u32; n];
         for (new_i, &old_i) in order.iter().enumerate() {
             inverse[old_i as usize] = new_i as u32;
         }
+        drop(order);
         for f in &mut self.flows {
             f.from = SliceId(inverse[f.from.0 as usize]);
             f.to = SliceId(inverse[f.to.0 as usize]);
         }
-        self.slices = new;
     }
 
     /// Drops slices, counters, flows and argument sets but keeps processes,
