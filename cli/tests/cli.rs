@@ -196,20 +196,22 @@ fn gzip_traces_read_export_and_fail_cleanly() {
         .args(["--to", "perfetto", "-o"])
         .arg(&out));
     assert!(o.status.success(), "{se}");
-    assert!(std::fs::read(&out).expect("read").starts_with(&[0x1f, 0x8b]));
+    assert!(std::fs::read(&out)
+        .expect("read")
+        .starts_with(&[0x1f, 0x8b]));
     let (o, c, se) = run(bin().arg("info").arg(&out));
     assert!(o.status.success(), "{se}");
     assert_eq!(a, c);
-    assert_eq!(
-        report_json(&[&src])["ranks"],
-        report_json(&[&out])["ranks"]
-    );
+    assert_eq!(report_json(&[&src])["ranks"], report_json(&[&out])["ranks"]);
     // Cut before its first packet: one line naming the file, exit 2.
     let cut = tmp("gz-cut.pftrace.gz");
     std::fs::write(&cut, &gz[..20]).expect("write");
     let (o, _, se) = run(bin().arg("info").arg(&cut));
     assert_eq!(o.status.code(), Some(2), "{se}");
-    assert!(se.contains("gz-cut.pftrace.gz") && se.contains("gzip"), "{se}");
+    assert!(
+        se.contains("gz-cut.pftrace.gz") && se.contains("gzip"),
+        "{se}"
+    );
     assert_eq!(se.trim_end().lines().count(), 1, "{se}");
     assert!(!se.contains("panicked"), "{se}");
     // Gzip of text: not a trace.
@@ -219,7 +221,10 @@ fn gzip_traces_read_export_and_fail_cleanly() {
     std::fs::write(&text, z.finish().expect("gzip")).expect("write");
     let (o, _, se) = run(bin().arg("info").arg(&text));
     assert_eq!(o.status.code(), Some(2), "{se}");
-    assert!(se.contains("gz-text.pftrace.gz") && se.contains("not a trace"), "{se}");
+    assert!(
+        se.contains("gz-text.pftrace.gz") && se.contains("not a trace"),
+        "{se}"
+    );
 }
 
 fn report_json(paths: &[&Path]) -> serde_json::Value {

@@ -200,7 +200,7 @@ pub fn is_trace_name(p: &Path) -> bool {
         ".json.gz",
     ]
     .iter()
-        .any(|s| name.ends_with(s))
+    .any(|s| name.ends_with(s))
 }
 
 /// Bytes read to judge a file's format.

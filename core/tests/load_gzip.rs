@@ -168,7 +168,7 @@ fn a_directory_mixing_plain_and_gzip_ranks_loads_both() {
         .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
         .collect();
     assert_eq!(names, ["rank-0.pftrace", "rank-1.pftrace.gz"]);
-    let t = load_paths(&[dir.clone()]).expect("both load");
+    let t = load_paths(std::slice::from_ref(&dir)).expect("both load");
     let mut ranks: Vec<_> = t.processes.iter().filter_map(|p| p.rank).collect();
     ranks.sort_unstable();
     assert_eq!(ranks, [0, 1]);

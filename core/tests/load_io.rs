@@ -54,7 +54,10 @@ fn a_fifo_is_read_once() {
     // The plain trace and the gzip file, each through a FIFO.
     for (name, bytes) in [
         ("rank-0.pftrace", inflated(&src)),
-        ("rank-0.pftrace.gz", std::fs::read(&src).expect("bundled trace")),
+        (
+            "rank-0.pftrace.gz",
+            std::fs::read(&src).expect("bundled trace"),
+        ),
     ] {
         let dir = tmp_dir(&format!("fifo-{name}"));
         let fifo = dir.join(name);
