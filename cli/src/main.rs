@@ -78,13 +78,14 @@ enum ExportFormat {
 
 #[derive(clap::Args)]
 struct ExportArgs {
-    /// A .pftrace, a Kineto .json/.json.gz, or a directory of them.
+    /// A .pftrace, a Kineto .json, either gzip-compressed (.gz), or a directory of them.
     #[arg(required = true)]
     traces: Vec<PathBuf>,
     /// Output format.
     #[arg(long = "to", value_enum)]
     to: ExportFormat,
-    /// Output file. An existing file is refused unless --force; an input
+    /// Output file, gzip-compressed when its name ends in .gz. An existing
+    /// file is refused unless --force; an input
     /// (or a trace file inside an input directory) is always refused.
     #[arg(short, long)]
     output: PathBuf,
@@ -95,7 +96,7 @@ struct ExportArgs {
 
 #[derive(clap::Args)]
 struct InfoArgs {
-    /// A .pftrace, a Kineto .json/.json.gz, or a directory of them.
+    /// A .pftrace, a Kineto .json, either gzip-compressed (.gz), or a directory of them.
     #[arg(required = true)]
     traces: Vec<PathBuf>,
 }

@@ -151,8 +151,8 @@ fn bad_input_is_one_line_and_exit_code_2() {
 
 #[test]
 fn truncated_pftrace_loads_with_a_warning() {
-    let src = repo().join("traces/fsdp-ref-overlap-h200x2/rank-0.pftrace");
-    let bytes = std::fs::read(&src).expect("read");
+    let src = repo().join("traces/fsdp-ref-overlap-h200x2/rank-0.pftrace.gz");
+    let bytes = inflate(&std::fs::read(&src).expect("read"));
     let cut = tmp("cut.pftrace");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).expect("write");
     let (o, so, se) = run(bin().arg("info").arg(&cut));
@@ -167,6 +167,66 @@ fn truncated_pftrace_loads_with_a_warning() {
     assert!(slices > 1000, "{so}");
 }
 
+fn inflate(gz: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(gz)
+        .read_to_end(&mut out)
+        .expect("inflates");
+    out
+}
+
+#[test]
+fn gzip_traces_read_export_and_fail_cleanly() {
+    let src = repo().join("traces/fsdp-ref-serial-h200x2/rank-0.pftrace.gz");
+    let gz = std::fs::read(&src).expect("read");
+    let plain = tmp("gz-plain.pftrace");
+    std::fs::write(&plain, inflate(&gz)).expect("write");
+    let (o, a, se) = run(bin().arg("info").arg(&src));
+    assert!(o.status.success(), "{se}");
+    let (o, b, se) = run(bin().arg("info").arg(&plain));
+    assert!(o.status.success(), "{se}");
+    assert_eq!(a, b);
+    // Export to a .gz name writes gzip, which reads back the same.
+    let out = tmp("gz-export.pftrace.gz");
+    let _ = std::fs::remove_file(&out);
+    let (o, _, se) = run(bin()
+        .arg("export")
+        .arg(&plain)
+        .args(["--to", "perfetto", "-o"])
+        .arg(&out));
+    assert!(o.status.success(), "{se}");
+    assert!(std::fs::read(&out)
+        .expect("read")
+        .starts_with(&[0x1f, 0x8b]));
+    let (o, c, se) = run(bin().arg("info").arg(&out));
+    assert!(o.status.success(), "{se}");
+    assert_eq!(a, c);
+    assert_eq!(report_json(&[&src])["ranks"], report_json(&[&out])["ranks"]);
+    // Cut before its first packet: one line naming the file, exit 2.
+    let cut = tmp("gz-cut.pftrace.gz");
+    std::fs::write(&cut, &gz[..20]).expect("write");
+    let (o, _, se) = run(bin().arg("info").arg(&cut));
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(
+        se.contains("gz-cut.pftrace.gz") && se.contains("gzip"),
+        "{se}"
+    );
+    assert_eq!(se.trim_end().lines().count(), 1, "{se}");
+    assert!(!se.contains("panicked"), "{se}");
+    // Gzip of text: not a trace.
+    let text = tmp("gz-text.pftrace.gz");
+    let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut z, b"just some words").expect("gzip");
+    std::fs::write(&text, z.finish().expect("gzip")).expect("write");
+    let (o, _, se) = run(bin().arg("info").arg(&text));
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(
+        se.contains("gz-text.pftrace.gz") && se.contains("not a trace"),
+        "{se}"
+    );
+}
+
 fn report_json(paths: &[&Path]) -> serde_json::Value {
     let (o, so, se) = run(bin().arg("report").args(paths).args(["--format", "json"]));
     assert!(o.status.success(), "{se}");
@@ -175,7 +235,8 @@ fn report_json(paths: &[&Path]) -> serde_json::Value {
 
 #[test]
 fn info_reads_a_pipe() {
-    let src = repo().join("traces/fsdp-ref-serial-h200x2/rank-0.pftrace");
+    // A gzip file through a pipe: read once, inflated as it is read.
+    let src = repo().join("traces/fsdp-ref-serial-h200x2/rank-0.pftrace.gz");
     let (o, so, se) = run(Command::new("bash").arg("-c").arg(format!(
         "'{}' info <(cat '{}')",
         env!("CARGO_BIN_EXE_streamscope"),
@@ -217,7 +278,7 @@ fn chrome_json_export_reports_what_its_source_reports() {
 
 #[test]
 fn export_refuses_to_overwrite_or_to_write_into_its_input() {
-    let src = repo().join("traces/fsdp-ref-serial-h200x2/rank-0.pftrace");
+    let src = repo().join("traces/fsdp-ref-serial-h200x2/rank-0.pftrace.gz");
     let out = tmp("refuse.pftrace");
     std::fs::write(&out, b"precious").expect("write");
     let export = |input: &Path, output: &Path, force: bool| {
@@ -248,7 +309,7 @@ fn export_refuses_to_overwrite_or_to_write_into_its_input() {
     // A new file inside an input directory would show its ranks twice.
     let dir = tmp("ranks-dir");
     std::fs::create_dir_all(&dir).expect("dir");
-    std::fs::copy(&src, dir.join("rank-0.pftrace")).expect("copy");
+    std::fs::copy(&src, dir.join("rank-0.pftrace.gz")).expect("copy");
     let (o, _, se) = export(&dir, &dir.join("merged.pftrace"), true);
     assert_eq!(o.status.code(), Some(2), "{se}");
     assert!(se.contains("inside input directory"), "{se}");

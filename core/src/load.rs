@@ -1,13 +1,17 @@
 //! Opening TRACE arguments: a Perfetto file (.pftrace, .perfetto-trace or
-//! any file starting with a TracePacket), a Kineto .json / .json.gz, or a
-//! directory of them (one file per rank). Several arguments load into one
-//! multi-rank [`Trace`].
+//! any file starting with a TracePacket), a Kineto .json, either of them
+//! gzip-compressed (.pftrace.gz, .json.gz, or any file starting with the
+//! gzip magic), or a directory of them (one file per rank). Several
+//! arguments load into one multi-rank [`Trace`].
 
 use crate::diagnostic::{Diagnostic, Kind};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Result, TraceError};
 use crate::model::Trace;
+
+mod gzip;
+pub(crate) use gzip::gzip_error;
 
 /// What a file holds, judged by its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,9 +191,16 @@ pub fn expand(path: &Path) -> Result<Vec<PathBuf>> {
 /// Whether a file name is one a directory load picks up.
 pub fn is_trace_name(p: &Path) -> bool {
     let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    [".pftrace", ".perfetto-trace", ".json", ".json.gz"]
-        .iter()
-        .any(|s| name.ends_with(s))
+    [
+        ".pftrace",
+        ".pftrace.gz",
+        ".perfetto-trace",
+        ".perfetto-trace.gz",
+        ".json",
+        ".json.gz",
+    ]
+    .iter()
+    .any(|s| name.ends_with(s))
 }
 
 /// Bytes read to judge a file's format.
@@ -207,13 +218,34 @@ pub fn sniff(path: &Path) -> Result<Format> {
 }
 
 /// Detects the format from the first bytes of a file (`path` names it).
+/// For a gzip file, the format of what its first bytes inflate to.
 pub fn sniff_bytes(path: &Path, head: &[u8]) -> Result<Format> {
+    if !gzip::is_gzip(head) {
+        return sniff_plain(path, head);
+    }
+    let inflated = gzip::inflate_head(path, head, SNIFF_BYTES)?;
+    if gzip::is_gzip(&inflated) {
+        return Err(TraceError::NotATrace {
+            path: path.to_path_buf(),
+            why: "gzip of a gzip file".into(),
+        });
+    }
+    sniff_plain(path, &inflated).map_err(|e| match e {
+        TraceError::NotATrace { path, why } => TraceError::NotATrace {
+            path,
+            why: format!("gzip-compressed, but {why}"),
+        },
+        e => e,
+    })
+}
+
+/// [`sniff_bytes`] for bytes that are not gzip.
+fn sniff_plain(path: &Path, head: &[u8]) -> Result<Format> {
     let first_non_space = head.iter().copied().find(|b| !b.is_ascii_whitespace());
     match head.first() {
         None => Err(TraceError::Empty {
             path: path.to_path_buf(),
         }),
-        Some(0x1f) if head.get(1) == Some(&0x8b) => Ok(Format::Kineto),
         // 0x0a is both Perfetto's packet tag and a newline: JSON that starts
         // with a newline is still JSON.
         Some(0x0a) if first_non_space == Some(b'{') && crate::kineto::looks_like_kineto(head) => {
@@ -252,7 +284,9 @@ impl<R: std::io::Read> std::io::Read for Counting<'_, R> {
 
 /// [`load_file`], calling `on_read` with the bytes of each read as the
 /// file is read (a Perfetto file in 8 MiB chunks as it is decoded; a
-/// Kineto file before it is parsed): what a progress bar shows.
+/// Kineto file before it is parsed): what a progress bar shows. For a
+/// gzip file these are compressed bytes; a compressed Perfetto trace is
+/// inflated as it is decoded.
 pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> Result<Trace> {
     use std::io::Read;
     let io = |e| TraceError::io(path, e);
@@ -263,8 +297,11 @@ pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> R
         .take(SNIFF_BYTES)
         .read_to_end(&mut head)
         .map_err(io)?;
+    let gz = gzip::is_gzip(&head);
     match sniff_bytes(path, &head)? {
+        Format::Perfetto if gz => gzip::read_perfetto(path, std::io::Cursor::new(head).chain(f)),
         Format::Perfetto => crate::perfetto::read_stream(path, std::io::Cursor::new(head).chain(f)),
+        // `kineto::read_bytes` inflates a gzip file itself, on two cores.
         Format::Kineto => {
             let mut bytes = head;
             f.read_to_end(&mut bytes).map_err(io)?;
@@ -296,24 +333,31 @@ pub(crate) fn break_parent_cycles(trace: &mut Trace) -> usize {
 }
 
 /// Writes a whole model with `write` (a format's writer) to `path`
-/// through [`write_atomically`]; an existing `path` is replaced only with
-/// `overwrite`. A trace without processes is an error (it would be an
-/// empty file).
+/// through [`write_atomically`], gzip-compressed when `path` ends in
+/// `.gz`; an existing `path` is replaced only with `overwrite`. A trace
+/// without processes is an error (it would be an empty file).
 pub(crate) fn write_model_file(
     trace: &crate::model::Trace,
     path: &Path,
     overwrite: bool,
-    write: impl FnOnce(
-        &crate::model::Trace,
-        &mut std::io::BufWriter<&std::fs::File>,
-    ) -> std::io::Result<()>,
+    write: impl FnOnce(&crate::model::Trace, &mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<()> {
     if trace.processes.is_empty() {
         return Err(TraceError::NothingToWrite {
             path: path.to_path_buf(),
         });
     }
-    write_atomically(path, overwrite, |w| write(trace, w))
+    let gz = path
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().ends_with(".gz"));
+    write_atomically(path, overwrite, |w| {
+        if !gz {
+            return write(trace, w);
+        }
+        let mut z = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+        write(trace, &mut z)?;
+        z.finish().map(|_| ())
+    })
 }
 
 /// Writes `path` through a temporary file in the same directory, renamed

@@ -85,7 +85,7 @@ fn a_run_against_itself_changes_nothing() {
 fn a_rank_in_one_run_only_is_named_and_left_out() {
     let dir = bundled("traces/fsdp-ref-overlap-h200x2");
     let both = load_paths(std::slice::from_ref(&dir)).expect("two ranks");
-    let one = load_paths(&[dir.join("rank-1.pftrace")]).expect("rank 1");
+    let one = load_paths(&[dir.join("rank-1.pftrace.gz")]).expect("rank 1");
     let c = compare::compare(&both, &one, ("both", "one"), &AnalysisOptions::default());
     assert_eq!(c.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [1]);
     assert!(

@@ -300,7 +300,7 @@ fn kernels_missing_on_one_rank_give_a_note_and_no_pairs() {
         .iter()
         .all(|k| k.collective != "AllGather"));
     // One rank alone: a note, nothing matched.
-    let t = load_paths(&[bundled("fsdp-ref-overlap-h200x2/rank-0.pftrace")]).expect("load");
+    let t = load_paths(&[bundled("fsdp-ref-overlap-h200x2/rank-0.pftrace.gz")]).expect("load");
     let r = analyze(&t, &AnalysisOptions::default());
     assert_eq!(r.cross_rank.instances, 0);
     assert!(r.ranks[0].exposed_wait_us.is_none());

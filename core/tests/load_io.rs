@@ -37,44 +37,62 @@ fn without_warnings(t: &Trace) -> String {
     dump(&t)
 }
 
+/// The bytes of a bundled gzip trace, inflated.
+fn inflated(gz: &Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(gz).expect("bundled trace"))
+        .read_to_end(&mut out)
+        .expect("inflates");
+    out
+}
+
 #[test]
 fn a_fifo_is_read_once() {
-    let dir = tmp_dir("fifo");
-    let fifo = dir.join("rank-0.pftrace");
-    let ok = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "mkfifo");
-    let src = bundled("traces/fsdp-ref-serial-h200x2/rank-0.pftrace");
-    let bytes = std::fs::read(&src).expect("bundled trace");
+    let src = bundled("traces/fsdp-ref-serial-h200x2/rank-0.pftrace.gz");
     let expected = load_file(&src).expect("file loads");
-    let writer = {
-        let fifo = fifo.clone();
+    // The plain trace and the gzip file, each through a FIFO.
+    for (name, bytes) in [
+        ("rank-0.pftrace", inflated(&src)),
+        (
+            "rank-0.pftrace.gz",
+            std::fs::read(&src).expect("bundled trace"),
+        ),
+    ] {
+        let dir = tmp_dir(&format!("fifo-{name}"));
+        let fifo = dir.join(name);
+        let ok = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mkfifo");
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                // Fails (EPIPE) if the reader closes the pipe after sniffing.
+                let mut f = std::fs::OpenOptions::new().write(true).open(&fifo)?;
+                f.write_all(&bytes)
+            })
+        };
+        let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            // Fails (EPIPE) if the reader closes the pipe after sniffing.
-            let mut f = std::fs::OpenOptions::new().write(true).open(&fifo)?;
-            f.write_all(&bytes)
-        })
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(load_paths(&[fifo]));
-    });
-    // Opened twice, the second open would wait for a writer forever.
-    let t = rx
-        .recv_timeout(Duration::from_secs(120))
-        .expect("loading a FIFO does not hang")
-        .expect("a FIFO loads");
-    writer.join().expect("writer").expect("whole file written");
-    assert_eq!(dump(&t), dump(&expected));
+            let _ = tx.send(load_paths(&[fifo]));
+        });
+        // Opened twice, the second open would wait for a writer forever.
+        let t = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("loading a FIFO does not hang")
+            .expect("a FIFO loads");
+        writer.join().expect("writer").expect("whole file written");
+        assert_eq!(dump(&t), dump(&expected), "{name}");
+    }
 }
 
 #[test]
 fn a_bad_empty_or_header_only_rank_in_a_directory_is_skipped_with_a_warning() {
     let dir = tmp_dir("bad-rank");
-    let src = bundled("traces/fsdp-ref-serial-h200x2/rank-0.pftrace");
-    std::fs::copy(&src, dir.join("rank-0.pftrace")).expect("copy");
+    let src = bundled("traces/fsdp-ref-serial-h200x2/rank-0.pftrace.gz");
+    std::fs::copy(&src, dir.join("rank-0.pftrace.gz")).expect("copy");
     std::fs::write(dir.join("rank-1.pftrace"), b"\x00\x01 not a trace").expect("write");
     std::fs::write(dir.join("rank-2.pftrace"), b"").expect("write");
     // Header only: a process, no events (a collector that died at start).
@@ -117,13 +135,13 @@ fn a_bad_empty_or_header_only_rank_in_a_directory_is_skipped_with_a_warning() {
 #[test]
 fn the_same_file_twice_is_an_error_and_one_rank_in_two_files_a_warning() {
     let dir = bundled("traces/fsdp-ref-serial-h200x2");
-    let e = load_paths(&[dir.clone(), dir.join("rank-0.pftrace")]).expect_err("twice");
+    let e = load_paths(&[dir.clone(), dir.join("rank-0.pftrace.gz")]).expect_err("twice");
     assert!(
         e.to_string().contains("rank-0.pftrace") && e.to_string().contains("given twice"),
         "{e}"
     );
-    let other = bundled("traces/fsdp-ref-overlap-h200x2/rank-0.pftrace");
-    let t = load_paths(&[dir.join("rank-0.pftrace"), other]).expect("loads");
+    let other = bundled("traces/fsdp-ref-overlap-h200x2/rank-0.pftrace.gz");
+    let t = load_paths(&[dir.join("rank-0.pftrace.gz"), other]).expect("loads");
     assert_eq!(t.processes.len(), 2);
     assert!(
         t.diagnostics.iter().any(|d| {

@@ -591,8 +591,8 @@ fn kinds_are_decoded_from_the_first_slice_of_a_bundled_trace() {
     // Written by the collector before the writer marked its process track:
     // the first batch's host calls precede every streamscope descriptor.
     let f = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../traces/fsdp-ref-serial-h200x2/rank-0.pftrace");
-    let t = read_file(&f).expect("bundled trace");
+        .join("../traces/fsdp-ref-serial-h200x2/rank-0.pftrace.gz");
+    let t = streamscope_core::load::load_file(&f).expect("bundled trace");
     let kinds: HashMap<SliceKind, usize> = t.count_by_kind().into_iter().collect();
     // The reader before the fix left about 2,300 of this recording's
     // driver and runtime calls "other" (checked name by name below).

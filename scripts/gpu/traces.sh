@@ -3,8 +3,9 @@
 # torch FSDP2 example under torchrun, and fsdp-ref overlap and serial as two
 # processes (one per GPU, the torchrun convention), so every file is one
 # rank. Run from the repo root with BIN (streamscope, collector, fsdp-ref)
-# and OUT; each run's folder under $OUT holds rank-0/1.pftrace, and
-# $OUT/traces.log the output and reports.
+# and OUT; each run's folder under $OUT holds rank-0/1.pftrace (traces/
+# ships them as `gzip -9 -n` .pftrace.gz), and $OUT/traces.log the output
+# and reports.
 set -u
 : "${BIN:?}" "${OUT:?}"
 BIN="$(cd "$BIN" && pwd)"

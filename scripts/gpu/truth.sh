@@ -30,7 +30,8 @@
 #   $OUT/truth.json   the measured numbers (overhead, crash loss, windows, checks)
 #   $OUT/sync-zoo-h200.tar.gz, torch-fsdp2-nvtx-h200x2.tar.gz,
 #   $OUT/torch-fsdp2-plain-h200x2.tar.gz, fsdp-ref-prefetch-h200x2.tar.gz:
-#     trace folders, to unpack into traces/ (`tar xzf F -C traces/`).
+#     trace folders, to unpack into traces/ (`tar xzf F -C traces/`, then
+#     `gzip -9 -n traces/NAME/*.pftrace`: traces/ ships them compressed).
 # Each step has a time limit, the whole script a budget (TRUTH_BUDGET_S,
 # default 510 s: later steps are skipped, and say so, when it runs out);
 # one failing step never stops the script.

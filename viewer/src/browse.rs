@@ -25,10 +25,11 @@ pub struct BrowseState {
     pub error: Option<String>,
 }
 
-/// File names a trace loader accepts.
+/// File names a trace loader accepts (gzip-compressed ones too).
 pub fn is_trace_name(name: &str) -> bool {
     let n = name.to_lowercase();
-    [".pftrace", ".perfetto-trace", ".json", ".json.gz", ".pb"]
+    let n = n.strip_suffix(".gz").unwrap_or(&n);
+    [".pftrace", ".perfetto-trace", ".json", ".pb"]
         .iter()
         .any(|e| n.ends_with(e))
 }
@@ -157,6 +158,8 @@ mod tests {
     fn trace_names() {
         assert!(is_trace_name("rank0.pftrace"));
         assert!(is_trace_name("worker.pt.trace.JSON.gz"));
+        assert!(is_trace_name("rank-0.capture-1.pftrace.gz"));
         assert!(!is_trace_name("notes.txt"));
+        assert!(!is_trace_name("notes.txt.gz"));
     }
 }

@@ -208,10 +208,7 @@ fn read_rest<'t>(
 }
 
 fn gzip_error(path: &Path, e: std::io::Error) -> TraceError {
-    TraceError::io(
-        path,
-        std::io::Error::new(e.kind(), format!("corrupt or truncated gzip data: {e}")),
-    )
+    crate::load::gzip_error(path, e)
 }
 
 /// The offset of the `,` of the last `}` `,` `{` (whitespace allowed

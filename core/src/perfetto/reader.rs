@@ -22,7 +22,8 @@ use super::wire::{Dec, Val, WireError};
 use crate::error::{Result, TraceError};
 use crate::model::*;
 
-/// Reads a Perfetto trace file.
+/// Reads a plain (not gzip-compressed) Perfetto trace file;
+/// [`crate::load::load_file`] reads either.
 pub fn read_file(path: &Path) -> Result<Trace> {
     let f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
     read_stream(path, f)
