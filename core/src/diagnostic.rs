@@ -58,6 +58,8 @@ pub enum Kind {
     UnmatchedCollectives,
     /// `--steps` cannot be applied (no steps, or outside the range).
     StepsUnavailable,
+    /// A directory holds several on-demand captures: the latest is loaded.
+    CaptureChosen,
 }
 
 /// How bad a problem is, as Perfetto's import stats grade them.
@@ -78,7 +80,9 @@ impl Kind {
         use Kind::*;
         match self {
             UnterminatedSlices | UnmatchedSliceEnds | TrackParentLoop | BadDuration
-            | UnreadableMetadata | DuplicateRank | UnmatchedCollectives => Severity::Info,
+            | UnreadableMetadata | DuplicateRank | UnmatchedCollectives | CaptureChosen => {
+                Severity::Info
+            }
             Truncated | DamagedPackets | IncrementalStateLost | MalformedEvents
             | MissingTimestamp | UnplacedEvents | UnknownCategories | EmptyFile
             | UnreadableFile => Severity::DataLoss,

@@ -41,9 +41,16 @@ struct Source {
 /// warning naming both.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
     let mut files: Vec<Source> = Vec::new();
+    let mut chosen: Vec<Diagnostic> = Vec::new();
     for p in paths {
         let listed = std::fs::metadata(p).is_ok_and(|m| m.is_dir());
-        files.extend(expand(p)?.into_iter().map(|path| Source { path, listed }));
+        let mut found = expand(p)?;
+        if listed {
+            if let Some(d) = latest_capture(p, &mut found) {
+                chosen.push(d);
+            }
+        }
+        files.extend(found.into_iter().map(|path| Source { path, listed }));
     }
     refuse_duplicates(&files)?;
     let threads = std::thread::available_parallelism()
@@ -137,6 +144,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
     }
     // Load warnings first, in file order, then what was skipped.
     trace.diagnostics.extend(skipped);
+    trace.diagnostics.extend(chosen);
     Ok(trace)
 }
 
@@ -186,6 +194,40 @@ pub fn expand(path: &Path) -> Result<Vec<PathBuf>> {
         });
     }
     Ok(files)
+}
+
+/// The capture number K of an on-demand capture file
+/// (`rank-R.capture-K.pftrace[.gz]`, as `streamscope capture` names them).
+pub fn capture_number(p: &Path) -> Option<u32> {
+    let name = p.file_name()?.to_str()?;
+    let (_, rest) = name.split_once(".capture-")?;
+    let digits: &str = &rest[..rest.find(|c: char| !c.is_ascii_digit())?];
+    digits.parse().ok()
+}
+
+/// A directory of an armed run holds one file per rank and capture: one
+/// trace set per capture. Keeps the files of the latest capture (and files
+/// that are no capture's) and says which were left out.
+fn latest_capture(dir: &Path, files: &mut Vec<PathBuf>) -> Option<Diagnostic> {
+    let mut ks: Vec<u32> = files.iter().filter_map(|f| capture_number(f)).collect();
+    ks.sort_unstable();
+    ks.dedup();
+    let &latest = ks.last()?;
+    if ks.len() < 2 {
+        return None;
+    }
+    files.retain(|f| capture_number(f).is_none_or(|k| k == latest));
+    let others: Vec<String> = ks[..ks.len() - 1].iter().map(u32::to_string).collect();
+    Some(Diagnostic::new(
+        Kind::CaptureChosen,
+        1,
+        format!(
+            "holds captures {} and {latest}: capture {latest} loaded; for another, name its files ({}/rank-*.capture-{}.pftrace*)",
+            others.join(", "),
+            dir.display(),
+            others[0]
+        ),
+    ).in_file(dir.display()))
 }
 
 /// Whether a file name is one a directory load picks up.
