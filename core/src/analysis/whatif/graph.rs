@@ -145,9 +145,9 @@ pub fn is_sync_api(name: &str) -> bool {
 /// of the Python location.
 pub fn spec_matches(spec: &str, api: &str, python: &str) -> bool {
     let file_line = python.split(" (").next().unwrap_or("");
-    let is_file_line = spec
-        .rsplit_once(':')
-        .is_some_and(|(f, l)| !f.is_empty() && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()));
+    let is_file_line = spec.rsplit_once(':').is_some_and(|(f, l)| {
+        !f.is_empty() && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())
+    });
     if is_file_line {
         return !file_line.is_empty()
             && (file_line == spec
@@ -202,7 +202,11 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
             .collect();
         calls.sort_by_key(|&h| {
             let i = h as usize;
-            (sl.track[i].0, sl.start_ns[i], std::cmp::Reverse(sl.dur_ns[i]))
+            (
+                sl.track[i].0,
+                sl.start_ns[i],
+                std::cmp::Reverse(sl.dur_ns[i]),
+            )
         });
         let mut threads: Vec<(u32, Vec<u32>)> = Vec::new();
         let mut open: Option<(u32, u32, i64)> = None; // (track, node, end)
@@ -296,7 +300,9 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
             }
             let Some(&hn) = host_of.get(&h) else { continue };
             let name = t.str(sl.name[i]);
-            let entry = names.entry(hn).or_insert((false, String::new(), String::new()));
+            let entry = names
+                .entry(hn)
+                .or_insert((false, String::new(), String::new()));
             if is_sync_api(name) {
                 entry.0 = true;
                 if entry.1.is_empty() {
@@ -312,10 +318,11 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
         for (_, thread) in &host_threads[ci] {
             for &hn in thread {
                 let node = b.nodes[hn as usize];
-                let (by_name, api, python) = names
-                    .get(&hn)
-                    .cloned()
-                    .unwrap_or((false, String::new(), String::new()));
+                let (by_name, api, python) =
+                    names
+                        .get(&hn)
+                        .cloned()
+                        .unwrap_or((false, String::new(), String::new()));
                 // A copy the call waited for: it ended inside the call.
                 let copy = copy_of_call.get(&hn).copied().filter(|&c| {
                     let cn = &b.nodes[c as usize];
@@ -487,7 +494,11 @@ mod tests {
         assert!(spec_matches("/home/u/train.py:78", "x", py));
         assert!(!spec_matches("rain.py:78", "x", py));
         assert!(!spec_matches("train.py:79", "x", py));
-        assert!(spec_matches("StreamSynchronize", "cudaStreamSynchronize", ""));
+        assert!(spec_matches(
+            "StreamSynchronize",
+            "cudaStreamSynchronize",
+            ""
+        ));
         assert!(spec_matches("step", "cudaStreamSynchronize", py));
         assert!(!spec_matches("Device", "cudaStreamSynchronize", py));
         assert!(is_sync_api("cuStreamSynchronize"));

@@ -198,7 +198,9 @@ pub fn whatif(t: &Trace, opts: &WhatIfOptions) -> Result<WhatIfReport, Refusal> 
     let mut notes = Vec::new();
     for (spec, &hits) in opts.drop_syncs.iter().zip(&g.spec_hits) {
         if hits == 0 {
-            return Err(format!("--drop-syncs {spec}: matches no host sync of the trace"));
+            return Err(format!(
+                "--drop-syncs {spec}: matches no host sync of the trace"
+            ));
         }
         notes.push(format!("--drop-syncs {spec}: {hits} sync call(s) dropped"));
     }
@@ -371,6 +373,46 @@ fn step_rows(
         }
     }
     let us = |ns: i64| ns as f64 / 1000.0;
+    // A host-timed step lasts at least its GPU period: from the end of the
+    // previous step's GPU work to the end of its own (a host that no longer
+    // waits for the GPU runs ahead until the launch queue fills; the GPU
+    // sets the pace), less what the measured GPU period already exceeded
+    // the measured step by (work left running past the step's end).
+    let gpu_end = |r: &Replayed| -> Vec<Option<i64>> {
+        per_step
+            .iter()
+            .map(|v| v.iter().map(|&i| r.at[2 * gpu[i] as usize + 1]).max())
+            .collect()
+    };
+    // The end vertex of the step's last GPU work, predicted.
+    let last_gpu = |k: usize| -> Option<u32> {
+        per_step[k]
+            .iter()
+            .map(|&i| 2 * gpu[i] + 1)
+            .max_by_key(|&v| pred.at[v as usize])
+    };
+    let (base_end, pred_end) = (gpu_end(base), gpu_end(pred));
+    let period = |ends: &[Option<i64>], k: usize, a: i64| -> Option<i64> {
+        let prev = k.checked_sub(1).and_then(|j| ends[j]).unwrap_or(a);
+        ends[k].map(|e| e - prev)
+    };
+    let measured_end: Vec<Option<i64>> = per_step
+        .iter()
+        .map(|v| v.iter().map(|&i| ctx.gpu[i].e).max())
+        .collect();
+    // (step time, whether the GPU period set it).
+    let step_time = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, bool) {
+        if !tm.host_time {
+            return (b - a, false);
+        }
+        let s = &steps[k];
+        let excess = period(&measured_end, k, s.start_ns)
+            .map_or(0, |p| (p - (s.end_ns - s.start_ns)).max(0));
+        match period(ends, k, a) {
+            Some(p) if p - excess > b - a => (p - excess, true),
+            _ => (b - a, false),
+        }
+    };
     steps
         .iter()
         .enumerate()
@@ -380,6 +422,8 @@ fn step_rows(
             let (b1, _) = tm.map(base, s.end_ns);
             let (p0, _) = tm.map(pred, s.start_ns);
             let (p1, anchor) = tm.map(pred, s.end_ns);
+            let (replayed, _) = step_time(&base_end, k, b0, b1);
+            let (predicted, gpu_paced) = step_time(&pred_end, k, p0, p1);
             let evs = |r: Option<&Replayed>| -> Vec<Ev> {
                 per_step[k]
                     .iter()
@@ -402,7 +446,20 @@ fn step_rows(
             let (m_evs, p_evs) = (evs(None), evs(Some(pred)));
             let (mu, pu) = (Unions::of(m_evs.iter()), Unions::of(p_evs.iter()));
             let (mb, pb) = (mu.breakdown(), pu.breakdown());
-            let share = replay::critical_path(g, pred, anchor, p0);
+            // The critical path: back from the step's last GPU work to the
+            // previous step's when the GPU set the pace, else from the
+            // host's step end (the host time after its anchor included).
+            let share = match last_gpu(k).filter(|_| gpu_paced) {
+                Some(v) => {
+                    let until = k.checked_sub(1).and_then(|j| pred_end[j]).unwrap_or(p0);
+                    replay::critical_path(g, pred, v, until)
+                }
+                None => {
+                    let mut sh = replay::critical_path(g, pred, anchor, p0);
+                    sh.host += (p1 - pred.at[anchor as usize]).max(0);
+                    sh
+                }
+            };
             let total = share.compute + share.communication + share.host + share.sync;
             let pct = |x: i64| {
                 if total > 0 {
@@ -411,13 +468,12 @@ fn step_rows(
                     0.0
                 }
             };
-            let replayed = b1 - b0;
             StepWhatIf {
                 rank: ctx.rank,
                 step: s.number,
                 in_window: window.contains(&s.number),
                 measured_step_us: us(measured),
-                predicted_step_us: us(p1 - p0),
+                predicted_step_us: us(predicted),
                 replayed_step_us: us(replayed),
                 replay_error_pct: if measured > 0 {
                     100.0 * (replayed - measured).abs() as f64 / measured as f64
@@ -425,7 +481,7 @@ fn step_rows(
                     0.0
                 },
                 change_pct: if measured > 0 {
-                    100.0 * (p1 - p0 - measured) as f64 / measured as f64
+                    100.0 * (predicted - measured) as f64 / measured as f64
                 } else {
                     0.0
                 },

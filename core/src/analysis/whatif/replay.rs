@@ -3,9 +3,9 @@
 //! what it waits for plus its residual; the predecessor that decided it is
 //! kept for the critical path.
 
-use super::graph::{Graph, NodeKind, NONE};
 use super::super::nccl::bus_factor;
 use super::super::xrank::Matching;
+use super::graph::{Graph, NodeKind, NONE};
 
 /// What to change.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -200,7 +200,10 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
         out.bound_by[v as usize] = by;
         done[v as usize] = true;
         processed += 1;
-        let (a, b) = (succ_off[v as usize] as usize, succ_off[v as usize + 1] as usize);
+        let (a, b) = (
+            succ_off[v as usize] as usize,
+            succ_off[v as usize + 1] as usize,
+        );
         for &s in &succ[a..b] {
             indeg[s as usize] -= 1;
             if indeg[s as usize] == 0 {
