@@ -13,6 +13,7 @@ mod capture;
 mod compare;
 mod record;
 mod report;
+mod whatif;
 
 #[derive(Parser)]
 #[command(
@@ -37,6 +38,11 @@ enum Command {
     View(ViewArgs),
     /// Two runs side by side: step time, overlap, exposed communication, idle, and kernels and collectives by change.
     Compare(compare::CompareArgs),
+    /// Replay the steps with changed durations: slower/faster collectives
+    /// (--comm-scale, --link-bw), compute (--compute-scale), host syncs
+    /// removed (--drop-syncs); predicted step time, overlap, exposed
+    /// communication, critical path and the communication wall per collective.
+    Whatif(whatif::WhatIfArgs),
     /// Convert a trace to Perfetto protobuf or chrome-json.
     Export(ExportArgs),
     /// Ranks, devices, streams, counts per kind, time span and dropped records.
@@ -362,6 +368,7 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a).map(|()| 0),
         Command::View(a) => view(a).map(|()| 0),
         Command::Compare(a) => compare::run(a).map(|()| 0),
+        Command::Whatif(a) => whatif::run(a).map(|()| 0),
         Command::Export(a) => export(a).map(|()| 0),
         Command::Info(a) => info(a).map(|()| 0),
     };
