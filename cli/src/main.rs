@@ -13,6 +13,7 @@ mod capture;
 mod compare;
 mod record;
 mod report;
+mod sweep;
 mod whatif;
 
 #[derive(Parser)]
@@ -43,6 +44,10 @@ enum Command {
     /// removed (--drop-syncs); predicted step time, overlap, exposed
     /// communication, critical path and the communication wall per collective.
     Whatif(whatif::WhatIfArgs),
+    /// Run a command once per configuration of an environment grid (NCCL
+    /// knobs), each recorded; then step time, overlap, exposed
+    /// communication and bus bandwidth per configuration (markdown, JSON, SVG).
+    Sweep(sweep::SweepArgs),
     /// Convert a trace to Perfetto protobuf or chrome-json.
     Export(ExportArgs),
     /// Ranks, devices, streams, counts per kind, time span and dropped records.
@@ -369,6 +374,7 @@ fn main() -> ExitCode {
         Command::View(a) => view(a).map(|()| 0),
         Command::Compare(a) => compare::run(a).map(|()| 0),
         Command::Whatif(a) => whatif::run(a).map(|()| 0),
+        Command::Sweep(a) => sweep::run(a),
         Command::Export(a) => export(a).map(|()| 0),
         Command::Info(a) => info(a).map(|()| 0),
     };
