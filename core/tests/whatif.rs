@@ -241,25 +241,26 @@ mod built {
             "{:?}",
             r.notes
         );
-        let none = run(&trace(true, true), Changes::default(), &["train.py:12"]).unwrap_err();
+        let none =
+            run(&trace(true, true), Changes::default(), &["train.py:12"]).expect_err("refused");
         assert!(none.contains("matches no host sync"), "{none}");
     }
 
     #[test]
     fn bad_input_is_refused_with_a_reason() {
-        let e = run(&trace(false, true), Changes::default(), &[]).unwrap_err();
+        let e = run(&trace(false, true), Changes::default(), &[]).expect_err("refused");
         assert!(e.starts_with("no steps"), "{e}");
         let ch = Changes {
             comm_scale: Some(2.0),
             ..Default::default()
         };
-        let e = run(&trace(true, false), ch, &[]).unwrap_err();
+        let e = run(&trace(true, false), ch, &[]).expect_err("refused");
         assert!(e.starts_with("no communication"), "{e}");
         let bw = Changes {
             link_bw_gbps: Some(100.0),
             ..Default::default()
         };
-        let e = run(&trace(true, true), bw, &[]).unwrap_err();
+        let e = run(&trace(true, true), bw, &[]).expect_err("refused");
         assert!(e.contains("bytes"), "{e}");
         // Compute and sync changes need no communication.
         let r = run(
@@ -394,6 +395,6 @@ fn dropping_the_item_sync_leaves_the_gpu_setting_the_pace() {
     for (m, p) in median_change(&r) {
         assert!(p <= m && p > 0.9 * m, "{m} -> {p}");
     }
-    let e = whatif(&t, &opts(Some(2.0), None, None, &["no_such_file.py:3"])).unwrap_err();
+    let e = whatif(&t, &opts(Some(2.0), None, None, &["no_such_file.py:3"])).expect_err("refused");
     assert!(e.contains("no_such_file.py:3"), "{e}");
 }

@@ -113,7 +113,7 @@ impl Graph {
     /// Measured time of vertex `v`.
     pub fn measured(&self, v: u32) -> i64 {
         let n = &self.nodes[(v / 2) as usize];
-        if v % 2 == 0 {
+        if v.is_multiple_of(2) {
             n.s
         } else {
             n.e
@@ -471,7 +471,7 @@ fn finish(
     };
     for v in 0..nv as u32 {
         let ps = g.preds_of(v);
-        if v % 2 == 0 {
+        if v.is_multiple_of(2) {
             let latest = ps.iter().map(|&p| g.measured(p)).max();
             g.residual[v as usize] = latest.map_or(0, |l| g.measured(v) - l);
         } else if g.nodes[(v / 2) as usize].kind == NodeKind::Sync {

@@ -74,14 +74,13 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
     }
     let mut fill = succ_off.clone();
     let mut succ = vec![0u32; g.preds.len()];
-    let mut indeg = vec![0u32; nv];
-    for v in 0..nv {
-        for &p in g.preds_of(v as u32) {
-            succ[fill[p as usize] as usize] = v as u32;
+    for v in 0..nv as u32 {
+        for &p in g.preds_of(v) {
+            succ[fill[p as usize] as usize] = v;
             fill[p as usize] += 1;
         }
-        indeg[v] = g.pred_off[v + 1] - g.pred_off[v];
     }
+    let mut indeg: Vec<u32> = g.pred_off.windows(2).map(|w| w[1] - w[0]).collect();
     let factors: Vec<Option<f64>> = (0..m.instances.len() as u32)
         .map(|i| transfer_factor(m, i, ch))
         .collect();
@@ -127,7 +126,7 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
         };
         let ps = g.preds_of(v);
         let n = &g.nodes[(v / 2) as usize];
-        let (t, by) = if v % 2 == 0 {
+        let (t, by) = if v.is_multiple_of(2) {
             // Start: the latest of what it waits for, plus its residual.
             let mut best: Option<(i64, u32)> = None;
             for &p in ps {
@@ -256,7 +255,7 @@ pub fn critical_path(g: &Graph, r: &Replayed, from: u32, until: i64) -> PathShar
             // A start waits on what bound it: a launch call (host) or GPU
             // work / the end of a sync.
             match kind_of(p) {
-                NodeKind::Sync if p % 2 == 0 => NodeKind::Host,
+                NodeKind::Sync if p.is_multiple_of(2) => NodeKind::Host,
                 k => k,
             }
         };
