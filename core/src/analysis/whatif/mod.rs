@@ -567,12 +567,15 @@ fn regimes(
             .fold(at(v0), i64::max);
         (at(v1) - last).max(0)
     };
+    // The next kernel of the same kind on the same stream, by a backward scan.
+    let mut next_of: Vec<Option<usize>> = vec![None; comm.len()];
+    let mut seen: std::collections::HashMap<(&str, u16), usize> = Default::default();
+    for (j, (kind, stream, pos)) in comm.iter().enumerate().rev() {
+        next_of[j] = seen.insert((kind.as_str(), *stream), *pos);
+    }
     let mut out: Vec<Regime> = Vec::new();
-    for (j, (kind, stream, pos)) in comm.iter().enumerate() {
-        let next = comm[j + 1..]
-            .iter()
-            .find(|c| c.0 == *kind && c.1 == *stream)
-            .map(|c| c.2);
+    for (j, (kind, _, pos)) in comm.iter().enumerate() {
+        let next = next_of[j];
         let window = |side: &Side| {
             let (evs, _, end) = side;
             let a = evs[*pos].s;
