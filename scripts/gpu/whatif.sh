@@ -146,8 +146,8 @@ W_ = {n: load(f"{W}/{n}.whatif.json") for n in
 for n in ["base", "wall"]:
     if W_[n]:
         rows.append({"run": n, "baseline": n, "change": "none (consistency)", "args": "",
-                     "measured_ms": medians(W_[n], "measured_median_step_us") / 1e3,
-                     "predicted_ms": medians(W_[n], "predicted_median_step_us") / 1e3,
+                     "measured_ms": (medians(W_[n], "measured_median_step_us") or 0) / 1e3,
+                     "predicted_ms": (medians(W_[n], "predicted_median_step_us") or 0) / 1e3,
                      "error_pct": W_[n]["consistency_max_error_pct"], "why": None})
 for name, base, what in [("nch1", "base", "NCCL_MAX_NCHANNELS=1"), ("nch2", "base", "NCCL_MAX_NCHANNELS=2"),
                          ("nch4", "base", "NCCL_MAX_NCHANNELS=4"), ("p2p-off", "base", "NCCL_P2P_DISABLE=1"),
