@@ -13,6 +13,8 @@ mod capture;
 mod compare;
 mod record;
 mod report;
+mod sweep;
+mod whatif;
 
 #[derive(Parser)]
 #[command(
@@ -37,6 +39,15 @@ enum Command {
     View(ViewArgs),
     /// Two runs side by side: step time, overlap, exposed communication, idle, and kernels and collectives by change.
     Compare(compare::CompareArgs),
+    /// Replay the steps with changed durations: slower/faster collectives
+    /// (--comm-scale, --link-bw), compute (--compute-scale), host syncs
+    /// removed (--drop-syncs); predicted step time, overlap, exposed
+    /// communication, critical path and the communication wall per collective.
+    Whatif(whatif::WhatIfArgs),
+    /// Run a command once per configuration of an environment grid (NCCL
+    /// knobs), each recorded; then step time, overlap, exposed
+    /// communication and bus bandwidth per configuration (markdown, JSON, SVG).
+    Sweep(sweep::SweepArgs),
     /// Convert a trace to Perfetto protobuf or chrome-json.
     Export(ExportArgs),
     /// Ranks, devices, streams, counts per kind, time span and dropped records.
@@ -363,6 +374,8 @@ fn main() -> ExitCode {
         Command::Report(a) => report::run(a).map(|()| 0),
         Command::View(a) => view(a).map(|()| 0),
         Command::Compare(a) => compare::run(a).map(|()| 0),
+        Command::Whatif(a) => whatif::run(a).map(|()| 0),
+        Command::Sweep(a) => sweep::run(a),
         Command::Export(a) => export(a).map(|()| 0),
         Command::Info(a) => info(a).map(|()| 0),
     };

@@ -69,3 +69,40 @@ fn analyze_ten_million_slices_without_step_markers() {
     );
     assert_eq!(r.ranks[0].step_source, "repetition");
 }
+
+#[test]
+#[ignore = "timing harness: run in release with --ignored --nocapture"]
+fn whatif_ten_million_slices() {
+    use streamscope_core::analysis::whatif::{whatif, Changes, WhatIfOptions};
+    let n: usize = std::env::var("STREAMSCOPE_PERF_SLICES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000_000);
+    let t = fsdp_like(&SynthOptions {
+        ranks: 8,
+        target_slices: n,
+        layers: 32,
+        item_sync: true,
+        seed: 7,
+    });
+    let opts = WhatIfOptions {
+        changes: Changes {
+            comm_scale: Some(2.0),
+            ..Default::default()
+        },
+        drop_syncs: Vec::new(),
+    };
+    let t1 = Instant::now();
+    let r = whatif(&t, &opts).expect("replay");
+    println!(
+        "{} slices: whatif --comm-scale 2 {:.3} s ({} graph nodes, {} edges, {} ranks, consistency {:.3} %)",
+        t.slices.len(),
+        t1.elapsed().as_secs_f64(),
+        r.graph_nodes,
+        r.graph_edges,
+        r.ranks.len(),
+        r.consistency_max_error_pct
+    );
+    assert_eq!(r.ranks.len(), 8);
+    assert!(r.consistency_max_error_pct <= 2.0);
+}

@@ -28,6 +28,8 @@ pub enum Tab {
     Stragglers,
     /// Two runs side by side (`view --compare A B`).
     Compare,
+    /// The steps replayed with a communication scale (`streamscope whatif`).
+    WhatIf,
 }
 
 /// Renders the first frame to a PNG, then closes the window.
@@ -55,6 +57,8 @@ pub struct ViewerApp {
     pub timeline: TimelineState,
     pub search: SearchState,
     pub syncs: SyncsState,
+    /// The What-if tab's slider and replay.
+    pub whatif: crate::panels::whatif::WhatIfState,
     pub tab: Tab,
     /// Text of the "open" box.
     pub open_text: String,
@@ -86,6 +90,7 @@ impl ViewerApp {
             timeline: TimelineState::default(),
             search: SearchState::default(),
             syncs: SyncsState::default(),
+            whatif: Default::default(),
             tab: Tab::default(),
             open_text: String::new(),
             message: None,
@@ -294,6 +299,7 @@ impl ViewerApp {
         self.timeline = TimelineState::default();
         self.search = SearchState::default();
         self.syncs = SyncsState::default();
+        self.whatif = Default::default();
         if let Some(m) = &self.model {
             let procs: Vec<u32> = m.lanes.root_processes().into_iter().flatten().collect();
             if procs.len() > COLLAPSE_RANKS_ABOVE {
@@ -526,6 +532,7 @@ impl ViewerApp {
             if self.comparison.is_some() {
                 ui.selectable_value(&mut self.tab, Tab::Compare, "Compare");
             }
+            ui.selectable_value(&mut self.tab, Tab::WhatIf, "What-if");
         });
         ui.separator();
         match self.tab {
@@ -567,6 +574,7 @@ impl ViewerApp {
                     }
                 }
             }
+            Tab::WhatIf => panels::whatif::whatif_ui(ui, model, &mut self.whatif),
             Tab::Compare => match &self.comparison {
                 Some(c) => panels::compare::compare_ui(ui, c),
                 None => {

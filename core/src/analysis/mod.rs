@@ -16,6 +16,7 @@ pub mod report;
 pub mod steps;
 pub mod sync;
 pub mod waits;
+pub mod whatif;
 pub mod xrank;
 
 pub use report::*;

@@ -7,3 +7,4 @@ pub mod search;
 pub mod stragglers;
 pub mod syncs;
 pub mod top_kernels;
+pub mod whatif;

@@ -1,0 +1,562 @@
+//! `streamscope sweep -o DIR --env NAME=v1,v2 ... -- COMMAND...`: runs the
+//! command once per configuration of the environment grid, each recorded
+//! into DIR/<config>/, then tabulates step time, overlap, exposed
+//! communication and bus bandwidth per configuration (markdown, JSON, SVG).
+//!
+//! Resumable: a configuration whose directory holds [`DONE`] is kept; one
+//! that failed leaves [`FAILED`] with the reason and is run again next
+//! time. The grid, the plan and the table are plain functions over
+//! directories; running a configuration is one `streamscope record` child.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+use streamscope_core::analysis::{analyze, AnalysisOptions};
+
+/// Written into a configuration's directory once its run succeeded.
+pub const DONE: &str = ".sweep-done";
+/// Written into a configuration's directory when its run failed (the reason inside).
+pub const FAILED: &str = ".sweep-failed";
+
+fn parse_env(s: &str) -> Result<(String, Vec<String>), String> {
+    let (name, values) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=v1,v2,..., got {s:?}"))?;
+    let name = name.trim();
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(format!("not an environment variable name: {name:?}"));
+    }
+    let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
+    if values.iter().any(|v| v.is_empty()) {
+        return Err(format!("empty value in {s:?}"));
+    }
+    Ok((name.to_string(), values))
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct SweepArgs {
+    /// Directory of the sweep: one subdirectory per configuration, and
+    /// sweep.md, sweep.json, sweep.svg.
+    #[arg(short = 'o', long = "output", required = true)]
+    pub output: PathBuf,
+    /// NAME=v1,v2,...: one axis of the grid (repeatable; the grid is every combination).
+    #[arg(long = "env", value_name = "NAME=V1,V2", value_parser = parse_env, required = true)]
+    pub envs: Vec<(String, Vec<String>)>,
+    /// Runs per configuration.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// The command to run, after `--`.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// One configuration of the grid (one repeat of it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Directory name under the sweep's directory.
+    pub name: String,
+    /// The environment it sets.
+    pub env: Vec<(String, String)>,
+}
+
+/// Every combination of `axes`, first axis slowest, each repeated `repeat` times.
+pub fn grid(axes: &[(String, Vec<String>)], repeat: u32) -> Vec<Config> {
+    let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
+    for (name, values) in axes {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                values.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.push((name.clone(), v.clone()));
+                    c
+                })
+            })
+            .collect();
+    }
+    let safe = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    combos
+        .into_iter()
+        .flat_map(|env| {
+            let base = env
+                .iter()
+                .map(|(k, v)| format!("{}-{}", safe(k), safe(v)))
+                .collect::<Vec<_>>()
+                .join("+");
+            (1..=repeat).map(move |r| Config {
+                name: if repeat > 1 {
+                    format!("{base}+run-{r}")
+                } else {
+                    base.clone()
+                },
+                env: env.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Whether a configuration's run is already done (kept on a re-run).
+pub fn is_done(dir: &Path, c: &Config) -> bool {
+    dir.join(&c.name).join(DONE).is_file()
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Row {
+    /// Configuration directory name.
+    pub config: String,
+    /// The environment it set.
+    pub env: Vec<(String, String)>,
+    /// "ok", or "failed: REASON".
+    pub status: String,
+    /// Median step time over the ranks' headline windows (mean over ranks), µs.
+    pub step_us: Option<f64>,
+    /// Overlap of communication with compute, % (mean over ranks).
+    pub overlap_pct: Option<f64>,
+    /// Exposed communication per step (mean over ranks), µs.
+    pub exposed_comm_us_per_step: Option<f64>,
+    /// Bus bandwidth per collective kind, GB/s (mean over ranks and kinds' rows).
+    pub bus_bw_gbps: Vec<(String, f64)>,
+}
+
+/// The sweep's table.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct Table {
+    /// Rows in grid order.
+    pub rows: Vec<Row>,
+    /// The configuration with the shortest step.
+    pub best: Option<String>,
+}
+
+/// Builds the table from the sweep directory: each done configuration's
+/// traces analyzed as `report` does; a failed one carries its reason.
+pub fn table(dir: &Path, configs: &[Config]) -> Table {
+    let mut rows = Vec::with_capacity(configs.len());
+    for c in configs {
+        let cdir = dir.join(&c.name);
+        let mut row = Row {
+            config: c.name.clone(),
+            env: c.env.clone(),
+            ..Default::default()
+        };
+        if !is_done(dir, c) {
+            let why = std::fs::read_to_string(cdir.join(FAILED))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "not run".into());
+            row.status = format!("failed: {why}");
+            rows.push(row);
+            continue;
+        }
+        let trace = match streamscope_core::load::load_paths(std::slice::from_ref(&cdir)) {
+            Ok(t) => t,
+            Err(e) => {
+                row.status = format!("failed: {e}");
+                rows.push(row);
+                continue;
+            }
+        };
+        let r = analyze(&trace, &AnalysisOptions::default());
+        let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        row.step_us = mean(
+            r.ranks
+                .iter()
+                .filter_map(|k| r.median_step_us(k.rank))
+                .collect(),
+        );
+        row.overlap_pct = mean(
+            r.ranks
+                .iter()
+                .filter_map(|k| k.breakdown.overlap_pct)
+                .collect(),
+        );
+        row.exposed_comm_us_per_step = mean(
+            r.ranks
+                .iter()
+                .map(|k| k.breakdown.exposed_comm_us / k.window.steps.len().max(1) as f64)
+                .collect(),
+        );
+        let mut kinds: Vec<(String, Vec<f64>)> = Vec::new();
+        for s in &r.collectives {
+            let Some(bw) = s.bus_bw_gbps else { continue };
+            match kinds.iter_mut().find(|k| k.0 == s.collective) {
+                Some(k) => k.1.push(bw),
+                None => kinds.push((s.collective.clone(), vec![bw])),
+            }
+        }
+        row.bus_bw_gbps = kinds
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, mean(v)?)))
+            .collect();
+        row.status = if row.step_us.is_some() {
+            "ok".into()
+        } else {
+            "failed: no steps in its traces".into()
+        };
+        rows.push(row);
+    }
+    let best = rows
+        .iter()
+        .filter(|r| r.status == "ok")
+        .filter_map(|r| Some((r.step_us?, r.config.clone())))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|b| b.1);
+    Table { rows, best }
+}
+
+fn ms(us: Option<f64>) -> String {
+    us.map_or("-".into(), |v| format!("{:.2}", v / 1000.0))
+}
+
+/// The table as markdown.
+pub fn markdown(t: &Table) -> String {
+    let mut s = String::from("## streamscope sweep\n\n");
+    s.push_str("| config | status | step ms (median) | overlap % | exposed comm ms/step | bus bandwidth GB/s |\n|---|---|---|---|---|---|\n");
+    for r in &t.rows {
+        let bw = r
+            .bus_bw_gbps
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let best = if t.best.as_deref() == Some(r.config.as_str()) {
+            " (best)"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "| {}{best} | {} | {} | {} | {} | {} |\n",
+            r.config,
+            r.status.replace('|', "/"),
+            ms(r.step_us),
+            r.overlap_pct.map_or("-".into(), |v| format!("{v:.1}")),
+            ms(r.exposed_comm_us_per_step),
+            if bw.is_empty() { "-".into() } else { bw },
+        ));
+    }
+    match &t.best {
+        Some(b) => s.push_str(&format!("\nBest: {b}\n")),
+        None => s.push_str("\nBest: none (no configuration ran)\n"),
+    }
+    s
+}
+
+/// Step time and exposed communication per configuration, as SVG.
+pub fn plot(t: &Table, path: &Path) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let ok: Vec<(usize, &Row)> = t
+        .rows
+        .iter()
+        .filter(|r| r.step_us.is_some())
+        .enumerate()
+        .collect();
+    let ymax = ok
+        .iter()
+        .filter_map(|(_, r)| r.step_us)
+        .fold(0.0f64, f64::max)
+        .max(1.0)
+        / 1000.0
+        * 1.15;
+    let n = ok.len().max(1);
+    let root = SVGBackend::new(path, (160 + 90 * n as u32, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let labels: Vec<String> = ok.iter().map(|(_, r)| r.config.clone()).collect();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "streamscope sweep: step time and exposed communication",
+            ("sans-serif", 18),
+        )
+        .margin(12)
+        .x_label_area_size(120)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0.0f64..ymax)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    chart
+        .configure_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|x| {
+            let k = x.round();
+            if (x - k).abs() < 1e-6 && k >= 0.0 {
+                labels.get(k as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc("ms")
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (series, color, off, value) in [
+        ("median step time", BLUE, -0.2, 0usize),
+        ("exposed communication per step", RED, 0.2, 1usize),
+    ] {
+        chart
+            .draw_series(ok.iter().filter_map(|(i, r)| {
+                let v = if value == 0 {
+                    r.step_us?
+                } else {
+                    r.exposed_comm_us_per_step?
+                } / 1000.0;
+                let x = *i as f64 + off;
+                Some(Rectangle::new(
+                    [(x - 0.18, 0.0), (x + 0.18, v)],
+                    color.filled(),
+                ))
+            }))
+            .map_err(|e| anyhow::anyhow!("{e}"))?
+            .label(series)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    root.present().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+/// Writes sweep.md, sweep.json and sweep.svg into `dir`.
+pub fn write_outputs(dir: &Path, t: &Table) -> anyhow::Result<()> {
+    let md = dir.join("sweep.md");
+    std::fs::write(&md, markdown(t)).with_context(|| format!("writing {}", md.display()))?;
+    let js = dir.join("sweep.json");
+    let json = serde_json::to_string_pretty(t).context("serializing the table")?;
+    std::fs::write(&js, json + "\n").with_context(|| format!("writing {}", js.display()))?;
+    plot(t, &dir.join("sweep.svg"))
+        .with_context(|| format!("plotting {}", dir.join("sweep.svg").display()))
+}
+
+/// Runs one configuration under `streamscope record`; Err is the reason it failed.
+fn run_one(dir: &Path, c: &Config, command: &[OsString]) -> Result<(), String> {
+    let cdir = dir.join(&c.name);
+    // A run that stopped half way: start it over (the directory is the sweep's own).
+    if cdir.exists() {
+        std::fs::remove_dir_all(&cdir).map_err(|e| format!("clearing {}: {e}", cdir.display()))?;
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("locating streamscope: {e}"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("record")
+        .arg("-o")
+        .arg(&cdir)
+        .arg("--no-python-lines")
+        .arg("--")
+        .args(command);
+    for (k, v) in &c.env {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| format!("starting streamscope record: {e}"))?;
+    // What record said last: the reason when it failed or wrote nothing.
+    let said = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| format!(" ({})", l.trim()))
+        .unwrap_or_default();
+    if !out.status.success() {
+        return Err(match out.status.code() {
+            Some(c) => format!("streamscope record exited with status {c}{said}"),
+            None => format!("streamscope record was killed by a signal{said}"),
+        });
+    }
+    let traces = streamscope_core::load::expand(&cdir).unwrap_or_default();
+    if traces.is_empty() {
+        return Err(format!("no trace in {}{said}", cdir.display()));
+    }
+    Ok(())
+}
+
+pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
+    let dir = &args.output;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let configs = grid(&args.envs, args.repeat);
+    let pb = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        indicatif::ProgressBar::new(configs.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let terminal = !pb.is_hidden();
+    let say = |m: String| {
+        if terminal {
+            pb.println(m);
+        } else {
+            eprintln!("{m}");
+        }
+    };
+    let mut failed = 0usize;
+    for (k, c) in configs.iter().enumerate() {
+        pb.set_message(c.name.clone());
+        let what = format!("[{}/{}] {}", k + 1, configs.len(), c.name);
+        if is_done(dir, c) {
+            say(format!("{what}: kept (done before)"));
+        } else {
+            match run_one(dir, c, &args.command) {
+                Ok(()) => {
+                    let marker = dir.join(&c.name).join(DONE);
+                    std::fs::write(&marker, "ok\n")
+                        .with_context(|| format!("writing {}", marker.display()))?;
+                    say(format!("{what}: done"));
+                }
+                Err(why) => {
+                    failed += 1;
+                    let cdir = dir.join(&c.name);
+                    let _ = std::fs::create_dir_all(&cdir);
+                    let _ = std::fs::write(cdir.join(FAILED), format!("{why}\n"));
+                    say(format!("{what}: failed: {why}; skipped"));
+                }
+            }
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let t = table(dir, &configs);
+    write_outputs(dir, &t)?;
+    print!("{}", markdown(&t));
+    eprintln!(
+        "streamscope: wrote {}, sweep.json, sweep.svg",
+        dir.join("sweep.md").display()
+    );
+    if t.best.is_none() {
+        bail!(
+            "no configuration of the sweep ran ({failed} failed; reasons in {}/*/{FAILED})",
+            dir.display()
+        );
+    }
+    Ok(if failed > 0 { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_is_every_combination_in_order() {
+        let axes = vec![
+            parse_env("NCCL_MAX_NCHANNELS=2,4").expect("axis"),
+            parse_env("NCCL_PROTO=Simple,LL128").expect("axis"),
+        ];
+        let g = grid(&axes, 1);
+        let names: Vec<&str> = g.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "NCCL_MAX_NCHANNELS-2+NCCL_PROTO-Simple",
+                "NCCL_MAX_NCHANNELS-2+NCCL_PROTO-LL128",
+                "NCCL_MAX_NCHANNELS-4+NCCL_PROTO-Simple",
+                "NCCL_MAX_NCHANNELS-4+NCCL_PROTO-LL128",
+            ]
+        );
+        assert_eq!(g[3].env[1], ("NCCL_PROTO".into(), "LL128".into()));
+        let r = grid(&axes[..1], 2);
+        assert_eq!(r.len(), 4);
+        assert_eq!(r[1].name, "NCCL_MAX_NCHANNELS-2+run-2");
+        assert!(parse_env("NCCL_PROTO").is_err());
+        assert!(parse_env("A B=1").is_err());
+        assert!(parse_env("A=1,,2").is_err());
+    }
+}
+
+#[cfg(test)]
+mod table_tests {
+    use super::*;
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for e in std::fs::read_dir(from).expect("read") {
+            let p = e.expect("entry").path();
+            if p.is_file() {
+                std::fs::copy(&p, to.join(p.file_name().expect("name"))).expect("copy");
+            }
+        }
+    }
+
+    fn bundled(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../traces")
+            .join(name)
+    }
+
+    #[test]
+    fn table_from_prepared_configs() {
+        let dir =
+            std::env::temp_dir().join(format!("streamscope-sweep-table-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let configs = grid(&[parse_env("MODE=serial,overlap,broken").expect("axis")], 1);
+        for (c, src) in configs
+            .iter()
+            .zip(["fsdp-ref-serial-h200x2", "fsdp-ref-overlap-h200x2"])
+        {
+            copy_dir(&bundled(src), &dir.join(&c.name));
+            std::fs::write(dir.join(&c.name).join(DONE), "ok\n").expect("marker");
+        }
+        std::fs::create_dir_all(dir.join(&configs[2].name)).expect("mkdir");
+        std::fs::write(
+            dir.join(&configs[2].name).join(FAILED),
+            "streamscope record exited with status 2\n",
+        )
+        .expect("marker");
+        assert!(is_done(&dir, &configs[0]) && !is_done(&dir, &configs[2]));
+        let t = table(&dir, &configs);
+        assert_eq!(t.rows.len(), 3);
+        let (serial, overlap) = (&t.rows[0], &t.rows[1]);
+        assert_eq!(
+            (serial.status.as_str(), overlap.status.as_str()),
+            ("ok", "ok")
+        );
+        // The overlapped schedule is the faster one, hides most of its communication.
+        assert_eq!(t.best.as_deref(), Some("MODE-overlap"));
+        let (s, o) = (
+            serial.step_us.expect("step"),
+            overlap.step_us.expect("step"),
+        );
+        assert!(o < s, "{o} vs {s}");
+        assert!(serial.overlap_pct.expect("overlap") < 1.0);
+        assert!(overlap.overlap_pct.expect("overlap") > 80.0);
+        assert!(
+            overlap.exposed_comm_us_per_step.expect("exposed")
+                < serial.exposed_comm_us_per_step.expect("exposed")
+        );
+        assert_eq!(
+            t.rows[2].status,
+            "failed: streamscope record exited with status 2"
+        );
+        write_outputs(&dir, &t).expect("outputs");
+        let md = std::fs::read_to_string(dir.join("sweep.md")).expect("md");
+        assert!(md.contains("| MODE-overlap (best) | ok |"), "{md}");
+        let svg = std::fs::read_to_string(dir.join("sweep.svg")).expect("svg");
+        assert!(
+            svg.starts_with("<svg") && svg.contains("MODE-serial"),
+            "{}",
+            &svg[..200.min(svg.len())]
+        );
+        let js: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).expect("json"))
+                .expect("parse");
+        assert_eq!(js["best"], "MODE-overlap");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

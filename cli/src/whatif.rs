@@ -1,0 +1,85 @@
+//! `streamscope whatif TRACE...`: the steps replayed with changed
+//! durations (communication, compute, host syncs).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use streamscope_core::analysis::whatif::{self, render, Changes, WhatIfOptions};
+
+use crate::report::Format;
+
+fn positive(s: &str) -> Result<f64, String> {
+    let x: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("expected a number, got {s:?}"))?;
+    if x.is_finite() && x > 0.0 {
+        Ok(x)
+    } else {
+        Err(format!("expected a positive number, got {s}"))
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct WhatIfArgs {
+    /// Trace files or directories of rank files (Perfetto or Kineto).
+    #[arg(required = true)]
+    pub traces: Vec<PathBuf>,
+    /// NCCL kernels' transfer part (after the last rank arrived) × X.
+    #[arg(long, value_name = "X", value_parser = positive, conflicts_with = "link_bw")]
+    pub comm_scale: Option<f64>,
+    /// NCCL transfers recomputed at this bus bandwidth (GB/s) from each
+    /// collective's bytes (record_param_comms or NCCL plugin metadata).
+    #[arg(long, value_name = "GBPS", value_parser = positive)]
+    pub link_bw: Option<f64>,
+    /// Non-NCCL kernels × X.
+    #[arg(long, value_name = "X", value_parser = positive)]
+    pub compute_scale: Option<f64>,
+    /// Remove the host syncs at this Python line (FILE:LINE) or whose API
+    /// name or Python location contains PATTERN: the host no longer waits.
+    /// Repeatable.
+    #[arg(long, value_name = "FILE:LINE|PATTERN")]
+    pub drop_syncs: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Renders the replay of `args` as a string.
+pub fn render(args: &WhatIfArgs) -> anyhow::Result<String> {
+    let trace = crate::load_with_progress(&args.traces)?;
+    let opts = WhatIfOptions {
+        changes: Changes {
+            comm_scale: args.comm_scale,
+            link_bw_gbps: args.link_bw,
+            compute_scale: args.compute_scale,
+            drop_syncs: false,
+        },
+        drop_syncs: args.drop_syncs.clone(),
+    };
+    let names = args
+        .traces
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let r = match whatif::whatif(&trace, &opts) {
+        Ok(r) => r,
+        Err(why) => bail!("{names}: {why}"),
+    };
+    Ok(match args.format {
+        Format::Text => render::text(&r),
+        Format::Json => render::json(&r) + "\n",
+        Format::Markdown => render::markdown(&r),
+    })
+}
+
+pub fn run(args: &WhatIfArgs) -> anyhow::Result<()> {
+    let out = render(args)?;
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(out.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing the replay"),
+    }
+}

@@ -1,0 +1,508 @@
+//! The dependency graph of a trace: every GPU activity and every host API
+//! call of every rank is a node with a start and an end vertex; each
+//! vertex lists the vertices it waits for.
+//!
+//! Edges (docs/METRICS.md, "What-if"):
+//! - stream order: a GPU activity starts after the previous one on its stream ends;
+//! - launch: a GPU activity starts after its launch call starts;
+//! - cross-stream waits: a GPU activity that started within
+//!   [`WAIT_TOLERANCE_NS`] after an activity of another stream of its device
+//!   ended, later than its own stream and launch allowed, waited for it
+//!   (event record -> stream wait, inferred from the timing as
+//!   `analysis::waits` does);
+//! - host order: an API call starts after the previous one of its thread
+//!   ended, the host time between them kept;
+//! - host blocking syncs: a synchronizing call (stream/device/event
+//!   synchronize, a synchronous copy) ends when the GPU activity it waited
+//!   for ends;
+//! - collectives: a matched NCCL kernel's transfer starts once every rank's
+//!   kernel of the instance has started (`analysis::xrank`).
+//!
+//! Each start vertex keeps a residual, its measured start minus the latest
+//! measured end it waits for (launch latency, event latency, host time), so
+//! the graph replayed unchanged gives back the measured times.
+
+use super::super::rank::{IntMap, RankCtx};
+use super::super::xrank::Matching;
+use crate::model::{SliceClass, SliceKind, Trace};
+
+/// No node / vertex.
+pub const NONE: u32 = u32::MAX;
+
+/// How far (ns) after an activity of another stream ends a GPU activity may
+/// start and still count as released by it.
+pub const WAIT_TOLERANCE_NS: i64 = 15_000;
+
+/// How far (ns) past a sync call's end the GPU activity it waited for may end
+/// (CPU and GPU clocks are aligned to about a microsecond).
+pub const SYNC_TOLERANCE_NS: i64 = 10_000;
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    /// A non-NCCL kernel.
+    Compute,
+    /// A memcpy or memset.
+    Memory,
+    /// An NCCL kernel.
+    Comm,
+    /// A host API call that does not wait for the GPU.
+    Host,
+    /// A host API call that blocks until GPU work ends.
+    Sync,
+}
+
+impl NodeKind {
+    /// A GPU activity.
+    pub fn is_gpu(self) -> bool {
+        matches!(self, NodeKind::Compute | NodeKind::Memory | NodeKind::Comm)
+    }
+}
+
+/// One node: a GPU activity or a host API call.
+#[derive(Debug, Clone, Copy)]
+pub struct Node {
+    /// What it is.
+    pub kind: NodeKind,
+    /// Index of its rank context.
+    pub ctx: u32,
+    /// The slice (for a host call, the outermost call).
+    pub slice: u32,
+    /// Measured start (ns; the rank's own clock, rounded as the rank's analysis rounds).
+    pub s: i64,
+    /// Measured end.
+    pub e: i64,
+}
+
+/// The graph of every rank.
+pub struct Graph {
+    /// Nodes; node `n` has start vertex `2n` and end vertex `2n + 1`.
+    pub nodes: Vec<Node>,
+    /// Offsets into `preds` per vertex (one more than the vertices).
+    pub pred_off: Vec<u32>,
+    /// Vertices each vertex waits for. An end vertex lists its own start first.
+    pub preds: Vec<u32>,
+    /// Per start vertex: measured start − the latest measured time it waits
+    /// for (0 without predecessors). Per sync end vertex with a GPU
+    /// predecessor: measured end − that activity's end.
+    pub residual: Vec<i64>,
+    /// Per node: the matched collective instance, or [`NONE`].
+    pub instance: Vec<u32>,
+    /// Per node: whether its name or Python location matches a `--drop-syncs` spec.
+    pub droppable: Vec<bool>,
+    /// Per rank context: its clock offset to the first rank's clock (ns).
+    pub ctx_offset: Vec<i64>,
+    /// Per rank context: the node of each of its GPU events (`ctx.gpu` order).
+    pub gpu_nodes: Vec<Vec<u32>>,
+    /// Per rank context: its host nodes, by thread (track), each in start order.
+    pub host_threads: Vec<Vec<(u32, Vec<u32>)>>,
+    /// How many `--drop-syncs` specs matched a sync (per spec).
+    pub spec_hits: Vec<u64>,
+}
+
+impl Graph {
+    /// The predecessors of vertex `v`.
+    pub fn preds_of(&self, v: u32) -> &[u32] {
+        let (a, b) = (
+            self.pred_off[v as usize] as usize,
+            self.pred_off[v as usize + 1] as usize,
+        );
+        &self.preds[a..b]
+    }
+
+    /// Measured time of vertex `v`.
+    pub fn measured(&self, v: u32) -> i64 {
+        let n = &self.nodes[(v / 2) as usize];
+        if v.is_multiple_of(2) {
+            n.s
+        } else {
+            n.e
+        }
+    }
+
+    /// Vertices.
+    pub fn vertices(&self) -> usize {
+        self.nodes.len() * 2
+    }
+}
+
+/// Whether an API name blocks the host until GPU work ends.
+pub fn is_sync_api(name: &str) -> bool {
+    (name.contains("Synchronize") && !name.contains("Query"))
+        || matches!(
+            name,
+            "cudaMemcpy"
+                | "cudaMemcpy_ptds"
+                | "cuMemcpyDtoH"
+                | "cuMemcpyDtoH_v2"
+                | "cuMemcpy"
+                | "cuMemcpy_v2"
+        )
+}
+
+/// Whether a `--drop-syncs` spec matches a sync: `FILE:LINE` against the end
+/// of the Python location's file:line, else a substring of the API name or
+/// of the Python location.
+pub fn spec_matches(spec: &str, api: &str, python: &str) -> bool {
+    let file_line = python.split(" (").next().unwrap_or("");
+    let is_file_line = spec.rsplit_once(':').is_some_and(|(f, l)| {
+        !f.is_empty() && !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit())
+    });
+    if is_file_line {
+        return !file_line.is_empty()
+            && (file_line == spec
+                || file_line
+                    .strip_suffix(spec)
+                    .is_some_and(|head| head.ends_with('/')));
+    }
+    api.contains(spec) || (!python.is_empty() && python.contains(spec))
+}
+
+struct Builder {
+    nodes: Vec<Node>,
+    // (vertex, pred) pairs; sorted into CSR at the end.
+    edges: Vec<(u32, u32)>,
+    instance: Vec<u32>,
+    droppable: Vec<bool>,
+}
+
+impl Builder {
+    fn push(&mut self, n: Node) -> u32 {
+        self.nodes.push(n);
+        self.instance.push(NONE);
+        self.droppable.push(false);
+        (self.nodes.len() - 1) as u32
+    }
+}
+
+/// Builds the graph of `ctxs` (rank contexts, in the order `matching` was made from).
+pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[String]) -> Graph {
+    let sl = &t.slices;
+    let mut b = Builder {
+        nodes: Vec::new(),
+        edges: Vec::new(),
+        instance: Vec::new(),
+        droppable: Vec::new(),
+    };
+    let mut spec_hits = vec![0u64; drop_specs.len()];
+    let mut gpu_nodes = Vec::with_capacity(ctxs.len());
+    let mut host_threads = Vec::with_capacity(ctxs.len());
+    let mut ctx_offset = vec![0i64; ctxs.len()];
+    // Slice -> node of the outermost host call containing it, per rank.
+    let mut host_of: IntMap<u32, u32> = IntMap::default();
+    // NCCL slice -> node, for the coupling edges.
+    let mut comm_node: IntMap<u32, u32> = IntMap::default();
+    for (ci, ctx) in ctxs.iter().enumerate() {
+        // Host calls by thread, outermost only.
+        let mut calls: Vec<u32> = ctx
+            .host
+            .iter()
+            .copied()
+            .filter(|&h| matches!(sl.kind[h as usize], SliceKind::Runtime | SliceKind::Driver))
+            .collect();
+        calls.sort_by_key(|&h| {
+            let i = h as usize;
+            (
+                sl.track[i].0,
+                sl.start_ns[i],
+                std::cmp::Reverse(sl.dur_ns[i]),
+            )
+        });
+        let mut threads: Vec<(u32, Vec<u32>)> = Vec::new();
+        let mut open: Option<(u32, u32, i64)> = None; // (track, node, end)
+        for &h in &calls {
+            let i = h as usize;
+            let (tr, s, e) = (sl.track[i].0, sl.start_ns[i], sl.end_ns(i));
+            if let Some((otr, on, oe)) = open {
+                if otr == tr && e <= oe {
+                    host_of.insert(h, on);
+                    continue;
+                }
+            }
+            let n = b.push(Node {
+                kind: NodeKind::Host,
+                ctx: ci as u32,
+                slice: h,
+                s,
+                e: e.max(s),
+            });
+            host_of.insert(h, n);
+            open = Some((tr, n, e));
+            match threads.last_mut() {
+                Some((ltr, v)) if *ltr == tr => v.push(n),
+                _ => threads.push((tr, vec![n])),
+            }
+        }
+        // GPU activities.
+        let mut nodes_of_gpu = Vec::with_capacity(ctx.gpu.len());
+        for e in &ctx.gpu {
+            let i = e.id as usize;
+            let kind = match (sl.kind[i], e.class) {
+                (SliceKind::Kernel, SliceClass::Communication) => NodeKind::Comm,
+                (SliceKind::Kernel, _) => NodeKind::Compute,
+                _ => NodeKind::Memory,
+            };
+            let n = b.push(Node {
+                kind,
+                ctx: ci as u32,
+                slice: e.id,
+                s: e.s,
+                e: e.e.max(e.s),
+            });
+            if kind == NodeKind::Comm {
+                comm_node.insert(e.id, n);
+                if let Some(&(inst, part)) = matching.by_slice.get(&e.id) {
+                    b.instance[n as usize] = inst;
+                    let p = &matching.instances[inst as usize].parts[part as usize];
+                    ctx_offset[ci] = p.start_ns - e.s;
+                }
+            }
+            nodes_of_gpu.push(n);
+        }
+        gpu_nodes.push(nodes_of_gpu);
+        host_threads.push(threads);
+    }
+    // Syncs: which host nodes block, on which GPU activity; drop marks.
+    for (ci, ctx) in ctxs.iter().enumerate() {
+        let gpu = &gpu_nodes[ci];
+        // The rank's GPU activities by end, with the time they were launched.
+        let mut by_end: Vec<(i64, i64, u32)> = ctx
+            .gpu
+            .iter()
+            .zip(gpu)
+            .map(|(e, &n)| {
+                let launched = ctx
+                    .corr
+                    .get(sl.correlation[e.id as usize])
+                    .map_or(e.s, |h| sl.start_ns[h as usize]);
+                (e.e, launched, n)
+            })
+            .collect();
+        by_end.sort_unstable();
+        // Copies by the host node that launched them.
+        let mut copy_of_call: IntMap<u32, u32> = IntMap::default();
+        for (e, &n) in ctx.gpu.iter().zip(gpu) {
+            if sl.kind[e.id as usize] != SliceKind::Memcpy {
+                continue;
+            }
+            if let Some(h) = ctx.corr.get(sl.correlation[e.id as usize]) {
+                if let Some(&hn) = host_of.get(&h) {
+                    copy_of_call.insert(hn, n);
+                }
+            }
+        }
+        // Names and Python locations of every call nested in a host node.
+        let mut names: IntMap<u32, (bool, String, String)> = IntMap::default();
+        for &h in &ctx.host {
+            let i = h as usize;
+            if !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
+                continue;
+            }
+            let Some(&hn) = host_of.get(&h) else { continue };
+            let name = t.str(sl.name[i]);
+            let entry = names
+                .entry(hn)
+                .or_insert((false, String::new(), String::new()));
+            if is_sync_api(name) {
+                entry.0 = true;
+                if entry.1.is_empty() {
+                    entry.1 = name.to_string();
+                }
+            }
+            if entry.2.is_empty() {
+                if let Some(p) = t.arg_string(i, "python") {
+                    entry.2 = p;
+                }
+            }
+        }
+        for (_, thread) in &host_threads[ci] {
+            for &hn in thread {
+                let node = b.nodes[hn as usize];
+                let (by_name, api, python) =
+                    names
+                        .get(&hn)
+                        .cloned()
+                        .unwrap_or((false, String::new(), String::new()));
+                // A copy the call waited for: it ended inside the call.
+                let copy = copy_of_call.get(&hn).copied().filter(|&c| {
+                    let cn = &b.nodes[c as usize];
+                    cn.e > node.s && cn.e <= node.e + SYNC_TOLERANCE_NS
+                });
+                if !by_name && copy.is_none() {
+                    continue;
+                }
+                // What it waited for: the copy, else the GPU activity
+                // launched before the call that ended last inside it.
+                let waited = copy.or_else(|| {
+                    let at = by_end.partition_point(|x| x.0 <= node.e + SYNC_TOLERANCE_NS);
+                    by_end[..at]
+                        .iter()
+                        .rev()
+                        .take_while(|x| x.0 > node.s)
+                        .take(4096)
+                        .find(|x| x.1 <= node.s)
+                        .map(|x| x.2)
+                });
+                let api = if api.is_empty() {
+                    t.str(sl.name[node.slice as usize]).to_string()
+                } else {
+                    api
+                };
+                let mut drop = false;
+                for (k, spec) in drop_specs.iter().enumerate() {
+                    if spec_matches(spec, &api, &python) {
+                        spec_hits[k] += 1;
+                        drop = true;
+                    }
+                }
+                b.nodes[hn as usize].kind = NodeKind::Sync;
+                b.droppable[hn as usize] = drop;
+                if let Some(w) = waited {
+                    b.edges.push((2 * hn + 1, 2 * w + 1));
+                }
+            }
+        }
+        // Host order.
+        for (_, thread) in &host_threads[ci] {
+            for w in thread.windows(2) {
+                b.edges.push((2 * w[1], 2 * w[0] + 1));
+            }
+        }
+        // GPU: stream order, launch, cross-stream waits.
+        let mut last_on_stream: Vec<u32> = vec![NONE; ctx.streams.len()];
+        // Per device: (end, stream, node) of every activity, by end.
+        let mut ends: Vec<(u32, i64, u16, u32)> = ctx
+            .gpu
+            .iter()
+            .zip(gpu)
+            .map(|(e, &n)| (ctx.streams[e.stream as usize].device, e.e, e.stream, n))
+            .collect();
+        ends.sort_unstable();
+        for (e, &n) in ctx.gpu.iter().zip(gpu) {
+            let v = 2 * n;
+            let mut ready = i64::MIN;
+            let prev = last_on_stream[e.stream as usize];
+            if prev != NONE {
+                b.edges.push((v, 2 * prev + 1));
+                ready = ready.max(b.nodes[prev as usize].e);
+            }
+            last_on_stream[e.stream as usize] = n;
+            if let Some(h) = ctx.corr.get(sl.correlation[e.id as usize]) {
+                if let Some(&hn) = host_of.get(&h) {
+                    b.edges.push((v, 2 * hn));
+                    ready = ready.max(b.nodes[hn as usize].s);
+                }
+            }
+            let dev = ctx.streams[e.stream as usize].device;
+            let lo = ready.max(e.s - WAIT_TOLERANCE_NS);
+            let at = ends.partition_point(|x| (x.0, x.1) <= (dev, e.s));
+            let release = ends[..at]
+                .iter()
+                .rev()
+                .take_while(|x| x.0 == dev && x.1 > lo)
+                .find(|x| x.2 != e.stream && x.3 != n)
+                .map(|x| x.3);
+            if let Some(r) = release {
+                b.edges.push((v, 2 * r + 1));
+            }
+            // End after start.
+            b.edges.push((v + 1, v));
+        }
+        // Host end after start.
+        for (_, thread) in &host_threads[ci] {
+            for &hn in thread {
+                b.edges.push((2 * hn + 1, 2 * hn));
+            }
+        }
+    }
+    // Collective coupling: each part's end waits for every part's start.
+    for inst in &matching.instances {
+        let nodes: Vec<u32> = inst
+            .parts
+            .iter()
+            .filter_map(|p| comm_node.get(&p.slice).copied())
+            .collect();
+        if nodes.len() != inst.parts.len() {
+            continue;
+        }
+        for &a in &nodes {
+            for &q in &nodes {
+                if q != a {
+                    b.edges.push((2 * a + 1, 2 * q));
+                }
+            }
+        }
+    }
+    finish(b, ctx_offset, gpu_nodes, host_threads, spec_hits)
+}
+
+/// Sorts the edges into CSR (an end vertex's own start first) and computes the residuals.
+fn finish(
+    mut b: Builder,
+    ctx_offset: Vec<i64>,
+    gpu_nodes: Vec<Vec<u32>>,
+    host_threads: Vec<Vec<(u32, Vec<u32>)>>,
+    spec_hits: Vec<u64>,
+) -> Graph {
+    let nv = b.nodes.len() * 2;
+    // Own start first for end vertices: sort key (vertex, pred != own start, pred).
+    b.edges
+        .sort_unstable_by_key(|&(v, p)| (v, !(v % 2 == 1 && p == v - 1), p));
+    b.edges.dedup();
+    let mut pred_off = vec![0u32; nv + 1];
+    for &(v, _) in &b.edges {
+        pred_off[v as usize + 1] += 1;
+    }
+    for i in 0..nv {
+        pred_off[i + 1] += pred_off[i];
+    }
+    let preds: Vec<u32> = b.edges.iter().map(|&(_, p)| p).collect();
+    let mut g = Graph {
+        nodes: b.nodes,
+        pred_off,
+        preds,
+        residual: vec![0; nv],
+        instance: b.instance,
+        droppable: b.droppable,
+        ctx_offset,
+        gpu_nodes,
+        host_threads,
+        spec_hits,
+    };
+    for v in 0..nv as u32 {
+        let ps = g.preds_of(v);
+        if v.is_multiple_of(2) {
+            let latest = ps.iter().map(|&p| g.measured(p)).max();
+            g.residual[v as usize] = latest.map_or(0, |l| g.measured(v) - l);
+        } else if g.nodes[(v / 2) as usize].kind == NodeKind::Sync {
+            if let Some(&w) = ps.get(1) {
+                g.residual[v as usize] = g.measured(v) - g.measured(w);
+            }
+        }
+    }
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drop_specs() {
+        let py = "/home/u/train.py:78 (step)";
+        assert!(spec_matches("train.py:78", "cudaStreamSynchronize", py));
+        assert!(spec_matches("/home/u/train.py:78", "x", py));
+        assert!(!spec_matches("rain.py:78", "x", py));
+        assert!(!spec_matches("train.py:79", "x", py));
+        assert!(spec_matches(
+            "StreamSynchronize",
+            "cudaStreamSynchronize",
+            ""
+        ));
+        assert!(spec_matches("step", "cudaStreamSynchronize", py));
+        assert!(!spec_matches("Device", "cudaStreamSynchronize", py));
+        assert!(is_sync_api("cuStreamSynchronize"));
+        assert!(!is_sync_api("cudaStreamQuery"));
+        assert!(!is_sync_api("cudaMemcpyAsync"));
+    }
+}
