@@ -77,6 +77,12 @@ pub mod env {
     /// The signal that triggers a capture in armed mode: a number or a name
     /// (`USR1`, `SIGUSR2`, ...); default SIGUSR2.
     pub const CAPTURE_SIGNAL: &str = "STREAMSCOPE_CAPTURE_SIGNAL";
+    /// GPU metrics to sample (`record --gpu-metrics[=LIST]`): `default` or
+    /// a list for [`gpu_metrics::parse_list`](crate::gpu_metrics::parse_list).
+    /// Unset: no PM sampling at all (no thread, no CUPTI profiler).
+    pub const GPU_METRICS: &str = "STREAMSCOPE_GPU_METRICS";
+    /// PM sampling rate in Hz (`record --gpu-metrics-hz`), 1000 to 100000.
+    pub const GPU_METRICS_HZ: &str = "STREAMSCOPE_GPU_METRICS_HZ";
 }
 
 pub mod armed;
