@@ -199,6 +199,20 @@ pub fn is_collector_file(name: &str) -> bool {
         || name.starts_with(PROGRESS_PREFIX)
 }
 
+/// Lock files of the GPU metrics samplers: ".gpu-metrics-lock-HOST-PCI",
+/// one per GPU of a host, held (flock) by the process sampling that GPU
+/// and holding its pid; `record` removes this host's at the end.
+pub const GPU_METRICS_LOCK_PREFIX: &str = ".gpu-metrics-lock-";
+
+/// The lock file name of the GPU at PCI address `pci` on `host`.
+pub fn gpu_metrics_lock_name(host: &str, pci: &str) -> String {
+    let pci: String = pci
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("{GPU_METRICS_LOCK_PREFIX}{}-{pci}", host_tag(host))
+}
+
 /// Progress files: ".progress-HOST-PID", rewritten (through a ".tmp" and a
 /// rename) while the collector runs, removed by `record` at the end.
 pub const PROGRESS_PREFIX: &str = ".progress-";
