@@ -793,11 +793,13 @@ impl DeviceSampler {
                 }
                 match enable(()) {
                     Ok(pm) => pm,
-                    Err(rc2) => return Err(format!(
+                    Err(rc2) => {
+                        return Err(format!(
                         "cuptiPmSamplingEnable failed: {} (with the primary context current: {})",
                         rs(rc),
                         rs(rc2)
-                    )),
+                    ))
+                    }
                 }
             }
         };

@@ -8,6 +8,7 @@ pub mod breakdown;
 pub mod collectives;
 pub mod compare;
 pub mod intervals;
+pub mod measured;
 pub mod nccl;
 pub mod occupancy;
 pub mod rank;
@@ -254,7 +255,7 @@ fn analyze_rank(
         end: window.end_ns,
         gpu_span,
         label: &window.label,
-        steps: window_steps,
+        steps: window_steps.clone(),
     };
     let found = sync::find(trace, &ctx, steps, &sync_window, opts);
     report
@@ -276,6 +277,28 @@ fn analyze_rank(
     for (row, own) in rows.iter_mut().zip(own) {
         row.comm_wait_us = own.map(us);
     }
+    let (sm_contention, contention_per_step) =
+        measured::sm_contention(trace, &ctx, &head, steps.len(), window_steps.len());
+    let series = measured::rank_series(trace, &ctx);
+    if !series.is_empty() {
+        let mut spans: Vec<Option<(i64, i64)>> = vec![None; steps.len()];
+        for e in &ctx.gpu {
+            if let Some(sp) = spans.get_mut(e.step as usize) {
+                *sp = Some(sp.map_or((e.s, e.e), |(a, b)| (a.min(e.s), b.max(e.e))));
+            }
+        }
+        for (row, sp) in rows.iter_mut().zip(&spans) {
+            let (a, b) = sp.unwrap_or((row.start_ns, row.end_ns));
+            row.measured = measured::measure(&series, a, b);
+        }
+    }
+    for (row, c) in rows.iter_mut().zip(contention_per_step) {
+        row.sm_contention_cost_us = c;
+    }
+    let rank_measured = match gpu_span {
+        Some((a, b)) if !series.is_empty() => measured::measure(&series, a, b),
+        _ => measured::Measured::default(),
+    };
     report.steps.extend(rows);
     let syncs = found.groups;
     let param_comms = collectives::param_comms_by_track(trace, &ctx);
@@ -332,6 +355,8 @@ fn analyze_rank(
         after_window_syncs: found.after,
         exposed_wait_us: split.map(|s| us(s.0)),
         exposed_transfer_us: split.map(|s| us(s.1)),
+        measured: rank_measured,
+        sm_contention,
     });
     (in_window, step_waits)
 }
