@@ -68,6 +68,10 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
             "rank {}: measured {sm} vs compute share {share}",
             rank.rank
         );
+        // Under compute kernels it is 100 (up to a sample at each edge).
+        let inside = m.sm_active_compute_pct.unwrap();
+        assert!(inside > 97.0, "rank {}: {inside}", rank.rank);
+        assert!((m.span_us - (b - a) as f64 / 1000.0).abs() < 1.0);
         assert!(m.nvlink_rx_gbps.unwrap() > 0.0 && m.nvlink_rx_gbps.unwrap() < 200.0);
         assert_eq!(m.nvlink_rx_gbps, m.nvlink_tx_gbps);
     }

@@ -32,6 +32,11 @@ pub struct Measured {
     pub pcie_write_gbps: Option<f64>,
     /// Counter samples inside the window, all metrics together.
     pub samples: u64,
+    /// Length of the span the means cover, µs (GB/s × this / 1e6 = GB).
+    pub span_us: f64,
+    /// SM active averaged over the time compute kernels ran in the span
+    /// (the union of their intervals): the GEMM phases' figure.
+    pub sm_active_compute_pct: Option<f64>,
 }
 
 impl Measured {
@@ -98,8 +103,25 @@ impl Series {
 
     /// The time-weighted mean over [a, b) and the samples that count.
     pub fn mean(&self, a: i64, b: i64) -> Option<(f64, u64)> {
+        let (sum, w, n) = self.integral(a, b);
+        (w > 0).then(|| (sum / w as f64, n))
+    }
+
+    /// The time-weighted mean over disjoint intervals `u`.
+    pub fn mean_over(&self, u: &[(i64, i64)]) -> Option<f64> {
+        let (mut sum, mut w) = (0.0, 0i64);
+        for &(a, b) in u {
+            let (s, ww, _) = self.integral(a, b);
+            sum += s;
+            w += ww;
+        }
+        (w > 0).then(|| sum / w as f64)
+    }
+
+    /// Σ value × covered time over [a, b), the covered time, the samples.
+    fn integral(&self, a: i64, b: i64) -> (f64, i64, u64) {
         if b <= a || self.ts.is_empty() {
-            return None;
+            return (0.0, 0, 0);
         }
         // The sample covering `a` may start before it.
         let first = self.ts.partition_point(|&t| t <= a).saturating_sub(1);
@@ -118,7 +140,7 @@ impl Series {
                 n += 1;
             }
         }
-        (w > 0).then(|| (sum / w as f64, n))
+        (sum, w, n)
     }
 }
 
@@ -163,13 +185,25 @@ pub fn rank_series(t: &Trace, ctx: &RankCtx) -> Vec<(Metric, Series)> {
         .collect()
 }
 
-/// Means of `series` over [a, b).
-pub fn measure(series: &[(Metric, Series)], a: i64, b: i64) -> Measured {
-    let mut out = Measured::default();
+/// Means of `series` over [a, b); `compute`: the compute kernels' union
+/// (for `sm_active_compute_pct`).
+pub fn measure(series: &[(Metric, Series)], a: i64, b: i64, compute: &[(i64, i64)]) -> Measured {
+    let mut out = Measured {
+        span_us: (b - a).max(0) as f64 / 1000.0,
+        ..Default::default()
+    };
     for (m, s) in series {
         if let Some((v, n)) = s.mean(a, b) {
             *out.slot(*m) = Some(v);
             out.samples += n;
+        }
+        if *m == Metric::SmActive {
+            let clipped: Vec<(i64, i64)> = compute
+                .iter()
+                .map(|&(s, e)| (s.max(a), e.min(b)))
+                .filter(|(s, e)| e > s)
+                .collect();
+            out.sm_active_compute_pct = s.mean_over(&clipped);
         }
     }
     out

@@ -282,21 +282,27 @@ fn analyze_rank(
     let series = measured::rank_series(trace, &ctx);
     if !series.is_empty() {
         let mut spans: Vec<Option<(i64, i64)>> = vec![None; steps.len()];
+        let mut compute: Vec<Vec<(i64, i64)>> = vec![Vec::new(); steps.len()];
         for e in &ctx.gpu {
             if let Some(sp) = spans.get_mut(e.step as usize) {
                 *sp = Some(sp.map_or((e.s, e.e), |(a, b)| (a.min(e.s), b.max(e.e))));
             }
+            if e.class == SliceClass::Compute {
+                if let Some(c) = compute.get_mut(e.step as usize) {
+                    c.push((e.s, e.e));
+                }
+            }
         }
-        for (row, sp) in rows.iter_mut().zip(&spans) {
+        for ((row, sp), c) in rows.iter_mut().zip(&spans).zip(compute) {
             let (a, b) = sp.unwrap_or((row.start_ns, row.end_ns));
-            row.measured = measured::measure(&series, a, b);
+            row.measured = measured::measure(&series, a, b, &intervals::union(c));
         }
     }
     for (row, c) in rows.iter_mut().zip(contention_per_step) {
         row.sm_contention_cost_us = c;
     }
     let rank_measured = match gpu_span {
-        Some((a, b)) if !series.is_empty() => measured::measure(&series, a, b),
+        Some((a, b)) if !series.is_empty() => measured::measure(&series, a, b, &unions.compute),
         _ => measured::Measured::default(),
     };
     report.steps.extend(rows);

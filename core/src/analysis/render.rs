@@ -319,11 +319,16 @@ fn measured_tables(r: &Report) -> Vec<Table> {
         "NVLink tx GB/s",
         "PCIe rd GB/s",
         "PCIe wr GB/s",
+        "SM active in compute %",
         "samples",
     ];
     let row = |rank: u32, window: String, m: &super::measured::Measured| {
         let mut row = vec![rank.to_string(), window];
         row.extend(Metric::ALL.iter().map(|&k| v(m, k)));
+        row.push(
+            m.sm_active_compute_pct
+                .map_or("-".into(), |x| format!("{x:.1}")),
+        );
         row.push(m.samples.to_string());
         row
     };
