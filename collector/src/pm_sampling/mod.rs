@@ -696,6 +696,7 @@ impl DeviceSampler {
             ));
         }
         // 4. Each metric alone.
+        let t_probe = Instant::now();
         let (mut chosen, mut refused) = probe(
             cupti,
             api,
@@ -921,7 +922,7 @@ impl DeviceSampler {
             sampled.push(format!("{}={}", ch.key, ch.inputs.join("+")));
         }
         s.config = format!(
-            "{} Hz ({}), hardware buffer {} MiB, image {max_samples} samples, chip {}{}",
+            "{} Hz ({}), hardware buffer {} MiB, image {max_samples} samples, chip {}{}; probing took {probe_ms} ms, set-up {} ms",
             c.settings.hz,
             if time_mode {
                 format!("GPU time interval {interval} ns")
@@ -934,7 +935,8 @@ impl DeviceSampler {
                 ", primary context made current"
             } else {
                 ""
-            }
+            },
+            t_probe.elapsed().as_millis()
         );
         c.shared.meta(keys::config(ordinal), s.config.clone());
         c.shared.meta(keys::sampled(ordinal), sampled.join(", "));
@@ -1030,7 +1032,8 @@ impl DeviceSampler {
         shared.push_points(mapped.into_iter());
     }
 
-    fn publish_stats(&self, shared: &Shared) {
+    /// Puts the stats line in the metadata; returns it.
+    fn publish_stats(&self, shared: &Shared) -> String {
         let st = &self.stats;
         let clock = match (self.clock.chosen(), self.clock.unplaced) {
             (Some((n, off)), _) => format!("clock {n} (+{off} ns to CLOCK_MONOTONIC)"),
@@ -1044,7 +1047,8 @@ impl DeviceSampler {
         if let Some(e) = &self.last_error {
             text.push_str(&format!("; last error: {e}"));
         }
-        shared.meta(keys::stats(self.ordinal), text);
+        shared.meta(keys::stats(self.ordinal), text.clone());
+        text
     }
 
     /// Stop, the last decode, and the stats (Drop disables).
@@ -1060,7 +1064,8 @@ impl DeviceSampler {
             self.given_up = false;
             self.round(shared);
         }
-        self.publish_stats(shared);
+        let text = self.publish_stats(shared);
+        crate::warn!("streamscope: GPU {}: {text}", self.ordinal);
     }
 }
 
