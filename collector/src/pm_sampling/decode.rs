@@ -287,7 +287,7 @@ mod tests {
         drain(&mut f, 2, &mut stats, |s, e, v| {
             got.push((s, e, v[0], v[1]))
         })
-        .unwrap();
+        .expect("as set up");
         assert_eq!(got.len(), 25);
         assert_eq!(got[24], (2400, 2500, 24.0, 48.0));
         // Three passes (10, 10, 5), each followed by a reset.
@@ -299,7 +299,7 @@ mod tests {
         assert_eq!(stats.samples, 25);
         // Next round: nothing left, one decode and one reset.
         f.calls.clear();
-        drain(&mut f, 2, &mut stats, |_, _, _| panic!("no samples")).unwrap();
+        drain(&mut f, 2, &mut stats, |_, _, _| panic!("no samples")).expect("as set up");
         assert_eq!(f.calls, ["decode", "reset"]);
     }
 
@@ -307,7 +307,7 @@ mod tests {
     fn a_round_is_bounded_and_errors_are_counted_or_returned() {
         let mut f = Fake::new(1000, 10);
         let mut stats = DrainStats::default();
-        drain(&mut f, 2, &mut stats, |_, _, _| {}).unwrap();
+        drain(&mut f, 2, &mut stats, |_, _, _| {}).expect("as set up");
         assert_eq!(stats.samples, (MAX_PASSES * 10) as u64);
         assert_eq!(f.hw.len(), 1000 - MAX_PASSES * 10);
 
@@ -315,7 +315,7 @@ mod tests {
         f.bad_sample = Some(200);
         f.overflow_once = true;
         let mut stats = DrainStats::default();
-        drain(&mut f, 2, &mut stats, |_, _, _| {}).unwrap();
+        drain(&mut f, 2, &mut stats, |_, _, _| {}).expect("as set up");
         assert_eq!(
             (stats.samples, stats.bad_samples, stats.overflows),
             (4, 1, 1)
@@ -336,7 +336,7 @@ mod tests {
         // A REALTIME stamp 5 ms after start, decoded 50 ms after start.
         let raw = (1_764_000_000_000_000_000i64 + 5_000_000) as u64;
         assert_eq!(c.map(raw, start + 50_000_000), Some(start + 5_000_000));
-        assert_eq!(c.chosen().unwrap().0, "CLOCK_REALTIME");
+        assert_eq!(c.chosen().expect("as set up").0, "CLOCK_REALTIME");
         // Later samples use the same offset.
         assert_eq!(
             c.map(raw + 100, start + 60_000_000),
@@ -348,7 +348,7 @@ mod tests {
             vec![("CLOCK_MONOTONIC", 0), ("CLOCK_REALTIME", real_off)],
         );
         assert_eq!(m.map((start + 7) as u64, start + 10), Some(start + 7));
-        assert_eq!(m.chosen().unwrap().0, "CLOCK_MONOTONIC");
+        assert_eq!(m.chosen().expect("as set up").0, "CLOCK_MONOTONIC");
 
         // A stamp on no candidate clock: unplaced, remembered.
         let mut u = ClockMap::new(start, vec![("CLOCK_MONOTONIC", 0)]);
