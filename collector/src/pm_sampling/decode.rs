@@ -118,6 +118,9 @@ pub struct ClockMap {
     pub unplaced: Option<u64>,
 }
 
+/// The clock name when no candidate fits and the decode anchors the samples.
+pub const ANCHORED: &str = "unknown: anchored to the first decode (error up to one decode period)";
+
 /// How far before the sampler's start a first sample may lie.
 const EARLY_NS: i64 = 2_000_000_000;
 /// How far after its decode.
@@ -137,6 +140,23 @@ impl ClockMap {
     /// The chosen clock and its offset, once a sample chose it.
     pub fn chosen(&self) -> Option<(&'static str, i64)> {
         self.chosen
+    }
+
+    /// Picks the clock from a decode round's samples when none is chosen
+    /// yet: the first candidate that places `first_raw`; failing all, the
+    /// round is anchored to the decode itself (`last_end_raw` taken as
+    /// `now_mono_ns`: samples then land up to one decode period late, and
+    /// the name says so). Returns the chosen clock's name.
+    pub fn choose(&mut self, first_raw: u64, last_end_raw: u64, now_mono_ns: i64) -> &'static str {
+        if let Some((name, _)) = self.chosen {
+            return name;
+        }
+        if self.map(first_raw, now_mono_ns).is_none() {
+            if let Ok(last) = i64::try_from(last_end_raw) {
+                self.chosen = Some((ANCHORED, now_mono_ns.saturating_sub(last)));
+            }
+        }
+        self.chosen.map_or("none", |c| c.0)
     }
 
     /// `raw` on the trace's clock; `now_mono_ns` is when it was decoded.
@@ -350,11 +370,21 @@ mod tests {
         assert_eq!(m.map((start + 7) as u64, start + 10), Some(start + 7));
         assert_eq!(m.chosen().expect("as set up").0, "CLOCK_MONOTONIC");
 
-        // A stamp on no candidate clock: unplaced, remembered.
+        // A stamp on no candidate clock: unplaced, remembered; a round's
+        // choice then anchors its last end to the decode's time.
         let mut u = ClockMap::new(start, vec![("CLOCK_MONOTONIC", 0)]);
         assert_eq!(u.map(42, start + 10), None);
         assert_eq!(u.unplaced, Some(42));
         assert!(u.chosen().is_none());
+        assert_eq!(u.choose(42, 1042, start + 5000), ANCHORED);
+        assert_eq!(u.map(1042, start + 9999), Some(start + 5000));
+        assert_eq!(u.map(42, start + 9999), Some(start + 4000));
+        // A known clock is chosen by `choose` too.
+        let mut k = ClockMap::new(start, vec![("CLOCK_MONOTONIC", 0)]);
+        assert_eq!(
+            k.choose(start as u64 + 5, start as u64 + 9, start + 10),
+            "CLOCK_MONOTONIC"
+        );
     }
 
     #[test]

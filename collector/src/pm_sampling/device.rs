@@ -509,11 +509,19 @@ impl DeviceSampler {
             image: &mut self.image,
             names: &self.name_ptrs,
         };
+        // The round's samples first: the clock is chosen on a whole round.
+        let mut raw: Vec<(u64, u64, Vec<f64>)> = Vec::new();
         let r = decode::drain(&mut ops, nvalues, &mut stats, |s, e, v| {
-            if decode::sample_points(series, clock, s, e, v, now, &mut pts).is_none() {
+            raw.push((s, e, v.to_vec()));
+        });
+        if let (Some(first), Some(last)) = (raw.first(), raw.iter().map(|x| x.1).max()) {
+            clock.choose(first.0, last, now);
+        }
+        for (s, e, v) in &raw {
+            if decode::sample_points(series, clock, *s, *e, v, now, &mut pts).is_none() {
                 unplaced += 1;
             }
-        });
+        }
         self.stats = stats;
         self.unplaced += unplaced;
         match r {
@@ -560,7 +568,10 @@ impl DeviceSampler {
     pub(super) fn publish_stats(&self, shared: &Shared) -> String {
         let st = &self.stats;
         let clock = match (self.clock.chosen(), self.clock.unplaced) {
-            (Some((n, off)), _) => format!("clock {n} (+{off} ns to CLOCK_MONOTONIC)"),
+            (Some((n, off)), Some(raw)) => {
+                format!("clock {n} (+{off} ns to CLOCK_MONOTONIC; first sample stamped {raw})")
+            }
+            (Some((n, off)), None) => format!("clock {n} (+{off} ns to CLOCK_MONOTONIC)"),
             (None, Some(raw)) => format!("clock unknown (first sample stamped {raw})"),
             (None, None) => "no sample yet".to_string(),
         };
