@@ -19,7 +19,9 @@ use streamscope_core::protocol::env::{
     START_MONOTONIC_NS as ENV_START,
 };
 mod armed;
+mod gpu_metrics;
 mod nccl;
+use gpu_metrics::parse_gpu_metrics;
 
 const ENV_COLLECTOR: &str = "STREAMSCOPE_COLLECTOR";
 const COLLECTOR_FILE: &str = "libstreamscope_collector.so";
@@ -78,25 +80,13 @@ pub struct RecordArgs {
     /// communicator, sequence number, size, algorithm and protocol).
     #[arg(long)]
     pub no_nccl_plugin: bool,
-    /// Sample measured GPU metrics with CUPTI PM sampling on every GPU the
-    /// program uses (one sampler per GPU even when several processes share
-    /// it): SM active %, achieved occupancy, tensor active %, DRAM, NVLink
-    /// rx/tx and PCIe read/write GB/s, as counter tracks. LIST (after `=`)
-    /// picks some: keys `sm_active`, `warps_active`, `tensor_active`,
-    /// `dram`, `nvlink_rx`, `nvlink_tx`, `pcie_read`, `pcie_write`, or raw
-    /// CUPTI metric names. Metrics a GPU refuses are listed in the trace's
-    /// metadata.
-    #[arg(
-        long,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "default",
-        value_name = "LIST",
-        value_parser = parse_gpu_metrics
-    )]
+    /// Sample GPU metrics (CUPTI PM sampling) on every GPU used: SM
+    /// active, occupancy, tensor active, DRAM, NVLink and PCIe; LIST picks
+    /// keys or raw CUPTI names (docs/METRICS.md). Refused ones go to the metadata.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "default",
+          value_name = "LIST", value_parser = parse_gpu_metrics)]
     pub gpu_metrics: Option<String>,
-    /// GPU metrics sampling rate in Hz (1000 to 100000, or 1k to 100k;
-    /// default 10k).
+    /// GPU metrics sampling rate in Hz: 1000 to 100000, or 1k to 100k (default 10k).
     #[arg(long, value_name = "HZ", value_parser = streamscope_core::gpu_metrics::parse_hz, requires = "gpu_metrics")]
     pub gpu_metrics_hz: Option<u32>,
     /// The command to run, after `--`.
@@ -116,17 +106,6 @@ pub fn parse_capture_range(s: &str) -> Result<String, String> {
         _ if s.strip_prefix("nvtx:").is_some_and(|n| !n.is_empty()) => Ok(s.to_string()),
         _ => Err(format!("expected cudaProfilerApi or nvtx:NAME, got {s:?}")),
     }
-}
-
-/// `--gpu-metrics=LIST`: checked (names of letters, digits, `_` and `.`),
-/// passed on as given; unknown names are probed on the GPU.
-pub fn parse_gpu_metrics(s: &str) -> Result<String, String> {
-    streamscope_core::gpu_metrics::parse_list(s)?;
-    Ok(if s.trim().is_empty() {
-        "default".into()
-    } else {
-        s.trim().to_string()
-    })
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -434,18 +413,6 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         cmd.env(streamscope_core::protocol::env::PYTHON_LINES, "0");
     }
     for (var, val) in [
-        (
-            streamscope_core::protocol::env::GPU_METRICS,
-            args.gpu_metrics.clone(),
-        ),
-        (
-            streamscope_core::protocol::env::GPU_METRICS_HZ,
-            args.gpu_metrics.as_ref().map(|_| {
-                args.gpu_metrics_hz
-                    .unwrap_or(streamscope_core::gpu_metrics::DEFAULT_HZ)
-                    .to_string()
-            }),
-        ),
         (ENV_RANGE, args.capture_range.clone()),
         (ENV_DELAY, args.delay.map(|v| v.to_string())),
         (ENV_DURATION, args.duration.map(|v| v.to_string())),
@@ -455,6 +422,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             None => cmd.env_remove(var),
         };
     }
+    gpu_metrics::set_env(&mut cmd, args.gpu_metrics.as_deref(), args.gpu_metrics_hz);
     let mut signals = signal_hook::iterator::SignalsInfo::<
         signal_hook::iterator::exfiltrator::WithOrigin,
     >::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
@@ -516,11 +484,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         streamscope_core::protocol::PROGRESS_PREFIX,
         host_tag()
     );
-    let locks = format!(
-        "{}{}-",
-        streamscope_core::protocol::GPU_METRICS_LOCK_PREFIX,
-        host_tag()
-    );
+    let locks = gpu_metrics::lock_prefix(&host_tag());
     for p in files(&out, |n| n.starts_with(&mine) || n.starts_with(&locks)) {
         let _ = std::fs::remove_file(p);
     }
@@ -830,52 +794,5 @@ mod tests {
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(exit_code(ExitStatus::from_raw(3 << 8)), 3);
         assert_eq!(exit_code(ExitStatus::from_raw(15)), 143);
-    }
-
-    #[derive(clap::Parser, Debug)]
-    struct Wrap {
-        #[command(flatten)]
-        a: RecordArgs,
-    }
-
-    fn parse(args: &[&str]) -> Result<RecordArgs, String> {
-        use clap::Parser;
-        Wrap::try_parse_from(std::iter::once("record").chain(args.iter().copied()))
-            .map(|w| w.a)
-            .map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn gpu_metrics_flags_parse_and_validate() {
-        let a = parse(&["--", "python", "x.py"]).unwrap();
-        assert_eq!(a.gpu_metrics, None);
-        let a = parse(&["--gpu-metrics", "--", "python"]).unwrap();
-        assert_eq!(a.gpu_metrics.as_deref(), Some("default"));
-        assert_eq!(a.gpu_metrics_hz, None);
-        // Without `=` the next word is the command, not a list.
-        let a = parse(&["--gpu-metrics", "python", "x.py"]).unwrap();
-        assert_eq!(a.gpu_metrics.as_deref(), Some("default"));
-        assert_eq!(a.command, ["python", "x.py"]);
-        // Unknown names pass (probed on the GPU); bad characters do not.
-        let a = parse(&[
-            "--gpu-metrics=sm_active,nvlrx__bytes_data_user.sum",
-            "--gpu-metrics-hz=20k",
-            "--",
-            "a.out",
-        ])
-        .unwrap();
-        assert_eq!(
-            a.gpu_metrics.as_deref(),
-            Some("sm_active,nvlrx__bytes_data_user.sum")
-        );
-        assert_eq!(a.gpu_metrics_hz, Some(20_000));
-        assert!(parse(&["--gpu-metrics=a;b", "--", "x"])
-            .unwrap_err()
-            .contains("';'"));
-        assert!(parse(&["--gpu-metrics", "--gpu-metrics-hz=500", "--", "x"])
-            .unwrap_err()
-            .contains("1 kHz to 100 kHz"));
-        // The rate alone means nothing.
-        assert!(parse(&["--gpu-metrics-hz=20000", "--", "x"]).is_err());
     }
 }
