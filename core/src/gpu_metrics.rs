@@ -345,9 +345,12 @@ mod tests {
 
     #[test]
     fn lists_parse_keys_raw_names_and_default() {
-        assert_eq!(parse_list("").unwrap(), default_requests());
-        assert_eq!(parse_list("default").unwrap().len(), Metric::ALL.len());
-        let l = parse_list("sm_active, dram__bytes_read.sum,sm_active").unwrap();
+        assert_eq!(parse_list("").expect("as set up"), default_requests());
+        assert_eq!(
+            parse_list("default").expect("as set up").len(),
+            Metric::ALL.len()
+        );
+        let l = parse_list("sm_active, dram__bytes_read.sum,sm_active").expect("as set up");
         assert_eq!(
             l,
             vec![
@@ -357,19 +360,19 @@ mod tests {
         );
         // Unknown names pass through, to be probed on the device.
         assert_eq!(
-            parse_list("no_such_metric").unwrap(),
+            parse_list("no_such_metric").expect("as set up"),
             vec![Request::Raw("no_such_metric".into())]
         );
-        assert!(parse_list("a,,b").unwrap_err().contains("empty"));
-        assert!(parse_list("sm;rm").unwrap_err().contains("';'"));
+        assert!(parse_list("a,,b").expect_err("an error").contains("empty"));
+        assert!(parse_list("sm;rm").expect_err("an error").contains("';'"));
     }
 
     #[test]
     fn rates_are_bounded() {
-        assert_eq!(parse_hz("10000").unwrap(), 10_000);
-        assert_eq!(parse_hz("20k").unwrap(), 20_000);
-        assert_eq!(parse_hz("1kHz").unwrap(), 1_000);
-        assert_eq!(parse_hz("100k").unwrap(), 100_000);
+        assert_eq!(parse_hz("10000").expect("as set up"), 10_000);
+        assert_eq!(parse_hz("20k").expect("as set up"), 20_000);
+        assert_eq!(parse_hz("1kHz").expect("as set up"), 1_000);
+        assert_eq!(parse_hz("100k").expect("as set up"), 100_000);
         assert!(parse_hz("999").is_err());
         assert!(parse_hz("200k").is_err());
         assert!(parse_hz("fast").is_err());
@@ -383,10 +386,10 @@ mod tests {
         assert_eq!(f.eval(&[50.0, 0.0], 100_000), None);
         // 1 MB in 100 µs = 10 GB/s.
         let b = Formula::Bytes("x");
-        assert!((b.eval(&[1e6], 100_000).unwrap() - 10.0).abs() < 1e-9);
+        assert!((b.eval(&[1e6], 100_000).expect("as set up") - 10.0).abs() < 1e-9);
         assert_eq!(b.eval(&[1e6], 0), None);
         let s = Formula::BytesSum("r", "w");
-        assert!((s.eval(&[1e6, 1e6], 100_000).unwrap() - 20.0).abs() < 1e-9);
+        assert!((s.eval(&[1e6, 1e6], 100_000).expect("as set up") - 20.0).abs() < 1e-9);
         assert_eq!(Formula::Percent("p").eval(&[f64::NAN], 10), None);
         for m in Metric::ALL {
             assert!(!m.candidates().is_empty());

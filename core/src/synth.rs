@@ -318,32 +318,6 @@ impl Names {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generates_the_requested_size_deterministically() {
-        let o = SynthOptions {
-            target_slices: 5_000,
-            ..Default::default()
-        };
-        let a = fsdp_like(&o);
-        let b = fsdp_like(&o);
-        assert!(a.slices.len() >= 5_000);
-        assert_eq!(a.slices, b.slices);
-        assert_eq!(a.processes.len(), 2);
-        assert!(!a.flows.is_empty());
-        let comm = a
-            .slices
-            .class
-            .iter()
-            .filter(|c| **c == SliceClass::Communication)
-            .count();
-        assert!(comm > 0);
-    }
-}
-
 /// Adds measured-GPU-metrics counter tracks (as `record --gpu-metrics`
 /// writes them) to every GPU of `t`, one sample every `interval_ns` over
 /// the span of the GPU's work: "SM active %" is 100 while a compute kernel
@@ -402,5 +376,31 @@ pub fn add_gpu_metrics(t: &mut Trace, interval_ns: i64) {
             t.push_counter(dram, ts, 1000.0);
             ts += interval_ns;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generates_the_requested_size_deterministically() {
+        let o = SynthOptions {
+            target_slices: 5_000,
+            ..Default::default()
+        };
+        let a = fsdp_like(&o);
+        let b = fsdp_like(&o);
+        assert!(a.slices.len() >= 5_000);
+        assert_eq!(a.slices, b.slices);
+        assert_eq!(a.processes.len(), 2);
+        assert!(!a.flows.is_empty());
+        let comm = a
+            .slices
+            .class
+            .iter()
+            .filter(|c| **c == SliceClass::Communication)
+            .count();
+        assert!(comm > 0);
     }
 }

@@ -26,8 +26,8 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
     // device counters with their names.
     let mut buf = Vec::new();
     let mut w = PerfettoWriter::new(&mut buf);
-    w.write_batch(&t).unwrap();
-    w.finish(&t).unwrap();
+    w.write_batch(&t).expect("as generated");
+    w.finish(&t).expect("as generated");
     let t = reader::read_stream(Path::new("synth.pftrace"), &buf[..]).expect("read back");
     assert!(t.counters.len() > 1000);
     let r = analyze(&t, &AnalysisOptions::default());
@@ -35,7 +35,10 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
     for rank in &r.ranks {
         let m = &rank.measured;
         // DRAM is a constant 1000; tensor, occupancy and PCIe were not sampled.
-        assert!((m.dram_gbps.unwrap() - 1000.0).abs() < 1e-6, "{m:?}");
+        assert!(
+            (m.dram_gbps.expect("as generated") - 1000.0).abs() < 1e-6,
+            "{m:?}"
+        );
         assert_eq!(m.tensor_active_pct, None);
         assert_eq!(m.warps_active_pct, None);
         assert_eq!(m.pcie_read_gbps, None);
@@ -62,28 +65,31 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
             }
         }
         let share = 100.0 * intervals::measure(&intervals::union(compute)) as f64 / (b - a) as f64;
-        let sm = m.sm_active_pct.unwrap();
+        let sm = m.sm_active_pct.expect("as generated");
         assert!(
             (sm - share).abs() < 3.0,
             "rank {}: measured {sm} vs compute share {share}",
             rank.rank
         );
         // Under compute kernels it is 100 (up to a sample at each edge).
-        let inside = m.sm_active_compute_pct.unwrap();
+        let inside = m.sm_active_compute_pct.expect("as generated");
         assert!(inside > 97.0, "rank {}: {inside}", rank.rank);
         assert!((m.span_us - (b - a) as f64 / 1000.0).abs() < 1.0);
-        assert!(m.nvlink_rx_gbps.unwrap() > 0.0 && m.nvlink_rx_gbps.unwrap() < 200.0);
+        assert!(
+            m.nvlink_rx_gbps.expect("as generated") > 0.0
+                && m.nvlink_rx_gbps.expect("as generated") < 200.0
+        );
         assert_eq!(m.nvlink_rx_gbps, m.nvlink_tx_gbps);
     }
     // Per step too, and JSON has the keys (null when not sampled).
     let steps: Vec<_> = r.steps.iter().filter(|s| s.measured.any()).collect();
     assert!(steps.len() >= 2);
     for s in &steps {
-        assert!((s.measured.dram_gbps.unwrap() - 1000.0).abs() < 1e-6);
-        assert!(s.measured.sm_active_pct.unwrap() > 0.0);
+        assert!((s.measured.dram_gbps.expect("as generated") - 1000.0).abs() < 1e-6);
+        assert!(s.measured.sm_active_pct.expect("as generated") > 0.0);
     }
     let json = streamscope_core::analysis::render::json(&r);
-    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).expect("as generated");
     let m = &v["ranks"][0]["measured"];
     for k in [
         "sm_active_pct",
@@ -129,7 +135,7 @@ fn sm_contention_is_found_in_the_overlapped_run_and_not_in_the_serial_one() {
         assert!((25.0..60.0).contains(&pct), "rank {}: {pct}", rank.rank);
         assert!(c.groups >= 3 && c.kernels_alone > 0 && c.kernels_overlapped > c.kernels_alone);
         // Per step: a few ms of a ~33 ms step.
-        let per_step = c.cost_per_step_us.unwrap();
+        let per_step = c.cost_per_step_us.expect("as generated");
         assert!((1_000.0..8_000.0).contains(&per_step), "{per_step}");
         assert!(c.top[0].slowdown_pct > 0.0 && c.top[0].name.starts_with("nvjet"));
         let steps_with_cost = r

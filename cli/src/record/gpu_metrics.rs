@@ -61,13 +61,13 @@ mod tests {
 
     #[test]
     fn gpu_metrics_flags_parse_and_validate() {
-        let a = parse(&["--", "python", "x.py"]).unwrap();
+        let a = parse(&["--", "python", "x.py"]).expect("as set up");
         assert_eq!(a.gpu_metrics, None);
-        let a = parse(&["--gpu-metrics", "--", "python"]).unwrap();
+        let a = parse(&["--gpu-metrics", "--", "python"]).expect("as set up");
         assert_eq!(a.gpu_metrics.as_deref(), Some("default"));
         assert_eq!(a.gpu_metrics_hz, None);
         // Without `=` the next word is the command, not a list.
-        let a = parse(&["--gpu-metrics", "python", "x.py"]).unwrap();
+        let a = parse(&["--gpu-metrics", "python", "x.py"]).expect("as set up");
         assert_eq!(a.gpu_metrics.as_deref(), Some("default"));
         assert_eq!(a.command, ["python", "x.py"]);
         // Unknown names pass (probed on the GPU); bad characters do not.
@@ -77,17 +77,17 @@ mod tests {
             "--",
             "a.out",
         ])
-        .unwrap();
+        .expect("as set up");
         assert_eq!(
             a.gpu_metrics.as_deref(),
             Some("sm_active,nvlrx__bytes_data_user.sum")
         );
         assert_eq!(a.gpu_metrics_hz, Some(20_000));
         assert!(parse(&["--gpu-metrics=a;b", "--", "x"])
-            .unwrap_err()
+            .expect_err("an error")
             .contains("';'"));
         assert!(parse(&["--gpu-metrics", "--gpu-metrics-hz=500", "--", "x"])
-            .unwrap_err()
+            .expect_err("an error")
             .contains("1 kHz to 100 kHz"));
         // The rate alone means nothing.
         assert!(parse(&["--gpu-metrics-hz=20000", "--", "x"]).is_err());

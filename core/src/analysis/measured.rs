@@ -406,14 +406,14 @@ mod tests {
         // 0..100 at 10, 100..200 at 30, then a gap, 1000 at 50.
         let s = Series::new(vec![(100, 30.0), (0, 10.0), (200, 20.0), (1000, 50.0)]);
         assert_eq!(s.cap_ns, 400); // median spacing 100
-        let (m, n) = s.mean(0, 200).unwrap();
+        let (m, n) = s.mean(0, 200).expect("as set up");
         assert!((m - 20.0).abs() < 1e-9);
         assert_eq!(n, 2);
         // Half of the first sample and all of the second: (10*50 + 30*100) / 150.
-        let (m, _) = s.mean(50, 200).unwrap();
+        let (m, _) = s.mean(50, 200).expect("as set up");
         assert!((m - 3500.0 / 150.0).abs() < 1e-9);
         // 200..600 holds 20 (capped at 4 × 100), 600..1000 has nothing.
-        let (m, n) = s.mean(200, 1000).unwrap();
+        let (m, n) = s.mean(200, 1000).expect("as set up");
         assert!((m - 20.0).abs() < 1e-9);
         assert_eq!(n, 1);
         assert!(s.mean(700, 900).is_none());

@@ -69,12 +69,12 @@ impl MinMax {
             hi = hi.max(v.1);
         };
         // Level 0: the samples themselves, up to a block boundary.
-        while i < j && i % FANOUT != 0 {
+        while i < j && !i.is_multiple_of(FANOUT) {
             let v = value(i);
             take((v, v));
             i += 1;
         }
-        while j > i && j % FANOUT != 0 {
+        while j > i && !j.is_multiple_of(FANOUT) {
             j -= 1;
             let v = value(j);
             take((v, v));
@@ -84,13 +84,13 @@ impl MinMax {
             if i >= j {
                 break;
             }
-            while i < j && (i % FANOUT != 0 || j - i < FANOUT) {
+            while i < j && (!i.is_multiple_of(FANOUT) || j - i < FANOUT) {
                 if let Some(&(a, b)) = level.get(i) {
                     take((a as f64, b as f64));
                 }
                 i += 1;
             }
-            while j > i && j % FANOUT != 0 {
+            while j > i && !j.is_multiple_of(FANOUT) {
                 j -= 1;
                 if let Some(&(a, b)) = level.get(j) {
                     take((a as f64, b as f64));
@@ -234,7 +234,7 @@ mod tests {
 
     #[test]
     fn values_read_well() {
-        assert_eq!(fmt_value(3.14159), "3.14");
+        assert_eq!(fmt_value(1.23456), "1.23");
         assert_eq!(fmt_value(45.67), "45.7");
         assert_eq!(fmt_value(456.7), "457");
         assert_eq!(fmt_value(1234567.0), "1,234,567");
