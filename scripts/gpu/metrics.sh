@@ -25,10 +25,10 @@
 #   (c) overhead: fsdp-ref overlap recorded with and without --gpu-metrics,
 #       alternating, METRICS_ROUNDS rounds (default 2): step_ms_median.
 #
-# Results (5 files):
+# Results (4 files):
 #   $OUT/metrics.log   everything
 #   $OUT/metrics.json  the checks and figures, one JSON object per line
-#   $OUT/metrics-probe-h200.tar.gz, fsdp-ref-overlap-metrics-h200x2.tar.gz,
+#   $OUT/fsdp-ref-overlap-metrics-h200x2.tar.gz,
 #   $OUT/fsdp-ref-serial-metrics-h200x2.tar.gz: trace folders, to unpack
 #     into traces/ (`tar xzf F -C traces/`).
 # Each step has a time limit, the whole a budget (METRICS_BUDGET_S, default
@@ -64,7 +64,8 @@ pack() { # NAME: $W/NAME -> $OUT/NAME.tar.gz
   ls -la "$W/$1" 2>&1
   tar czf "$OUT/$1.tar.gz" -C "$W" "$1" && ls -la "$OUT/$1.tar.gz"
 }
-# two RANK PORT OUTPREFIX ARGS...: fsdp-ref as two processes (RANK 0/1).
+# two PORT OUTPREFIX ARGS...: fsdp-ref ARGS as two processes (RANK 0/1),
+# each one's output in OUTPREFIX-rankR.txt.
 two() {
   local port="$1" pre="$2"; shift 2
   for r in 0 1; do
@@ -76,12 +77,18 @@ two() {
 export -f two
 export F
 
+# section REGEX: the report's table whose title matches (title, blank
+# line, table, up to the next blank line), from stdin.
+section() {
+  awk -v pat="$1" '$0 ~ pat {on = 1; blanks = 0} on {print; if ($0 == "" && ++blanks == 2) on = 0}'
+}
+
 echo "=== machine $(date -u +%FT%TZ)"
 nvidia-smi -L
 nvidia-smi topo -m 2>&1 | head -6
 "$S" --version 2>&1 | head -1
 
-CFG="--layers 8 --dim 4096 --batch 4 --seq 1024 --steps 100 --warmup 5 --json --timeout-s 100"
+CFG="--layers 8 --dim 4096 --batch 4 --seq 1024 --steps 50 --warmup 5 --json --timeout-s 100"
 EXTRA="nvlrx__bytes_data_user.sum,nvltx__bytes_data_user.sum,gr__cycles_active.avg,sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"
 
 # (a) The probe: one process, one GPU; the collector's stderr is in the log.
@@ -89,8 +96,7 @@ d="$W/metrics-probe-h200"
 step probe 90 "$S" record -o "$d" --gpu-metrics="default,$EXTRA" -- \
   "$F" --gpus 1 --mode serial $CFG
 step probe-info 30 "$S" info "$d"
-"$S" report "$d" | sed -n '/Measured GPU metrics/,/^$/p'
-pack metrics-probe-h200
+"$S" report "$d" | section 'Measured GPU metrics' | head -12
 
 # (b) Overlap and serial on 2 GPUs, recorded with the default set.
 for mode in overlap serial; do
@@ -107,7 +113,10 @@ for mode in overlap serial; do
   step "$mode-info" 30 "$S" info "$d" | grep -E 'gpu_metrics|counter|^rank'
   "$S" report "$d" --format json > "$W/$mode.report.json" 2> "$W/$mode.report.err"
   tail -3 "$W/$mode.report.err"
-  "$S" report "$d" | sed -n '/SM occupancy/,/^$/p;/Measured GPU metrics/,/^$/p;/SM contention/,/^$/p' | head -80
+  "$S" report "$d" > "$W/$mode.report.txt" 2>&1
+  for t in 'SM occupancy' 'Measured GPU metrics' 'SM contention'; do
+    section "$t" < "$W/$mode.report.txt" | head -40
+  done
 done
 
 "$PY" - "$W" <<'PY' | tee -a "$J"
