@@ -187,5 +187,11 @@ fn main() {
         sweep("2 ranks", 2, target, size, None);
         sweep("64 ranks", 64, target, size, None);
     }
-    sweep("2 ranks + GPU metrics at 10 kHz", 2, target, size, Some(100_000));
+    sweep(
+        "2 ranks + GPU metrics at 10 kHz",
+        2,
+        target,
+        size,
+        Some(100_000),
+    );
 }

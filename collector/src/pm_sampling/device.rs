@@ -79,7 +79,6 @@ pub(super) struct DeviceSampler {
     decode_errors: u64,
     last_error: Option<String>,
     pub(super) given_up: bool,
-    last_points: Vec<(u32, i64, f64)>,
     config: String,
     _ctx: Option<PrimaryCtx>,
     _lock: File,
@@ -270,10 +269,11 @@ impl DeviceSampler {
                 Some(img) => break (host, img, cnames),
                 None => {
                     if let Some(ch) = chosen.pop() {
-                        refused.push(format!(
-                            "{} (does not fit one pass with the others)",
-                            ch.key
-                        ));
+                        refused.push(if rc == SUCCESS {
+                            format!("{} (does not fit one pass with the others)", ch.key)
+                        } else {
+                            format!("{} (refused with the others: {})", ch.key, rs(rc))
+                        });
                     }
                 }
             }
@@ -347,7 +347,6 @@ impl DeviceSampler {
             decode_errors: 0,
             last_error: None,
             given_up: false,
-            last_points: Vec::new(),
             config: String::new(),
             _ctx: ctx,
             _lock: lock,
@@ -554,13 +553,6 @@ impl DeviceSampler {
             .into_iter()
             .filter_map(|(k, t, v)| ids.get(k).map(|&id| (id, t, v)))
             .collect();
-        // The last point of each series, for its end at the finish.
-        for &(id, t, v) in &mapped {
-            match self.last_points.iter_mut().find(|p| p.0 == id) {
-                Some(p) => *p = (id, t, v),
-                None => self.last_points.push((id, t, v)),
-            }
-        }
         shared.push_points(mapped.into_iter());
     }
 
