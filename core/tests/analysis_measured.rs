@@ -80,6 +80,11 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
                 && m.nvlink_rx_gbps.expect("as generated") < 200.0
         );
         assert_eq!(m.nvlink_rx_gbps, m.nvlink_tx_gbps);
+        // GB over the span: GB/s × span.
+        let gb = m.nvlink_tx_gb.expect("tx GB");
+        assert!((gb - m.nvlink_tx_gbps.expect("tx") * m.span_us / 1e6).abs() < 1e-9);
+        // The synthetic NCCL kernels carry no sizes.
+        assert_eq!(m.collective_link_gb, None);
     }
     // Per step too, and JSON has the keys (null when not sampled).
     let steps: Vec<_> = r.steps.iter().filter(|s| s.measured.any()).collect();

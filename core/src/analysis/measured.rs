@@ -37,6 +37,15 @@ pub struct Measured {
     /// SM active averaged over the time compute kernels ran in the span
     /// (the union of their intervals): the GEMM phases' figure.
     pub sm_active_compute_pct: Option<f64>,
+    /// NVLink bytes sent over the span, GB (`nvlink_tx_gbps` × span).
+    pub nvlink_tx_gb: Option<f64>,
+    /// NVLink bytes received over the span, GB.
+    pub nvlink_rx_gb: Option<f64>,
+    /// What the window's collectives move per rank on the links, GB: their
+    /// bytes × the nccl-tests bus factor (bus / algorithm bandwidth:
+    /// (n-1)/n for all-gather and reduce-scatter, 2(n-1)/n for
+    /// all-reduce); `None` without collectives of known size.
+    pub collective_link_gb: Option<f64>,
 }
 
 impl Measured {
@@ -197,6 +206,12 @@ pub fn measure(series: &[(Metric, Series)], a: i64, b: i64, compute: &[(i64, i64
             *out.slot(*m) = Some(v);
             out.samples += n;
         }
+        let gb = |v: Option<f64>| v.map(|g| g * out.span_us / 1e6);
+        match m {
+            Metric::NvlinkTx => out.nvlink_tx_gb = gb(out.nvlink_tx_gbps),
+            Metric::NvlinkRx => out.nvlink_rx_gb = gb(out.nvlink_rx_gbps),
+            _ => {}
+        }
         if *m == Metric::SmActive {
             let clipped: Vec<(i64, i64)> = compute
                 .iter()
@@ -207,6 +222,20 @@ pub fn measure(series: &[(Metric, Series)], a: i64, b: i64, compute: &[(i64, i64
         }
     }
     out
+}
+
+/// GB the collectives of `rows` move per rank on the links: bytes × the
+/// bus factor (bus / algorithm bandwidth) of each row with both.
+pub fn collective_link_gb(rows: &[super::CollectiveStats]) -> Option<f64> {
+    let mut total = None;
+    for r in rows {
+        if let (Some(b), Some(alg), Some(bus)) = (r.bytes, r.alg_bw_gbps, r.bus_bw_gbps) {
+            if alg > 0.0 {
+                *total.get_or_insert(0.0) += b as f64 * (bus / alg) / 1e9;
+            }
+        }
+    }
+    total
 }
 
 /// SM contention: compute kernels that ran both alone and under NCCL
@@ -418,6 +447,25 @@ mod tests {
         assert_eq!(n, 1);
         assert!(s.mean(700, 900).is_none());
         assert!(s.mean(5, 5).is_none());
+    }
+
+    #[test]
+    fn collectives_move_their_bus_share_on_the_links() {
+        let row = |bytes: u64, alg: f64, bus: f64| super::super::CollectiveStats {
+            bytes: Some(bytes),
+            alg_bw_gbps: Some(alg),
+            bus_bw_gbps: Some(bus),
+            ..Default::default()
+        };
+        // Two ranks: an all-gather of 2 GB moves half; an all-reduce of
+        // 1 GB moves all of it (2(n-1)/n = 1).
+        let rows = vec![
+            row(2_000_000_000, 100.0, 50.0),
+            row(1_000_000_000, 100.0, 100.0),
+        ];
+        assert!((collective_link_gb(&rows).expect("sized") - 2.0).abs() < 1e-9);
+        let none = super::super::CollectiveStats::default();
+        assert_eq!(collective_link_gb(&[none]), None);
     }
 
     #[test]

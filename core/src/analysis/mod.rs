@@ -312,6 +312,10 @@ fn analyze_rank(
     colls
         .iter_mut()
         .for_each(|c| c.window = window.label.clone());
+    let mut rank_measured = rank_measured;
+    if rank_measured.any() {
+        rank_measured.collective_link_gb = measured::collective_link_gb(&colls);
+    }
     report.collectives.extend(colls);
     // Per step: the communication kernels launched in each step.
     let mut comm_by_step: Vec<Vec<&Ev>> = vec![Vec::new(); steps.len()];
@@ -322,6 +326,8 @@ fn analyze_rank(
             }
         }
     }
+    // This rank's step rows are the last `steps.len()` ones.
+    let first_row = report.steps.len().saturating_sub(steps.len());
     for (k, evs) in comm_by_step.iter().enumerate() {
         if evs.is_empty() {
             continue;
@@ -329,6 +335,11 @@ fn analyze_rank(
         let mut rows = collectives::stats_with(trace, &ctx, evs, nccl, &param_comms);
         rows.iter_mut()
             .for_each(|c| c.window = format!("step {}", steps[k].number));
+        if let Some(row) = report.steps.get_mut(first_row + k) {
+            if row.measured.any() {
+                row.measured.collective_link_gb = measured::collective_link_gb(&rows);
+            }
+        }
         report.collectives_per_step.extend(rows);
     }
     report
