@@ -327,8 +327,20 @@ fn info_text(t: &Trace) -> String {
                 TrackKind::Thread { tid } => {
                     let _ = writeln!(o, "  thread {tid:<5} {}: {n} slices", t.str(tr.name));
                 }
+                TrackKind::Counter { .. } => {
+                    let samples = t.counters.track.iter().filter(|c| c.0 == ti as u32).count();
+                    let _ = writeln!(o, "  counter {}: {samples} samples", t.str(tr.name));
+                }
                 _ => {}
             }
+        }
+        // What the GPU metrics sampler accepted, refused and measured.
+        for (k, v) in p
+            .metadata
+            .iter()
+            .filter(|(k, _)| k.starts_with("gpu_metrics"))
+        {
+            let _ = writeln!(o, "  {k}: {v}");
         }
     }
     if !t.diagnostics.is_empty() {

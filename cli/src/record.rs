@@ -19,7 +19,9 @@ use streamscope_core::protocol::env::{
     START_MONOTONIC_NS as ENV_START,
 };
 mod armed;
+mod gpu_metrics;
 mod nccl;
+use gpu_metrics::parse_gpu_metrics;
 
 const ENV_COLLECTOR: &str = "STREAMSCOPE_COLLECTOR";
 const COLLECTOR_FILE: &str = "libstreamscope_collector.so";
@@ -78,6 +80,15 @@ pub struct RecordArgs {
     /// communicator, sequence number, size, algorithm and protocol).
     #[arg(long)]
     pub no_nccl_plugin: bool,
+    /// Sample GPU metrics (CUPTI PM sampling) on every GPU used: SM
+    /// active, occupancy, tensor active, DRAM, NVLink and PCIe; LIST picks
+    /// keys or raw CUPTI names (docs/METRICS.md). Refused ones go to the metadata.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "default",
+          value_name = "LIST", value_parser = parse_gpu_metrics)]
+    pub gpu_metrics: Option<String>,
+    /// GPU metrics sampling rate in Hz: 1000 to 100000, or 1k to 100k (default 10k).
+    #[arg(long, value_name = "HZ", value_parser = streamscope_core::gpu_metrics::parse_hz, requires = "gpu_metrics")]
+    pub gpu_metrics_hz: Option<u32>,
     /// The command to run, after `--`.
     #[arg(
         required = true,
@@ -411,6 +422,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             None => cmd.env_remove(var),
         };
     }
+    gpu_metrics::set_env(&mut cmd, args.gpu_metrics.as_deref(), args.gpu_metrics_hz);
     let mut signals = signal_hook::iterator::SignalsInfo::<
         signal_hook::iterator::exfiltrator::WithOrigin,
     >::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
@@ -472,7 +484,8 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         streamscope_core::protocol::PROGRESS_PREFIX,
         host_tag()
     );
-    for p in files(&out, |n| n.starts_with(&mine)) {
+    let locks = gpu_metrics::lock_prefix(&host_tag());
+    for p in files(&out, |n| n.starts_with(&mine) || n.starts_with(&locks)) {
         let _ = std::fs::remove_file(p);
     }
     if args.armed {

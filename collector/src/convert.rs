@@ -45,6 +45,7 @@ pub struct Converter {
     devices: HashMap<u32, (u32, TrackId)>,
     streams: HashMap<(u32, u32), TrackId>,
     threads: HashMap<u32, TrackId>,
+    counters: HashMap<String, TrackId>,
     context_device: HashMap<u32, u32>,
     api_names: HashMap<(bool, u32), StrId>,
     kernel_names: HashMap<Box<[u8]>, StrId>,
@@ -166,6 +167,7 @@ impl Converter {
             devices: HashMap::new(),
             streams: HashMap::new(),
             threads: HashMap::new(),
+            counters: HashMap::new(),
             context_device: HashMap::new(),
             api_names: HashMap::new(),
             kernel_names: HashMap::new(),
@@ -225,6 +227,28 @@ impl Converter {
             &format!("stream {stream}"),
         );
         self.streams.insert((ordinal, stream), t);
+        t
+    }
+
+    /// CUDA device ordinals seen so far (in records).
+    pub fn device_ordinals(&self) -> Vec<u32> {
+        self.devices.keys().copied().collect()
+    }
+
+    /// The counter track `name` of device `ordinal` (a child of its GPU
+    /// track; added on first use).
+    pub fn counter_track(&mut self, ordinal: u32, name: &str) -> TrackId {
+        if let Some(&t) = self.counters.get(name) {
+            return t;
+        }
+        let (d, gpu) = self.gpu_track(ordinal);
+        let t = self.trace.add_track(
+            self.process,
+            Some(gpu),
+            TrackKind::Counter { device: Some(d) },
+            name,
+        );
+        self.counters.insert(name.to_string(), t);
         t
     }
 

@@ -10,6 +10,8 @@ use std::collections::HashSet;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::Mutex;
 
+use cudarc::cupti::sys as cs;
+
 pub type CuptiResult = u32;
 pub const SUCCESS: CuptiResult = 0;
 pub const ERROR_MAX_LIMIT_REACHED: CuptiResult = 12;
@@ -50,7 +52,42 @@ pub struct Cupti {
     pub enable_runtime_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
     /// `cuptiActivityEnableDriverApi(cbid, enable)` (CUPTI 12.5 and newer).
     pub enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
+    /// The dlopen handle (as an address: the library is never closed), for
+    /// symbols looked up later ([`PmApi::load`]).
+    handle: usize,
     reported: Mutex<HashSet<&'static str>>,
+}
+
+/// A CUPTI function taking one params struct (the profiler and PM
+/// sampling APIs: every one is `CUptiResult f(Params*)`).
+pub type ParamFn<T> = unsafe extern "C" fn(*mut T) -> CuptiResult;
+
+/// The profiler-host and PM sampling functions (CUPTI 12.6 and newer),
+/// looked up only when GPU metrics are asked for.
+pub struct PmApi {
+    pub profiler_initialize: ParamFn<cs::CUpti_Profiler_Initialize_Params>,
+    pub profiler_deinitialize: ParamFn<cs::CUpti_Profiler_DeInitialize_Params>,
+    pub device_get_chip_name: ParamFn<cs::CUpti_Device_GetChipName_Params>,
+    pub get_counter_availability: ParamFn<cs::CUpti_PmSampling_GetCounterAvailability_Params>,
+    pub host_initialize: ParamFn<cs::CUpti_Profiler_Host_Initialize_Params>,
+    pub host_deinitialize: ParamFn<cs::CUpti_Profiler_Host_Deinitialize_Params>,
+    pub host_config_add_metrics: ParamFn<cs::CUpti_Profiler_Host_ConfigAddMetrics_Params>,
+    pub host_get_config_image_size: ParamFn<cs::CUpti_Profiler_Host_GetConfigImageSize_Params>,
+    pub host_get_config_image: ParamFn<cs::CUpti_Profiler_Host_GetConfigImage_Params>,
+    pub host_get_num_of_passes: ParamFn<cs::CUpti_Profiler_Host_GetNumOfPasses_Params>,
+    pub host_evaluate_to_gpu_values: ParamFn<cs::CUpti_Profiler_Host_EvaluateToGpuValues_Params>,
+    pub enable: ParamFn<cs::CUpti_PmSampling_Enable_Params>,
+    pub disable: ParamFn<cs::CUpti_PmSampling_Disable_Params>,
+    pub set_config: ParamFn<cs::CUpti_PmSampling_SetConfig_Params>,
+    pub start: ParamFn<cs::CUpti_PmSampling_Start_Params>,
+    pub stop: ParamFn<cs::CUpti_PmSampling_Stop_Params>,
+    pub decode_data: ParamFn<cs::CUpti_PmSampling_DecodeData_Params>,
+    pub get_counter_data_size: ParamFn<cs::CUpti_PmSampling_GetCounterDataSize_Params>,
+    pub counter_data_image_initialize:
+        ParamFn<cs::CUpti_PmSampling_CounterDataImage_Initialize_Params>,
+    pub get_counter_data_info: ParamFn<cs::CUpti_PmSampling_GetCounterDataInfo_Params>,
+    pub counter_data_get_sample_info:
+        ParamFn<cs::CUpti_PmSampling_CounterData_GetSampleInfo_Params>,
 }
 
 /// Library names tried after `STREAMSCOPE_CUPTI_LIB` / `NVTX_INJECTION64_PATH`.
@@ -132,6 +169,7 @@ impl Cupti {
             get_timestamp: need!(h, c"cuptiGetTimestamp"),
             enable_runtime_api: optional!(h, c"cuptiActivityEnableRuntimeApi"),
             enable_driver_api: optional!(h, c"cuptiActivityEnableDriverApi"),
+            handle: h as usize,
             reported: Mutex::new(HashSet::new()),
         })
     }
@@ -183,5 +221,36 @@ impl Cupti {
         // SAFETY: writes one u32.
         let rc = unsafe { (self.get_version)(&mut v) };
         self.check("cuptiGetVersion", rc).ok().map(|_| v)
+    }
+}
+
+impl PmApi {
+    /// Looks the functions up in `cupti`'s library; Err names the first
+    /// one missing (a CUPTI older than 12.6).
+    pub fn load(cupti: &Cupti) -> Result<PmApi, String> {
+        let h = cupti.handle as *mut c_void;
+        Ok(PmApi {
+            profiler_initialize: need!(h, c"cuptiProfilerInitialize"),
+            profiler_deinitialize: need!(h, c"cuptiProfilerDeInitialize"),
+            device_get_chip_name: need!(h, c"cuptiDeviceGetChipName"),
+            get_counter_availability: need!(h, c"cuptiPmSamplingGetCounterAvailability"),
+            host_initialize: need!(h, c"cuptiProfilerHostInitialize"),
+            host_deinitialize: need!(h, c"cuptiProfilerHostDeinitialize"),
+            host_config_add_metrics: need!(h, c"cuptiProfilerHostConfigAddMetrics"),
+            host_get_config_image_size: need!(h, c"cuptiProfilerHostGetConfigImageSize"),
+            host_get_config_image: need!(h, c"cuptiProfilerHostGetConfigImage"),
+            host_get_num_of_passes: need!(h, c"cuptiProfilerHostGetNumOfPasses"),
+            host_evaluate_to_gpu_values: need!(h, c"cuptiProfilerHostEvaluateToGpuValues"),
+            enable: need!(h, c"cuptiPmSamplingEnable"),
+            disable: need!(h, c"cuptiPmSamplingDisable"),
+            set_config: need!(h, c"cuptiPmSamplingSetConfig"),
+            start: need!(h, c"cuptiPmSamplingStart"),
+            stop: need!(h, c"cuptiPmSamplingStop"),
+            decode_data: need!(h, c"cuptiPmSamplingDecodeData"),
+            get_counter_data_size: need!(h, c"cuptiPmSamplingGetCounterDataSize"),
+            counter_data_image_initialize: need!(h, c"cuptiPmSamplingCounterDataImageInitialize"),
+            get_counter_data_info: need!(h, c"cuptiPmSamplingGetCounterDataInfo"),
+            counter_data_get_sample_info: need!(h, c"cuptiPmSamplingCounterDataGetSampleInfo"),
+        })
     }
 }

@@ -60,6 +60,28 @@ impl Driver {
         (unsafe { (self.driver_version)(&mut v) } == 0).then_some(v)
     }
 
+    /// "DOMAIN:BUS:DEVICE" (hex) of device `ordinal`: names the GPU the same
+    /// way in every process of the host, whatever CUDA_VISIBLE_DEVICES says.
+    pub fn pci_id(&self, ordinal: u32) -> Option<String> {
+        let mut dev: c_int = 0;
+        // SAFETY: writes one CUdevice.
+        if unsafe { (self.device_get)(&mut dev, ordinal as c_int) } != 0 {
+            return None;
+        }
+        let attr = |a: c_int| -> Option<c_int> {
+            let mut v: c_int = 0;
+            // SAFETY: writes one int.
+            (unsafe { (self.attribute)(&mut v, a, dev) } == 0).then_some(v)
+        };
+        // CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, _PCI_BUS_ID, _PCI_DEVICE_ID.
+        Some(format!(
+            "{:04x}:{:02x}:{:02x}",
+            attr(50)?,
+            attr(33)?,
+            attr(34)?
+        ))
+    }
+
     /// Properties of device `ordinal` (fields left 0 when a query fails).
     pub fn device(&self, ordinal: u32) -> Device {
         let mut dev: c_int = 0;

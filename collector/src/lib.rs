@@ -38,6 +38,7 @@ pub mod driver;
 pub mod flush_sync;
 pub mod marker_names;
 pub mod nccl_plugin;
+pub mod pm_sampling;
 pub mod process_info;
 pub mod pyframes;
 pub mod python;

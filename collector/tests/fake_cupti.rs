@@ -441,3 +441,150 @@ fn nccl_plugin_calls_reach_the_trace_file() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn metadata(t: &streamscope_core::model::Trace, key: &str) -> Option<String> {
+    t.processes[0]
+        .metadata
+        .iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone())
+}
+
+#[test]
+fn gpu_metrics_become_counter_tracks_on_the_trace_clock() {
+    let Some((dir, so)) = rig("fake", "pm") else {
+        return;
+    };
+    let started = monotonic_ns();
+    let out = child("child_exits_normally", &dir, &so)
+        .env("STREAMSCOPE_GPU_METRICS", "default")
+        .env("STREAMSCOPE_GPU_METRICS_HZ", "1000")
+        .env("FAKE_CUPTI_PM_LOG", dir.join("pm.log"))
+        .output()
+        .expect("child runs");
+    let ended = monotonic_ns();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed: {stderr}");
+    assert!(
+        stderr.contains("streamscope: GPU 0: sampling sm_active="),
+        "{stderr}"
+    );
+    let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
+    let sampled = metadata(&t, "gpu_metrics.device0.sampled").expect("sampled");
+    assert!(
+        sampled.contains("sm_active=sm__cycles_active.avg.pct_of_peak_sustained_elapsed"),
+        "{sampled}"
+    );
+    // NVLink refused (each candidate probed alone), the rest kept.
+    let refused = metadata(&t, "gpu_metrics.device0.refused").expect("refused");
+    assert!(
+        refused.contains("nvlrx__bytes.sum (fake error (17))")
+            && refused.contains("nvltx__bytes_data_user.sum"),
+        "{refused}"
+    );
+    assert!(!sampled.contains("nvlink"), "{sampled}");
+    let stats = metadata(&t, "gpu_metrics.device0.stats").expect("stats");
+    assert!(stats.contains("clock CLOCK_REALTIME"), "{stats}");
+    let config = metadata(&t, "gpu_metrics.device0.config").expect("config");
+    assert!(
+        config.starts_with("1000 Hz (GPU time interval 1000000 ns)"),
+        "{config}"
+    );
+    // Counter tracks under the GPU, on CLOCK_MONOTONIC, with the values.
+    let track = |name: &str| {
+        t.tracks
+            .iter()
+            .position(|tr| t.str(tr.name) == name)
+            .unwrap_or_else(|| panic!("no track {name}"))
+    };
+    let sm = track("GPU 0 · SM active %");
+    assert!(matches!(
+        t.tracks[sm].kind,
+        TrackKind::Counter { device: Some(_) }
+    ));
+    let dram = track("GPU 0 · DRAM GB/s");
+    assert!(!t.tracks.iter().any(|tr| t.str(tr.name).contains("NVLink")));
+    let points = |k: usize| -> Vec<(i64, f64)> {
+        (0..t.counters.len())
+            .filter(|&i| t.counters.track[i].0 as usize == k)
+            .map(|i| (t.counters.ts_ns[i], t.counters.value[i]))
+            .collect()
+    };
+    let sm_pts = points(sm);
+    // ~2.4 s at 1 kHz once the writer has seen the GPU.
+    assert!(sm_pts.len() > 1000, "{} samples", sm_pts.len());
+    assert!(sm_pts.iter().all(|p| p.1 == 42.0));
+    assert!(
+        sm_pts.iter().all(|p| p.0 > started && p.0 < ended),
+        "samples off the trace clock"
+    );
+    assert!(sm_pts.windows(2).all(|w| w[1].0 - w[0].0 == 1_000_000));
+    // 4200 bytes per 1 ms sample: 4.2 MB/s.
+    assert!(points(dram).iter().all(|p| (p.1 - 4.2e-3).abs() < 1e-9));
+    // Stopped, decoded and disabled at the end.
+    let log = std::fs::read_to_string(dir.join("pm.log")).expect("pm log");
+    let calls: Vec<&str> = log.lines().collect();
+    assert_eq!(
+        calls,
+        [
+            "profilerInitialize",
+            "enable",
+            "start",
+            "stop",
+            "disable",
+            "profilerDeInitialize"
+        ]
+    );
+}
+
+#[test]
+fn a_gpu_sampled_by_another_process_is_noted_and_metrics_off_changes_nothing() {
+    let Some((dir, so)) = rig("fake", "pm-lock") else {
+        return;
+    };
+    // Another process holds GPU 0's lock (the fake has no libcuda: the GPU
+    // is named by its ordinal).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let lock = dir.join(streamscope_core::protocol::gpu_metrics_lock_name(
+        &host, "ordinal0",
+    ));
+    let mut held = std::fs::File::create(&lock).expect("lock file");
+    held.try_lock().expect("locked");
+    std::io::Write::write_all(&mut held, b"4242").expect("pid written");
+    let out = child("child_exits_normally", &dir, &so)
+        .env("STREAMSCOPE_GPU_METRICS", "sm_active")
+        .env("FAKE_CUPTI_PM_LOG", dir.join("pm.log"))
+        .output()
+        .expect("child runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
+    assert_eq!(
+        metadata(&t, "gpu_metrics.device0.status").as_deref(),
+        Some("sampled by pid 4242")
+    );
+    assert!(t.counters.is_empty());
+    assert!(!std::fs::read_to_string(dir.join("pm.log"))
+        .unwrap_or_default()
+        .contains("enable"));
+    drop(held);
+    // Metrics off: no profiler call, no metadata, no counters.
+    let _ = std::fs::remove_file(dir.join("rank-3.pftrace"));
+    let _ = std::fs::remove_file(dir.join("pm.log"));
+    let out = child("child_exits_normally", &dir, &so)
+        .env_remove("STREAMSCOPE_GPU_METRICS")
+        .env("FAKE_CUPTI_PM_LOG", dir.join("pm.log"))
+        .output()
+        .expect("child runs");
+    assert!(out.status.success());
+    let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
+    assert!(t.counters.is_empty());
+    assert!(!t.processes[0]
+        .metadata
+        .iter()
+        .any(|(k, _)| k.starts_with("gpu_metrics")));
+    assert!(!dir.join("pm.log").exists(), "no CUPTI profiler call");
+}

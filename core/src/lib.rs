@@ -16,6 +16,7 @@ pub mod diagnostic;
 #[cfg(any(test, feature = "testing"))]
 pub mod dump;
 pub mod error;
+pub mod gpu_metrics;
 pub mod kineto;
 pub mod load;
 pub mod model;

@@ -77,6 +77,12 @@ pub mod env {
     /// The signal that triggers a capture in armed mode: a number or a name
     /// (`USR1`, `SIGUSR2`, ...); default SIGUSR2.
     pub const CAPTURE_SIGNAL: &str = "STREAMSCOPE_CAPTURE_SIGNAL";
+    /// GPU metrics to sample (`record --gpu-metrics[=LIST]`): `default` or
+    /// a list for [`gpu_metrics::parse_list`](crate::gpu_metrics::parse_list).
+    /// Unset: no PM sampling at all (no thread, no CUPTI profiler).
+    pub const GPU_METRICS: &str = "STREAMSCOPE_GPU_METRICS";
+    /// PM sampling rate in Hz (`record --gpu-metrics-hz`), 1000 to 100000.
+    pub const GPU_METRICS_HZ: &str = "STREAMSCOPE_GPU_METRICS_HZ";
 }
 
 pub mod armed;
@@ -191,6 +197,20 @@ pub fn trace_file_name(rank: Option<u32>, host: &str, pid: u32) -> String {
 pub fn is_collector_file(name: &str) -> bool {
     (name.ends_with(".pftrace") && (name.starts_with("rank-") || name.starts_with("pid-")))
         || name.starts_with(PROGRESS_PREFIX)
+}
+
+/// Lock files of the GPU metrics samplers: ".gpu-metrics-lock-HOST-PCI",
+/// one per GPU of a host, held (flock) by the process sampling that GPU
+/// and holding its pid; `record` removes this host's at the end.
+pub const GPU_METRICS_LOCK_PREFIX: &str = ".gpu-metrics-lock-";
+
+/// The lock file name of the GPU at PCI address `pci` on `host`.
+pub fn gpu_metrics_lock_name(host: &str, pci: &str) -> String {
+    let pci: String = pci
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("{GPU_METRICS_LOCK_PREFIX}{}-{pci}", host_tag(host))
 }
 
 /// Progress files: ".progress-HOST-PID", rewritten (through a ".tmp" and a

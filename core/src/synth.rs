@@ -318,6 +318,67 @@ impl Names {
     }
 }
 
+/// Adds measured-GPU-metrics counter tracks (as `record --gpu-metrics`
+/// writes them) to every GPU of `t`, one sample every `interval_ns` over
+/// the span of the GPU's work: "SM active %" is 100 while a compute kernel
+/// of the GPU runs at the sample's time and 0 otherwise, "NVLink rx/tx
+/// GB/s" 200 while a communication kernel runs, "DRAM GB/s" a constant
+/// 1000; the other metrics are left out (not sampled).
+pub fn add_gpu_metrics(t: &mut Trace, interval_ns: i64) {
+    use crate::gpu_metrics::{track_name, Metric};
+    let interval_ns = interval_ns.max(1);
+    let nd = t.devices.len();
+    for d in 0..nd as u32 {
+        let (mut compute, mut comm) = (Vec::new(), Vec::new());
+        let sl = &t.slices;
+        for i in 0..sl.len() {
+            if t.track_device(sl.track[i]) != Some(d) || !sl.kind[i].is_gpu_activity() {
+                continue;
+            }
+            let iv = (sl.start_ns[i], sl.start_ns[i] + sl.dur_ns[i]);
+            match sl.class[i] {
+                SliceClass::Communication => comm.push(iv),
+                SliceClass::Compute => compute.push(iv),
+                _ => {}
+            }
+        }
+        let (Some(a), Some(b)) = (
+            compute.iter().chain(&comm).map(|x| x.0).min(),
+            compute.iter().chain(&comm).map(|x| x.1).max(),
+        ) else {
+            continue;
+        };
+        let compute = crate::analysis::intervals::union(compute);
+        let comm = crate::analysis::intervals::union(comm);
+        let dev = t.devices[d as usize].clone();
+        let gpu = (0..t.tracks.len())
+            .find(|&k| t.tracks[k].kind == TrackKind::Gpu { device: d })
+            .map(|k| TrackId(k as u32));
+        let track = |t: &mut Trace, m: Metric| {
+            t.add_track(
+                dev.process,
+                gpu,
+                TrackKind::Counter { device: Some(d) },
+                &track_name(dev.ordinal, m),
+            )
+        };
+        let sm = track(t, Metric::SmActive);
+        let rx = track(t, Metric::NvlinkRx);
+        let tx = track(t, Metric::NvlinkTx);
+        let dram = track(t, Metric::Dram);
+        let mut ts = a;
+        while ts < b {
+            let busy = |u: &[(i64, i64)]| crate::analysis::intervals::contains(u, ts);
+            t.push_counter(sm, ts, if busy(&compute) { 100.0 } else { 0.0 });
+            let link = if busy(&comm) { 200.0 } else { 0.0 };
+            t.push_counter(rx, ts, link);
+            t.push_counter(tx, ts, link);
+            t.push_counter(dram, ts, 1000.0);
+            ts += interval_ns;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

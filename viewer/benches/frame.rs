@@ -4,7 +4,11 @@
 //! 10-million-slice trace of 2 ranks and on one of 64 ranks. Prints medians
 //! and the worst zoom; not a pass/fail test.
 //!
-//! `cargo bench -p streamscope-viewer --bench frame [-- SLICES]`
+//! Then the 2-rank trace again with GPU metrics lanes (4 counters per GPU
+//! sampled every 100 µs, as `record --gpu-metrics` at 10 kHz writes them).
+//!
+//! `cargo bench -p streamscope-viewer --bench frame [-- SLICES] [metrics]`
+//! (`metrics`: only the sweep with the metrics lanes)
 
 use std::time::{Duration, Instant};
 
@@ -52,13 +56,19 @@ fn ms(d: Duration) -> String {
 
 /// Frames at every zoom: the whole trace, then windows 4x narrower each
 /// time, centred in the trace, down to about 5 µs.
-fn sweep(name: &str, ranks: u32, target: usize, size: Vec2) {
+/// `metrics_ns`: also GPU metrics counter lanes (`synth::add_gpu_metrics`,
+/// 4 per GPU) with a sample every that many ns.
+fn sweep(name: &str, ranks: u32, target: usize, size: Vec2, metrics_ns: Option<i64>) {
     let t0 = Instant::now();
-    let trace = fsdp_like(&SynthOptions {
+    let mut trace = fsdp_like(&SynthOptions {
         ranks,
         target_slices: target,
         ..Default::default()
     });
+    if let Some(every) = metrics_ns {
+        streamscope_core::synth::add_gpu_metrics(&mut trace, every);
+        println!("{name}: {} counter samples", trace.counters.len());
+    }
     let n = trace.slices.len();
     let gen = t0.elapsed();
     let t1 = Instant::now();
@@ -169,8 +179,19 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(10_000_000);
+    // `metrics`: only the sweep with GPU metrics lanes.
+    let only_metrics = std::env::args().any(|a| a == "metrics");
     let size = Vec2::new(1920.0, 1080.0);
-    first_frame(target / 10, size);
-    sweep("2 ranks", 2, target, size);
-    sweep("64 ranks", 64, target, size);
+    if !only_metrics {
+        first_frame(target / 10, size);
+        sweep("2 ranks", 2, target, size, None);
+        sweep("64 ranks", 64, target, size, None);
+    }
+    sweep(
+        "2 ranks + GPU metrics at 10 kHz",
+        2,
+        target,
+        size,
+        Some(100_000),
+    );
 }

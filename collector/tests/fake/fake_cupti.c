@@ -113,3 +113,120 @@ int cuptiActivityFlushAll(uint32_t flag) {
   g_comp(0, 0, b, size, 768);
   return 0;
 }
+
+/* PM sampling and the profiler host (CUDA 13.0 layouts): a device that
+ * accepts every metric but the NVLink ones (CUPTI_ERROR_INVALID_METRIC_NAME),
+ * takes a sample every `samplingInterval` ns stamped on CLOCK_REALTIME (the
+ * collector must find that clock), and evaluates every metric to 42, byte
+ * counts ("bytes" in the name) to 4200. DecodeData hands out the samples
+ * due since the last decode, at most what the image holds (then it says the
+ * image is full). The counter-data image holds a count and the samples'
+ * start times. Each call is appended to $FAKE_CUPTI_PM_LOG when set. */
+#include <time.h>
+struct p_chip { size_t ss; void *pp; size_t dev; const char *chip; };
+struct p_avail { size_t ss; void *pp; size_t dev; size_t size; uint8_t *img; };
+struct p_hinit { size_t ss; void *pp; uint32_t type; const char *chip; const uint8_t *avail; void *host; };
+struct p_add { size_t ss; void *pp; void *host; const char **names; size_t n; };
+struct p_host { size_t ss; void *pp; void *host; };
+struct p_cfgsize { size_t ss; void *pp; void *host; size_t size; };
+struct p_cfg { size_t ss; void *pp; void *host; size_t size; uint8_t *img; };
+struct p_passes { size_t ss; void *pp; size_t size; uint8_t *img; size_t passes; };
+struct p_eval { size_t ss; void *pp; void *host; const uint8_t *img; size_t size; size_t range;
+  const char **names; size_t n; double *values; };
+struct p_enable { size_t ss; void *pp; size_t dev; void *obj; };
+struct p_obj { size_t ss; void *pp; void *obj; };
+struct p_setcfg { size_t ss; void *pp; void *obj; size_t cfgsize; const uint8_t *cfg; size_t hw;
+  uint64_t interval; uint32_t trigger; uint32_t append; };
+struct p_decode { size_t ss; void *pp; void *obj; uint8_t *img; size_t size; uint32_t reason; uint8_t overflow; };
+struct p_datasize { size_t ss; void *pp; void *obj; const char **names; size_t n; uint32_t max; size_t size; };
+struct p_imginit { size_t ss; void *pp; void *obj; size_t size; uint8_t *img; };
+struct p_info { size_t ss; void *pp; const uint8_t *img; size_t size; size_t total, populated, completed; };
+struct p_sinfo { size_t ss; void *pp; void *obj; const uint8_t *img; size_t size; size_t index;
+  uint64_t start, end; };
+
+static int g_host_obj, g_pm_obj, g_pm_enabled, g_pm_started;
+static uint64_t g_interval = 100000, g_next;
+static void pm_log(const char *what) {
+  const char *p = getenv("FAKE_CUPTI_PM_LOG");
+  if (!p) return;
+  FILE *f = fopen(p, "a");
+  if (f) { fprintf(f, "%s\n", what); fclose(f); }
+}
+static uint64_t realtime_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+int cuptiProfilerInitialize(void *p) { (void)p; pm_log("profilerInitialize"); return 0; }
+int cuptiProfilerDeInitialize(void *p) { (void)p; pm_log("profilerDeInitialize"); return 0; }
+int cuptiDeviceGetChipName(struct p_chip *p) { p->chip = "FAKE100"; return 0; }
+int cuptiPmSamplingGetCounterAvailability(struct p_avail *p) {
+  if (p->img) memset(p->img, 7, p->size); else p->size = 16;
+  return 0;
+}
+int cuptiProfilerHostInitialize(struct p_hinit *p) {
+  if (p->type != 1 || !p->chip || !p->avail) return 1;
+  p->host = &g_host_obj;
+  return 0;
+}
+int cuptiProfilerHostDeinitialize(struct p_host *p) { return p->host == &g_host_obj ? 0 : 1; }
+int cuptiProfilerHostConfigAddMetrics(struct p_add *p) {
+  for (size_t i = 0; i < p->n; i++)
+    if (strstr(p->names[i], "nvl")) return 17; /* CUPTI_ERROR_INVALID_METRIC_NAME */
+  return 0;
+}
+int cuptiProfilerHostGetConfigImageSize(struct p_cfgsize *p) { p->size = 32; return 0; }
+int cuptiProfilerHostGetConfigImage(struct p_cfg *p) { memset(p->img, 1, p->size); return 0; }
+int cuptiProfilerHostGetNumOfPasses(struct p_passes *p) { p->passes = 1; return 0; }
+int cuptiProfilerHostEvaluateToGpuValues(struct p_eval *p) {
+  uint64_t count;
+  memcpy(&count, p->img, 8);
+  if (p->range >= count) return 1;
+  for (size_t i = 0; i < p->n; i++) p->values[i] = strstr(p->names[i], "bytes") ? 4200.0 : 42.0;
+  return 0;
+}
+int cuptiPmSamplingEnable(struct p_enable *p) {
+  if (g_pm_enabled) return 7; /* CUPTI_ERROR_INVALID_OPERATION */
+  g_pm_enabled = 1; p->obj = &g_pm_obj; pm_log("enable"); return 0;
+}
+int cuptiPmSamplingDisable(struct p_obj *p) { (void)p; g_pm_enabled = 0; pm_log("disable"); return 0; }
+int cuptiPmSamplingSetConfig(struct p_setcfg *p) {
+  if (p->trigger != 1 || p->interval == 0 || p->ss < 64) return 1;
+  g_interval = p->interval;
+  return 0;
+}
+int cuptiPmSamplingStart(struct p_obj *p) { (void)p; g_pm_started = 1; g_next = realtime_ns(); pm_log("start"); return 0; }
+int cuptiPmSamplingStop(struct p_obj *p) { (void)p; g_pm_started = 0; pm_log("stop"); return 0; }
+int cuptiPmSamplingGetCounterDataSize(struct p_datasize *p) { p->size = 8 + (size_t)p->max * 8; return 0; }
+int cuptiPmSamplingCounterDataImageInitialize(struct p_imginit *p) { memset(p->img, 0, p->size); return 0; }
+int cuptiPmSamplingDecodeData(struct p_decode *p) {
+  uint64_t count, now = realtime_ns();
+  memcpy(&count, p->img, 8);
+  uint64_t cap = (p->size - 8) / 8, due = 0;
+  if (g_next + g_interval <= now) due = (now - g_next) / g_interval;
+  uint64_t take = due < cap - count ? due : cap - count;
+  for (uint64_t i = 0; i < take; i++) {
+    uint64_t s = g_next + i * g_interval;
+    memcpy(p->img + 8 + (count + i) * 8, &s, 8);
+  }
+  count += take;
+  g_next += take * g_interval;
+  memcpy(p->img, &count, 8);
+  p->reason = due > take ? 1 : 2;
+  p->overflow = 0;
+  return 0;
+}
+int cuptiPmSamplingGetCounterDataInfo(struct p_info *p) {
+  uint64_t count;
+  memcpy(&count, p->img, 8);
+  p->total = (p->size - 8) / 8; p->populated = count; p->completed = count;
+  return 0;
+}
+int cuptiPmSamplingCounterDataGetSampleInfo(struct p_sinfo *p) {
+  uint64_t count, s;
+  memcpy(&count, p->img, 8);
+  if (p->index >= count) return 1;
+  memcpy(&s, p->img + 8 + p->index * 8, 8);
+  p->start = s; p->end = s + g_interval;
+  return 0;
+}

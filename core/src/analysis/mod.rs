@@ -8,6 +8,7 @@ pub mod breakdown;
 pub mod collectives;
 pub mod compare;
 pub mod intervals;
+pub mod measured;
 pub mod nccl;
 pub mod occupancy;
 pub mod rank;
@@ -255,7 +256,7 @@ fn analyze_rank(
         end: window.end_ns,
         gpu_span,
         label: &window.label,
-        steps: window_steps,
+        steps: window_steps.clone(),
     };
     let found = sync::find(trace, &ctx, steps, &sync_window, opts);
     report
@@ -277,6 +278,34 @@ fn analyze_rank(
     for (row, own) in rows.iter_mut().zip(own) {
         row.comm_wait_us = own.map(us);
     }
+    let (sm_contention, contention_per_step) =
+        measured::sm_contention(trace, &ctx, &head, steps.len(), window_steps.len());
+    let series = measured::rank_series(trace, &ctx);
+    if !series.is_empty() {
+        let mut spans: Vec<Option<(i64, i64)>> = vec![None; steps.len()];
+        let mut compute: Vec<Vec<(i64, i64)>> = vec![Vec::new(); steps.len()];
+        for e in &ctx.gpu {
+            if let Some(sp) = spans.get_mut(e.step as usize) {
+                *sp = Some(sp.map_or((e.s, e.e), |(a, b)| (a.min(e.s), b.max(e.e))));
+            }
+            if e.class == SliceClass::Compute {
+                if let Some(c) = compute.get_mut(e.step as usize) {
+                    c.push((e.s, e.e));
+                }
+            }
+        }
+        for ((row, sp), c) in rows.iter_mut().zip(&spans).zip(compute) {
+            let (a, b) = sp.unwrap_or((row.start_ns, row.end_ns));
+            row.measured = measured::measure(&series, a, b, &intervals::union(c));
+        }
+    }
+    for (row, c) in rows.iter_mut().zip(contention_per_step) {
+        row.sm_contention_cost_us = c;
+    }
+    let rank_measured = match gpu_span {
+        Some((a, b)) if !series.is_empty() => measured::measure(&series, a, b, &unions.compute),
+        _ => measured::Measured::default(),
+    };
     report.steps.extend(rows);
     let syncs = found.groups;
     let param_comms = collectives::param_comms_by_track(trace, &ctx);
@@ -284,6 +313,10 @@ fn analyze_rank(
     colls
         .iter_mut()
         .for_each(|c| c.window = window.label.clone());
+    let mut rank_measured = rank_measured;
+    if rank_measured.any() {
+        rank_measured.collective_link_gb = measured::collective_link_gb(&colls);
+    }
     report.collectives.extend(colls);
     // Per step: the communication kernels launched in each step.
     let mut comm_by_step: Vec<Vec<&Ev>> = vec![Vec::new(); steps.len()];
@@ -294,6 +327,8 @@ fn analyze_rank(
             }
         }
     }
+    // This rank's step rows are the last `steps.len()` ones.
+    let first_row = report.steps.len().saturating_sub(steps.len());
     for (k, evs) in comm_by_step.iter().enumerate() {
         if evs.is_empty() {
             continue;
@@ -301,6 +336,11 @@ fn analyze_rank(
         let mut rows = collectives::stats_with(trace, &ctx, evs, nccl, &param_comms);
         rows.iter_mut()
             .for_each(|c| c.window = format!("step {}", steps[k].number));
+        if let Some(row) = report.steps.get_mut(first_row + k) {
+            if row.measured.any() {
+                row.measured.collective_link_gb = measured::collective_link_gb(&rows);
+            }
+        }
         report.collectives_per_step.extend(rows);
     }
     report
@@ -333,6 +373,8 @@ fn analyze_rank(
         after_window_syncs: found.after,
         exposed_wait_us: split.map(|s| us(s.0)),
         exposed_transfer_us: split.map(|s| us(s.1)),
+        measured: rank_measured,
+        sm_contention,
     });
     (in_window, step_waits)
 }

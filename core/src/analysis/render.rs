@@ -212,7 +212,12 @@ fn tables(r: &Report) -> Vec<Table> {
     out.extend(cross_rank_tables(r));
     if !r.occupancy.is_empty() {
         out.push(Table {
-            title: "SM occupancy (whole trace)".into(),
+            title: if r.ranks.iter().any(|k| k.measured.any()) {
+                "SM occupancy, estimated from launch configurations (whole trace; measured figures below)"
+                    .into()
+            } else {
+                "SM occupancy, estimated from launch configurations (whole trace)".into()
+            },
             headers: vec![
                 "rank",
                 "device",
@@ -250,6 +255,7 @@ fn tables(r: &Report) -> Vec<Table> {
                 .collect(),
         });
     }
+    out.extend(measured_tables(r));
     let sync_rows: Vec<Vec<String>> = r
         .ranks
         .iter()
@@ -290,6 +296,107 @@ fn tables(r: &Report) -> Vec<Table> {
                 "warning",
             ],
             rows: sync_rows,
+        });
+    }
+    out
+}
+
+/// Measured GPU metrics (when sampled) and SM contention (when seen).
+fn measured_tables(r: &Report) -> Vec<Table> {
+    use crate::gpu_metrics::Metric;
+    let mut out = Vec::new();
+    let v = |m: &super::measured::Measured, k: Metric| {
+        m.get(k).map_or("-".into(), |x| format!("{x:.1}"))
+    };
+    let headers = vec![
+        "rank",
+        "window",
+        "SM active %",
+        "occupancy %",
+        "tensor %",
+        "DRAM GB/s",
+        "NVLink rx GB/s",
+        "NVLink tx GB/s",
+        "PCIe rd GB/s",
+        "PCIe wr GB/s",
+        "SM active in compute %",
+        "samples",
+    ];
+    let row = |rank: u32, window: String, m: &super::measured::Measured| {
+        let mut row = vec![rank.to_string(), window];
+        row.extend(Metric::ALL.iter().map(|&k| v(m, k)));
+        row.push(
+            m.sm_active_compute_pct
+                .map_or("-".into(), |x| format!("{x:.1}")),
+        );
+        row.push(m.samples.to_string());
+        row
+    };
+    if r.ranks.iter().any(|k| k.measured.any()) {
+        let mut rows: Vec<Vec<String>> = r
+            .ranks
+            .iter()
+            .map(|k| row(k.rank, k.window.label.clone(), &k.measured))
+            .collect();
+        rows.extend(
+            r.steps
+                .iter()
+                .filter(|s| s.measured.any())
+                .map(|s| row(s.rank, format!("step {}", s.step), &s.measured)),
+        );
+        out.push(Table {
+            title:
+                "Measured GPU metrics (CUPTI PM sampling; time-weighted means over the GPU span)"
+                    .into(),
+            headers,
+            rows,
+        });
+    }
+    let rows: Vec<Vec<String>> = r
+        .ranks
+        .iter()
+        .filter(|k| k.sm_contention.compute_slowdown_pct.is_some())
+        .flat_map(|k| {
+            let c = &k.sm_contention;
+            let mut rows = vec![vec![
+                k.rank.to_string(),
+                "all compared kernels".into(),
+                String::new(),
+                format!("{} / {}", c.kernels_alone, c.kernels_overlapped),
+                pct(c.compute_slowdown_pct),
+                f1(c.extra_compute_us),
+                opt1(c.cost_per_step_us),
+            ]];
+            rows.extend(c.top.iter().take(5).map(|t| {
+                vec![
+                    k.rank.to_string(),
+                    t.name.chars().take(60).collect(),
+                    t.shape.clone(),
+                    format!("{} / {}", t.alone, t.overlapped),
+                    format!("{:.2}", t.slowdown_pct),
+                    f1(t.extra_us),
+                    format!(
+                        "{:.1} -> {:.1} us",
+                        t.alone_median_us, t.overlapped_median_us
+                    ),
+                ]
+            }));
+            rows
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push(Table {
+            title: "SM contention: compute kernels under NCCL kernels against the same kernels alone (headline window)".into(),
+            headers: vec![
+                "rank",
+                "kernel",
+                "shape",
+                "alone / overlapped",
+                "slowdown %",
+                "extra compute us",
+                "per step us (median alone -> overlapped)",
+            ],
+            rows,
         });
     }
     out

@@ -194,6 +194,12 @@ pub struct RankReport {
     /// The rest of `exposed_comm_us`: a collective was transferring (or
     /// unmatched); `None` as `exposed_wait_us`.
     pub exposed_transfer_us: Option<f64>,
+    /// Measured GPU metrics (PM sampling) over the headline window's GPU
+    /// span; every value `None` when the trace has no samples for the rank.
+    pub measured: super::measured::Measured,
+    /// Compute kernels slowed by NCCL kernels sharing the SMs (headline
+    /// window; needs no sampling).
+    pub sm_contention: super::measured::SmContention,
 }
 
 /// HTA idle categories of one stream.
@@ -312,6 +318,12 @@ pub struct StepReport {
     pub straggler_wait_us: Option<f64>,
     /// This rank's own waiting for peers in those collectives (union), µs.
     pub comm_wait_us: Option<f64>,
+    /// Measured GPU metrics over the GPU span of the step's work.
+    pub measured: super::measured::Measured,
+    /// Compute time of the step beyond the alone medians of its kernels
+    /// (SM contention, [`super::measured::SmContention`]); `None` when no
+    /// kernel of the step is in a group seen both alone and overlapped.
+    pub sm_contention_cost_us: Option<f64>,
 }
 
 /// One collective type of one rank.

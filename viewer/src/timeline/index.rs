@@ -70,6 +70,8 @@ pub struct TimelineIndex {
     /// track's first sample up to each sample, so the mean over any
     /// interval is two binary searches.
     pub counter_integral: Vec<Vec<f64>>,
+    /// Per track: min/max pyramid of its samples (the zoomed-out envelope).
+    pub counter_env: Vec<super::counters::MinMax>,
     /// Coverage pyramid per row (indexed like `rows`): GPU rows (stream and
     /// GPU tracks) only; CPU rows fold.
     pub coverage: Vec<Option<Coverage>>,
@@ -173,6 +175,10 @@ impl TimelineIndex {
                 out
             })
             .collect();
+        let counter_env = counter_samples
+            .iter()
+            .map(|list| super::counters::MinMax::build(list.iter().map(|&k| c.value[k as usize])))
+            .collect();
         let coverage = rows
             .iter()
             .map(|row| match trace.track(row.track).kind {
@@ -206,6 +212,7 @@ impl TimelineIndex {
             counter_samples,
             counter_max,
             counter_integral,
+            counter_env,
             coverage,
             span_ns: span,
             sync_name,

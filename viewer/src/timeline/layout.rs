@@ -103,12 +103,7 @@ fn stream_label(trace: &Trace, index: &TimelineIndex, track: TrackId) -> String 
 
 /// "SMs in use · max 132": the counter's name and its scale.
 fn counter_label(trace: &Trace, index: &TimelineIndex, track: TrackId) -> String {
-    let max = index
-        .counter_max
-        .get(track.0 as usize)
-        .copied()
-        .unwrap_or(0.0);
-    format!("{} · max {max}", trace.track_name(track))
+    super::counters::label(trace, index, track)
 }
 
 impl LaneTree {

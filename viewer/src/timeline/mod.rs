@@ -5,6 +5,7 @@
 //! coverage (`coverage`), put every rectangle into one mesh (`paint`), then
 //! text, ruler and overlays. Nothing here walks all slices.
 
+pub mod counters;
 pub mod coverage;
 pub mod flows;
 pub mod index;
@@ -471,6 +472,8 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     if let Some(p) = response.hover_pos().filter(|p| lanes.contains(*p)) {
         if let Some(it) = interact::hit_item(st, p, lanes) {
             response.on_hover_text_at_pointer(hover_text(model, it, &map));
+        } else if let Some(text) = counter_hover(model, st, &map, lanes, p) {
+            response.on_hover_text_at_pointer(text);
         }
     }
     let ruler_painter = ui.painter_at(ruler.union(lanes));
@@ -564,6 +567,26 @@ fn hover_text(model: &Model, it: Item, map: &TimeMap) -> String {
             text
         }
     }
+}
+
+/// The value of the counter lane under `p` (the pixel column's mean, and
+/// its min–max when it holds several samples).
+fn counter_hover(
+    model: &Model,
+    st: &TimelineState,
+    map: &TimeMap,
+    lanes: Rect,
+    p: Pos2,
+) -> Option<String> {
+    let line = st.lines.iter().find(|l| {
+        let y = lanes.top() + l.y - st.scroll_y;
+        matches!(l.kind, LineKind::Counter { .. }) && p.y >= y && p.y < y + l.h
+    })?;
+    let LineKind::Counter { track } = line.kind else {
+        return None;
+    };
+    let (t0, t1) = (map.t(p.x as f64), map.t(p.x as f64 + 2.0));
+    counters::hover_text(&model.trace, &model.index, track, t0, t1)
 }
 
 fn line_track(model: &Model, l: &Line) -> Option<TrackId> {

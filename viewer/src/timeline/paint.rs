@@ -365,32 +365,28 @@ pub fn mesh_counter(
     let Some(samples) = index.counter_samples.get(track as usize) else {
         return;
     };
-    let max = index
-        .counter_max
-        .get(track as usize)
-        .copied()
-        .unwrap_or(0.0);
+    let (max, _) = super::counters::scale(trace, index, streamscope_core::model::TrackId(track));
     if samples.is_empty() || max <= 0.0 {
         return;
     }
     let color = Color32::from_rgb(90, 170, 110);
+    let envelope = Color32::from_rgba_unmultiplied(90, 170, 110, 70);
     let step = 2.0f32;
     let inner = (rect.height() - 2.0).max(1.0);
+    let px_of = |v: f64| ((v / max).clamp(0.0, 1.0) as f32 * inner).round();
     let mut x = rect.left();
     // Runs of equal pixel height: (start x, height in px).
     let mut run: Option<(f32, f32)> = None;
+    // Envelope runs: (start x, min px, max px).
+    let mut env: Option<(f32, f32, f32)> = None;
     while x < rect.right() {
+        let (t0, t1) = (map.t(x as f64), map.t((x + step) as f64));
         // Time-weighted mean over the column (not the peak: an estimate
         // that touches the maximum once per column would read as always full).
         let v = index
-            .counter_mean(
-                trace,
-                track as usize,
-                map.t(x as f64),
-                map.t((x + step) as f64),
-            )
+            .counter_mean(trace, track as usize, t0, t1)
             .unwrap_or(0.0);
-        let px = ((v / max).clamp(0.0, 1.0) as f32 * inner).round();
+        let px = px_of(v);
         match run {
             Some((_, rp)) if rp == px => {}
             Some((rx, rp)) => {
@@ -399,11 +395,36 @@ pub fn mesh_counter(
             }
             None => run = Some((x, px)),
         }
+        // Zoomed out, several samples share the column: their min–max band.
+        let band = super::counters::column_minmax(trace, index, track as usize, t0, t1)
+            .map(|(lo, hi)| (px_of(lo), px_of(hi)))
+            .filter(|(lo, hi)| hi > lo);
+        match (env, band) {
+            (Some((_, a, b)), Some((lo, hi))) if a == lo && b == hi => {}
+            (Some((ex, a, b)), _) => {
+                push_band(mesh, rect, ex, x, a, b, envelope);
+                env = band.map(|(lo, hi)| (x, lo, hi));
+            }
+            (None, _) => env = band.map(|(lo, hi)| (x, lo, hi)),
+        }
         x += step;
     }
     if let Some((rx, rp)) = run {
         push_bar(mesh, rect, rx, rect.right(), rp, color);
     }
+    if let Some((ex, a, b)) = env {
+        push_band(mesh, rect, ex, rect.right(), a, b, envelope);
+    }
+}
+
+fn push_band(mesh: &mut Mesh, rect: Rect, x0: f32, x1: f32, lo: f32, hi: f32, color: Color32) {
+    mesh.add_colored_rect(
+        Rect::from_min_max(
+            Pos2::new(x0, rect.bottom() - hi),
+            Pos2::new(x1, rect.bottom() - lo),
+        ),
+        color,
+    );
 }
 
 fn push_bar(mesh: &mut Mesh, rect: Rect, x0: f32, x1: f32, px: f32, color: Color32) {

@@ -1,0 +1,617 @@
+//! One GPU's sampler: its lock, the probing of the metrics, the CUPTI
+//! set-up, the decode rounds and the end (see the module above).
+
+use std::ffi::{c_char, CStr, CString};
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::time::Instant;
+
+use cudarc::cupti::sys as cs;
+use streamscope_core::gpu_metrics::{self as gm, keys, Request};
+use streamscope_core::protocol;
+
+use super::cupti_objs::{
+    clock_realtime_ns, result_name, HostObj, Ops, PrimaryCtx, CUPTI_ERROR_OUT_OF_MEMORY,
+};
+use super::decode::{self, ClockMap, DrainStats, PmOps, Series};
+use super::{Settings, Shared, HW_BUFFER_BYTES, MAX_DECODE_FAILURES};
+use crate::cupti_api::{Cupti, CuptiResult, PmApi, SUCCESS};
+use crate::driver::Driver;
+use crate::process_info::monotonic_ns;
+
+pub(super) struct StartCtx<'a> {
+    pub(super) api: &'static PmApi,
+    pub(super) cupti: &'static Cupti,
+    pub(super) driver: Option<&'a Driver>,
+    pub(super) settings: &'a Settings,
+    pub(super) out_dir: &'a std::path::Path,
+    pub(super) host: &'a str,
+    pub(super) shared: &'a Shared,
+}
+
+/// The device's lock: Ok(file held) or Err(the holder's pid, if written).
+pub(super) fn lock_device(path: &std::path::Path) -> Result<File, String> {
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    // SAFETY: flock on a descriptor we own; non-blocking.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let mut s = String::new();
+        let _ = f.read_to_string(&mut s);
+        let holder = s.trim();
+        return Err(if holder.is_empty() {
+            "sampled by another process".to_string()
+        } else {
+            format!("sampled by pid {holder}")
+        });
+    }
+    let _ = f.set_len(0);
+    let _ = f.rewind();
+    let _ = write!(f, "{}", std::process::id());
+    let _ = f.flush();
+    Ok(f)
+}
+
+/// One device's PM sampler.
+pub(super) struct DeviceSampler {
+    api: &'static PmApi,
+    cupti: &'static Cupti,
+    ordinal: u32,
+    pm: *mut cs::CUpti_PmSampling_Object,
+    started: bool,
+    host: HostObj,
+    image: Vec<u8>,
+    /// Keeps the names `name_ptrs` points into alive.
+    _names: Vec<CString>,
+    name_ptrs: Vec<*const c_char>,
+    series: Vec<Series>,
+    series_ids: Vec<u32>,
+    clock: ClockMap,
+    stats: DrainStats,
+    unplaced: u64,
+    decode_failures: u32,
+    decode_errors: u64,
+    last_error: Option<String>,
+    pub(super) given_up: bool,
+    config: String,
+    _ctx: Option<PrimaryCtx>,
+    _lock: File,
+}
+
+/// A request the device accepts, with the formula chosen for it.
+struct Chosen {
+    /// The metric's key, or the raw CUPTI name.
+    key: String,
+    track: String,
+    /// None for a raw CUPTI metric (its value as it is).
+    formula: Option<gm::Formula>,
+    /// The CUPTI metrics it reads.
+    inputs: Vec<String>,
+}
+
+/// Each request's first candidate whose CUPTI metrics are each accepted
+/// alone (on a fresh host object), and the CUPTI names refused.
+fn probe(
+    cupti: &Cupti,
+    api: &'static PmApi,
+    chip: &CStr,
+    avail: &[u8],
+    ordinal: u32,
+    requests: &[Request],
+) -> Result<(Vec<Chosen>, Vec<String>), String> {
+    let mut cache: Vec<(String, Result<(), CuptiResult>)> = Vec::new();
+    let mut accepted = |name: &str| -> Result<bool, String> {
+        if let Some((_, r)) = cache.iter().find(|(n, _)| n == name) {
+            return Ok(r.is_ok());
+        }
+        let c = CString::new(name).map_err(|_| format!("bad metric name {name:?}"))?;
+        let host = HostObj::new(api, chip, avail).map_err(|rc| {
+            format!(
+                "cuptiProfilerHostInitialize failed: {}",
+                result_name(cupti, rc)
+            )
+        })?;
+        let rc = host.add_metrics(&[c.as_ptr()]);
+        cache.push((
+            name.to_string(),
+            if rc == SUCCESS { Ok(()) } else { Err(rc) },
+        ));
+        Ok(rc == SUCCESS)
+    };
+    let mut chosen = Vec::new();
+    for r in requests {
+        match r {
+            Request::Known(m) => {
+                for f in m.candidates() {
+                    let mut all = true;
+                    for n in f.inputs() {
+                        all &= accepted(n)?;
+                    }
+                    if all {
+                        chosen.push(Chosen {
+                            key: m.key().to_string(),
+                            track: gm::track_name(ordinal, *m),
+                            formula: Some(*f),
+                            inputs: f.inputs().iter().map(|s| s.to_string()).collect(),
+                        });
+                        break;
+                    }
+                }
+            }
+            Request::Raw(n) => {
+                if accepted(n)? {
+                    chosen.push(Chosen {
+                        key: n.clone(),
+                        track: gm::raw_track_name(ordinal, n),
+                        formula: None,
+                        inputs: vec![n.clone()],
+                    });
+                }
+            }
+        }
+    }
+    let refused = cache
+        .iter()
+        .filter_map(|(n, r)| {
+            r.err()
+                .map(|rc| format!("{n} ({})", result_name(cupti, rc)))
+        })
+        .collect();
+    Ok((chosen, refused))
+}
+
+impl DeviceSampler {
+    pub(super) fn start(c: &StartCtx<'_>, ordinal: u32) -> Result<DeviceSampler, String> {
+        let (api, cupti) = (c.api, c.cupti);
+        let rs = |rc| result_name(cupti, rc);
+        // 1. One sampler per GPU of the host.
+        let pci = c
+            .driver
+            .and_then(|d| d.pci_id(ordinal))
+            .unwrap_or_else(|| format!("ordinal{ordinal}"));
+        let lock_path = c
+            .out_dir
+            .join(protocol::gpu_metrics_lock_name(c.host, &pci));
+        let lock = lock_device(&lock_path)?;
+        // 2. Chip name.
+        let mut chip = cs::CUpti_Device_GetChipName_Params {
+            structSize: cs::Device_GetChipName_Params_STRUCT_SIZE as usize,
+            pPriv: std::ptr::null_mut(),
+            deviceIndex: ordinal as usize,
+            pChipName: std::ptr::null(),
+        };
+        // SAFETY: a params struct we own.
+        let rc = unsafe { (api.device_get_chip_name)(&mut chip) };
+        if rc != SUCCESS || chip.pChipName.is_null() {
+            return Err(format!("cuptiDeviceGetChipName failed: {}", rs(rc)));
+        }
+        // SAFETY: CUPTI returned a NUL-terminated string it owns.
+        let chip_name: CString = unsafe { CStr::from_ptr(chip.pChipName) }.to_owned();
+        // 3. Counter availability (size, then the image).
+        // SAFETY: zeroed plain C struct.
+        let mut av: cs::CUpti_PmSampling_GetCounterAvailability_Params =
+            unsafe { std::mem::zeroed() };
+        av.structSize = cs::PmSampling_GetCounterAvailability_Params_STRUCT_SIZE as usize;
+        av.deviceIndex = ordinal as usize;
+        // SAFETY: a null image asks for the size only.
+        let rc = unsafe { (api.get_counter_availability)(&mut av) };
+        if rc != SUCCESS {
+            return Err(format!(
+                "cuptiPmSamplingGetCounterAvailability failed: {}",
+                rs(rc)
+            ));
+        }
+        let mut avail = vec![0u8; av.counterAvailabilityImageSize];
+        av.pCounterAvailabilityImage = avail.as_mut_ptr();
+        // SAFETY: CUPTI writes counterAvailabilityImageSize bytes into `avail`.
+        let rc = unsafe { (api.get_counter_availability)(&mut av) };
+        if rc != SUCCESS {
+            return Err(format!(
+                "cuptiPmSamplingGetCounterAvailability failed: {}",
+                rs(rc)
+            ));
+        }
+        // 4. Each metric alone.
+        let t_probe = Instant::now();
+        let (mut chosen, mut refused) = probe(
+            cupti,
+            api,
+            &chip_name,
+            &avail,
+            ordinal,
+            &c.settings.requests,
+        )?;
+        let probe_ms = t_probe.elapsed().as_millis();
+        // 5. Everything accepted in one config image of one pass.
+        let (host, config, names) = loop {
+            if chosen.is_empty() {
+                let msg = format!("no metric accepted; refused: {}", refused.join("; "));
+                c.shared.meta(keys::refused(ordinal), refused.join("; "));
+                return Err(msg);
+            }
+            let mut names: Vec<String> = Vec::new();
+            for ch in &chosen {
+                for n in &ch.inputs {
+                    if !names.contains(n) {
+                        names.push(n.clone());
+                    }
+                }
+            }
+            let cnames: Vec<CString> = names
+                .iter()
+                .filter_map(|n| CString::new(n.as_str()).ok())
+                .collect();
+            let ptrs: Vec<*const c_char> = cnames.iter().map(|n| n.as_ptr()).collect();
+            let host = HostObj::new(api, &chip_name, &avail)
+                .map_err(|rc| format!("cuptiProfilerHostInitialize failed: {}", rs(rc)))?;
+            let rc = host.add_metrics(&ptrs);
+            let fits = if rc == SUCCESS {
+                match host.config_image() {
+                    Ok((img, 1)) => Some(img),
+                    Ok((_, _)) => None,
+                    Err(rc) => {
+                        return Err(format!(
+                            "cuptiProfilerHostGetConfigImage failed: {}",
+                            rs(rc)
+                        ))
+                    }
+                }
+            } else {
+                None
+            };
+            match fits {
+                Some(img) => break (host, img, cnames),
+                None => {
+                    if let Some(ch) = chosen.pop() {
+                        refused.push(if rc == SUCCESS {
+                            format!("{} (does not fit one pass with the others)", ch.key)
+                        } else {
+                            format!("{} (refused with the others: {})", ch.key, rs(rc))
+                        });
+                    }
+                }
+            }
+        };
+        let name_ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        let name_strs: Vec<String> = names
+            .iter()
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        let series: Vec<Series> = chosen
+            .iter()
+            .map(|ch| Series {
+                inputs: ch
+                    .inputs
+                    .iter()
+                    .filter_map(|n| name_strs.iter().position(|x| x == n))
+                    .collect(),
+                formula: ch.formula,
+            })
+            .collect();
+        // 6. Enable (with the primary context current if CUPTI wants one).
+        let enable = |_: ()| -> Result<*mut cs::CUpti_PmSampling_Object, CuptiResult> {
+            // SAFETY: zeroed plain C struct.
+            let mut en: cs::CUpti_PmSampling_Enable_Params = unsafe { std::mem::zeroed() };
+            en.structSize = cs::PmSampling_Enable_Params_STRUCT_SIZE as usize;
+            en.deviceIndex = ordinal as usize;
+            // SAFETY: a params struct we own.
+            let rc = unsafe { (api.enable)(&mut en) };
+            if rc == SUCCESS && !en.pPmSamplingObject.is_null() {
+                Ok(en.pPmSamplingObject)
+            } else {
+                Err(if rc == SUCCESS { 999 } else { rc })
+            }
+        };
+        let mut ctx = None;
+        let pm = match enable(()) {
+            Ok(pm) => pm,
+            Err(rc) => {
+                ctx = PrimaryCtx::retain(ordinal);
+                if ctx.is_none() {
+                    return Err(format!("cuptiPmSamplingEnable failed: {}", rs(rc)));
+                }
+                match enable(()) {
+                    Ok(pm) => pm,
+                    Err(rc2) => {
+                        return Err(format!(
+                        "cuptiPmSamplingEnable failed: {} (with the primary context current: {})",
+                        rs(rc),
+                        rs(rc2)
+                    ))
+                    }
+                }
+            }
+        };
+        let mut s = DeviceSampler {
+            api,
+            cupti,
+            ordinal,
+            pm,
+            started: false,
+            host,
+            image: Vec::new(),
+            _names: names,
+            name_ptrs,
+            series,
+            series_ids: Vec::new(),
+            clock: ClockMap::new(0, vec![]),
+            stats: DrainStats::default(),
+            unplaced: 0,
+            decode_failures: 0,
+            decode_errors: 0,
+            last_error: None,
+            given_up: false,
+            config: String::new(),
+            _ctx: ctx,
+            _lock: lock,
+        };
+        // From here `s` disables on drop.
+        // 7. Interval, trigger, hardware buffer.
+        let interval = c.settings.interval_ns();
+        let mut set = None;
+        'outer: for trigger in [
+            cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+            cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
+        ] {
+            for hw in HW_BUFFER_BYTES {
+                // SAFETY: zeroed plain C struct (enum fields 0 are valid).
+                let mut sc: cs::CUpti_PmSampling_SetConfig_Params = unsafe { std::mem::zeroed() };
+                sc.structSize = cs::PmSampling_SetConfig_Params_STRUCT_SIZE as usize;
+                sc.pPmSamplingObject = s.pm;
+                sc.configSize = config.len();
+                sc.pConfig = config.as_ptr();
+                sc.hardwareBufferSize = hw;
+                sc.samplingInterval = interval;
+                sc.triggerMode = trigger;
+                sc.hwBufferAppendMode =
+                    cs::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
+                // SAFETY: the config image outlives the call (CUPTI copies it).
+                let rc = unsafe { (api.set_config)(&mut sc) };
+                if rc == SUCCESS {
+                    set = Some((trigger, hw));
+                    break 'outer;
+                }
+                s.last_error = Some(format!("cuptiPmSamplingSetConfig failed: {}", rs(rc)));
+            }
+        }
+        let Some((trigger, hw)) = set else {
+            return Err(s.last_error.take().unwrap_or_default());
+        };
+        let time_mode = trigger
+            == cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+        s.last_error = None;
+        // 8. The counter-data image: 100 ms of samples, at least 1000.
+        let max_samples = (c.settings.hz / 10).max(1000);
+        // SAFETY: zeroed plain C struct.
+        let mut ds: cs::CUpti_PmSampling_GetCounterDataSize_Params = unsafe { std::mem::zeroed() };
+        ds.structSize = cs::PmSampling_GetCounterDataSize_Params_STRUCT_SIZE as usize;
+        ds.pPmSamplingObject = s.pm;
+        ds.pMetricNames = s.name_ptrs.as_ptr() as *mut *const c_char;
+        ds.numMetrics = s.name_ptrs.len();
+        ds.maxSamples = max_samples;
+        // SAFETY: the names outlive the call; CUPTI only reads them.
+        let rc = unsafe { (api.get_counter_data_size)(&mut ds) };
+        if rc != SUCCESS || ds.counterDataSize == 0 {
+            return Err(format!(
+                "cuptiPmSamplingGetCounterDataSize failed: {}",
+                rs(rc)
+            ));
+        }
+        s.image = vec![0u8; ds.counterDataSize];
+        {
+            let mut ops = s.ops();
+            if let Err(rc) = ops.reset() {
+                return Err(format!(
+                    "cuptiPmSamplingCounterDataImageInitialize failed: {}",
+                    rs(rc)
+                ));
+            }
+        }
+        // 9. The clocks a sample may be stamped with, then start.
+        let mut cupti_ts = 0u64;
+        let m0 = monotonic_ns();
+        let real = clock_realtime_ns();
+        // SAFETY: writes one u64.
+        let ts_ok = unsafe { (cupti.get_timestamp)(&mut cupti_ts) } == SUCCESS;
+        let m1 = monotonic_ns();
+        let mono = m0 + (m1 - m0) / 2;
+        let mut cands = vec![("CLOCK_MONOTONIC", 0i64)];
+        if ts_ok && cupti_ts > 0 {
+            cands.push(("CUPTI timestamp", mono - cupti_ts as i64));
+        }
+        cands.push(("CLOCK_REALTIME", mono - real));
+        s.clock = ClockMap::new(mono, cands);
+        // SAFETY: zeroed plain C struct.
+        let mut st: cs::CUpti_PmSampling_Start_Params = unsafe { std::mem::zeroed() };
+        st.structSize = cs::PmSampling_Start_Params_STRUCT_SIZE as usize;
+        st.pPmSamplingObject = s.pm;
+        // SAFETY: a params struct we own; the sampler is enabled and set.
+        let rc = unsafe { (api.start)(&mut st) };
+        if rc != SUCCESS {
+            return Err(format!("cuptiPmSamplingStart failed: {}", rs(rc)));
+        }
+        s.started = true;
+        // Series and metadata.
+        let mut sampled = Vec::new();
+        for ch in &chosen {
+            s.series_ids
+                .push(c.shared.add_series(ordinal, ch.track.clone()));
+            sampled.push(format!("{}={}", ch.key, ch.inputs.join("+")));
+        }
+        s.config = format!(
+            "{} Hz ({}), hardware buffer {} MiB, image {max_samples} samples, chip {}{}; probing took {probe_ms} ms, set-up {} ms",
+            c.settings.hz,
+            if time_mode {
+                format!("GPU time interval {interval} ns")
+            } else {
+                format!("GPU time interval refused: SYS clock interval of {interval} cycles, the rate follows the clock")
+            },
+            hw >> 20,
+            chip_name.to_string_lossy(),
+            if s._ctx.is_some() {
+                ", primary context made current"
+            } else {
+                ""
+            },
+            t_probe.elapsed().as_millis()
+        );
+        c.shared.meta(keys::config(ordinal), s.config.clone());
+        c.shared.meta(keys::sampled(ordinal), sampled.join(", "));
+        if !refused.is_empty() {
+            c.shared.meta(keys::refused(ordinal), refused.join("; "));
+        }
+        crate::warn!(
+            "streamscope: GPU {ordinal}: sampling {}; {}",
+            sampled.join(", "),
+            s.config
+        );
+        if !refused.is_empty() {
+            crate::warn!(
+                "streamscope: GPU {ordinal}: refused: {}",
+                refused.join("; ")
+            );
+        }
+        Ok(s)
+    }
+
+    fn ops(&mut self) -> Ops<'_> {
+        Ops {
+            api: self.api,
+            pm: self.pm,
+            host: self.host.obj,
+            image: &mut self.image,
+            names: &self.name_ptrs,
+        }
+    }
+
+    /// One decode round: the points go to the writer.
+    pub(super) fn round(&mut self, shared: &Shared) {
+        if self.given_up {
+            return;
+        }
+        let now = monotonic_ns();
+        let nvalues = self.name_ptrs.len();
+        let mut pts = Vec::new();
+        let mut unplaced = 0u64;
+        let (series, clock) = (&self.series, &mut self.clock);
+        let mut stats = self.stats;
+        let mut ops = Ops {
+            api: self.api,
+            pm: self.pm,
+            host: self.host.obj,
+            image: &mut self.image,
+            names: &self.name_ptrs,
+        };
+        // The round's samples first: the clock is chosen on a whole round.
+        let mut raw: Vec<(u64, u64, Vec<f64>)> = Vec::new();
+        let r = decode::drain(&mut ops, nvalues, &mut stats, |s, e, v| {
+            raw.push((s, e, v.to_vec()));
+        });
+        if let (Some(first), Some(last)) = (raw.first(), raw.iter().map(|x| x.1).max()) {
+            clock.choose(first.0, last, now);
+        }
+        for (s, e, v) in &raw {
+            if decode::sample_points(series, clock, *s, *e, v, now, &mut pts).is_none() {
+                unplaced += 1;
+            }
+        }
+        self.stats = stats;
+        self.unplaced += unplaced;
+        match r {
+            Ok(()) => self.decode_failures = 0,
+            Err(rc) => {
+                self.decode_failures += 1;
+                self.decode_errors += 1;
+                self.last_error = Some(format!(
+                    "cuptiPmSamplingDecodeData & co. failed: {}",
+                    result_name(self.cupti, rc)
+                ));
+                if rc == CUPTI_ERROR_OUT_OF_MEMORY {
+                    self.stats.overflows += 1;
+                }
+                if self.decode_failures >= MAX_DECODE_FAILURES {
+                    self.given_up = true;
+                    self.publish_stats(shared);
+                    shared.meta(
+                        keys::status(self.ordinal),
+                        format!(
+                            "given up after {MAX_DECODE_FAILURES} failed decode rounds: {}",
+                            self.last_error.clone().unwrap_or_default()
+                        ),
+                    );
+                }
+            }
+        }
+        let ids = &self.series_ids;
+        let mapped: Vec<(u32, i64, f64)> = pts
+            .into_iter()
+            .filter_map(|(k, t, v)| ids.get(k).map(|&id| (id, t, v)))
+            .collect();
+        shared.push_points(mapped.into_iter());
+    }
+
+    /// Puts the stats line in the metadata; returns it.
+    pub(super) fn publish_stats(&self, shared: &Shared) -> String {
+        let st = &self.stats;
+        let clock = match (self.clock.chosen(), self.clock.unplaced) {
+            (Some((n, off)), Some(raw)) => {
+                format!("clock {n} (+{off} ns to CLOCK_MONOTONIC; first sample stamped {raw})")
+            }
+            (Some((n, off)), None) => format!("clock {n} (+{off} ns to CLOCK_MONOTONIC)"),
+            (None, Some(raw)) => format!("clock unknown (first sample stamped {raw})"),
+            (None, None) => "no sample yet".to_string(),
+        };
+        let mut text = format!(
+            "{} samples, {} hardware buffer overflows, {} full images, {} bad samples, {} unplaced, {} failed decode rounds; {clock}",
+            st.samples, st.overflows, st.full, st.bad_samples, self.unplaced, self.decode_errors
+        );
+        if let Some(e) = &self.last_error {
+            text.push_str(&format!("; last error: {e}"));
+        }
+        shared.meta(keys::stats(self.ordinal), text.clone());
+        text
+    }
+
+    /// Stop, the last decode, and the stats (Drop disables).
+    pub(super) fn finish(&mut self, shared: &Shared) {
+        if self.started {
+            // SAFETY: zeroed plain C struct.
+            let mut st: cs::CUpti_PmSampling_Stop_Params = unsafe { std::mem::zeroed() };
+            st.structSize = cs::PmSampling_Stop_Params_STRUCT_SIZE as usize;
+            st.pPmSamplingObject = self.pm;
+            // SAFETY: a params struct we own; the sampler was started.
+            let _ = unsafe { (self.api.stop)(&mut st) };
+            self.started = false;
+            self.given_up = false;
+            self.round(shared);
+        }
+        let text = self.publish_stats(shared);
+        crate::warn!("streamscope: GPU {}: {text}", self.ordinal);
+    }
+}
+
+impl Drop for DeviceSampler {
+    fn drop(&mut self) {
+        if self.started {
+            // SAFETY: zeroed plain C struct.
+            let mut st: cs::CUpti_PmSampling_Stop_Params = unsafe { std::mem::zeroed() };
+            st.structSize = cs::PmSampling_Stop_Params_STRUCT_SIZE as usize;
+            st.pPmSamplingObject = self.pm;
+            // SAFETY: a params struct we own; the sampler was started.
+            let _ = unsafe { (self.api.stop)(&mut st) };
+        }
+        // SAFETY: zeroed plain C struct.
+        let mut d: cs::CUpti_PmSampling_Disable_Params = unsafe { std::mem::zeroed() };
+        d.structSize = cs::PmSampling_Disable_Params_STRUCT_SIZE as usize;
+        d.pPmSamplingObject = self.pm;
+        // SAFETY: the object came from cuptiPmSamplingEnable; disabled once.
+        let _ = unsafe { (self.api.disable)(&mut d) };
+        // The host object, context and lock go after (field drops).
+    }
+}

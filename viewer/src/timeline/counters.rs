@@ -1,0 +1,242 @@
+//! Counter lanes: each track's min/max pyramid (for the envelope drawn when
+//! a pixel column holds many samples), its axis (0–100 for percentages,
+//! 0–max otherwise, with the unit from the track name) and the hover text.
+//! A column costs two binary searches and a pyramid walk: drawing stays
+//! O(pixels · log samples) whatever the sampling rate.
+
+use streamscope_core::gpu_metrics::unit_of_track;
+use streamscope_core::model::{Trace, TrackId};
+
+use super::index::TimelineIndex;
+
+/// Samples per block at each level of the pyramid.
+const FANOUT: usize = 16;
+
+/// Min and max of a track's values over blocks of 16, 256, ... samples (in
+/// the track's time order), as f32 pairs: about half a byte per sample.
+#[derive(Debug, Clone, Default)]
+pub struct MinMax {
+    levels: Vec<Vec<(f32, f32)>>,
+}
+
+impl MinMax {
+    /// Builds the pyramid over `values` (in time order).
+    pub fn build(values: impl Iterator<Item = f64>) -> MinMax {
+        let mut levels = Vec::new();
+        let mut cur: Vec<(f32, f32)> = Vec::new();
+        let mut acc: Option<(f32, f32)> = None;
+        let mut n = 0;
+        for v in values {
+            let v = v as f32;
+            acc = Some(acc.map_or((v, v), |(a, b)| (a.min(v), b.max(v))));
+            n += 1;
+            if n == FANOUT {
+                cur.extend(acc.take());
+                n = 0;
+            }
+        }
+        cur.extend(acc);
+        while cur.len() > 1 {
+            let next: Vec<(f32, f32)> = cur
+                .chunks(FANOUT)
+                .map(|c| {
+                    c.iter()
+                        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &(x, y)| {
+                            (a.min(x), b.max(y))
+                        })
+                })
+                .collect();
+            levels.push(std::mem::replace(&mut cur, next));
+        }
+        levels.push(cur);
+        MinMax { levels }
+    }
+
+    /// Min and max of the samples `i..j` (indices in time order); `value(k)`
+    /// reads sample k.
+    pub fn range(
+        &self,
+        mut i: usize,
+        mut j: usize,
+        value: impl Fn(usize) -> f64,
+    ) -> Option<(f64, f64)> {
+        if i >= j {
+            return None;
+        }
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        let mut take = |v: (f64, f64)| {
+            lo = lo.min(v.0);
+            hi = hi.max(v.1);
+        };
+        // Level 0: the samples themselves, up to a block boundary.
+        while i < j && !i.is_multiple_of(FANOUT) {
+            let v = value(i);
+            take((v, v));
+            i += 1;
+        }
+        while j > i && !j.is_multiple_of(FANOUT) {
+            j -= 1;
+            let v = value(j);
+            take((v, v));
+        }
+        let (mut i, mut j) = (i / FANOUT, j / FANOUT);
+        for level in &self.levels {
+            if i >= j {
+                break;
+            }
+            while i < j && (!i.is_multiple_of(FANOUT) || j - i < FANOUT) {
+                if let Some(&(a, b)) = level.get(i) {
+                    take((a as f64, b as f64));
+                }
+                i += 1;
+            }
+            while j > i && !j.is_multiple_of(FANOUT) {
+                j -= 1;
+                if let Some(&(a, b)) = level.get(j) {
+                    take((a as f64, b as f64));
+                }
+            }
+            i /= FANOUT;
+            j /= FANOUT;
+        }
+        (lo <= hi).then_some((lo, hi))
+    }
+}
+
+/// The lane's axis: (top of the scale, unit).
+pub fn scale(trace: &Trace, index: &TimelineIndex, track: TrackId) -> (f64, &'static str) {
+    let max = index
+        .counter_max
+        .get(track.0 as usize)
+        .copied()
+        .unwrap_or(0.0);
+    let unit = unit_of_track(trace.track_name(track));
+    if unit == "%" {
+        (max.max(100.0), unit)
+    } else {
+        (max, unit)
+    }
+}
+
+/// "1.23", "45.6", "789", "12,345": enough digits for an axis or a hover.
+pub fn fmt_value(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1000.0 {
+        let s = format!("{:.0}", v.abs());
+        let mut out = String::new();
+        for (k, ch) in s.chars().enumerate() {
+            if k > 0 && (s.len() - k) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        if v < 0.0 {
+            format!("-{out}")
+        } else {
+            out
+        }
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// The lane label: the track name and its axis ("GPU 0 · SM active % ·
+/// 0–100 %"; "… · max N" for a counter without a unit).
+pub fn label(trace: &Trace, index: &TimelineIndex, track: TrackId) -> String {
+    let (top, unit) = scale(trace, index, track);
+    let name = trace.track_name(track);
+    if unit.is_empty() {
+        format!("{name} · max {top}")
+    } else {
+        format!("{name} · 0–{} {unit}", fmt_value(top))
+    }
+}
+
+/// Sample positions (in the track's time order) of the samples that hold
+/// some time in [t0, t1): the one holding at t0 and those starting inside.
+pub fn column_samples(trace: &Trace, samples: &[u32], t0: i64, t1: i64) -> (usize, usize) {
+    let ts = |k: &u32| trace.counters.ts_ns[*k as usize];
+    let a = samples.partition_point(|k| ts(k) <= t0).saturating_sub(1);
+    let b = samples.partition_point(|k| ts(k) < t1);
+    (a, b.max(a))
+}
+
+/// Min and max of counter `track` over [t0, t1).
+pub fn column_minmax(
+    trace: &Trace,
+    index: &TimelineIndex,
+    track: usize,
+    t0: i64,
+    t1: i64,
+) -> Option<(f64, f64)> {
+    let samples = index.counter_samples.get(track)?;
+    let env = index.counter_env.get(track)?;
+    let (a, b) = column_samples(trace, samples, t0, t1);
+    env.range(a, b, |k| trace.counters.value[samples[k] as usize])
+}
+
+/// Hover text of a counter lane over the pixel column [t0, t1).
+pub fn hover_text(
+    trace: &Trace,
+    index: &TimelineIndex,
+    track: TrackId,
+    t0: i64,
+    t1: i64,
+) -> Option<String> {
+    let (_, unit) = scale(trace, index, track);
+    let name = trace.track_name(track);
+    let mean = index.counter_mean(trace, track.0 as usize, t0, t1)?;
+    let unit = if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {unit}")
+    };
+    let mut text = format!("{name}\n{}{unit}", fmt_value(mean));
+    if let Some((lo, hi)) = column_minmax(trace, index, track.0 as usize, t0, t1) {
+        if hi > lo {
+            text.push_str(&format!(
+                " (mean; {}–{}{unit} in this pixel)",
+                fmt_value(lo),
+                fmt_value(hi)
+            ));
+        }
+    }
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pyramid_gives_the_min_and_max_of_any_range() {
+        let vals: Vec<f64> = (0..5000).map(|i| ((i * 7919) % 1000) as f64).collect();
+        let mm = MinMax::build(vals.iter().copied());
+        for &(i, j) in &[
+            (0, 5000),
+            (3, 4),
+            (15, 17),
+            (16, 32),
+            (100, 4097),
+            (4090, 5000),
+            (7, 7),
+        ] {
+            let want = vals[i..j].iter().fold(None, |acc: Option<(f64, f64)>, &v| {
+                Some(acc.map_or((v, v), |(a, b)| (a.min(v), b.max(v))))
+            });
+            assert_eq!(mm.range(i, j, |k| vals[k]), want, "{i}..{j}");
+        }
+    }
+
+    #[test]
+    fn values_read_well() {
+        assert_eq!(fmt_value(1.23456), "1.23");
+        assert_eq!(fmt_value(45.67), "45.7");
+        assert_eq!(fmt_value(456.7), "457");
+        assert_eq!(fmt_value(1234567.0), "1,234,567");
+    }
+}
