@@ -98,6 +98,9 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
         // uses SIGSEGV on purpose) the process may go on: a plain flush,
         // which leaves the writer running.
         let terminating = handler == libc::SIG_DFL || (crash && handler == libc::SIG_IGN);
+        if crash && terminating && !CRASHING.load(Ordering::SeqCst) {
+            print_native_stack(sig, info);
+        }
         if (handler != libc::SIG_IGN || crash) && may_wait(sig) {
             if let Some(s) = session() {
                 s.flush_and_wait(terminating, if crash { CRASH_WAIT } else { SIGNAL_WAIT });
@@ -127,6 +130,74 @@ extern "C" fn on_signal(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut c_void
     });
 }
 
+// glibc's <execinfo.h>: the return addresses of the calling thread's stack,
+// and writing them, symbolized from dynamic symbols, to a file descriptor
+// (no malloc).
+extern "C" {
+    fn backtrace(buffer: *mut *mut c_void, size: c_int) -> c_int;
+    fn backtrace_symbols_fd(buffer: *const *mut c_void, size: c_int, fd: c_int);
+}
+
+/// Loads what `backtrace` needs (libgcc's unwinder) now, outside any
+/// signal handler, so a crash report does not dlopen inside one.
+fn prime_backtrace() {
+    let mut frames = [std::ptr::null_mut::<c_void>(); 4];
+    // SAFETY: writes at most 4 pointers into the array we own.
+    unsafe { backtrace(frames.as_mut_ptr(), 4) };
+}
+
+/// A process that is about to die of a crash says where, on stderr: the
+/// signal, the faulting address and the faulting thread's native stack
+/// (which library crashed it: the program's, CUDA's, CUPTI's or ours).
+fn print_native_stack(sig: c_int, info: *mut libc::siginfo_t) {
+    let mut line = [0u8; 160];
+    let name = match sig {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGILL => "SIGILL",
+        _ => "SIGFPE",
+    };
+    // SAFETY: `info` is the kernel's siginfo for this signal (SA_SIGINFO).
+    let addr = if info.is_null() {
+        0
+    } else {
+        (unsafe { (*info).si_addr() }) as usize
+    };
+    // SAFETY: gettid has no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    let n = format_into(
+        &mut line,
+        format_args!("streamscope: {name} (address {addr:#x}) in thread {tid}; its native stack:\n"),
+    );
+    let mut frames = [std::ptr::null_mut::<c_void>(); 48];
+    // SAFETY: write(2) of our buffer; backtrace writes at most 48 pointers
+    // into the array we own; backtrace_symbols_fd reads them and writes to
+    // fd 2 without allocating.
+    unsafe {
+        libc::write(2, line.as_ptr().cast(), n);
+        let k = backtrace(frames.as_mut_ptr(), frames.len() as c_int);
+        backtrace_symbols_fd(frames.as_ptr(), k, 2);
+    }
+}
+
+/// Formats into a fixed buffer (no allocation); returns the length used.
+fn format_into(buf: &mut [u8], args: std::fmt::Arguments<'_>) -> usize {
+    struct W<'a>(&'a mut [u8], usize);
+    impl std::fmt::Write for W<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            let room = self.0.len() - self.1;
+            let n = s.len().min(room);
+            self.0[self.1..self.1 + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.1 += n;
+            Ok(())
+        }
+    }
+    let mut w = W(buf, 0);
+    let _ = std::fmt::write(&mut w, args);
+    w.1
+}
+
 /// Our handler's flags: SA_SIGINFO, plus SA_RESTART and SA_ONSTACK only
 /// when the previous disposition had them. Python installs its SIGINT
 /// handler without SA_RESTART and relies on the EINTR a blocking call gets
@@ -137,6 +208,7 @@ fn handler_flags(old_flags: c_int) -> c_int {
 
 /// Installs the handlers, keeping the previous ones to chain to.
 pub fn install() -> Result<(), String> {
+    prime_backtrace();
     let sigs = [libc::SIGINT, libc::SIGTERM]
         .into_iter()
         .chain(CRASH_SIGNALS);
