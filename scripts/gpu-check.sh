@@ -2,7 +2,7 @@
 # Every GPU step of the project, in one script for the lent GPU machine
 # (see docs/GPU.md). Builds nothing: run scripts/build-carry.sh here first,
 # then on the device, from the repo root, with .carry carried:
-#   OUT=$OUT bash scripts/gpu-check.sh [fsdp-ref|collector|all|traces|truth]
+#   OUT=$OUT bash scripts/gpu-check.sh [fsdp-ref|collector|all|traces|truth|metrics]
 # Logs and traces land under $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -24,6 +24,10 @@ if [ "$what" = all ] || [ "$what" = fsdp-ref ]; then
 fi
 if [ "$what" = all ] || [ "$what" = collector ]; then
   bash scripts/gpu/collector.sh || echo "collector.sh failed: $?"
+fi
+if [ "$what" = metrics ]; then
+  # Measured GPU metrics on 2 GPUs (under 8 min): scripts/gpu/metrics.sh.
+  bash scripts/gpu/metrics.sh || echo "metrics.sh failed: $?"
 fi
 if [ "$what" = truth ]; then
   # The collector's measurements on 2 GPUs (under 9 min): scripts/gpu/truth.sh.

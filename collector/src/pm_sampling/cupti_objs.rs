@@ -111,6 +111,7 @@ impl Drop for HostObj {
 /// The primary context made current on the sampler thread (the fallback
 /// when cuptiPmSamplingEnable wants a context), released at the end.
 pub(super) struct PrimaryCtx {
+    set: unsafe extern "C" fn(*mut c_void) -> c_int,
     release: unsafe extern "C" fn(c_int) -> c_int,
     dev: c_int,
 }
@@ -155,15 +156,19 @@ impl PrimaryCtx {
                 release(dev);
                 return None;
             }
-            Some(PrimaryCtx { release, dev })
+            Some(PrimaryCtx { set, release, dev })
         }
     }
 }
 
 impl Drop for PrimaryCtx {
     fn drop(&mut self) {
-        // SAFETY: releases the one reference `retain` took.
-        let _ = unsafe { (self.release)(self.dev) };
+        // SAFETY: nothing current on this thread any more (the context may
+        // go with the release), then the one reference `retain` took.
+        unsafe {
+            let _ = (self.set)(std::ptr::null_mut());
+            let _ = (self.release)(self.dev);
+        }
     }
 }
 

@@ -30,6 +30,9 @@ pub(super) struct StartCtx<'a> {
     pub(super) shared: &'a Shared,
 }
 
+/// How a lock held by another process starts its message.
+pub(super) const LOCKED: &str = "sampled by";
+
 /// The device's lock: Ok(file held) or Err(the holder's pid, if written).
 pub(super) fn lock_device(path: &std::path::Path) -> Result<File, String> {
     let mut f = std::fs::OpenOptions::new()
@@ -46,9 +49,9 @@ pub(super) fn lock_device(path: &std::path::Path) -> Result<File, String> {
         let _ = f.read_to_string(&mut s);
         let holder = s.trim();
         return Err(if holder.is_empty() {
-            "sampled by another process".to_string()
+            format!("{LOCKED} another process")
         } else {
-            format!("sampled by pid {holder}")
+            format!("{LOCKED} pid {holder}")
         });
     }
     let _ = f.set_len(0);
@@ -167,7 +170,14 @@ fn probe(
 }
 
 impl DeviceSampler {
-    pub(super) fn start(c: &StartCtx<'_>, ordinal: u32) -> Result<DeviceSampler, String> {
+    /// Sets the sampler of device `ordinal` up and starts it. `ctx`: the
+    /// primary context made current on this thread for a second try (kept
+    /// until the sampler ends).
+    pub(super) fn start(
+        c: &StartCtx<'_>,
+        ordinal: u32,
+        ctx: Option<PrimaryCtx>,
+    ) -> Result<DeviceSampler, String> {
         let (api, cupti) = (c.api, c.cupti);
         let rs = |rc| result_name(cupti, rc);
         // 1. One sampler per GPU of the host.
@@ -294,7 +304,7 @@ impl DeviceSampler {
                 formula: ch.formula,
             })
             .collect();
-        // 6. Enable (with the primary context current if CUPTI wants one).
+        // 6. Enable.
         let enable = |_: ()| -> Result<*mut cs::CUpti_PmSampling_Object, CuptiResult> {
             // SAFETY: zeroed plain C struct.
             let mut en: cs::CUpti_PmSampling_Enable_Params = unsafe { std::mem::zeroed() };
@@ -308,26 +318,7 @@ impl DeviceSampler {
                 Err(if rc == SUCCESS { 999 } else { rc })
             }
         };
-        let mut ctx = None;
-        let pm = match enable(()) {
-            Ok(pm) => pm,
-            Err(rc) => {
-                ctx = PrimaryCtx::retain(ordinal);
-                if ctx.is_none() {
-                    return Err(format!("cuptiPmSamplingEnable failed: {}", rs(rc)));
-                }
-                match enable(()) {
-                    Ok(pm) => pm,
-                    Err(rc2) => {
-                        return Err(format!(
-                        "cuptiPmSamplingEnable failed: {} (with the primary context current: {})",
-                        rs(rc),
-                        rs(rc2)
-                    ))
-                    }
-                }
-            }
-        };
+        let pm = enable(()).map_err(|rc| format!("cuptiPmSamplingEnable failed: {}", rs(rc)))?;
         let mut s = DeviceSampler {
             api,
             cupti,

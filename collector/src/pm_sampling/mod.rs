@@ -310,7 +310,21 @@ fn run(
                     host,
                     shared,
                 };
-                match DeviceSampler::start(&ctx, ord) {
+                // A failure other than the lock is tried once more with the
+                // device's primary context current on this thread (in case
+                // CUPTI wants a context where the program made none current).
+                let r = match DeviceSampler::start(&ctx, ord, None) {
+                    Err(msg) if !msg.starts_with(device::LOCKED) => {
+                        match cupti_objs::PrimaryCtx::retain(ord) {
+                            Some(pc) => DeviceSampler::start(&ctx, ord, Some(pc)).map_err(|m2| {
+                                format!("{msg}; with the primary context current: {m2}")
+                            }),
+                            None => Err(msg),
+                        }
+                    }
+                    r => r,
+                };
+                match r {
                     Ok(s) => samplers.push(s),
                     Err(msg) => {
                         crate::warn!("streamscope: GPU {ord}: not sampled: {msg}");

@@ -54,21 +54,51 @@ impl MinMax {
 
     /// Min and max of the samples `i..j` (indices in time order); `value(k)`
     /// reads sample k.
-    pub fn range(
+    pub fn range(&self, i: usize, j: usize, value: impl Fn(usize) -> f64) -> Option<(f64, f64)> {
+        self.range_with(i, j, false, value)
+    }
+
+    /// As [`MinMax::range`], but a range of 256 units or more at a level is
+    /// widened to whole blocks of that level (at most 15 units each side):
+    /// for drawing a column of hundreds of samples, where the few samples
+    /// beside its edges do not show and reading them one by one would cost.
+    pub fn range_coarse(
+        &self,
+        i: usize,
+        j: usize,
+        value: impl Fn(usize) -> f64,
+    ) -> Option<(f64, f64)> {
+        self.range_with(i, j, true, value)
+    }
+
+    fn range_with(
         &self,
         mut i: usize,
         mut j: usize,
+        coarse: bool,
         value: impl Fn(usize) -> f64,
     ) -> Option<(f64, f64)> {
         if i >= j {
             return None;
         }
+        let widen = |i: &mut usize, j: &mut usize, units: usize| {
+            if coarse && *j - *i >= FANOUT * FANOUT {
+                *i -= *i % FANOUT;
+                *j = (j.div_ceil(FANOUT) * FANOUT).min(units.div_ceil(FANOUT) * FANOUT);
+            }
+        };
         let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
         let mut take = |v: (f64, f64)| {
             lo = lo.min(v.0);
             hi = hi.max(v.1);
         };
-        // Level 0: the samples themselves, up to a block boundary.
+        // Level 0: the samples themselves, up to a block boundary (the last,
+        // partial block of samples has its entry in levels[0]).
+        widen(
+            &mut i,
+            &mut j,
+            self.levels.first().map_or(0, |l| l.len() * FANOUT),
+        );
         while i < j && !i.is_multiple_of(FANOUT) {
             let v = value(i);
             take((v, v));
@@ -84,6 +114,7 @@ impl MinMax {
             if i >= j {
                 break;
             }
+            widen(&mut i, &mut j, level.len());
             while i < j && (!i.is_multiple_of(FANOUT) || j - i < FANOUT) {
                 if let Some(&(a, b)) = level.get(i) {
                     take((a as f64, b as f64));
@@ -179,6 +210,100 @@ pub fn column_minmax(
     env.range(a, b, |k| trace.counters.value[samples[k] as usize])
 }
 
+/// Walks a counter track's columns left to right: each column's mean and
+/// min/max from positions found by galloping forward from the previous
+/// column's (memory stays local; no search from scratch per column).
+pub struct Columns<'a> {
+    trace: &'a Trace,
+    samples: &'a [u32],
+    ts: &'a [i64],
+    integral: &'a [f64],
+    env: &'a MinMax,
+    /// Samples with a time <= the last column's end.
+    pos: usize,
+}
+
+impl<'a> Columns<'a> {
+    /// The walker of counter `track`; None without samples.
+    pub fn new(trace: &'a Trace, index: &'a TimelineIndex, track: usize) -> Option<Columns<'a>> {
+        let samples = index.counter_samples.get(track)?;
+        samples.first()?;
+        Some(Columns {
+            trace,
+            samples,
+            ts: index.counter_ts.get(track)?,
+            integral: index.counter_integral.get(track)?,
+            env: index.counter_env.get(track)?,
+            pos: 0,
+        })
+    }
+
+    fn ts(&self, k: usize) -> i64 {
+        self.ts[k]
+    }
+
+    fn value(&self, k: usize) -> f64 {
+        self.trace.counters.value[self.samples[k] as usize]
+    }
+
+    /// Samples with a time <= `t`, for `t` not below the previous call's.
+    fn advance(&mut self, t: i64) -> usize {
+        let n = self.samples.len();
+        if self.pos > 0 && self.ts(self.pos - 1) > t {
+            // Went back: search from scratch.
+            self.pos = self.ts.partition_point(|&x| x <= t);
+            return self.pos;
+        }
+        let mut step = 1;
+        let mut lo = self.pos;
+        while lo + step <= n && self.ts(lo + step - 1) <= t {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step).min(n);
+        // The answer is in [lo, hi]: samples before lo are <= t.
+        let (mut a, mut b) = (lo, hi);
+        while a < b {
+            let m = (a + b) / 2;
+            if self.ts(m) <= t {
+                a = m + 1;
+            } else {
+                b = m;
+            }
+        }
+        self.pos = a;
+        a
+    }
+
+    fn upto(&self, k: usize, t: i64) -> f64 {
+        if k == 0 {
+            return 0.0;
+        }
+        self.integral[k - 1] + self.value(k - 1) * super::lod::rel_ns(t, self.ts(k - 1))
+    }
+
+    /// The time-weighted mean of [t0, t1) (`t0` from the previous column's
+    /// `t1` on) and the min/max of the samples holding in it.
+    pub fn column(&mut self, t0: i64, t1: i64) -> (f64, Option<(f64, f64)>) {
+        let k0 = self.advance(t0);
+        let u0 = self.upto(k0, t0);
+        let k1 = self.advance(t1);
+        let u1 = self.upto(k1, t1);
+        let dt = super::lod::rel_ns(t1, t0);
+        let mean = if dt > 0.0 {
+            (u1 - u0) / dt
+        } else if k0 > 0 {
+            self.value(k0 - 1)
+        } else {
+            0.0
+        };
+        let mm = self
+            .env
+            .range_coarse(k0.saturating_sub(1), k1, |k| self.value(k));
+        (mean, mm)
+    }
+}
+
 /// Hover text of a counter lane over the pixel column [t0, t1).
 pub fn hover_text(
     trace: &Trace,
@@ -229,6 +354,44 @@ mod tests {
                 Some(acc.map_or((v, v), |(a, b)| (a.min(v), b.max(v))))
             });
             assert_eq!(mm.range(i, j, |k| vals[k]), want, "{i}..{j}");
+            // Coarse: contains the exact band (widened by whole blocks).
+            if let (Some((a, b)), Some((x, y))) = (mm.range_coarse(i, j, |k| vals[k]), want) {
+                assert!(a <= x && b >= y, "{i}..{j}");
+            }
+        }
+    }
+
+    #[test]
+    fn column_walks_agree_with_searches_from_scratch() {
+        use streamscope_core::model::{Process, TrackKind};
+        let mut t = Trace::new();
+        let p = t.add_process(Process::default());
+        let tr = t.add_track(
+            p,
+            None,
+            TrackKind::Counter { device: None },
+            "GPU 0 · SM active %",
+        );
+        for i in 0..10_000i64 {
+            t.push_counter(tr, i * 100, ((i * 37) % 101) as f64);
+        }
+        let index = TimelineIndex::build(&t);
+        let mut w = Columns::new(&t, &index, tr.0 as usize).expect("samples");
+        let mut t0 = -500;
+        while t0 < 1_000_500 {
+            let t1 = t0 + 1234;
+            let (mean, mm) = w.column(t0, t1);
+            let want = index.counter_mean(&t, tr.0 as usize, t0, t1).expect("mean");
+            assert!((mean - want).abs() < 1e-6, "{t0}: {mean} vs {want}");
+            // Coarse: never narrower than the exact band, within the data.
+            let exact = column_minmax(&t, &index, tr.0 as usize, t0, t1);
+            match (mm, exact) {
+                (Some((a, b)), Some((x, y))) => {
+                    assert!(a <= x && b >= y && a >= 0.0 && b <= 100.0, "{t0}")
+                }
+                (m, e) => assert_eq!(m, e, "{t0}"),
+            }
+            t0 = t1;
         }
     }
 

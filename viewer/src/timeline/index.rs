@@ -72,6 +72,9 @@ pub struct TimelineIndex {
     pub counter_integral: Vec<Vec<f64>>,
     /// Per track: min/max pyramid of its samples (the zoomed-out envelope).
     pub counter_env: Vec<super::counters::MinMax>,
+    /// Per track: its samples' times, contiguous (aligned with
+    /// `counter_samples`), so a column walk reads nearby memory.
+    pub counter_ts: Vec<Vec<i64>>,
     /// Coverage pyramid per row (indexed like `rows`): GPU rows (stream and
     /// GPU tracks) only; CPU rows fold.
     pub coverage: Vec<Option<Coverage>>,
@@ -175,6 +178,10 @@ impl TimelineIndex {
                 out
             })
             .collect();
+        let counter_ts = counter_samples
+            .iter()
+            .map(|list| list.iter().map(|&k| c.ts_ns[k as usize]).collect())
+            .collect();
         let counter_env = counter_samples
             .iter()
             .map(|list| super::counters::MinMax::build(list.iter().map(|&k| c.value[k as usize])))
@@ -213,6 +220,7 @@ impl TimelineIndex {
             counter_max,
             counter_integral,
             counter_env,
+            counter_ts,
             coverage,
             span_ns: span,
             sync_name,

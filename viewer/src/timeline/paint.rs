@@ -379,13 +379,15 @@ pub fn mesh_counter(
     let mut run: Option<(f32, f32)> = None;
     // Envelope runs: (start x, min px, max px).
     let mut env: Option<(f32, f32, f32)> = None;
+    let Some(mut cols) = super::counters::Columns::new(trace, index, track as usize) else {
+        return;
+    };
     while x < rect.right() {
         let (t0, t1) = (map.t(x as f64), map.t((x + step) as f64));
         // Time-weighted mean over the column (not the peak: an estimate
-        // that touches the maximum once per column would read as always full).
-        let v = index
-            .counter_mean(trace, track as usize, t0, t1)
-            .unwrap_or(0.0);
+        // that touches the maximum once per column would read as always
+        // full), and the min/max band of its samples.
+        let (v, minmax) = cols.column(t0, t1);
         let px = px_of(v);
         match run {
             Some((_, rp)) if rp == px => {}
@@ -396,7 +398,7 @@ pub fn mesh_counter(
             None => run = Some((x, px)),
         }
         // Zoomed out, several samples share the column: their min–max band.
-        let band = super::counters::column_minmax(trace, index, track as usize, t0, t1)
+        let band = minmax
             .map(|(lo, hi)| (px_of(lo), px_of(hi)))
             .filter(|(lo, hi)| hi > lo);
         match (env, band) {
