@@ -34,6 +34,8 @@
 # Each step has a time limit, the whole a budget (METRICS_BUDGET_S, default
 # 450 s); one failing step never stops the script.
 set -u
+# --gpu-metrics is gated (cli/src/record.rs): this script is where it is tried.
+export STREAMSCOPE_EXPERIMENTAL_GPU_METRICS=1
 
 : "${BIN:?set BIN to the folder holding streamscope, libstreamscope_collector.so, fsdp-ref}"
 : "${OUT:?set OUT to a folder for results}"

@@ -343,41 +343,8 @@ impl DeviceSampler {
             _lock: lock,
         };
         // From here `s` disables on drop.
-        // 7. Interval, trigger, hardware buffer.
-        let interval = c.settings.interval_ns();
-        let mut set = None;
-        'outer: for trigger in [
-            cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
-            cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
-        ] {
-            for hw in HW_BUFFER_BYTES {
-                // SAFETY: zeroed plain C struct (enum fields 0 are valid).
-                let mut sc: cs::CUpti_PmSampling_SetConfig_Params = unsafe { std::mem::zeroed() };
-                sc.structSize = cs::PmSampling_SetConfig_Params_STRUCT_SIZE as usize;
-                sc.pPmSamplingObject = s.pm;
-                sc.configSize = config.len();
-                sc.pConfig = config.as_ptr();
-                sc.hardwareBufferSize = hw;
-                sc.samplingInterval = interval;
-                sc.triggerMode = trigger;
-                sc.hwBufferAppendMode =
-                    cs::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
-                // SAFETY: the config image outlives the call (CUPTI copies it).
-                let rc = unsafe { (api.set_config)(&mut sc) };
-                if rc == SUCCESS {
-                    set = Some((trigger, hw));
-                    break 'outer;
-                }
-                s.last_error = Some(format!("cuptiPmSamplingSetConfig failed: {}", rs(rc)));
-            }
-        }
-        let Some((trigger, hw)) = set else {
-            return Err(s.last_error.take().unwrap_or_default());
-        };
-        let time_mode = trigger
-            == cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-        s.last_error = None;
-        // 8. The counter-data image: 100 ms of samples, at least 1000.
+        // 7. The counter-data image (before the configuration, in the order
+        // NVIDIA's PM sampling users take): 100 ms of samples, at least 1000.
         let max_samples = (c.settings.hz / 10).max(1000);
         // SAFETY: zeroed plain C struct.
         let mut ds: cs::CUpti_PmSampling_GetCounterDataSize_Params = unsafe { std::mem::zeroed() };
@@ -404,6 +371,44 @@ impl DeviceSampler {
                 ));
             }
         }
+        // 8. Interval, trigger, hardware buffer.
+        let interval = c.settings.interval_ns();
+        let mut set = None;
+        'outer: for trigger in [
+            cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+            cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
+        ] {
+            for hw in HW_BUFFER_BYTES {
+                // SAFETY: zeroed plain C struct (enum fields 0 are valid).
+                let mut sc: cs::CUpti_PmSampling_SetConfig_Params = unsafe { std::mem::zeroed() };
+                sc.structSize = cs::PmSampling_SetConfig_Params_STRUCT_SIZE as usize;
+                sc.pPmSamplingObject = s.pm;
+                sc.configSize = config.len();
+                sc.pConfig = config.as_ptr();
+                sc.hardwareBufferSize = hw;
+                sc.samplingInterval = interval;
+                sc.triggerMode = trigger;
+                // The default append mode (keep the oldest records when the
+                // hardware buffer fills; the decode every 50 ms keeps it from
+                // filling). With KEEP_LATEST, cuptiPmSamplingDecodeData
+                // faulted inside libnvperf_host (CUDA 13.0, driver 580, H200).
+                sc.hwBufferAppendMode =
+                    cs::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+                // SAFETY: the config image outlives the call (CUPTI copies it).
+                let rc = unsafe { (api.set_config)(&mut sc) };
+                if rc == SUCCESS {
+                    set = Some((trigger, hw));
+                    break 'outer;
+                }
+                s.last_error = Some(format!("cuptiPmSamplingSetConfig failed: {}", rs(rc)));
+            }
+        }
+        let Some((trigger, hw)) = set else {
+            return Err(s.last_error.take().unwrap_or_default());
+        };
+        let time_mode = trigger
+            == cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
+        s.last_error = None;
         // 9. The clocks a sample may be stamped with, then start.
         let mut cupti_ts = 0u64;
         let m0 = monotonic_ns();

@@ -242,6 +242,9 @@ pub fn start(
     let sh = shared.clone();
     std::thread::Builder::new()
         .name("streamscope-pm".into())
+        // CUPTI's profiler host (metric evaluation) runs deep on the
+        // caller's stack: the same room as the writer thread's.
+        .stack_size(16 << 20)
         .spawn(move || {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 run(&sh, cupti, &settings, &out_dir, &host, may_call)
