@@ -158,17 +158,19 @@ fn print_native_stack(sig: c_int, info: *mut libc::siginfo_t) {
         libc::SIGILL => "SIGILL",
         _ => "SIGFPE",
     };
-    // SAFETY: `info` is the kernel's siginfo for this signal (SA_SIGINFO).
     let addr = if info.is_null() {
         0
     } else {
+        // SAFETY: `info` is the kernel's siginfo for this signal (SA_SIGINFO).
         (unsafe { (*info).si_addr() }) as usize
     };
     // SAFETY: gettid has no arguments and cannot fail.
     let tid = unsafe { libc::gettid() };
     let n = format_into(
         &mut line,
-        format_args!("streamscope: {name} (address {addr:#x}) in thread {tid}; its native stack:\n"),
+        format_args!(
+            "streamscope: {name} (address {addr:#x}) in thread {tid}; its native stack:\n"
+        ),
     );
     let mut frames = [std::ptr::null_mut::<c_void>(); 48];
     // SAFETY: write(2) of our buffer; backtrace writes at most 48 pointers

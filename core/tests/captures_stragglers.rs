@@ -182,14 +182,15 @@ fn pytorchs_own_nccl_loads_the_plugin_and_collectives_carry_bytes() {
     let params = 2 * 4096 + (4096 * 16384 + 16384) + (16384 * 4096 + 4096);
     assert_eq!(params, 134_246_400);
     for k in kinds {
-        let per = k.bytes.expect("bytes from the plugin") / k.count;
+        let bytes = k.bytes.expect("bytes from the plugin");
+        let per = bytes / k.count;
         let want = match k.collective.as_str() {
             "AllGather" => 2 * params,
             "ReduceScatter" => 4 * params,
             other => panic!("unexpected collective {other}"),
         };
         assert_eq!(per, want, "{}", k.collective);
-        assert_eq!(k.bytes.unwrap() % k.count, 0);
+        assert_eq!(bytes % k.count, 0);
         assert!(k.bus_bw_gbps.is_some_and(|b| b > 10.0));
     }
 }
