@@ -95,7 +95,17 @@ pub struct Summary {
 
 /// The options as a summary records them (summaries merge only under equal options).
 pub fn options_key(opts: &AnalysisOptions) -> String {
-    format!("{opts:?}")
+    let o = opts;
+    format!(
+        "rank {}, steps {}, HTA rounding {}, kernel wait {} ns, sync idle threshold {} us, stall tolerance {} ns, SM series {} points",
+        o.rank.map_or("all".to_string(), |r| r.to_string()),
+        o.steps.map_or("default".to_string(), |(a, b)| format!("{a}..{b}")),
+        o.hta_rounding.map_or("auto".to_string(), |b| b.to_string()),
+        o.consecutive_kernel_delay_ns,
+        o.sync_gpu_idle_threshold_us,
+        o.stall_tolerance_ns,
+        o.sm_series_max_points
+    )
 }
 
 /// Analyzes one loaded file on its own. `forced`: rank numbers and HTA
@@ -214,7 +224,7 @@ pub fn analyze_files(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Report> {
     let files = summarize_files(paths, opts, progress)?;
-    merge(files, opts).map_err(|why| TraceError::NotATrace {
+    merge(files, opts).map_err(|why| TraceError::Summary {
         path: paths.first().cloned().unwrap_or_default(),
         why,
     })
@@ -454,7 +464,7 @@ impl Summary {
 
     /// Reads a summary file; an error names the file and says what is wrong.
     pub fn read(path: &Path) -> Result<Summary> {
-        let bad = |why: String| TraceError::NotATrace {
+        let bad = |why: String| TraceError::Summary {
             path: path.to_path_buf(),
             why,
         };
@@ -503,7 +513,7 @@ pub fn merge_summaries(
     let mut files = Vec::new();
     for (path, s) in summaries {
         if s.options != key {
-            return Err(TraceError::NotATrace {
+            return Err(TraceError::Summary {
                 path,
                 why: format!(
                     "made with other analysis options ({}) than this report's ({key}): give `report` the options the summaries were made with",
@@ -513,5 +523,5 @@ pub fn merge_summaries(
         }
         files.extend(s.files);
     }
-    merge(files, opts).map_err(|why| TraceError::NotATrace { path: first, why })
+    merge(files, opts).map_err(|why| TraceError::Summary { path: first, why })
 }
