@@ -210,6 +210,14 @@ pub(crate) fn assemble(
     opts: &AnalysisOptions,
 ) -> Report {
     let us = |ns: i64| ns as f64 / 1000.0;
+    let total = |f: &dyn Fn(&Report) -> usize| parts.iter().map(|p| f(&p.report)).sum::<usize>();
+    report.steps.reserve(total(&|r| r.steps.len()));
+    report.ranks.reserve(total(&|r| r.ranks.len()));
+    report.collectives.reserve(total(&|r| r.collectives.len()));
+    report
+        .collectives_per_step
+        .reserve(total(&|r| r.collectives_per_step.len()));
+    report.occupancy.reserve(total(&|r| r.occupancy.len()));
     // An instance is in the window when every rank's kernel of it is in its rank's window.
     let mut marks = vec![0usize; matching.instances.len()];
     let mut waits = Vec::new();
@@ -428,6 +436,11 @@ pub(crate) fn analyze_rank_alone(
         exposed_wait_us: None,
         exposed_transfer_us: None,
     });
+    // Kept until every rank is read (many ranks): no spare capacity.
+    report.collectives_per_step.shrink_to_fit();
+    report.collectives.shrink_to_fit();
+    report.sync_warnings.shrink_to_fit();
+    report.steps.shrink_to_fit();
     RankPart {
         report,
         local,

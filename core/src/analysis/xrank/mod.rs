@@ -294,6 +294,7 @@ pub fn collect(
             head: head(e),
         });
     }
+    out.recs.shrink_to_fit();
     out
 }
 
@@ -379,13 +380,10 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
             .iter()
             .enumerate()
             .map(|(ri, r)| {
-                let mut gr: Groups = BTreeMap::new();
-                for (k, rec) in r.recs.iter().enumerate() {
-                    let pg = text[g(ri, rec.pg) as usize];
-                    gr.entry((format!("pg {pg}"), String::new()))
-                        .or_default()
-                        .push(k as u32);
-                }
+                let mut gr: Groups = group_by(&r.recs, |rec| g(ri, rec.pg))
+                    .into_iter()
+                    .map(|(pg, v)| ((format!("pg {}", text[pg as usize]), String::new()), v))
+                    .collect();
                 for v in gr.values_mut() {
                     v.sort_by_key(|&k| (r.recs[k as usize].seq, r.recs[k as usize].s));
                 }
@@ -419,24 +417,25 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
             .enumerate()
             .zip(&ids)
             .map(|((ri, r), first_use)| {
-                let mut gr: Groups = BTreeMap::new();
-                for (k, rec) in r.recs.iter().enumerate() {
-                    let id = rec.stream;
-                    let label = if same_ids {
-                        format!("stream {id}")
-                    } else {
-                        let ord = first_use.iter().position(|&x| x == id).unwrap_or(0);
-                        format!("NCCL stream #{ord}")
-                    };
-                    let kind = text[g(ri, rec.kind) as usize].to_string();
-                    gr.entry((label, kind)).or_default().push(k as u32);
-                }
-                gr
+                group_by(&r.recs, |rec| (rec.stream, g(ri, rec.kind)))
+                    .into_iter()
+                    .map(|((id, kind), v)| {
+                        let label = if same_ids {
+                            format!("stream {id}")
+                        } else {
+                            let ord = first_use.iter().position(|&x| x == id).unwrap_or(0);
+                            format!("NCCL stream #{ord}")
+                        };
+                        ((label, text[kind as usize].to_string()), v)
+                    })
+                    .collect::<Groups>()
             })
             .collect()
     };
-    // (key, index in the key's lists) of each matched instance.
-    let mut matched: Vec<(&(String, String), usize)> = Vec::new();
+    // The matched groups (key, each rank's list), and (group, index in the
+    // lists) of each matched instance.
+    let mut matched_groups: Vec<(&(String, String), Vec<&Vec<u32>>)> = Vec::new();
+    let mut matched: Vec<(usize, usize)> = Vec::new();
     let mut all_keys: Vec<&(String, String)> = groups.iter().flat_map(|g| g.keys()).collect();
     all_keys.sort();
     all_keys.dedup();
@@ -499,10 +498,12 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
             ));
             continue;
         }
-        matched.extend((0..n).map(|i| (key, i)));
+        let gi = matched_groups.len();
+        matched.extend((0..n).map(|i| (gi, i)));
+        matched_groups.push((key, lists));
     }
-    let rec_of = |key: &(String, String), i: usize, r: usize| -> (u32, &CommRec) {
-        let k = groups[r][key][i];
+    let rec_of = |gi: usize, i: usize, r: usize| -> (u32, &CommRec) {
+        let k = matched_groups[gi].1[r][i];
         (k, &ranks[r].recs[k as usize])
     };
     // Ranks on other clocks (another host, another domain): put them on the
@@ -542,9 +543,10 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
     m.comparable = true;
     m.instances.reserve(matched.len());
     let mut ks: Vec<(u32, &CommRec)> = Vec::with_capacity(ranks.len());
-    for &(key, i) in &matched {
+    for &(gi, i) in &matched {
+        let key = matched_groups[gi].0;
         ks.clear();
-        ks.extend((0..ranks.len()).map(|r| rec_of(key, i, r)));
+        ks.extend((0..ranks.len()).map(|r| rec_of(gi, i, r)));
         let idx = m.instances.len() as u32;
         for (r, &(k, _)) in ks.iter().enumerate() {
             m.of_rec[r][k as usize] = idx;
@@ -554,6 +556,24 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
         m.instances.push(inst);
     }
     m
+}
+
+/// Record indices grouped by `key`, each group in record order.
+fn group_by<K: Eq + std::hash::Hash + Copy>(
+    recs: &[CommRec],
+    key: impl Fn(&CommRec) -> K,
+) -> Vec<(K, Vec<u32>)> {
+    let mut at: HashMap<K, usize> = HashMap::new();
+    let mut out: Vec<(K, Vec<u32>)> = Vec::new();
+    for (k, r) in recs.iter().enumerate() {
+        let x = key(r);
+        let i = *at.entry(x).or_insert_with(|| {
+            out.push((x, Vec::new()));
+            out.len() - 1
+        });
+        out[i].1.push(k as u32);
+    }
+    out
 }
 
 /// Builds one instance from the ranks' records (in rank-context order),
