@@ -119,12 +119,7 @@ fn summary_inputs(paths: &[PathBuf]) -> anyhow::Result<bool> {
 fn build_report(paths: &[PathBuf], opts: &AnalysisOptions) -> anyhow::Result<Report> {
     let what = || format!("loading {}", display_paths(paths));
     if summary_inputs(paths)? {
-        let summaries = paths
-            .iter()
-            .map(|p| Ok((p.clone(), Summary::read(p)?)))
-            .collect::<streamscope_core::Result<Vec<_>>>()
-            .with_context(what)?;
-        return streamed::merge_summaries(summaries, opts).with_context(what);
+        return streamed::merge_summaries(paths, opts).with_context(what);
     }
     let files = streamscope_core::load::sources(paths).with_context(what)?;
     if files.len() < 2 {

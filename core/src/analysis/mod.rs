@@ -4,6 +4,7 @@
 //! rank's GPU events once, and derives every metric by sweeps over merged
 //! intervals. Definitions and windows: docs/METRICS.md.
 
+mod assemble;
 pub mod breakdown;
 pub mod collectives;
 pub mod compare;
@@ -85,19 +86,19 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     // Ranks are independent: analyze them on all cores, in rank order so
     // the report does not depend on the thread count. Collectives across
     // ranks are matched over every rank, before `--rank` narrows them.
-    let mut parts = par_map(ctxs, &|ctx| {
+    let parts = par_map(ctxs, &|ctx| {
         if opts.rank.is_none_or(|r| r == ctx.rank) {
             analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys)
         } else {
             records_only(trace, &ctx, &nccl, &keys)
         }
     });
-    let comms: Vec<xrank::RankComms> = parts
-        .iter_mut()
-        .map(|p| std::mem::take(&mut p.comms))
-        .collect();
-    let matching = xrank::match_records(&comms);
-    assemble(report, parts, &comms, &matching, opts)
+    let mut asm = assemble::Assembly::default();
+    for p in parts {
+        asm.push(p, &|_| {});
+    }
+    let matching = xrank::match_records(&asm.comms);
+    asm.finish(report, &matching, opts)
 }
 
 /// `f` over `items` on all cores (contiguous chunks, one per thread),
@@ -179,7 +180,7 @@ pub struct RankPart {
     pub report: Report,
     /// See [`RankLocal`].
     pub local: RankLocal,
-    /// Its NCCL kernels (taken out for the matching).
+    /// Its NCCL kernels.
     pub comms: xrank::RankComms,
     /// False when `--rank` left it out: only `comms` is meaningful.
     pub analyzed: bool,
@@ -196,110 +197,6 @@ pub(crate) fn records_only(
         comms: xrank::collect(trace, ctx, nccl, keys, &|_| false),
         ..Default::default()
     }
-}
-
-/// Finishes the ranks' parts with the matching (`comms[c]` are the records
-/// of `parts[c]`, in the matching's order) and merges them into `report`,
-/// which holds the trace-wide fields (diagnostics so far, other processes,
-/// dropped records).
-pub(crate) fn assemble(
-    mut report: Report,
-    parts: Vec<RankPart>,
-    comms: &[xrank::RankComms],
-    matching: &xrank::Matching,
-    opts: &AnalysisOptions,
-) -> Report {
-    let us = |ns: i64| ns as f64 / 1000.0;
-    let total = |f: &dyn Fn(&Report) -> usize| parts.iter().map(|p| f(&p.report)).sum::<usize>();
-    report.steps.reserve(total(&|r| r.steps.len()));
-    report.ranks.reserve(total(&|r| r.ranks.len()));
-    report.collectives.reserve(total(&|r| r.collectives.len()));
-    report
-        .collectives_per_step
-        .reserve(total(&|r| r.collectives_per_step.len()));
-    report.occupancy.reserve(total(&|r| r.occupancy.len()));
-    // An instance is in the window when every rank's kernel of it is in its rank's window.
-    let mut marks = vec![0usize; matching.instances.len()];
-    let mut waits = Vec::new();
-    for (c, mut part) in parts.into_iter().enumerate() {
-        if !part.analyzed {
-            continue;
-        }
-        let recs = comms.get(c).map_or(&[][..], |r| &r.recs[..]);
-        let split = xrank::summary::exposed_split(
-            matching,
-            c,
-            recs,
-            &part.local.extra,
-            &part.local.exposed,
-        );
-        for r in &mut part.report.ranks {
-            r.exposed_wait_us = split.map(|s| us(s.0));
-            r.exposed_transfer_us = split.map(|s| us(s.1));
-        }
-        let of = matching.of_rec.get(c);
-        for (k, _) in recs.iter().enumerate().filter(|(_, r)| r.head) {
-            if let Some(&i) = of.and_then(|v| v.get(k)).filter(|&&i| i != NONE) {
-                if let Some(m) = marks.get_mut(i as usize) {
-                    *m += 1;
-                }
-            }
-        }
-        let rank = part.report.ranks.first().map_or(0, |r| r.rank);
-        let (own, mut w) = xrank::summary::step_waits(matching, c, rank, recs, &part.local.steps);
-        for (row, own) in part.report.steps.iter_mut().zip(own) {
-            row.comm_wait_us = own.map(us);
-        }
-        waits.append(&mut w);
-        let part = part.report;
-        report.diagnostics.extend(part.diagnostics);
-        report.sync_warnings.extend(part.sync_warnings);
-        report.steps.extend(part.steps);
-        report.collectives.extend(part.collectives);
-        report
-            .collectives_per_step
-            .extend(part.collectives_per_step);
-        report.occupancy.extend(part.occupancy);
-        report.ranks.extend(part.ranks);
-    }
-    let in_window: Vec<bool> = matching
-        .instances
-        .iter()
-        .zip(&marks)
-        .map(|(inst, &m)| m == inst.parts.len() || (opts.rank.is_some() && m > 0))
-        .collect();
-    let label = if report
-        .ranks
-        .windows(2)
-        .all(|w| w[0].window.label == w[1].window.label)
-    {
-        report
-            .ranks
-            .first()
-            .map_or(String::new(), |r| r.window.label.clone())
-    } else {
-        "each rank's headline window".to_string()
-    };
-    report.cross_rank = xrank::summary::cross_rank(matching, &in_window, &label);
-    let stragglers = xrank::summary::stragglers(&waits);
-    for row in &mut report.steps {
-        if let Some(&(rank, ns)) = stragglers.get(&row.step) {
-            row.straggler_rank = Some(rank);
-            row.straggler_wait_us = Some(ns as f64 / 1000.0);
-        }
-    }
-    report.diagnostics.extend(
-        matching
-            .notes
-            .iter()
-            .map(|n| Diagnostic::new(Kind::UnmatchedCollectives, 1, format!("cross-rank: {n}"))),
-    );
-    report.sync_warnings.sort_by(|a, b| {
-        b.gpu_idle_us
-            .total_cmp(&a.gpu_idle_us)
-            .then(a.rank.cmp(&b.rank))
-    });
-    report
 }
 
 /// Analyzes one rank on its own (everything but what needs the other

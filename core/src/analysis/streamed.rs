@@ -26,13 +26,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use super::assemble::Assembly;
 use super::rank::{self, RankClaim};
 use super::{
-    analyze_rank_alone, assemble, collectives, no_such_rank, profiler_step_names, records_only,
+    analyze_rank_alone, collectives, no_such_rank, profiler_step_names, records_only,
     split_other_processes, xrank, AnalysisOptions, OtherProcess, RankPart, Report,
 };
 use crate::diagnostic::Diagnostic;
@@ -170,63 +170,111 @@ pub fn summarize_files(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Vec<FileSummary>> {
     let files = load::sources(paths)?;
-    let total = files.len();
-    let done = AtomicUsize::new(0);
-    let summaries = for_each_file(&files, &|_, f| {
-        let out = analyze_source(f, opts, None);
-        progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-        out
-    });
-    let mut out = Vec::with_capacity(total);
-    let mut first_error: Option<TraceError> = None;
-    for s in summaries {
-        match s {
-            Analyzed::Summary(s) => out.push(s),
-            Analyzed::Failed(e) => return Err(e),
-            Analyzed::Skipped(s, e) => {
-                if let Some(e) = e {
-                    first_error.get_or_insert(e);
-                }
-                out.push(s);
-            }
-        }
-    }
-    if out.iter().all(|s| s.skipped.is_some()) {
-        return Err(load::nothing_loaded(&files, first_error));
-    }
+    let mut out: Vec<FileSummary> = Vec::with_capacity(files.len());
+    each_summary(&files, opts, None, progress, &mut |_, s| {
+        out.push(s.clone())
+    })?;
     // A second pass for files analyzed under another rank numbering or step filter.
-    let (numbers, hta) = expected(&out);
-    let again: Vec<usize> = (0..out.len())
-        .filter(|&i| {
-            out[i].skipped.is_none() && (out[i].numbered != numbers[i] || out[i].hta_filter != hta)
-        })
-        .collect();
-    if !again.is_empty() {
-        let redo = for_each_file(&again, &|_, &i| {
-            analyze_source(&files[i], opts, Some((&numbers[i], hta)))
-        });
-        for (i, s) in again.into_iter().zip(redo) {
-            match s {
-                Analyzed::Summary(s) => out[i] = s,
+    let checks: Vec<Check> = out.iter().map(Check::of).collect();
+    let (numbers, hta) = expected(&checks);
+    for (i, f) in files.iter().enumerate() {
+        if out[i].skipped.is_none() && (out[i].numbered != numbers[i] || out[i].hta_filter != hta) {
+            match analyze_source(f, opts, Some((&numbers[i], hta))) {
+                Analyzed::Summary(s) | Analyzed::Skipped(s, None) => out[i] = s,
                 Analyzed::Failed(e) | Analyzed::Skipped(_, Some(e)) => return Err(e),
-                Analyzed::Skipped(s, None) => out[i] = s,
             }
         }
     }
     Ok(out)
 }
 
-/// [`summarize_files`] then [`merge`]: the report of `paths`, equal to
-/// `analyze(load_paths(paths))` in bounded memory.
+/// Analyzes `files` one per core at a time, handing each file's summary
+/// to `each(i, summary)` on this thread, in file order. `forced`: the
+/// rank numbers of each file and the step filter (a second pass).
+fn each_summary(
+    files: &[Source],
+    opts: &AnalysisOptions,
+    forced: Option<(&[Vec<u32>], bool)>,
+    progress: &(dyn Fn(usize, usize) + Sync),
+    each: &mut dyn FnMut(usize, &FileSummary),
+) -> Result<()> {
+    let total = files.len();
+    let done = AtomicUsize::new(0);
+    let mut first_error: Option<TraceError> = None;
+    let mut failed: Option<TraceError> = None;
+    let mut loaded = false;
+    // Files finish out of order: hold the early ones until their turn.
+    let mut waiting: std::collections::BTreeMap<usize, Analyzed> = Default::default();
+    let mut next = 0usize;
+    let mut take = |i: usize, a: Analyzed| {
+        waiting.insert(i, a);
+        while let Some(a) = waiting.remove(&next) {
+            match a {
+                Analyzed::Summary(s) => {
+                    loaded = true;
+                    each(next, &s);
+                }
+                Analyzed::Skipped(s, e) => {
+                    if let Some(e) = e {
+                        first_error.get_or_insert(e);
+                    }
+                    each(next, &s);
+                }
+                Analyzed::Failed(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+            next += 1;
+        }
+    };
+    for_each_file(
+        files,
+        &|i, f| {
+            let forced = forced.map(|(n, h)| (n[i].as_slice(), h));
+            let out = analyze_source(f, opts, forced);
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+            out
+        },
+        &mut take,
+    );
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if !loaded {
+        return Err(load::nothing_loaded(files, first_error));
+    }
+    Ok(())
+}
+
+/// [`summarize_files`] and [`merge`] in one stream: the report of `paths`,
+/// equal to `analyze(load_paths(paths))`, holding one trace per core and
+/// the rows and collective records of the ranks read so far. When a file's
+/// ranks were numbered (or its steps filtered) otherwise than the whole
+/// set needs, every file is analyzed again under the set's numbering.
 pub fn analyze_files(
     paths: &[PathBuf],
     opts: &AnalysisOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Report> {
-    let files = summarize_files(paths, opts, progress)?;
-    merge(files, opts).map_err(|why| TraceError::Summary {
-        path: paths.first().cloned().unwrap_or_default(),
-        why,
+    let files = load::sources(paths)?;
+    let first = paths.first().cloned().unwrap_or_default();
+    let mut m = Merger::new();
+    each_summary(&files, opts, None, progress, &mut |_, s| m.push(s))?;
+    let (numbers, hta) = match m.finish(opts) {
+        Ok(r) => return Ok(r),
+        Err(Mismatch { numbers, hta, .. }) => (numbers, hta),
+    };
+    let mut m = Merger::new();
+    each_summary(
+        &files,
+        opts,
+        Some((&numbers, hta)),
+        progress,
+        &mut |_, s| m.push(s),
+    )?;
+    m.finish(opts).map_err(|e| TraceError::Summary {
+        path: first,
+        why: e.why,
     })
 }
 
@@ -254,43 +302,187 @@ fn analyze_source(f: &Source, opts: &AnalysisOptions, forced: Option<(&[u32], bo
 
 /// `f(i, item)` over `items` with one worker per core, each taking the
 /// next item when done with its last (so memory holds one file per
-/// core); results in item order.
-fn for_each_file<T: Sync, R: Send>(items: &[T], f: &(dyn Fn(usize, &T) -> R + Sync)) -> Vec<R> {
+/// core); each result handed to `take(i, result)` on the calling thread
+/// as it arrives.
+///
+/// What `take` keeps across files it copies: the copy is allocated by
+/// this thread, apart from the workers' traces, so the memory a freed
+/// trace leaves is whole for the next one rather than cut up by small
+/// rows that outlive it (with glibc, each thread allocates from its own arena).
+fn for_each_file<T: Sync, R: Send>(
+    items: &[T],
+    f: &(dyn Fn(usize, &T) -> R + Sync),
+    take: &mut dyn FnMut(usize, R),
+) {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(items.len())
         .max(1);
     let next = AtomicUsize::new(0);
-    let slots: Mutex<Vec<Option<R>>> = Mutex::new((0..items.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, R)>();
         let handles: Vec<_> = (0..threads)
             .map(|_| {
-                scope.spawn(|| loop {
+                let tx = tx.clone();
+                let next = &next;
+                scope.spawn(move || loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = items.get(i) else { break };
-                    let r = f(i, item);
-                    let mut s = slots.lock().unwrap_or_else(|p| p.into_inner());
-                    s[i] = Some(r);
+                    if tx.send((i, f(i, item))).is_err() {
+                        break;
+                    }
                 })
             })
             .collect();
+        drop(tx);
+        for (i, r) in rx {
+            take(i, r);
+        }
         for h in handles {
             if let Err(panic) = h.join() {
                 std::panic::resume_unwind(panic);
             }
         }
     });
-    slots
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_iter()
-        .flatten()
-        .collect()
+}
+
+/// What the merge checks of each file: how its ranks are numbered and
+/// whether its steps were filtered as the whole set needs.
+struct Check {
+    file: String,
+    skipped: bool,
+    processes: u32,
+    claims: Vec<RankClaim>,
+    numbered: Vec<u32>,
+    step_names: Vec<String>,
+    hta_filter: bool,
+}
+
+impl Check {
+    fn of(f: &FileSummary) -> Check {
+        Check {
+            file: f.file.clone(),
+            skipped: f.skipped.is_some(),
+            processes: f.processes,
+            claims: f.claims.clone(),
+            numbered: f.numbered.clone(),
+            step_names: f.step_names.clone(),
+            hta_filter: f.hta_filter,
+        }
+    }
+}
+
+/// Files analyzed under another numbering or step filter than the set's.
+struct Mismatch {
+    why: String,
+    numbers: Vec<Vec<u32>>,
+    hta: bool,
+}
+
+/// File summaries gathered in load order into one report.
+struct Merger {
+    asm: Assembly,
+    head: Report,
+    skipped: Vec<Diagnostic>,
+    process_ranks: Vec<(u32, usize)>,
+    checks: Vec<Check>,
+    /// Slices, processes, devices and tracks of the files so far.
+    at: (u32, u32, u32, u32),
+}
+
+impl Merger {
+    fn new() -> Merger {
+        Merger {
+            asm: Assembly::default(),
+            head: Report::default(),
+            skipped: Vec::new(),
+            process_ranks: Vec::new(),
+            checks: Vec::new(),
+            at: (0, 0, 0, 0),
+        }
+    }
+
+    /// Adds the next file, copying what it keeps (allocated by this
+    /// thread: the summary may be freed by another, see [`for_each_file`]).
+    fn push(&mut self, f: &FileSummary) {
+        let i = self.checks.len();
+        self.checks.push(Check::of(f));
+        if let Some(d) = &f.skipped {
+            self.skipped.push(d.clone());
+            return;
+        }
+        let (s0, p0, d0, t0) = self.at;
+        let h = &mut self.head;
+        h.dropped_records = h.dropped_records.saturating_add(f.dropped_records);
+        h.diagnostics.extend(f.diagnostics.iter().cloned());
+        self.process_ranks
+            .extend(f.process_ranks.iter().map(|&r| (r, i)));
+        for o in &f.other_processes {
+            let mut o = o.clone();
+            o.process = o.process.saturating_add(p0);
+            h.other_processes.push(o);
+        }
+        for part in &f.parts {
+            // The part itself is borrowed: copy it, then move the copy in.
+            let mut part = part.clone();
+            part.comms.process = part.comms.process.saturating_add(p0);
+            for r in &mut part.comms.recs {
+                r.slice = r.slice.saturating_add(s0);
+            }
+            self.asm.push(part, &|r| relocate(r, s0, p0, d0, t0));
+        }
+        self.at = (
+            s0.saturating_add(f.slices),
+            p0.saturating_add(f.processes),
+            d0.saturating_add(f.devices),
+            t0.saturating_add(f.tracks),
+        );
+    }
+
+    /// The report of the files pushed, or why it cannot be made from them.
+    fn finish(self, opts: &AnalysisOptions) -> std::result::Result<Report, Mismatch> {
+        let (numbers, hta) = expected(&self.checks);
+        for (f, n) in self.checks.iter().zip(&numbers) {
+            if f.skipped {
+                continue;
+            }
+            let why = if f.numbered != *n {
+                format!(
+                    "{}: its ranks were numbered {:?} alone but are {:?} among all files (a process without RANK, or a rank given twice): analyze these files together",
+                    f.file, f.numbered, n
+                )
+            } else if f.hta_filter != hta {
+                format!(
+                    "{}: HTA's step filter was {} for it alone but is {} for all files (ProfilerStep names differ across files): analyze these files together",
+                    f.file,
+                    if f.hta_filter { "on" } else { "off" },
+                    if hta { "on" } else { "off" }
+                )
+            } else {
+                continue;
+            };
+            return Err(Mismatch { why, numbers, hta });
+        }
+        let mut head = self.head;
+        let names: Vec<&str> = self.checks.iter().map(|c| c.file.as_str()).collect();
+        let mut skipped = self.skipped;
+        skipped.extend(load::duplicate_ranks(self.process_ranks, &|i| {
+            names[i].to_string()
+        }));
+        head.diagnostics.extend(skipped);
+        if let Some(r) = opts.rank {
+            if !self.asm.comms.iter().any(|c| c.rank == r) {
+                head.diagnostics.push(no_such_rank(r));
+            }
+        }
+        let matching = xrank::match_records(&self.asm.comms);
+        Ok(self.asm.finish(head, &matching, opts))
+    }
 }
 
 /// The rank numbers each file's contexts get in the whole set, and
 /// whether HTA's step filter is on for the set.
-fn expected(files: &[FileSummary]) -> (Vec<Vec<u32>>, bool) {
+fn expected(files: &[Check]) -> (Vec<Vec<u32>>, bool) {
     let mut claims: Vec<RankClaim> = Vec::new();
     let mut p0 = 0u32;
     for f in files {
@@ -374,74 +566,12 @@ fn relocate(r: &mut Report, s0: u32, p0: u32, d0: u32, t0: u32) {
 /// files, under `opts` (those they were analyzed with). An error names a
 /// file whose ranks were numbered, or whose steps were filtered, otherwise
 /// than the whole set needs (a summary cannot be analyzed again).
-pub fn merge(
-    files: Vec<FileSummary>,
-    opts: &AnalysisOptions,
-) -> std::result::Result<Report, String> {
-    let (numbers, hta) = expected(&files);
-    for (f, n) in files.iter().zip(&numbers) {
-        if f.skipped.is_some() {
-            continue;
-        }
-        if f.numbered != *n {
-            return Err(format!(
-                "{}: its ranks were numbered {:?} alone but are {:?} among all files (a process without RANK, or a rank given twice): analyze these files together",
-                f.file, f.numbered, n
-            ));
-        }
-        if f.hta_filter != hta {
-            return Err(format!(
-                "{}: HTA's step filter was {} for it alone but is {} for all files (ProfilerStep names differ across files): analyze these files together",
-                f.file,
-                if f.hta_filter { "on" } else { "off" },
-                if hta { "on" } else { "off" }
-            ));
-        }
+pub fn merge(files: &[FileSummary], opts: &AnalysisOptions) -> std::result::Result<Report, String> {
+    let mut m = Merger::new();
+    for f in files {
+        m.push(f);
     }
-    let mut report = Report::default();
-    let mut skipped: Vec<Diagnostic> = Vec::new();
-    let mut process_ranks: Vec<(u32, usize)> = Vec::new();
-    let mut parts: Vec<RankPart> = Vec::new();
-    let (mut s0, mut p0, mut d0, mut t0) = (0u32, 0u32, 0u32, 0u32);
-    let names: Vec<String> = files.iter().map(|f| f.file.clone()).collect();
-    for (i, f) in files.into_iter().enumerate() {
-        if let Some(d) = f.skipped {
-            skipped.push(d);
-            continue;
-        }
-        report.dropped_records = report.dropped_records.saturating_add(f.dropped_records);
-        report.diagnostics.extend(f.diagnostics);
-        process_ranks.extend(f.process_ranks.iter().map(|&r| (r, i)));
-        for mut o in f.other_processes {
-            o.process = o.process.saturating_add(p0);
-            report.other_processes.push(o);
-        }
-        for mut part in f.parts {
-            relocate(&mut part.report, s0, p0, d0, t0);
-            part.comms.process = part.comms.process.saturating_add(p0);
-            for r in &mut part.comms.recs {
-                r.slice = r.slice.saturating_add(s0);
-            }
-            parts.push(part);
-        }
-        s0 = s0.saturating_add(f.slices);
-        p0 = p0.saturating_add(f.processes);
-        d0 = d0.saturating_add(f.devices);
-        t0 = t0.saturating_add(f.tracks);
-    }
-    skipped.extend(load::duplicate_ranks(process_ranks, &|i| names[i].clone()));
-    report.diagnostics.extend(skipped);
-    if let Some(r) = opts.rank {
-        if !parts.iter().any(|p| p.comms.rank == r) {
-            report.diagnostics.push(no_such_rank(r));
-        }
-    }
-    let comms: Vec<xrank::RankComms> = parts
-        .iter_mut()
-        .map(|p| std::mem::take(&mut p.comms))
-        .collect();
-    let matching = xrank::match_records(&comms);
-    Ok(assemble(report, parts, &comms, &matching, opts))
+    m.finish(opts).map_err(|e| e.why)
 }
 
 impl Summary {
@@ -502,26 +632,29 @@ impl Summary {
     }
 }
 
-/// Merges summaries (in order) into one report; they must have been made
-/// with `opts`.
-pub fn merge_summaries(
-    summaries: Vec<(PathBuf, Summary)>,
-    opts: &AnalysisOptions,
-) -> Result<Report> {
+/// Merges summary files (in order) into one report; they must have been
+/// made with `opts`. One summary is held at a time besides the merged rows.
+pub fn merge_summaries(paths: &[PathBuf], opts: &AnalysisOptions) -> Result<Report> {
     let key = options_key(opts);
-    let first = summaries.first().map(|s| s.0.clone()).unwrap_or_default();
-    let mut files = Vec::new();
-    for (path, s) in summaries {
+    let first = paths.first().cloned().unwrap_or_default();
+    let mut m = Merger::new();
+    for path in paths {
+        let s = Summary::read(path)?;
         if s.options != key {
             return Err(TraceError::Summary {
-                path,
+                path: path.clone(),
                 why: format!(
                     "made with other analysis options ({}) than this report's ({key}): give `report` the options the summaries were made with",
                     s.options
                 ),
             });
         }
-        files.extend(s.files);
+        for f in &s.files {
+            m.push(f);
+        }
     }
-    merge(files, opts).map_err(|why| TraceError::Summary { path: first, why })
+    m.finish(opts).map_err(|e| TraceError::Summary {
+        path: first,
+        why: e.why,
+    })
 }

@@ -39,7 +39,8 @@ pub struct Part {
     pub rank: u32,
     /// The NCCL kernel slice.
     pub slice: u32,
-    /// Start of the host call that launched it, when present.
+    /// Start of the host call that launched it, when present (filled by
+    /// [`match_ranks`], which has the trace; `None` from [`match_records`]).
     pub launch_ns: Option<i64>,
     /// Kernel start and end (as the rank's analysis sees them).
     pub start_ns: i64,
@@ -126,13 +127,11 @@ impl Matching {
     }
 }
 
-/// "No value" in the integer fields of a [`CommRec`].
-pub const NO_I64: i64 = i64::MIN;
 /// "No value" in the u64 fields of a [`CommRec`].
 pub const NO_U64: u64 = u64::MAX;
 
-/// One NCCL kernel of a rank as the matching needs it (72 bytes; absent
-/// values are [`NONE`], [`NO_I64`] or [`NO_U64`]).
+/// One NCCL kernel of a rank as the matching needs it (64 bytes; absent
+/// values are [`NONE`] or [`NO_U64`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommRec {
     /// The kernel's slice id in its trace.
@@ -141,8 +140,6 @@ pub struct CommRec {
     pub s: i64,
     /// Kernel end.
     pub e: i64,
-    /// Start of the host call that launched it (rounded like `s`), or [`NO_I64`].
-    pub launch: i64,
     /// CUDA stream id of its stream.
     pub stream: u32,
     /// Kernel name (index into [`RankComms::names`]).
@@ -282,7 +279,6 @@ pub fn collect(
             slice: e.id,
             s: e.s,
             e: e.e,
-            launch: ctx.launch_start(t, e.id).unwrap_or(NO_I64),
             stream,
             name,
             kind,
@@ -299,7 +295,8 @@ pub fn collect(
 }
 
 /// Matches the NCCL kernels of `ctxs` across ranks (steps unassigned):
-/// [`collect`] per context, then [`match_records`], `by_slice` filled.
+/// [`collect`] per context, then [`match_records`]; `by_slice` and each
+/// part's launch filled.
 pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
     let keys = CommKeys::new(t);
     let comms: Vec<RankComms> = ctxs
@@ -309,8 +306,17 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
     let mut m = match_records(&comms);
     for (c, v) in m.of_rec.iter().enumerate() {
         for (k, &i) in v.iter().enumerate() {
-            if i != NONE {
-                m.by_slice.insert(comms[c].recs[k].slice, (i, c as u32));
+            if i == NONE {
+                continue;
+            }
+            let rec = &comms[c].recs[k];
+            m.by_slice.insert(rec.slice, (i, c as u32));
+            if let Some(p) = m.instances[i as usize].parts.get_mut(c) {
+                // The part's times are the record's moved by its clock's offset.
+                let off = p.start_ns.saturating_sub(rec.s);
+                p.launch_ns = ctxs[c]
+                    .launch_start(t, rec.slice)
+                    .map(|l| l.saturating_add(off));
             }
         }
     }
@@ -602,11 +608,11 @@ fn instance(
     let parts: Vec<Part> = ks
         .iter()
         .zip(ranks)
-        .zip(se.iter().zip(off))
-        .map(|(((_, k), c), (&(s, e), o))| Part {
+        .zip(&se)
+        .map(|(((_, k), c), &(s, e))| Part {
             rank: c.rank,
             slice: k.slice,
-            launch_ns: (k.launch != NO_I64).then(|| k.launch.saturating_add(*o)),
+            launch_ns: None,
             start_ns: s,
             end_ns: e,
             wait_ns: last_s
