@@ -31,7 +31,7 @@ pub struct Source {
 /// What became of one file of a load.
 pub enum Outcome {
     /// It loaded and holds events.
-    Loaded(Trace),
+    Loaded(Box<Trace>),
     /// A listed file that is empty or does not load: skipped with this
     /// warning (and its error, when it failed).
     Skipped(Diagnostic, Option<TraceError>),
@@ -59,7 +59,7 @@ pub fn judge(f: &Source, t: Result<Trace>) -> Outcome {
                 .in_file(f.path.display()),
             None,
         ),
-        Ok(t) => Outcome::Loaded(t),
+        Ok(t) => Outcome::Loaded(Box::new(t)),
         Err(e) if f.listed => {
             let kind = match e {
                 TraceError::Empty { .. } => Kind::EmptyFile,
@@ -163,7 +163,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
     let mut ranks: Vec<(u32, usize)> = Vec::new();
     for (i, t) in loaded {
         let t = match judge(&files[i], t) {
-            Outcome::Loaded(t) => t,
+            Outcome::Loaded(t) => *t,
             Outcome::Skipped(d, e) => {
                 skipped.push(d);
                 if let Some(e) = e {

@@ -440,7 +440,8 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
     };
     // The matched groups (key, each rank's list), and (group, index in the
     // lists) of each matched instance.
-    let mut matched_groups: Vec<(&(String, String), Vec<&Vec<u32>>)> = Vec::new();
+    type Lists<'a> = (&'a (String, String), Vec<&'a Vec<u32>>);
+    let mut matched_groups: Vec<Lists> = Vec::new();
     let mut matched: Vec<(usize, usize)> = Vec::new();
     let mut all_keys: Vec<&(String, String)> = groups.iter().flat_map(|g| g.keys()).collect();
     all_keys.sort();
