@@ -175,6 +175,16 @@ fn write_summary(args: &ReportArgs, out: &Path, opts: &AnalysisOptions) -> anyho
 
 /// Renders the report of the traces in `args` as a string.
 pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
+    let report = checked_report(args)?;
+    Ok(match args.format {
+        Format::Text => render::text(&report),
+        Format::Json => render::json(&report) + "\n",
+        Format::Markdown => render::markdown(&report),
+    })
+}
+
+/// The report of `args`, or an error when `--rank` / `--steps` select nothing.
+fn checked_report(args: &ReportArgs) -> anyhow::Result<Report> {
     let opts = options(args)?;
     let report = build_report(&args.traces, &opts)?;
     if let Some(r) = args.rank {
@@ -196,21 +206,28 @@ pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
             bail!("--steps {a}..{b} selects nothing: {}", why.join("; "));
         }
     }
-    Ok(match args.format {
-        Format::Text => render::text(&report),
-        Format::Json => render::json(&report) + "\n",
-        Format::Markdown => render::markdown(&report),
-    })
+    Ok(report)
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
     if let Some(out) = &args.summary_out {
         return write_summary(args, out, &options(args)?);
     }
-    let out = render_report(args)?;
     use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(out.as_bytes()) {
+    let written = if args.format == Format::Json {
+        // Written as it is serialized (the JSON of a thousand ranks is
+        // gigabytes): the bytes of `render::json`.
+        let report = checked_report(args)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+        serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush())
+    } else {
+        let out = render_report(args)?;
+        std::io::stdout().lock().write_all(out.as_bytes())
+    };
+    match written {
         // `streamscope report ... | head` is not an error.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r.context("writing the report"),
