@@ -15,11 +15,11 @@ RANKS=${RANKS:-1024}
 SLICES=${SLICES:-100000}
 RUNS=${RUNS:-3}
 cargo build --release -p streamscope
-cargo build --release -p streamscope-core --features testing --example synth_ranks
+cargo build --release -p streamscope-core --features testing --bin synth-ranks
 DIR=${DIR:-$(mktemp -d /tmp/ss-many-ranks.XXXXXX)}
 trap 'rm -rf "$DIR"' EXIT
 df -h "$DIR"
-/usr/bin/time -f 'generate: %e s %M KB' target/release/examples/synth_ranks "$DIR" "$RANKS" "$SLICES"
+/usr/bin/time -f 'generate: %e s %M KB' target/release/synth-ranks "$DIR" "$RANKS" "$SLICES"
 du -sh "$DIR"
 nproc
 for i in $(seq "$RUNS"); do

@@ -6,6 +6,7 @@
 use std::ops::Range;
 
 use super::rank::NONE;
+use super::xrank::summary::StepWait;
 use super::xrank::{self, Matching, RankComms};
 use super::{AnalysisOptions, RankLocal, RankPart, Report};
 use crate::diagnostic::{Diagnostic, Kind};
@@ -68,28 +69,52 @@ impl Assembly {
         // An instance is in the window when every rank's kernel of it is in its rank's window.
         let mut marks = vec![0usize; matching.instances.len()];
         let mut waits = Vec::new();
-        for (c, p) in pending.iter().enumerate() {
-            if !p.analyzed {
-                continue;
-            }
-            let recs = comms.get(c).map_or(&[][..], |r| &r.recs[..]);
-            let split =
-                xrank::summary::exposed_split(matching, c, recs, &p.local.extra, &p.local.exposed);
-            let Some(row) = rows.ranks.get_mut(p.row) else {
+        // Each rank's figures from the matching, on all cores.
+        type Finished = (
+            Option<(i64, i64)>,
+            Vec<u32>,
+            Vec<Option<i64>>,
+            Vec<StepWait>,
+        );
+        let finished: Vec<Option<Finished>> =
+            super::par_map((0..pending.len()).collect(), &|c: usize| {
+                let p = &pending[c];
+                if !p.analyzed {
+                    return None;
+                }
+                let rank = rows.ranks.get(p.row)?.rank;
+                let recs = comms.get(c).map_or(&[][..], |r| &r.recs[..]);
+                let split = xrank::summary::exposed_split(
+                    matching,
+                    c,
+                    recs,
+                    &p.local.extra,
+                    &p.local.exposed,
+                );
+                let of = matching.of_rec.get(c);
+                let in_window: Vec<u32> = recs
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.head)
+                    .filter_map(|(k, _)| of.and_then(|v| v.get(k)).copied())
+                    .filter(|&i| i != NONE)
+                    .collect();
+                let (own, w) = xrank::summary::step_waits(matching, c, rank, recs, &p.local.steps);
+                Some((split, in_window, own, w))
+            });
+        for (p, f) in pending.iter().zip(finished) {
+            let Some((split, in_window, own, mut w)) = f else {
                 continue;
             };
-            row.exposed_wait_us = split.map(|s| us(s.0));
-            row.exposed_transfer_us = split.map(|s| us(s.1));
-            let rank = row.rank;
-            let of = matching.of_rec.get(c);
-            for (k, _) in recs.iter().enumerate().filter(|(_, r)| r.head) {
-                if let Some(&i) = of.and_then(|v| v.get(k)).filter(|&&i| i != NONE) {
-                    if let Some(m) = marks.get_mut(i as usize) {
-                        *m += 1;
-                    }
+            if let Some(row) = rows.ranks.get_mut(p.row) {
+                row.exposed_wait_us = split.map(|s| us(s.0));
+                row.exposed_transfer_us = split.map(|s| us(s.1));
+            }
+            for i in in_window {
+                if let Some(m) = marks.get_mut(i as usize) {
+                    *m += 1;
                 }
             }
-            let (own, mut w) = xrank::summary::step_waits(matching, c, rank, recs, &p.local.steps);
             for (row, own) in rows.steps[p.steps.clone()].iter_mut().zip(own) {
                 row.comm_wait_us = own.map(us);
             }

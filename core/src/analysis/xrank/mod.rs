@@ -548,19 +548,17 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
         );
     }
     m.comparable = true;
-    m.instances.reserve(matched.len());
-    let mut ks: Vec<(u32, &CommRec)> = Vec::with_capacity(ranks.len());
-    for &(gi, i) in &matched {
-        let key = matched_groups[gi].0;
-        ks.clear();
-        ks.extend((0..ranks.len()).map(|r| rec_of(gi, i, r)));
-        let idx = m.instances.len() as u32;
-        for (r, &(k, _)) in ks.iter().enumerate() {
-            m.of_rec[r][k as usize] = idx;
-        }
+    // Instances are independent: built on all cores, kept in order.
+    m.instances = crate::analysis::par_map((0..matched.len()).collect(), &|o: usize| {
+        let (gi, i) = matched[o];
+        let ks: Vec<(u32, &CommRec)> = (0..ranks.len()).map(|r| rec_of(gi, i, r)).collect();
         let kind = text[g(0, ks[0].1.kind) as usize].to_string();
-        let inst = instance(ranks, key, kind, &ks, &off);
-        m.instances.push(inst);
+        instance(ranks, matched_groups[gi].0, kind, &ks, &off)
+    });
+    for (o, &(gi, i)) in matched.iter().enumerate() {
+        for (r, of) in m.of_rec.iter_mut().enumerate() {
+            of[rec_of(gi, i, r).0 as usize] = o as u32;
+        }
     }
     m
 }

@@ -2,7 +2,7 @@
 //! (docs/PERFORMANCE.md, "Many ranks"):
 //!
 //!     cargo run --release -p streamscope-core --features testing \
-//!         --example synth_ranks -- DIR RANKS SLICES_PER_RANK
+//!         --bin synth-ranks -- DIR RANKS SLICES_PER_RANK
 //!
 //! DIR/rank-NNNN.pftrace for each rank of a RANKS-rank FSDP-like job
 //! (`synth::fsdp_like_rank`: the same collectives in the same order on
@@ -16,7 +16,7 @@ use streamscope_core::synth::{fsdp_like_rank, SynthOptions};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [dir, ranks, slices] = args.as_slice() else {
-        return Err("usage: synth_ranks DIR RANKS SLICES_PER_RANK".into());
+        return Err("usage: synth-ranks DIR RANKS SLICES_PER_RANK".into());
     };
     let dir = PathBuf::from(dir);
     let ranks: u32 = ranks.parse()?;
