@@ -1,9 +1,18 @@
 //! `streamscope report TRACE...`: load, analyze, print text / markdown / JSON.
+//!
+//! One file loads into memory and is analyzed whole. Several rank files
+//! (a directory, or several arguments) are analyzed one file at a time
+//! per core, keeping only each rank's rows and collective records
+//! (`analysis::streamed`): the same report in bounded memory. Summaries
+//! (`--summary-out`) of rank sets analyzed where their files are merge
+//! into the report of all their files.
 
-use std::path::PathBuf;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use streamscope_core::analysis::{analyze, render, AnalysisOptions};
+use streamscope_core::analysis::streamed::{self, Summary};
+use streamscope_core::analysis::{analyze, render, AnalysisOptions, Report};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -17,9 +26,15 @@ pub enum Format {
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReportArgs {
-    /// Trace files (.pftrace, Kineto .json/.json.gz) or directories of them; several = one multi-rank trace.
+    /// Trace files (.pftrace, Kineto .json/.json.gz) or directories of them; several = one multi-rank trace. Or rank-set summaries (--summary-out), merged into one report.
     #[arg(required = true)]
     pub traces: Vec<PathBuf>,
+    /// Write this rank set's summary (per-rank results and collective records) to FILE instead of a report; `report FILE...` merges summaries.
+    #[arg(long, value_name = "FILE")]
+    pub summary_out: Option<PathBuf>,
+    /// Replace an existing --summary-out file.
+    #[arg(long)]
+    pub force: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -73,12 +88,105 @@ pub fn options(args: &ReportArgs) -> anyhow::Result<AnalysisOptions> {
     })
 }
 
+/// A progress bar "rank files analyzed k/N" on a terminal's stderr.
+fn rank_progress() -> Option<indicatif::ProgressBar> {
+    std::io::stderr().is_terminal().then(|| {
+        let pb = indicatif::ProgressBar::new(0);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "rank files analyzed {pos}/{len} [{bar:30}] {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb
+    })
+}
+
+/// Whether every input is a summary (some but not all is an error).
+fn summary_inputs(paths: &[PathBuf]) -> anyhow::Result<bool> {
+    let is: Vec<bool> = paths.iter().map(|p| Summary::is_summary_file(p)).collect();
+    match (is.iter().all(|&x| x), is.iter().any(|&x| x)) {
+        (true, _) => Ok(true),
+        (false, false) => Ok(false),
+        (false, true) => bail!(
+            "{}: summaries and trace files mixed; give either summaries (to merge) or traces",
+            display_paths(paths)
+        ),
+    }
+}
+
+/// The report of `paths` (traces or summaries) under `opts`.
+fn build_report(paths: &[PathBuf], opts: &AnalysisOptions) -> anyhow::Result<Report> {
+    let what = || format!("loading {}", display_paths(paths));
+    if summary_inputs(paths)? {
+        return streamed::merge_summaries(paths, opts).with_context(what);
+    }
+    let files = streamscope_core::load::sources(paths).with_context(what)?;
+    if files.len() < 2 {
+        let trace = streamscope_core::load::load_paths(paths).with_context(what)?;
+        return Ok(analyze(&trace, opts));
+    }
+    let pb = rank_progress();
+    let report = streamed::analyze_files(paths, opts, &|done, total| {
+        if let Some(pb) = &pb {
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+        }
+    });
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    report.with_context(what)
+}
+
+/// `--summary-out`: analyzes the traces rank file by rank file and writes their summary.
+fn write_summary(args: &ReportArgs, out: &Path, opts: &AnalysisOptions) -> anyhow::Result<()> {
+    if summary_inputs(&args.traces)? {
+        bail!(
+            "--summary-out takes trace files, not summaries ({})",
+            display_paths(&args.traces)
+        );
+    }
+    let pb = rank_progress();
+    let files = streamed::summarize_files(&args.traces, opts, &|done, total| {
+        if let Some(pb) = &pb {
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
+        }
+    });
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    let files = files.with_context(|| format!("loading {}", display_paths(&args.traces)))?;
+    let ranks: usize = files
+        .iter()
+        .map(|f| f.parts.iter().filter(|p| p.analyzed).count())
+        .sum();
+    let n = files.len();
+    Summary::new(files, opts)
+        .write(out, args.force)
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "streamscope: wrote {} ({ranks} rank(s) of {n} file(s))",
+        out.display()
+    );
+    Ok(())
+}
+
 /// Renders the report of the traces in `args` as a string.
 pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
+    let report = checked_report(args)?;
+    Ok(match args.format {
+        Format::Text => render::text(&report),
+        Format::Json => render::json(&report) + "\n",
+        Format::Markdown => render::markdown(&report),
+    })
+}
+
+/// The report of `args`, or an error when `--rank` / `--steps` select nothing.
+fn checked_report(args: &ReportArgs) -> anyhow::Result<Report> {
     let opts = options(args)?;
-    let trace = streamscope_core::load::load_paths(&args.traces)
-        .with_context(|| format!("loading {}", display_paths(&args.traces)))?;
-    let report = analyze(&trace, &opts);
+    let report = build_report(&args.traces, &opts)?;
     if let Some(r) = args.rank {
         if report.ranks.is_empty() {
             bail!("rank {r} is not in {}", display_paths(&args.traces));
@@ -98,18 +206,28 @@ pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
             bail!("--steps {a}..{b} selects nothing: {}", why.join("; "));
         }
     }
-    Ok(match args.format {
-        Format::Text => render::text(&report),
-        Format::Json => render::json(&report) + "\n",
-        Format::Markdown => render::markdown(&report),
-    })
+    Ok(report)
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
-    let out = render_report(args)?;
+    if let Some(out) = &args.summary_out {
+        return write_summary(args, out, &options(args)?);
+    }
     use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(out.as_bytes()) {
+    let written = if args.format == Format::Json {
+        // Written as it is serialized (the JSON of a thousand ranks is
+        // gigabytes): the bytes of `render::json`.
+        let report = checked_report(args)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
+        serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush())
+    } else {
+        let out = render_report(args)?;
+        std::io::stdout().lock().write_all(out.as_bytes())
+    };
+    match written {
         // `streamscope report ... | head` is not an error.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => r.context("writing the report"),
@@ -132,6 +250,8 @@ mod tests {
             .join("../core/tests/data/hta/nccl_parser_config/nccl_data.json.gz");
         ReportArgs {
             traces: vec![trace],
+            summary_out: None,
+            force: false,
             format,
             rank: None,
             steps: None,
@@ -231,6 +351,54 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("none in 40..50"), "{err}");
+    }
+
+    #[test]
+    fn summaries_merge_into_the_report_of_their_files() -> anyhow::Result<()> {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../traces/fsdp-ref-nccl-h200x2");
+        let files = streamscope_core::load::expand(&dir)?;
+        let tmp = std::env::temp_dir().join(format!("ss-summary-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp)?;
+        let mut outs = Vec::new();
+        for (k, f) in files.iter().enumerate() {
+            let out = tmp.join(format!("node-{k}.summary"));
+            let a = ReportArgs {
+                traces: vec![f.clone()],
+                summary_out: Some(out.clone()),
+                ..args(Format::Json)
+            };
+            run(&a)?;
+            outs.push(out);
+        }
+        let merged = render_report(&ReportArgs {
+            traces: outs.clone(),
+            ..args(Format::Json)
+        });
+        let direct = render_report(&ReportArgs {
+            traces: vec![dir],
+            ..args(Format::Json)
+        });
+        // A summary again without --force: refused.
+        let again = run(&ReportArgs {
+            traces: vec![files[0].clone()],
+            summary_out: Some(outs[0].clone()),
+            ..args(Format::Json)
+        });
+        let mixed = render_report(&ReportArgs {
+            traces: vec![outs[0].clone(), files[1].clone()],
+            ..args(Format::Json)
+        });
+        let _ = std::fs::remove_dir_all(&tmp);
+        assert!(
+            merged? == direct?,
+            "merged summaries differ from the direct report"
+        );
+        let again = again.err().map(|e| format!("{e:#}")).unwrap_or_default();
+        assert!(again.contains("already exists"), "{again}");
+        let mixed = mixed.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(mixed.contains("mixed"), "{mixed}");
+        Ok(())
     }
 
     #[test]

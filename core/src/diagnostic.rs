@@ -10,10 +10,10 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What went wrong. The JSON name is the snake_case of the variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// The file (or its gzip stream) ends early: what came before the cut
@@ -63,7 +63,7 @@ pub enum Kind {
 }
 
 /// How bad a problem is, as Perfetto's import stats grade them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     /// Worth knowing; nothing was lost.
@@ -93,7 +93,7 @@ impl Kind {
 
 /// One problem: its kind, severity, how many times it happened, the file
 /// it concerns (when one does) and a line for people.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Diagnostic {
     /// What went wrong.
     pub kind: Kind,

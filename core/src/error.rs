@@ -63,6 +63,14 @@ pub enum TraceError {
         /// The output file.
         path: PathBuf,
     },
+    /// A rank-set summary that cannot be read or merged.
+    #[error("{path}: {why}")]
+    Summary {
+        /// The summary file (the first one, for a merge).
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
     /// Writing the output failed.
     #[error("{path}: cannot write: {source}")]
     Write {

@@ -24,9 +24,114 @@ pub enum Format {
 
 /// One file to load, and whether it came from a directory listing (then a
 /// bad or empty one is skipped with a warning rather than failing the load).
-struct Source {
-    path: PathBuf,
-    listed: bool,
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The file.
+    pub path: PathBuf,
+    /// Found in a directory listing (not named on its own).
+    pub listed: bool,
+}
+
+/// What became of one file of a load.
+pub enum Outcome {
+    /// It loaded and holds events.
+    Loaded(Box<Trace>),
+    /// A listed file that is empty or does not load: skipped with this
+    /// warning (and its error, when it failed).
+    Skipped(Diagnostic, Option<TraceError>),
+    /// A file named on its own that does not load: the load fails.
+    Failed(TraceError),
+}
+
+/// The files `paths` stand for (directories expanded), in order; the same
+/// file given twice is an error.
+pub fn sources(paths: &[PathBuf]) -> Result<Vec<Source>> {
+    let mut files: Vec<Source> = Vec::new();
+    for p in paths {
+        let listed = std::fs::metadata(p).is_ok_and(|m| m.is_dir());
+        let mut found = expand(p)?;
+        if listed {
+            latest_capture(p, &mut found);
+        }
+        files.extend(found.into_iter().map(|path| Source { path, listed }));
+    }
+    refuse_duplicates(&files)?;
+    Ok(files)
+}
+
+/// What [`sources`] said of `paths`: per directory holding several
+/// on-demand captures, which one it took ([`Kind::CaptureChosen`]).
+pub fn capture_notes(paths: &[PathBuf]) -> Vec<Diagnostic> {
+    paths
+        .iter()
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir()))
+        .filter_map(|p| latest_capture(p, &mut expand(p).ok()?))
+        .collect()
+}
+
+/// Judges the load of one file as [`load_paths`] does.
+pub fn judge(f: &Source, t: Result<Trace>) -> Outcome {
+    match t {
+        Ok(t) if f.listed && t.slices.is_empty() && t.counters.is_empty() => Outcome::Skipped(
+            Diagnostic::new(Kind::EmptyFile, 1, "holds no events (header only); skipped")
+                .in_file(f.path.display()),
+            None,
+        ),
+        Ok(t) => Outcome::Loaded(Box::new(t)),
+        Err(e) if f.listed => {
+            let kind = match e {
+                TraceError::Empty { .. } => Kind::EmptyFile,
+                _ => Kind::UnreadableFile,
+            };
+            // The error names the file first; the diagnostic holds it apart.
+            let path = f.path.display().to_string();
+            let text = e.to_string();
+            let why = text.strip_prefix(&format!("{path}: ")).unwrap_or(&text);
+            Outcome::Skipped(
+                Diagnostic::new(kind, 1, format!("{why}; skipped")).in_file(path),
+                Some(e),
+            )
+        }
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// The error when no file loaded: the first error met, else "no file
+/// holds any events".
+pub fn nothing_loaded(files: &[Source], first_error: Option<TraceError>) -> TraceError {
+    match first_error {
+        Some(e) => e,
+        // Only empty or header-only files.
+        None => TraceError::NotATrace {
+            path: files.first().map(|f| f.path.clone()).unwrap_or_default(),
+            why: "no file holds any events".into(),
+        },
+    }
+}
+
+/// Warnings for ranks claimed by two files: `ranks` holds (rank, file
+/// index) of every process loaded, `path(i)` names file i.
+pub fn duplicate_ranks(
+    mut ranks: Vec<(u32, usize)>,
+    path: &dyn Fn(usize) -> String,
+) -> Vec<Diagnostic> {
+    ranks.sort_unstable();
+    let mut out = Vec::new();
+    for w in ranks.windows(2) {
+        if w[0].0 == w[1].0 && w[0].1 != w[1].1 {
+            out.push(Diagnostic::new(
+                Kind::DuplicateRank,
+                1,
+                format!(
+                    "rank {} appears in both {} and {}: two runs mixed? both are shown",
+                    w[0].0,
+                    path(w[0].1),
+                    path(w[1].1)
+                ),
+            ));
+        }
+    }
+    out
 }
 
 /// Loads every path (files or directories) into one trace. Files (one per
@@ -40,19 +145,8 @@ struct Source {
 /// given twice is an error; two files claiming one rank number get a
 /// warning naming both.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
-    let mut files: Vec<Source> = Vec::new();
-    let mut chosen: Vec<Diagnostic> = Vec::new();
-    for p in paths {
-        let listed = std::fs::metadata(p).is_ok_and(|m| m.is_dir());
-        let mut found = expand(p)?;
-        if listed {
-            if let Some(d) = latest_capture(p, &mut found) {
-                chosen.push(d);
-            }
-        }
-        files.extend(found.into_iter().map(|path| Source { path, listed }));
-    }
-    refuse_duplicates(&files)?;
+    let files = sources(paths)?;
+    let chosen = capture_notes(paths);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len())
@@ -87,29 +181,16 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
     // (rank, file) of every process loaded, to name ranks given twice.
     let mut ranks: Vec<(u32, usize)> = Vec::new();
     for (i, t) in loaded {
-        let t = match t {
-            Ok(t) if files[i].listed && t.slices.is_empty() && t.counters.is_empty() => {
-                skipped.push(
-                    Diagnostic::new(Kind::EmptyFile, 1, "holds no events (header only); skipped")
-                        .in_file(files[i].path.display()),
-                );
+        let t = match judge(&files[i], t) {
+            Outcome::Loaded(t) => *t,
+            Outcome::Skipped(d, e) => {
+                skipped.push(d);
+                if let Some(e) = e {
+                    first_error.get_or_insert(e);
+                }
                 continue;
             }
-            Ok(t) => t,
-            Err(e) if files[i].listed => {
-                let kind = match e {
-                    TraceError::Empty { .. } => Kind::EmptyFile,
-                    _ => Kind::UnreadableFile,
-                };
-                // The error names the file first; the diagnostic holds it apart.
-                let path = files[i].path.display().to_string();
-                let text = e.to_string();
-                let why = text.strip_prefix(&format!("{path}: ")).unwrap_or(&text);
-                skipped.push(Diagnostic::new(kind, 1, format!("{why}; skipped")).in_file(path));
-                first_error.get_or_insert(e);
-                continue;
-            }
-            Err(e) => return Err(e),
+            Outcome::Failed(e) => return Err(e),
         };
         ranks.extend(t.processes.iter().filter_map(|p| p.rank).map(|r| (r, i)));
         match &mut trace {
@@ -118,30 +199,11 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
         }
     }
     let Some(mut trace) = trace else {
-        return match first_error {
-            Some(e) => Err(e),
-            // Only empty or header-only files.
-            None => Err(TraceError::NotATrace {
-                path: files.first().map(|f| f.path.clone()).unwrap_or_default(),
-                why: "no file holds any events".into(),
-            }),
-        };
+        return Err(nothing_loaded(&files, first_error));
     };
-    ranks.sort_unstable();
-    for w in ranks.windows(2) {
-        if w[0].0 == w[1].0 && w[0].1 != w[1].1 {
-            skipped.push(Diagnostic::new(
-                Kind::DuplicateRank,
-                1,
-                format!(
-                    "rank {} appears in both {} and {}: two runs mixed? both are shown",
-                    w[0].0,
-                    files[w[0].1].path.display(),
-                    files[w[1].1].path.display()
-                ),
-            ));
-        }
-    }
+    skipped.extend(duplicate_ranks(ranks, &|i| {
+        files[i].path.display().to_string()
+    }));
     // Load warnings first, in file order, then what was skipped.
     trace.diagnostics.extend(skipped);
     trace.diagnostics.extend(chosen);

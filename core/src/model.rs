@@ -80,7 +80,7 @@ impl StringPool {
 }
 
 /// Clock the timestamps of a process are on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum ClockDomain {
     /// CLOCK_REALTIME (Unix epoch ns): Kineto traces.
     Realtime,

@@ -82,24 +82,50 @@ struct RankTracks {
 
 /// Builds an FSDP-like multi-rank trace (see the module docs).
 pub fn fsdp_like(o: &SynthOptions) -> Trace {
+    let ranks: Vec<u32> = (0..o.ranks).collect();
+    generate(o, &ranks, o.seed.max(1), &|_| "synth".to_string(), &|r| r)
+}
+
+/// Rank `rank` alone of an `o.ranks`-rank FSDP-like job, as the collector
+/// writes one file per rank: about `o.target_slices` slices, the same
+/// collectives in the same order on every rank (so they match across
+/// ranks), eight ranks per host (`node-K`), its own random durations.
+pub fn fsdp_like_rank(o: &SynthOptions, rank: u32) -> Trace {
+    let seed = o.seed.max(1) ^ (rank as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    generate(
+        o,
+        &[rank],
+        seed.max(1),
+        &|r| format!("node-{}", r / 8),
+        &|r| r % 8,
+    )
+}
+
+fn generate(
+    o: &SynthOptions,
+    rank_ids: &[u32],
+    seed: u64,
+    host: &dyn Fn(u32) -> String,
+    ordinal: &dyn Fn(u32) -> u32,
+) -> Trace {
     let mut t = Trace::new();
     t.reserve_slices(o.target_slices + 1024);
-    let mut rng = Rng(o.seed.max(1));
+    let mut rng = Rng(seed);
     let mut ranks = Vec::new();
-    for r in 0..o.ranks {
+    for &r in rank_ids {
         let p = t.add_process(Process {
             pid: 1000 + r,
             name: format!("python train.py (rank {r})"),
             rank: Some(r),
-            local_rank: Some(r),
+            local_rank: Some(ordinal(r)),
             world_size: Some(o.ranks),
-            hostname: "synth".into(),
+            hostname: host(r),
             cmdline: "python train.py".into(),
             clock: ClockDomain::Boottime,
             metadata: vec![("generator".into(), "streamscope synth::fsdp_like".into())],
             ..Default::default()
         });
-        let d = t.add_device(h200(p, r));
+        let d = t.add_device(h200(p, ordinal(r)));
         let host = t.add_track(p, None, TrackKind::Thread { tid: 1000 + r }, "python");
         let gpu = t.add_track(
             p,
@@ -161,8 +187,8 @@ pub fn fsdp_like(o: &SynthOptions) -> Trace {
 
     let t0: i64 = 1_000_000_000;
     let mut step = 0u32;
-    let mut now = vec![t0; o.ranks as usize];
-    let mut corr = vec![1u32; o.ranks as usize];
+    let mut now = vec![t0; rank_ids.len()];
+    let mut corr = vec![1u32; rank_ids.len()];
     while t.slices.len() < o.target_slices {
         for (r, rt) in ranks.iter().enumerate() {
             let mut cpu = now[r];

@@ -52,6 +52,31 @@ pub fn intersection_measure(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
     total
 }
 
+/// `a \ b` for two disjoint ascending interval lists: disjoint, ascending,
+/// without empty pieces.
+pub fn difference(a: &[(i64, i64)], b: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let mut j = 0usize;
+    for &(s, e) in a {
+        let mut at = s;
+        while j < b.len() && b[j].1 <= at {
+            j += 1;
+        }
+        let mut k = j;
+        while at < e && k < b.len() && b[k].0 < e {
+            if b[k].0 > at {
+                out.push((at, b[k].0));
+            }
+            at = at.max(b[k].1);
+            k += 1;
+        }
+        if at < e {
+            out.push((at, e));
+        }
+    }
+    out
+}
+
 /// Whether `t` lies inside one of the disjoint ascending intervals `u`
 /// (start inclusive, end exclusive).
 pub fn contains(u: &[(i64, i64)], t: i64) -> bool {
@@ -75,6 +100,17 @@ pub fn gap_around(u: &[(i64, i64)], t: i64) -> Option<(Option<i64>, Option<i64>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn difference_measures_what_intersection_leaves() {
+        let a = vec![(0, 10), (20, 30), (40, 50)];
+        let b = vec![(2, 4), (8, 22), (25, 26), (29, 45)];
+        let d = difference(&a, &b);
+        assert_eq!(d, vec![(0, 2), (4, 8), (22, 25), (26, 29), (45, 50)]);
+        assert_eq!(measure(&d), measure(&a) - intersection_measure(&a, &b));
+        assert_eq!(difference(&a, &[]), a);
+        assert!(difference(&a, &[(-5, 60)]).is_empty());
+    }
 
     #[test]
     fn touching_and_nested_merge() {

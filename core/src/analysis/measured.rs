@@ -2,7 +2,7 @@
 //! `record --gpu-metrics`, see [`crate::gpu_metrics`]) and SM contention
 //! between compute and NCCL kernels (from kernel times alone, on any trace).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::intervals;
 use super::rank::{Ev, RankCtx, NONE};
@@ -11,7 +11,7 @@ use crate::model::{SliceClass, SliceKind, Trace, TrackKind};
 
 /// Time-weighted means of the measured GPU metrics over a window; `None`
 /// (JSON `null`) for a metric with no sample in it.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Measured {
     /// SM active: cycles with a warp resident, % of elapsed cycles.
     pub sm_active_pct: Option<f64>,
@@ -240,7 +240,7 @@ pub fn collective_link_gb(rows: &[super::CollectiveStats]) -> Option<f64> {
 
 /// SM contention: compute kernels that ran both alone and under NCCL
 /// kernels on the same GPU, compared by name and launch shape.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SmContention {
     /// 100 × (Σ overlapped durations / Σ their alone medians − 1) over the
     /// kernel groups seen both ways; `None` when no group was.
@@ -262,7 +262,7 @@ pub struct SmContention {
 }
 
 /// One kernel group of [`SmContention`].
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ContentionRow {
     /// Kernel name.
     pub name: String,

@@ -4,6 +4,7 @@
 //! rank's GPU events once, and derives every metric by sweeps over merged
 //! intervals. Definitions and windows: docs/METRICS.md.
 
+mod assemble;
 pub mod breakdown;
 pub mod collectives;
 pub mod compare;
@@ -15,6 +16,7 @@ pub mod rank;
 pub mod render;
 pub mod report;
 pub mod steps;
+pub mod streamed;
 pub mod sync;
 pub mod waits;
 pub mod whatif;
@@ -23,6 +25,7 @@ pub mod xrank;
 pub use report::*;
 
 use crate::diagnostic::{Diagnostic, Kind};
+use serde::{Deserialize, Serialize};
 
 use crate::model::{SliceClass, Trace};
 use breakdown::Unions;
@@ -73,12 +76,77 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
         diagnostics: trace.diagnostics.clone(),
         ..Default::default()
     };
-    // A process with no GPU work (a launcher) is not a rank.
+    let mut ctxs = split_other_processes(trace, all, &mut report.other_processes);
+    rank::number_ranks(trace, &mut ctxs);
+    let nccl = collectives::NcclNames::new(trace);
+    let keys = crate::comms::CommKeys::new(trace);
+    if let Some(r) = opts.rank {
+        if !ctxs.iter().any(|c| c.rank == r) {
+            report.diagnostics.push(no_such_rank(r));
+        }
+    }
+    // Ranks are independent: analyze them on all cores, in rank order so
+    // the report does not depend on the thread count. Collectives across
+    // ranks are matched over every rank, before `--rank` narrows them.
+    let parts = par_map(ctxs, &|ctx| {
+        if opts.rank.is_none_or(|r| r == ctx.rank) {
+            analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys)
+        } else {
+            records_only(trace, &ctx, &nccl, &keys)
+        }
+    });
+    let mut asm = assemble::Assembly::default();
+    for p in parts {
+        asm.push(p, &|_| {});
+    }
+    let matching = xrank::match_records(&asm.comms);
+    asm.finish(report, &matching, opts)
+}
+
+/// `f` over `items` on all cores (contiguous chunks, one per thread),
+/// results in the order of `items`.
+pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: &(dyn Fn(T) -> R + Sync)) -> Vec<R> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.len().max(1));
+    let per_thread = items.len().div_ceil(threads.max(1)).max(1);
+    let mut chunks: Vec<Vec<T>> = Vec::new();
+    let mut it = items.into_iter().peekable();
+    while it.peek().is_some() {
+        chunks.push(it.by_ref().take(per_thread).collect());
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|chunk| scope.spawn(move || chunk.into_iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+/// The diagnostic for `--rank R` naming no rank.
+pub(crate) fn no_such_rank(r: u32) -> Diagnostic {
+    Diagnostic::new(Kind::NoSuchRank, 1, format!("no rank {r} in the trace"))
+}
+
+/// Rank contexts of `all`, the processes without GPU work (a launcher is
+/// not a rank) moved to `others`.
+pub(crate) fn split_other_processes(
+    trace: &Trace,
+    all: Vec<RankCtx>,
+    others: &mut Vec<OtherProcess>,
+) -> Vec<RankCtx> {
     let mut ctxs: Vec<RankCtx> = Vec::with_capacity(all.len());
     for c in all {
         if c.gpu.is_empty() && c.device.is_none() {
             let p = &trace.processes[c.process as usize];
-            report.other_processes.push(OtherProcess {
+            others.push(OtherProcess {
                 process: c.process,
                 pid: p.pid,
                 rank: p.rank,
@@ -90,132 +158,60 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
             ctxs.push(c);
         }
     }
-    rank::number_ranks(trace, &mut ctxs);
-    let nccl = collectives::NcclNames::new(trace);
-    // Collectives across ranks are matched before `--rank` narrows the ranks.
-    let matching = xrank::match_ranks(trace, &ctxs, &nccl);
-    if let Some(r) = opts.rank {
-        ctxs.retain(|c| c.rank == r);
-    }
-    if let Some(r) = opts.rank {
-        if ctxs.is_empty() {
-            report.diagnostics.push(Diagnostic::new(
-                Kind::NoSuchRank,
-                1,
-                format!("no rank {r} in the trace"),
-            ));
-        }
-    }
-    // Ranks are independent: analyze them on all cores, then merge in
-    // rank order so the report does not depend on the thread count.
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(ctxs.len().max(1));
-    let per_thread = ctxs.len().div_ceil(threads.max(1)).max(1);
-    let mut chunks: Vec<Vec<RankCtx>> = Vec::new();
-    let mut it = ctxs.into_iter().peekable();
-    while it.peek().is_some() {
-        chunks.push(it.by_ref().take(per_thread).collect());
-    }
-    type Part = (Report, Vec<u32>, Vec<xrank::summary::StepWait>);
-    let parts: Vec<Part> = std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|chunk| {
-                let (nccl, matching) = (&nccl, &matching);
-                scope.spawn(move || {
-                    let mut part = Report::default();
-                    let (mut in_window, mut waits) = (Vec::new(), Vec::new());
-                    for ctx in chunk {
-                        let (mut ids, mut w) =
-                            analyze_rank(trace, ctx, opts, hta_filter, nccl, matching, &mut part);
-                        in_window.append(&mut ids);
-                        waits.append(&mut w);
-                    }
-                    (part, in_window, waits)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
-    // An instance is in the window when every rank's kernel of it is in its rank's window.
-    let mut marks = vec![0usize; matching.instances.len()];
-    let mut waits = Vec::new();
-    for (part, ids, mut w) in parts {
-        waits.append(&mut w);
-        for i in ids {
-            if let Some(m) = marks.get_mut(i as usize) {
-                *m += 1;
-            }
-        }
-        report.diagnostics.extend(part.diagnostics);
-        report.sync_warnings.extend(part.sync_warnings);
-        report.steps.extend(part.steps);
-        report.collectives.extend(part.collectives);
-        report
-            .collectives_per_step
-            .extend(part.collectives_per_step);
-        report.occupancy.extend(part.occupancy);
-        report.ranks.extend(part.ranks);
-    }
-    let in_window: Vec<bool> = matching
-        .instances
-        .iter()
-        .zip(&marks)
-        .map(|(inst, &m)| m == inst.parts.len() || (opts.rank.is_some() && m > 0))
-        .collect();
-    let label = if report
-        .ranks
-        .windows(2)
-        .all(|w| w[0].window.label == w[1].window.label)
-    {
-        report
-            .ranks
-            .first()
-            .map_or(String::new(), |r| r.window.label.clone())
-    } else {
-        "each rank's headline window".to_string()
-    };
-    report.cross_rank = xrank::summary::cross_rank(&matching, &in_window, &label);
-    let stragglers = xrank::summary::stragglers(&waits);
-    for row in &mut report.steps {
-        if let Some(&(rank, ns)) = stragglers.get(&row.step) {
-            row.straggler_rank = Some(rank);
-            row.straggler_wait_us = Some(ns as f64 / 1000.0);
-        }
-    }
-    report.diagnostics.extend(
-        matching
-            .notes
-            .iter()
-            .map(|n| Diagnostic::new(Kind::UnmatchedCollectives, 1, format!("cross-rank: {n}"))),
-    );
-    report.sync_warnings.sort_by(|a, b| {
-        b.gpu_idle_us
-            .total_cmp(&a.gpu_idle_us)
-            .then(a.rank.cmp(&b.rank))
-    });
-    report
+    ctxs
 }
 
-/// Analyzes one rank, appending its rows to `report`; returns the matched
-/// collective instances whose kernel on this rank is in its headline window,
-/// and the rank's waits for peers per step.
-fn analyze_rank(
+/// What a rank's cross-rank figures need from its own analysis, once the
+/// collectives of every rank are matched.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankLocal {
+    /// The rank's step numbers, in its step order.
+    pub steps: Vec<i64>,
+    /// Its exposed communication in the headline window, M \ C (disjoint, ascending).
+    pub exposed: Vec<(i64, i64)>,
+    /// Its communication slices in the window that are not kernels (never matched).
+    pub extra: Vec<(i64, i64)>,
+}
+
+/// One rank analyzed on its own: its rows, what its cross-rank figures
+/// need, and its collective records.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankPart {
+    /// Its rows (`ranks` holds this rank alone; `cross_rank`, straggler and
+    /// wait fields are filled once the collectives are matched).
+    pub report: Report,
+    /// See [`RankLocal`].
+    pub local: RankLocal,
+    /// Its NCCL kernels.
+    pub comms: xrank::RankComms,
+    /// False when `--rank` left it out: only `comms` is meaningful.
+    pub analyzed: bool,
+}
+
+/// The records of a rank `--rank` leaves out (its kernels are still matched).
+pub(crate) fn records_only(
+    trace: &Trace,
+    ctx: &RankCtx,
+    nccl: &collectives::NcclNames,
+    keys: &crate::comms::CommKeys,
+) -> RankPart {
+    RankPart {
+        comms: xrank::collect(trace, ctx, nccl, keys, &|_| false),
+        ..Default::default()
+    }
+}
+
+/// Analyzes one rank on its own (everything but what needs the other
+/// ranks' collectives), and takes its collective records.
+pub(crate) fn analyze_rank_alone(
     trace: &Trace,
     mut ctx: RankCtx,
     opts: &AnalysisOptions,
     hta_filter: bool,
     nccl: &collectives::NcclNames,
-    matching: &xrank::Matching,
-    report: &mut Report,
-) -> (Vec<u32>, Vec<xrank::summary::StepWait>) {
+    keys: &crate::comms::CommKeys,
+) -> RankPart {
+    let mut report = Report::default();
     let detected = steps::detect(trace, &ctx);
     let (steps, source) = (&detected.steps, detected.source);
     assign_steps(trace, &mut ctx, steps);
@@ -231,11 +227,21 @@ fn analyze_rank(
     let all: Vec<&Ev> = ctx.gpu.iter().collect();
     let unions = Unions::of(head.iter().copied());
     let b = unions.breakdown();
-    let split = xrank::summary::exposed_split(matching, &head, &unions.compute);
-    let in_window: Vec<u32> = head
-        .iter()
-        .filter_map(|e| matching.by_slice.get(&e.id).map(|&(i, _)| i))
-        .collect();
+    let comms = xrank::collect(trace, &ctx, nccl, keys, &*keep);
+    let mut comm_head: Vec<(i64, i64)> = Vec::new();
+    let mut extra: Vec<(i64, i64)> = Vec::new();
+    for e in head.iter().filter(|e| e.class == SliceClass::Communication) {
+        comm_head.push((e.s, e.e));
+        if !xrank::is_comm_kernel(trace, e) {
+            extra.push((e.s.min(e.e), e.e));
+        }
+    }
+    intervals::union_in_place(&mut comm_head);
+    let local = RankLocal {
+        steps: steps.iter().map(|s| s.number).collect(),
+        exposed: intervals::difference(&comm_head, &unions.compute),
+        extra,
+    };
     let idle_by_stream =
         waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
     let (comm_stalls, _) = waits::comm_stalls(trace, &ctx, &head, opts.stall_tolerance_ns);
@@ -272,12 +278,6 @@ fn analyze_rank(
         &|id| nccl.is_all_gather(trace, id),
         opts,
     );
-    let us = |ns: i64| ns as f64 / 1000.0;
-    let numbers: Vec<i64> = steps.iter().map(|s| s.number).collect();
-    let (own, step_waits) = xrank::summary::step_waits(matching, ctx.rank, &ctx.gpu, &numbers);
-    for (row, own) in rows.iter_mut().zip(own) {
-        row.comm_wait_us = own.map(us);
-    }
     let (sm_contention, contention_per_step) =
         measured::sm_contention(trace, &ctx, &head, steps.len(), window_steps.len());
     let series = measured::rank_series(trace, &ctx);
@@ -371,16 +371,32 @@ fn analyze_rank(
         syncs,
         startup_syncs: found.startup,
         after_window_syncs: found.after,
-        exposed_wait_us: split.map(|s| us(s.0)),
-        exposed_transfer_us: split.map(|s| us(s.1)),
+        exposed_wait_us: None,
+        exposed_transfer_us: None,
         measured: rank_measured,
         sm_contention,
     });
-    (in_window, step_waits)
+    // Kept until every rank is read (many ranks): no spare capacity.
+    report.collectives_per_step.shrink_to_fit();
+    report.collectives.shrink_to_fit();
+    report.sync_warnings.shrink_to_fit();
+    report.steps.shrink_to_fit();
+    RankPart {
+        report,
+        local,
+        comms,
+        analyzed: true,
+    }
 }
 
 /// HTA filters by steps only when the trace names at least two distinct ProfilerStep events.
 fn hta_filter_active(t: &Trace) -> bool {
+    profiler_step_names(t).len() >= 2
+}
+
+/// The first two distinct names of host slices that contain "ProfilerStep"
+/// (what [`hta_filter_active`] decides on).
+pub(crate) fn profiler_step_names(t: &Trace) -> Vec<String> {
     let mut names: Vec<u32> = Vec::new();
     let sl = &t.slices;
     let mut is_step = vec![None::<bool>; t.strings.len()];
@@ -393,11 +409,14 @@ fn hta_filter_active(t: &Trace) -> bool {
         if flag && !names.contains(&(n as u32)) {
             names.push(n as u32);
             if names.len() >= 2 {
-                return true;
+                break;
             }
         }
     }
-    false
+    names
+        .into_iter()
+        .map(|n| t.str(crate::model::StrId(n)).to_string())
+        .collect()
 }
 
 /// Step of each GPU event: by its launch call's start for host-timed steps

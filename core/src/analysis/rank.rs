@@ -332,19 +332,63 @@ fn stated_rank(p: &crate::model::Process) -> Option<u32> {
     })
 }
 
+/// What a rank context's number comes from (see [`number`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct RankClaim {
+    /// The rank its process states (RANK, LOCAL_RANK, NCCL rank).
+    pub stated: Option<u32>,
+    /// For one GPU of a process that drives several: (the process's RANK,
+    /// GPUs of the process, this GPU's index among them).
+    pub multi: Option<(Option<u32>, u32, u32)>,
+    /// Index of its process in the trace.
+    pub process: u32,
+}
+
+/// The claims of the contexts `build` made of `t` (a process's GPUs in a row).
+pub fn claims(t: &Trace, ctxs: &[RankCtx]) -> Vec<RankClaim> {
+    ctxs.iter()
+        .enumerate()
+        .map(|(k, c)| {
+            let p = t.processes.get(c.process as usize);
+            let multi = c.device.map(|_| {
+                let same = |x: &RankCtx| x.process == c.process && x.device.is_some();
+                let first = (0..=k)
+                    .rev()
+                    .take_while(|&i| same(&ctxs[i]))
+                    .last()
+                    .unwrap_or(k);
+                let n = ctxs[first..].iter().take_while(|x| same(x)).count() as u32;
+                (p.and_then(|p| p.rank), n, (k - first) as u32)
+            });
+            RankClaim {
+                stated: p.and_then(stated_rank),
+                multi,
+                process: c.process,
+            }
+        })
+        .collect()
+}
+
 /// Numbers the ranks: RANK, else LOCAL_RANK, else the NCCL rank, else the
-/// smallest number no other rank uses, so each rank has one row.
-pub fn number_ranks(t: &Trace, ctxs: &mut [RankCtx]) {
+/// smallest number no other rank uses, so each rank has one row. A GPU of
+/// a process that drives n of them is R·n + k (R: the process's RANK, else
+/// its index).
+pub fn number(claims: &[RankClaim]) -> Vec<u32> {
+    let mut out = vec![0u32; claims.len()];
     let mut used: Vec<u32> = Vec::new();
     let mut pending: Vec<usize> = Vec::new();
-    for (k, c) in ctxs.iter_mut().enumerate() {
-        if c.device.is_some() {
-            used.push(c.rank);
+    for (k, c) in claims.iter().enumerate() {
+        if let Some((rank, n, i)) = c.multi {
+            out[k] = rank
+                .unwrap_or(c.process)
+                .saturating_mul(n)
+                .saturating_add(i);
+            used.push(out[k]);
             continue;
         }
-        match t.processes.get(c.process as usize).and_then(stated_rank) {
+        match c.stated {
             Some(r) if !used.contains(&r) => {
-                c.rank = r;
+                out[k] = r;
                 used.push(r);
             }
             _ => pending.push(k),
@@ -355,8 +399,17 @@ pub fn number_ranks(t: &Trace, ctxs: &mut [RankCtx]) {
         while used.contains(&next) {
             next += 1;
         }
-        ctxs[k].rank = next;
+        out[k] = next;
         used.push(next);
+    }
+    out
+}
+
+/// [`number`] applied to the contexts of `t`.
+pub fn number_ranks(t: &Trace, ctxs: &mut [RankCtx]) {
+    let claims = claims(t, ctxs);
+    for (c, r) in ctxs.iter_mut().zip(number(&claims)) {
+        c.rank = r;
     }
 }
 

@@ -5,10 +5,10 @@
 //! where a value locates something on the timeline. A percentage whose
 //! denominator is zero is `None` (JSON `null`), never NaN.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Everything `analyze` found, over all ranks of a trace.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Report {
     /// One entry per traced process (rank), in trace order.
     pub ranks: Vec<RankReport>,
@@ -62,7 +62,7 @@ impl Report {
 }
 
 /// A traced process without GPU work.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct OtherProcess {
     /// Index of the process in the trace.
     pub process: u32,
@@ -82,7 +82,7 @@ pub struct OtherProcess {
 pub const WHOLE_TRACE: &str = "whole trace";
 
 /// Which part of the timeline a number covers.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Window {
     /// How the window was chosen.
     pub rule: WindowRule,
@@ -96,7 +96,7 @@ pub struct Window {
     pub label: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 /// How a [`Window`] was chosen (JSON: snake_case).
 pub enum WindowRule {
@@ -122,7 +122,7 @@ pub enum WindowRule {
 }
 
 /// HTA-style numbers over one window (all `_us` from merged intervals).
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Breakdown {
     /// Merged compute-kernel time |C|.
     pub compute_us: f64,
@@ -153,7 +153,7 @@ pub struct Breakdown {
 }
 
 /// One rank (process).
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RankReport {
     /// The rank, or the process index when the trace has no rank.
     pub rank: u32,
@@ -203,7 +203,7 @@ pub struct RankReport {
 }
 
 /// HTA idle categories of one stream.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct StreamIdle {
     /// Model device index.
     pub device: u32,
@@ -221,7 +221,7 @@ pub struct StreamIdle {
 
 /// Time compute streams sat idle because their next kernel waited on
 /// communication (docs/METRICS.md, "Communication stalls").
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CommStalls {
     /// Number of stalls.
     pub count: u64,
@@ -233,7 +233,7 @@ pub struct CommStalls {
     pub worst: Vec<Stall>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 /// Communication stalls of one compute stream.
 pub struct StreamStall {
     /// Model device index.
@@ -246,7 +246,7 @@ pub struct StreamStall {
     pub total_us: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 /// One communication stall.
 pub struct Stall {
     /// The compute kernel that started once the communication ended.
@@ -263,7 +263,7 @@ pub struct Stall {
 
 /// All-gather prefetches: late ones (a compute kernel waited for them) and
 /// the slack of the others (next compute start on the device minus their end).
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct PrefetchSlack {
     /// All-gather kernels considered.
     pub all_gathers: u64,
@@ -282,7 +282,7 @@ pub struct PrefetchSlack {
 }
 
 /// One step of one rank.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct StepReport {
     /// The rank.
     pub rank: u32,
@@ -327,7 +327,7 @@ pub struct StepReport {
 }
 
 /// One collective type of one rank.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CollectiveStats {
     /// The rank.
     pub rank: u32,
@@ -360,7 +360,7 @@ pub struct CollectiveStats {
 }
 
 /// Occupancy of one device.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct DeviceOccupancy {
     /// The rank.
     pub rank: u32,
@@ -388,7 +388,7 @@ pub struct DeviceOccupancy {
     pub sms_in_use: Vec<(i64, u32)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 /// Occupancy of one kernel name and launch configuration.
 pub struct KernelOccupancy {
     /// Kernel name.
@@ -420,7 +420,7 @@ pub struct KernelOccupancy {
 }
 
 /// Host-blocking synchronizations of one pattern at one call site.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct SyncGroup {
     /// The rank.
     pub rank: u32,
@@ -461,7 +461,7 @@ pub struct SyncGroup {
 }
 
 /// NCCL kernels matched across ranks (docs/METRICS.md, "Cross-rank collectives").
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CrossRank {
     /// The instances summarized: those in every rank's headline window.
     pub window: String,
@@ -492,7 +492,7 @@ pub struct CrossRank {
 }
 
 /// Skew and transfer of one collective kind over matched instances.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct CollectiveSkew {
     /// Collective kind (AllGather, ...).
     pub collective: String,
@@ -521,7 +521,7 @@ pub struct CollectiveSkew {
 }
 
 /// How long one rank waited for another (summed over instances).
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct WaitPair {
     /// The rank that waited.
     pub waiting_rank: u32,
@@ -534,7 +534,7 @@ pub struct WaitPair {
 }
 
 /// A clock (a host's) other than the first rank's, and its offset.
-#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct ClockOffset {
     /// Host of the ranks on this clock.
     pub host: String,

@@ -2,9 +2,8 @@
 //! the offset between those that do not, estimated from matched
 //! collectives (an instance ends within microseconds on every rank).
 
-use crate::analysis::rank::RankCtx;
 use crate::analysis::report::ClockOffset;
-use crate::model::{ClockDomain, Trace};
+use crate::model::ClockDomain;
 
 /// Ranks grouped by clock: (domain, host) per group, group of each context.
 pub struct ClockGroups {
@@ -15,16 +14,11 @@ pub struct ClockGroups {
 }
 
 impl ClockGroups {
-    /// Groups the contexts' processes by clock domain and host.
-    pub fn new(t: &Trace, ctxs: &[RankCtx]) -> ClockGroups {
+    /// Groups the ranks by their (clock domain, host), in rank-context order.
+    pub fn of(keys: impl Iterator<Item = (ClockDomain, String)>) -> ClockGroups {
         let mut groups: Vec<(ClockDomain, String)> = Vec::new();
-        let mut of = Vec::with_capacity(ctxs.len());
-        for c in ctxs {
-            let key = t
-                .processes
-                .get(c.process as usize)
-                .map(|p| (p.clock, p.hostname.clone()))
-                .unwrap_or_default();
+        let mut of = Vec::new();
+        for key in keys {
             let g = match groups.iter().position(|k| *k == key) {
                 Some(g) => g,
                 None => {
@@ -60,15 +54,6 @@ fn median(v: &mut [i64]) -> Option<i64> {
     Some(v[v.len() / 2])
 }
 
-/// One matched instance as the clock estimate sees it: its kind, and each
-/// rank context's kernel (start, end) on its own clock.
-pub struct Obs<'a> {
-    /// Collective kind.
-    pub kind: &'a str,
-    /// (start, end) per rank context.
-    pub se: Vec<(i64, i64)>,
-}
-
 /// Offsets of the clock groups other than the first. For group g, with
 /// d = (first rank's kernel end − the end of g's first rank) per instance:
 /// the rank that arrives last ends a little later than its peer (tens of
@@ -80,19 +65,28 @@ pub struct Obs<'a> {
 /// seen in both orders: the median of all d. Added to g's times, the
 /// offset puts them on the first rank's clock. The residual is the median
 /// absolute deviation of d from its (kind, order) median.
-pub fn estimate(cg: &ClockGroups, ranks: &[u32], obs: &[Obs]) -> Vec<(usize, ClockOffset, i64)> {
+///
+/// The `n` matched instances are read through `kind(i)` (collective kind of
+/// instance `i`) and `se(i, c)` (rank context `c`'s kernel start and end
+/// on its own clock).
+pub fn estimate<'a>(
+    cg: &ClockGroups,
+    ranks: &[u32],
+    n: usize,
+    kind: &dyn Fn(usize) -> &'a str,
+    se: &dyn Fn(usize, usize) -> (i64, i64),
+) -> Vec<(usize, ClockOffset, i64)> {
     let mut out = Vec::new();
     for g in 1..cg.groups.len() {
         let Some(rep) = cg.of.iter().position(|&x| x == g) else {
             continue;
         };
         // (kind, start difference, end difference) per instance.
-        let rows: Vec<(&str, i64, i64)> = obs
-            .iter()
-            .filter_map(|o| {
-                let (s0, e0) = *o.se.first()?;
-                let (s1, e1) = *o.se.get(rep)?;
-                Some((o.kind, s0.saturating_sub(s1), e0.saturating_sub(e1)))
+        let rows: Vec<(&str, i64, i64)> = (0..n)
+            .map(|i| {
+                let (s0, e0) = se(i, 0);
+                let (s1, e1) = se(i, rep);
+                (kind(i), s0.saturating_sub(s1), e0.saturating_sub(e1))
             })
             .collect();
         let mut all: Vec<i64> = rows.iter().map(|r| r.2).collect();

@@ -12,18 +12,25 @@
 //! Ranks on one clock (one clock domain on one host) are compared as they
 //! are; ranks on other clocks are first put on the first rank's clock by
 //! an offset estimated from the matched instances' ends ([`clocks`]).
+//!
+//! The matching reads only [`RankComms`]: per rank, one compact
+//! [`CommRec`] per NCCL kernel, taken from its trace by [`collect`]. A
+//! streamed report (`analysis::streamed`) keeps those records across rank
+//! files and matches them once every file was read.
 
 pub mod clocks;
 pub mod summary;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
 
 use super::collectives::{param_comms_by_track, NcclNames};
 use super::nccl::bus_factor;
-use super::rank::{IntMap, RankCtx};
+use super::rank::{Ev, IntMap, RankCtx, NONE};
 use super::report::ClockOffset;
 use crate::comms::{CollectiveRecord, CommKeys};
-use crate::model::{SliceClass, SliceKind, Trace};
+use crate::model::{ClockDomain, SliceClass, SliceKind, Trace};
 
 /// One rank's kernel of a matched collective instance.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,7 +39,8 @@ pub struct Part {
     pub rank: u32,
     /// The NCCL kernel slice.
     pub slice: u32,
-    /// Start of the host call that launched it, when present.
+    /// Start of the host call that launched it, when present (filled by
+    /// [`match_ranks`], which has the trace; `None` from [`match_records`]).
     pub launch_ns: Option<i64>,
     /// Kernel start and end (as the rank's analysis sees them).
     pub start_ns: i64,
@@ -88,8 +96,12 @@ impl Instance {
 pub struct Matching {
     /// Matched instances, in the order of the first rank's kernels per group.
     pub instances: Vec<Instance>,
-    /// Slice id -> (instance, part).
+    /// Slice id -> (instance, part); filled by [`match_ranks`] (one trace),
+    /// empty from [`match_records`] alone.
     pub by_slice: IntMap<u32, (u32, u32)>,
+    /// Per rank (in the order given), per record: its instance, or [`NONE`].
+    /// The part of rank `r` in an instance is `parts[r]`.
+    pub of_rec: Vec<Vec<u32>>,
     /// Why something was not matched (one line each).
     pub notes: Vec<String>,
     /// Clocks of the ranks, as a phrase ("monotonic, one host").
@@ -105,149 +117,296 @@ pub struct Matching {
     pub clock_offsets: Vec<ClockOffset>,
 }
 
-/// Per-kernel facts used for matching.
-struct K {
-    slice: u32,
-    s: i64,
-    e: i64,
-    kind: String,
-    rec: CollectiveRecord,
+impl Matching {
+    /// Kernels that belong to a matched instance.
+    pub fn matched_kernels(&self) -> u64 {
+        self.of_rec
+            .iter()
+            .map(|v| v.iter().filter(|&&i| i != NONE).count() as u64)
+            .sum()
+    }
 }
 
-/// Matches the NCCL kernels of `ctxs` across ranks.
-pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
-    let mut m = Matching::default();
+/// "No value" in the u64 fields of a [`CommRec`].
+pub const NO_U64: u64 = u64::MAX;
+
+/// One NCCL kernel of a rank as the matching needs it (64 bytes; absent
+/// values are [`NONE`] or [`NO_U64`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommRec {
+    /// The kernel's slice id in its trace.
+    pub slice: u32,
+    /// Kernel start, as the rank's analysis sees it (µs-rounded for HTA ranks).
+    pub s: i64,
+    /// Kernel end.
+    pub e: i64,
+    /// CUDA stream id of its stream.
+    pub stream: u32,
+    /// Kernel name (index into [`RankComms::names`]).
+    pub name: u32,
+    /// Collective kind ("AllGather", "unknown"; index into the names).
+    pub kind: u32,
+    /// Process group name (index into the names), or [`NONE`].
+    pub pg: u32,
+    /// Sequence number in its process group, or [`NO_U64`].
+    pub seq: u64,
+    /// Message bytes, or [`NO_U64`].
+    pub bytes: u64,
+    /// Group size, or [`NONE`].
+    pub group_size: u32,
+    /// Index into the rank's steps of the kernel's step, or [`NONE`].
+    pub step: u32,
+    /// Whether the kernel is in the rank's headline window.
+    pub head: bool,
+}
+
+fn opt_u64(v: u64) -> Option<u64> {
+    (v != NO_U64).then_some(v)
+}
+
+fn opt_u32(v: u32) -> Option<u32> {
+    (v != NONE).then_some(v)
+}
+
+/// One rank's NCCL kernels and what groups its clock.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RankComms {
+    /// The rank number.
+    pub rank: u32,
+    /// Index of its process in the (whole) trace.
+    pub process: u32,
+    /// WORLD_SIZE its process states.
+    pub world_size: Option<u32>,
+    /// Clock domain of its timestamps.
+    pub clock: ClockDomain,
+    /// Host of its process ("" when unknown).
+    pub host: String,
+    /// Strings the records index (kernel names, kinds, process groups).
+    pub names: Vec<String>,
+    /// Its communication kernels, in the rank's GPU order (start, slice id).
+    pub recs: Vec<CommRec>,
+}
+
+impl RankComms {
+    fn intern(&mut self, map: &mut HashMap<String, u32>, s: &str) -> u32 {
+        if let Some(&i) = map.get(s) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.names.push(s.to_string());
+        map.insert(s.to_string(), i);
+        i
+    }
+}
+
+/// Whether GPU event `e` is a communication kernel (what is matched).
+pub fn is_comm_kernel(t: &Trace, e: &Ev) -> bool {
+    e.class == SliceClass::Communication && t.slices.kind[e.id as usize] == SliceKind::Kernel
+}
+
+/// The records of `ctx`'s communication kernels; `head` says which are in
+/// its headline window (steps as assigned in `ctx.gpu`).
+pub fn collect(
+    t: &Trace,
+    ctx: &RankCtx,
+    names: &NcclNames,
+    keys: &CommKeys,
+    head: &dyn Fn(&Ev) -> bool,
+) -> RankComms {
     let sl = &t.slices;
-    let comm: usize = ctxs
+    let p = t.processes.get(ctx.process as usize);
+    let mut out = RankComms {
+        rank: ctx.rank,
+        process: ctx.process,
+        world_size: p.and_then(|p| p.world_size),
+        clock: p.map(|p| p.clock).unwrap_or_default(),
+        host: p.map(|p| p.hostname.clone()).unwrap_or_default(),
+        ..Default::default()
+    };
+    let mut map: HashMap<String, u32> = HashMap::new();
+    // Kernel names by string id, interned once each.
+    let mut name_of: IntMap<u32, u32> = IntMap::default();
+    let pc = if keys.none() {
+        Default::default()
+    } else {
+        param_comms_by_track(t, ctx)
+    };
+    for e in &ctx.gpu {
+        if !is_comm_kernel(t, e) {
+            continue;
+        }
+        let i = e.id as usize;
+        let mut rec = if keys.none() {
+            CollectiveRecord::default()
+        } else {
+            CollectiveRecord::of_slice(t, keys, i)
+        };
+        if !keys.none() {
+            if let Some(h) = ctx
+                .corr
+                .get(sl.correlation[i])
+                .and_then(|l| enclosing(t, &pc, l))
+            {
+                rec.fill_from(t, keys, h as usize);
+            }
+        }
+        let kind = names
+            .info(t, e.id)
+            .map(|n| n.collective.as_str())
+            .filter(|k| !k.is_empty())
+            .or(rec.collective.as_deref())
+            .unwrap_or("unknown")
+            .to_string();
+        let kind = out.intern(&mut map, &kind);
+        let n = sl.name[i].0;
+        let name = match name_of.get(&n) {
+            Some(&x) => x,
+            None => {
+                let x = out.intern(&mut map, t.str(sl.name[i]));
+                name_of.insert(n, x);
+                x
+            }
+        };
+        let pg = match &rec.process_group {
+            Some(g) => out.intern(&mut map, g),
+            None => NONE,
+        };
+        let stream = ctx
+            .streams
+            .get(e.stream as usize)
+            .map_or(u32::MAX, |k| k.stream);
+        out.recs.push(CommRec {
+            slice: e.id,
+            s: e.s,
+            e: e.e,
+            stream,
+            name,
+            kind,
+            pg,
+            seq: rec.seq.unwrap_or(NO_U64),
+            bytes: rec.bytes().unwrap_or(NO_U64),
+            group_size: rec.group_size.unwrap_or(NONE),
+            step: e.step,
+            head: head(e),
+        });
+    }
+    out.recs.shrink_to_fit();
+    out
+}
+
+/// Matches the NCCL kernels of `ctxs` across ranks (steps unassigned):
+/// [`collect`] per context, then [`match_records`]; `by_slice` and each
+/// part's launch filled.
+pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
+    let keys = CommKeys::new(t);
+    let comms: Vec<RankComms> = ctxs
         .iter()
-        .map(|c| {
-            c.gpu
-                .iter()
-                .filter(|e| {
-                    e.class == SliceClass::Communication
-                        && sl.kind[e.id as usize] == SliceKind::Kernel
-                })
-                .count()
-        })
-        .sum();
+        .map(|c| collect(t, c, names, &keys, &|_| false))
+        .collect();
+    let mut m = match_records(&comms);
+    for (c, v) in m.of_rec.iter().enumerate() {
+        for (k, &i) in v.iter().enumerate() {
+            if i == NONE {
+                continue;
+            }
+            let rec = &comms[c].recs[k];
+            m.by_slice.insert(rec.slice, (i, c as u32));
+            if let Some(p) = m.instances[i as usize].parts.get_mut(c) {
+                // The part's times are the record's moved by its clock's offset.
+                let off = p.start_ns.saturating_sub(rec.s);
+                p.launch_ns = ctxs[c]
+                    .launch_start(t, rec.slice)
+                    .map(|l| l.saturating_add(off));
+            }
+        }
+    }
+    m
+}
+
+/// Matches the ranks' records (`ranks` in rank-context order).
+pub fn match_records(ranks: &[RankComms]) -> Matching {
+    let mut m = Matching {
+        of_rec: ranks.iter().map(|r| vec![NONE; r.recs.len()]).collect(),
+        ..Default::default()
+    };
+    let comm: usize = ranks.iter().map(|r| r.recs.len()).sum();
+    m.comm_kernels = comm as u64;
     let any_comm = comm > 0;
     // A rank of the job missing from the trace: its peers' kernels cannot be paired.
-    let mut procs: Vec<u32> = ctxs.iter().map(|c| c.process).collect();
+    let mut procs: Vec<u32> = ranks.iter().map(|c| c.process).collect();
     procs.dedup();
-    let world = procs
-        .iter()
-        .filter_map(|&p| t.processes.get(p as usize).and_then(|p| p.world_size))
-        .max()
-        .unwrap_or(0);
+    let world = ranks.iter().filter_map(|r| r.world_size).max().unwrap_or(0);
     if any_comm && world as usize > procs.len() {
-        let list: Vec<String> = ctxs.iter().map(|c| c.rank.to_string()).collect();
+        let list: Vec<String> = ranks.iter().map(|c| c.rank.to_string()).collect();
         m.notes.push(format!(
             "collectives not matched across ranks: the trace holds {} of the job's {world} ranks ({})",
             procs.len(),
             list.join(", ")
         ));
-        m.comm_kernels = comm as u64;
         return m;
     }
-    if ctxs.len() < 2 || !any_comm {
-        m.comm_kernels = comm as u64;
+    if ranks.len() < 2 || !any_comm {
         return m;
     }
-    let keys = CommKeys::new(t);
-    // Each rank's communication kernels with their kind and record.
-    let mut per: Vec<Vec<(u16, K)>> = Vec::with_capacity(ctxs.len());
-    for c in ctxs {
-        let pc = if keys.none() {
-            Default::default()
-        } else {
-            param_comms_by_track(t, c)
-        };
-        let mut v = Vec::new();
-        for e in &c.gpu {
-            let i = e.id as usize;
-            if e.class != SliceClass::Communication || sl.kind[i] != SliceKind::Kernel {
-                continue;
-            }
-            let mut rec = if keys.none() {
-                CollectiveRecord::default()
-            } else {
-                CollectiveRecord::of_slice(t, &keys, i)
-            };
-            if !keys.none() {
-                if let Some(h) = c
-                    .corr
-                    .get(sl.correlation[i])
-                    .and_then(|l| enclosing(t, &pc, l))
-                {
-                    rec.fill_from(t, &keys, h as usize);
-                }
-            }
-            let kind = names
-                .info(t, e.id)
-                .map(|n| n.collective.clone())
-                .filter(|k| !k.is_empty())
-                .or_else(|| rec.collective.clone())
-                .unwrap_or_else(|| "unknown".to_string());
-            v.push((
-                e.stream,
-                K {
-                    slice: e.id,
-                    s: e.s,
-                    e: e.e,
-                    kind,
-                    rec,
-                },
-            ));
-        }
-        m.comm_kernels += v.len() as u64;
-        per.push(v);
-    }
-    if m.comm_kernels == 0 {
-        return m;
-    }
-    let cg = clocks::ClockGroups::new(t, ctxs);
+    // The ranks' strings in one pool, so that ids compare across ranks.
+    let mut pool: HashMap<&str, u32> = HashMap::new();
+    let mut text: Vec<&str> = Vec::new();
+    let gid: Vec<Vec<u32>> = ranks
+        .iter()
+        .map(|r| {
+            r.names
+                .iter()
+                .map(|s| {
+                    *pool.entry(s.as_str()).or_insert_with(|| {
+                        text.push(s.as_str());
+                        text.len() as u32 - 1
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    let g = |r: usize, local: u32| gid[r].get(local as usize).copied().unwrap_or(NONE);
+    let cg = clocks::ClockGroups::of(ranks.iter().map(|r| (r.clock, r.host.clone())));
     m.clocks = cg.phrase();
-    let ranks: Vec<u32> = ctxs.iter().map(|c| c.rank).collect();
+    let rank_nums: Vec<u32> = ranks.iter().map(|c| c.rank).collect();
     let rank_list = |v: &[u32]| {
         v.iter()
             .map(|r| r.to_string())
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let by_seq = per.iter().all(|v| {
-        v.iter()
-            .all(|(_, k)| k.rec.seq.is_some() && k.rec.process_group.is_some())
-    });
-    let groups: Vec<BTreeMap<(String, String), Vec<K>>> = if by_seq {
+    let by_seq = ranks
+        .iter()
+        .all(|r| r.recs.iter().all(|k| k.seq != NO_U64 && k.pg != NONE));
+    // Per rank: matching key -> record indices, in matching order.
+    type Groups = BTreeMap<(String, String), Vec<u32>>;
+    let groups: Vec<Groups> = if by_seq {
         m.method = "sequence".into();
-        per.into_iter()
-            .map(|v| {
-                let mut g: BTreeMap<(String, String), Vec<K>> = BTreeMap::new();
-                for (_, k) in v {
-                    let pg = k.rec.process_group.clone().unwrap_or_default();
-                    g.entry((format!("pg {pg}"), String::new()))
-                        .or_default()
-                        .push(k);
+        ranks
+            .iter()
+            .enumerate()
+            .map(|(ri, r)| {
+                let mut gr: Groups = group_by(&r.recs, |rec| g(ri, rec.pg))
+                    .into_iter()
+                    .map(|(pg, v)| ((format!("pg {}", text[pg as usize]), String::new()), v))
+                    .collect();
+                for v in gr.values_mut() {
+                    v.sort_by_key(|&k| (r.recs[k as usize].seq, r.recs[k as usize].s));
                 }
-                for v in g.values_mut() {
-                    v.sort_by_key(|k| (k.rec.seq, k.s));
-                }
-                g
+                gr
             })
             .collect()
     } else {
         m.method = "order".into();
         // NCCL streams are paired by stream id when every rank uses the same
         // ids, else by the order of their first NCCL kernel.
-        let ids: Vec<Vec<u32>> = per
+        let ids: Vec<Vec<u32>> = ranks
             .iter()
-            .zip(ctxs)
-            .map(|(v, c)| {
+            .map(|r| {
                 let mut out: Vec<u32> = Vec::new();
-                for (s, _) in v {
-                    let id = c.streams.get(*s as usize).map_or(u32::MAX, |k| k.stream);
-                    if !out.contains(&id) {
-                        out.push(id);
+                for k in &r.recs {
+                    if !out.contains(&k.stream) {
+                        out.push(k.stream);
                     }
                 }
                 out
@@ -259,31 +418,36 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             v
         };
         let same_ids = ids.windows(2).all(|w| sorted(&w[0]) == sorted(&w[1]));
-        per.into_iter()
-            .zip(ctxs)
+        ranks
+            .iter()
+            .enumerate()
             .zip(&ids)
-            .map(|((v, c), first_use)| {
-                let mut g: BTreeMap<(String, String), Vec<K>> = BTreeMap::new();
-                for (s, k) in v {
-                    let id = c.streams.get(s as usize).map_or(u32::MAX, |k| k.stream);
-                    let label = if same_ids {
-                        format!("stream {id}")
-                    } else {
-                        let ord = first_use.iter().position(|&x| x == id).unwrap_or(0);
-                        format!("NCCL stream #{ord}")
-                    };
-                    g.entry((label, k.kind.clone())).or_default().push(k);
-                }
-                g
+            .map(|((ri, r), first_use)| {
+                group_by(&r.recs, |rec| (rec.stream, g(ri, rec.kind)))
+                    .into_iter()
+                    .map(|((id, kind), v)| {
+                        let label = if same_ids {
+                            format!("stream {id}")
+                        } else {
+                            let ord = first_use.iter().position(|&x| x == id).unwrap_or(0);
+                            format!("NCCL stream #{ord}")
+                        };
+                        ((label, text[kind as usize].to_string()), v)
+                    })
+                    .collect::<Groups>()
             })
             .collect()
     };
-    let mut matched: Vec<(&(String, String), Vec<&K>)> = Vec::new();
+    // The matched groups (key, each rank's list), and (group, index in the
+    // lists) of each matched instance.
+    type Lists<'a> = (&'a (String, String), Vec<&'a Vec<u32>>);
+    let mut matched_groups: Vec<Lists> = Vec::new();
+    let mut matched: Vec<(usize, usize)> = Vec::new();
     let mut all_keys: Vec<&(String, String)> = groups.iter().flat_map(|g| g.keys()).collect();
     all_keys.sort();
     all_keys.dedup();
     for key in all_keys {
-        let lists: Vec<Option<&Vec<K>>> = groups.iter().map(|g| g.get(key)).collect();
+        let lists: Vec<Option<&Vec<u32>>> = groups.iter().map(|g| g.get(key)).collect();
         let what = if key.1.is_empty() {
             key.0.clone()
         } else {
@@ -291,7 +455,7 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
         };
         let missing: Vec<u32> = lists
             .iter()
-            .zip(&ranks)
+            .zip(&rank_nums)
             .filter(|(l, _)| l.is_none())
             .map(|(_, r)| *r)
             .collect();
@@ -302,12 +466,12 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             ));
             continue;
         }
-        let lists: Vec<&Vec<K>> = lists.into_iter().flatten().collect();
+        let lists: Vec<&Vec<u32>> = lists.into_iter().flatten().collect();
         let counts: Vec<usize> = lists.iter().map(|l| l.len()).collect();
         if counts.windows(2).any(|w| w[0] != w[1]) {
             let list: Vec<String> = counts
                 .iter()
-                .zip(&ranks)
+                .zip(&rank_nums)
                 .map(|(c, r)| format!("rank {r}: {c}"))
                 .collect();
             m.notes.push(format!(
@@ -317,14 +481,15 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             continue;
         }
         let n = counts[0];
+        let rec = |r: usize, i: usize| &ranks[r].recs[lists[r][i] as usize];
         let same = |i: usize| {
-            let a = &lists[0][i];
-            lists.iter().all(|l| {
-                let b = &l[i];
+            let a = rec(0, i);
+            (0..lists.len()).all(|r| {
+                let b = rec(r, i);
                 if by_seq {
-                    b.rec.seq == a.rec.seq && b.kind == a.kind
+                    b.seq == a.seq && g(r, b.kind) == g(0, a.kind)
                 } else {
-                    sl.name[b.slice as usize] == sl.name[a.slice as usize]
+                    g(r, b.name) == g(0, a.name)
                 }
             })
         };
@@ -340,22 +505,28 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             ));
             continue;
         }
-        for i in 0..n {
-            matched.push((key, lists.iter().map(|l| &l[i]).collect()));
-        }
+        let gi = matched_groups.len();
+        matched.extend((0..n).map(|i| (gi, i)));
+        matched_groups.push((key, lists));
     }
+    let rec_of = |gi: usize, i: usize, r: usize| -> (u32, &CommRec) {
+        let k = matched_groups[gi].1[r][i];
+        (k, &ranks[r].recs[k as usize])
+    };
     // Ranks on other clocks (another host, another domain): put them on the
     // first rank's clock by the offset the instances' ends say.
-    let mut off = vec![0i64; ctxs.len()];
+    let mut off = vec![0i64; ranks.len()];
     if cg.groups.len() > 1 {
-        let obs: Vec<clocks::Obs> = matched
-            .iter()
-            .map(|(_, ks)| clocks::Obs {
-                kind: &ks[0].kind,
-                se: ks.iter().map(|k| (k.s, k.e)).collect(),
-            })
-            .collect();
-        let est = clocks::estimate(&cg, &ranks, &obs);
+        let kind_of = |o: usize| {
+            let (key, i) = matched[o];
+            text[g(0, rec_of(key, i, 0).1.kind) as usize]
+        };
+        let se_of = |o: usize, r: usize| {
+            let (key, i) = matched[o];
+            let k = rec_of(key, i, r).1;
+            (k.s, k.e)
+        };
+        let est = clocks::estimate(&cg, &rank_nums, matched.len(), &kind_of, &se_of);
         if est.len() + 1 < cg.groups.len() {
             m.notes.push(format!(
                 "collectives not compared across ranks: their clocks differ ({}) and no matched collective aligns them",
@@ -363,9 +534,9 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
             ));
             return m;
         }
-        for (g, o, ns) in est {
+        for (gi, o, ns) in est {
             for (c, x) in off.iter_mut().enumerate() {
-                if cg.of[c] == g {
+                if cg.of[c] == gi {
                     *x = ns;
                 }
             }
@@ -373,30 +544,56 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
         }
         m.clocks = format!(
             "{}; aligned to rank {}'s clock by collective ends",
-            m.clocks, ranks[0]
+            m.clocks, rank_nums[0]
         );
     }
     m.comparable = true;
-    for (key, ks) in matched {
-        push_instance(t, ctxs, &mut m, key, &ks, &off);
+    // Instances are independent: built on all cores, kept in order.
+    m.instances = crate::analysis::par_map((0..matched.len()).collect(), &|o: usize| {
+        let (gi, i) = matched[o];
+        let ks: Vec<(u32, &CommRec)> = (0..ranks.len()).map(|r| rec_of(gi, i, r)).collect();
+        let kind = text[g(0, ks[0].1.kind) as usize].to_string();
+        instance(ranks, matched_groups[gi].0, kind, &ks, &off)
+    });
+    for (o, &(gi, i)) in matched.iter().enumerate() {
+        for (r, of) in m.of_rec.iter_mut().enumerate() {
+            of[rec_of(gi, i, r).0 as usize] = o as u32;
+        }
     }
     m
 }
 
-/// Builds one instance from the ranks' kernels (in rank-context order),
+/// Record indices grouped by `key`, each group in record order.
+fn group_by<K: Eq + std::hash::Hash + Copy>(
+    recs: &[CommRec],
+    key: impl Fn(&CommRec) -> K,
+) -> Vec<(K, Vec<u32>)> {
+    let mut at: HashMap<K, usize> = HashMap::new();
+    let mut out: Vec<(K, Vec<u32>)> = Vec::new();
+    for (k, r) in recs.iter().enumerate() {
+        let x = key(r);
+        let i = *at.entry(x).or_insert_with(|| {
+            out.push((x, Vec::new()));
+            out.len() - 1
+        });
+        out[i].1.push(k as u32);
+    }
+    out
+}
+
+/// Builds one instance from the ranks' records (in rank-context order),
 /// their times moved by each rank's clock offset.
-fn push_instance(
-    t: &Trace,
-    ctxs: &[RankCtx],
-    m: &mut Matching,
+fn instance(
+    ranks: &[RankComms],
     key: &(String, String),
-    ks: &[&K],
+    kind: String,
+    ks: &[(u32, &CommRec)],
     off: &[i64],
-) {
+) -> Instance {
     let se: Vec<(i64, i64)> = ks
         .iter()
         .zip(off)
-        .map(|(k, o)| (k.s.saturating_add(*o), k.e.saturating_add(*o)))
+        .map(|((_, k), o)| (k.s.saturating_add(*o), k.e.saturating_add(*o)))
         .collect();
     let first = se.iter().map(|x| x.0).min().unwrap_or(0);
     let mut last = 0usize;
@@ -409,12 +606,12 @@ fn push_instance(
     let latest_end = se.iter().map(|x| x.1).max().unwrap_or(last_s);
     let parts: Vec<Part> = ks
         .iter()
-        .zip(ctxs)
-        .zip(se.iter().zip(off))
-        .map(|((k, c), (&(s, e), o))| Part {
+        .zip(ranks)
+        .zip(&se)
+        .map(|(((_, k), c), &(s, e))| Part {
             rank: c.rank,
             slice: k.slice,
-            launch_ns: c.launch_start(t, k.slice).map(|l| l.saturating_add(*o)),
+            launch_ns: None,
             start_ns: s,
             end_ns: e,
             wait_ns: last_s
@@ -422,27 +619,23 @@ fn push_instance(
                 .clamp(0, e.saturating_sub(s).max(0)),
         })
         .collect();
-    let rec = ks.iter().map(|k| &k.rec).find(|r| r.bytes().is_some());
+    let rec = ks.iter().map(|(_, k)| *k).find(|r| r.bytes != NO_U64);
     let n = ks.len() as u32;
-    let idx = m.instances.len() as u32;
-    for (p, k) in ks.iter().enumerate() {
-        m.by_slice.insert(k.slice, (idx, p as u32));
-    }
-    m.instances.push(Instance {
-        kind: ks[0].kind.clone(),
+    Instance {
+        kind,
         group: key.0.clone(),
-        seq: ks[0].rec.seq,
+        seq: opt_u64(ks[0].1.seq),
         last,
         skew_ns: last_s.saturating_sub(first),
         transfer_ns: latest_end.saturating_sub(last_s).max(0),
-        bytes: rec.and_then(|r| r.bytes()),
+        bytes: rec.and_then(|r| opt_u64(r.bytes)),
         group_size: rec
-            .and_then(|r| r.group_size)
-            .or(ks[0].rec.group_size)
+            .and_then(|r| opt_u32(r.group_size))
+            .or(opt_u32(ks[0].1.group_size))
             .filter(|&g| g > 0)
             .unwrap_or(n),
         parts,
-    });
+    }
 }
 
 /// The record_param_comms op enclosing host slice `launch` on its thread.

@@ -4,40 +4,47 @@
 
 use std::collections::BTreeMap;
 
-use super::Matching;
+use super::{CommRec, Matching};
 use crate::analysis::intervals::{intersection_measure, measure, union, union_in_place};
-use crate::analysis::rank::{Ev, NONE};
+use crate::analysis::rank::NONE;
 use crate::analysis::report::{CollectiveSkew, CrossRank, WaitPair};
-use crate::model::SliceClass;
 
 /// Exposed communication of one rank split into (waiting, transfer), ns:
 /// transfer = |T \ C| where T is the union of the transfer parts of the
-/// rank's communication kernels (whole kernels when unmatched), waiting =
-/// the rest of |M \ C|. `None` when none of the rank's kernels was matched.
-pub fn exposed_split(m: &Matching, head: &[&Ev], compute: &[(i64, i64)]) -> Option<(i64, i64)> {
-    let mut comm = Vec::new();
+/// rank's communication kernels in its headline window (whole kernels
+/// when unmatched; `extra`: its other communication slices there), C its
+/// compute, waiting = the rest of |M \ C|. `exposed` is M \ C (disjoint,
+/// ascending), which is all of C the split needs (T lies in M). `c` is the
+/// rank's index in the matching. `None` when none of the rank's kernels
+/// in the window was matched.
+pub fn exposed_split(
+    m: &Matching,
+    c: usize,
+    recs: &[CommRec],
+    extra: &[(i64, i64)],
+    exposed: &[(i64, i64)],
+) -> Option<(i64, i64)> {
     let mut transfer = Vec::new();
     let mut matched = false;
-    for e in head.iter().filter(|e| e.class == SliceClass::Communication) {
-        comm.push((e.s, e.e));
-        let wait = match m.by_slice.get(&e.id) {
-            Some(&(i, p)) => {
+    let of = m.of_rec.get(c);
+    for (k, r) in recs.iter().enumerate().filter(|(_, r)| r.head) {
+        let wait = match of.and_then(|v| v.get(k)).copied().filter(|&i| i != NONE) {
+            Some(i) => {
                 matched = true;
-                m.instances[i as usize].parts[p as usize].wait_ns
+                m.instances[i as usize].parts[c].wait_ns
             }
             None => 0,
         };
-        transfer.push((e.s.saturating_add(wait).min(e.e), e.e));
+        transfer.push((r.s.saturating_add(wait).min(r.e), r.e));
     }
     if !matched {
         return None;
     }
-    union_in_place(&mut comm);
+    transfer.extend_from_slice(extra);
     union_in_place(&mut transfer);
-    let exposed = measure(&comm) - intersection_measure(&comm, compute);
-    let exposed_transfer = measure(&transfer) - intersection_measure(&transfer, compute);
-    let exposed_transfer = exposed_transfer.clamp(0, exposed.max(0));
-    Some((exposed.max(0) - exposed_transfer, exposed_transfer))
+    let exposed_ns = measure(exposed);
+    let exposed_transfer = intersection_measure(&transfer, exposed).clamp(0, exposed_ns.max(0));
+    Some((exposed_ns.max(0) - exposed_transfer, exposed_transfer))
 }
 
 /// One rank's waiting in one of its steps for one straggler.
@@ -56,29 +63,32 @@ pub struct StepWait {
 /// Per step of one rank (index into its steps; an instance belongs to the
 /// step of this rank's kernel): this rank's own waiting (union, ns; `None`
 /// without matched collectives in the step), and its waits per straggler.
+/// `c` is the rank's index in the matching, `recs` its records.
 pub fn step_waits(
     m: &Matching,
+    c: usize,
     rank: u32,
-    gpu: &[Ev],
+    recs: &[CommRec],
     numbers: &[i64],
 ) -> (Vec<Option<i64>>, Vec<StepWait>) {
     let steps = numbers.len();
     let mut own: Vec<Option<Vec<(i64, i64)>>> = vec![None; steps];
     let mut by: BTreeMap<(usize, u32), Vec<(i64, i64)>> = BTreeMap::new();
-    for e in gpu {
-        if e.step == NONE || e.step as usize >= steps {
+    let of = m.of_rec.get(c);
+    for (k, r) in recs.iter().enumerate() {
+        if r.step == NONE || r.step as usize >= steps {
             continue;
         }
-        let Some(&(i, p)) = m.by_slice.get(&e.id) else {
+        let Some(i) = of.and_then(|v| v.get(k)).copied().filter(|&i| i != NONE) else {
             continue;
         };
         let inst = &m.instances[i as usize];
-        let me = inst.parts[p as usize];
+        let me = inst.parts[c];
         let w = (me.start_ns, me.start_ns.saturating_add(me.wait_ns));
-        own[e.step as usize].get_or_insert_with(Vec::new).push(w);
+        own[r.step as usize].get_or_insert_with(Vec::new).push(w);
         if me.wait_ns > 0 {
             let straggler = inst.parts[inst.last].rank;
-            by.entry((e.step as usize, straggler)).or_default().push(w);
+            by.entry((r.step as usize, straggler)).or_default().push(w);
         }
     }
     let waits = by
@@ -186,7 +196,7 @@ pub fn cross_rank(m: &Matching, in_window: &[bool], window: &str) -> CrossRank {
         clocks: m.clocks.clone(),
         comparable: m.comparable,
         comm_kernels: m.comm_kernels,
-        matched_kernels: m.by_slice.len() as u64,
+        matched_kernels: m.matched_kernels(),
         instances: m.instances.len() as u64,
         instances_in_window: in_window.iter().filter(|&&b| b).count() as u64,
         kinds,
