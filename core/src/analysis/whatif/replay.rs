@@ -161,12 +161,18 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
                 }
                 NodeKind::Comm => {
                     let inst = g.instance[(v / 2) as usize];
-                    if inst == NONE || ps.len() < 2 {
+                    let off = |vx: u32| g.ctx_offset[g.nodes[(vx / 2) as usize].ctx as usize];
+                    // A kernel that ended before the last rank's started
+                    // (clocks too far apart to compare) is not coupled.
+                    let ended_first = ps.get(1..).is_some_and(|rest| {
+                        rest.iter()
+                            .any(|&p| g.measured(p) + off(p) - off(v - 1) > n.e)
+                    });
+                    if inst == NONE || ps.len() < 2 || ended_first {
                         (start + scaled(dur, comm_scale), v - 1)
                     } else {
                         // The transfer starts when the last rank arrives
                         // (times compared on the first rank's clock).
-                        let off = |vx: u32| g.ctx_offset[g.nodes[(vx / 2) as usize].ctx as usize];
                         let mut last = (start + off(v - 1), v - 1);
                         for &p in &ps[1..] {
                             let x = value(p, &out) + off(p);
