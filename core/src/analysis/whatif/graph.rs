@@ -189,6 +189,14 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
         droppable: Vec::new(),
     };
     let mut spec_hits = vec![0u64; drop_specs.len()];
+    // Decided once per name: whether it is a sync API.
+    let sync_name: Vec<bool> = (0..t.strings.len())
+        .map(|k| is_sync_api(t.str(crate::model::StrId(k as u32))))
+        .collect();
+    let python_key = t.strings.lookup("python");
+    let gpu_total: usize = ctxs.iter().map(|c| c.gpu.len()).sum();
+    let host_total: usize = ctxs.iter().map(|c| c.host.len()).sum();
+    b.edges.reserve(gpu_total * 4 + host_total * 2);
     let mut gpu_nodes = Vec::with_capacity(ctxs.len());
     let mut host_threads = Vec::with_capacity(ctxs.len());
     let mut ctx_offset = vec![0i64; ctxs.len()];
@@ -295,26 +303,36 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
                 }
             }
         }
-        // Names and Python locations of every call nested in a host node.
+        // Sync API names and Python locations of the calls nested in a
+        // host node (most calls have neither: no entry).
         let mut names: IntMap<u32, (bool, String, String)> = IntMap::default();
         for &h in &ctx.host {
             let i = h as usize;
             if !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
                 continue;
             }
+            let sync = sync_name[sl.name[i].0 as usize];
+            let python = python_key.and_then(|k| {
+                t.args_of(i)
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| t.arg_value_string(v))
+            });
+            if !sync && python.is_none() {
+                continue;
+            }
             let Some(&hn) = host_of.get(&h) else { continue };
-            let name = t.str(sl.name[i]);
             let entry = names
                 .entry(hn)
                 .or_insert((false, String::new(), String::new()));
-            if is_sync_api(name) {
+            if sync {
                 entry.0 = true;
                 if entry.1.is_empty() {
-                    entry.1 = name.to_string();
+                    entry.1 = t.str(sl.name[i]).to_string();
                 }
             }
             if entry.2.is_empty() {
-                if let Some(p) = t.arg_string(i, "python") {
+                if let Some(p) = python {
                     entry.2 = p;
                 }
             }
