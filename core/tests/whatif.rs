@@ -398,3 +398,29 @@ fn dropping_the_item_sync_leaves_the_gpu_setting_the_pace() {
     let e = whatif(&t, &opts(Some(2.0), None, None, &["no_such_file.py:3"])).expect_err("refused");
     assert!(e.contains("no_such_file.py:3"), "{e}");
 }
+
+#[test]
+fn generated_fsdp_trace_replays_unchanged() {
+    use streamscope_core::synth::{fsdp_like, SynthOptions};
+    let t = fsdp_like(&SynthOptions {
+        ranks: 4,
+        target_slices: 60_000,
+        layers: 8,
+        item_sync: true,
+        seed: 7,
+    });
+    let r = whatif(&t, &WhatIfOptions::default()).expect("replay");
+    for k in &r.ranks {
+        for s in &k.steps {
+            assert!(
+                s.replay_error_pct <= 2.0,
+                "rank {} step {}: measured {} replayed {} notes {:?}",
+                s.rank,
+                s.step,
+                s.measured_step_us,
+                s.replayed_step_us,
+                r.notes
+            );
+        }
+    }
+}

@@ -82,6 +82,10 @@ pub struct Graph {
     pub pred_off: Vec<u32>,
     /// Vertices each vertex waits for. An end vertex lists its own start first.
     pub preds: Vec<u32>,
+    /// Offsets into `succ` per vertex (one more than the vertices).
+    pub succ_off: Vec<u32>,
+    /// Vertices waiting for each vertex.
+    pub succ: Vec<u32>,
     /// Per start vertex: measured start − the latest measured time it waits
     /// for (0 without predecessors). Per sync end vertex with a GPU
     /// predecessor: measured end − that activity's end.
@@ -160,7 +164,7 @@ pub fn spec_matches(spec: &str, api: &str, python: &str) -> bool {
 
 struct Builder {
     nodes: Vec<Node>,
-    // (vertex, pred) pairs; sorted into CSR at the end.
+    // (vertex, pred) pairs; bucketed into CSR at the end.
     edges: Vec<(u32, u32)>,
     instance: Vec<u32>,
     droppable: Vec<bool>,
@@ -185,6 +189,14 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
         droppable: Vec::new(),
     };
     let mut spec_hits = vec![0u64; drop_specs.len()];
+    // Decided once per name: whether it is a sync API.
+    let sync_name: Vec<bool> = (0..t.strings.len())
+        .map(|k| is_sync_api(t.str(crate::model::StrId(k as u32))))
+        .collect();
+    let python_key = t.strings.lookup("python");
+    let gpu_total: usize = ctxs.iter().map(|c| c.gpu.len()).sum();
+    let host_total: usize = ctxs.iter().map(|c| c.host.len()).sum();
+    b.edges.reserve(gpu_total * 4 + host_total * 2);
     let mut gpu_nodes = Vec::with_capacity(ctxs.len());
     let mut host_threads = Vec::with_capacity(ctxs.len());
     let mut ctx_offset = vec![0i64; ctxs.len()];
@@ -291,26 +303,36 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
                 }
             }
         }
-        // Names and Python locations of every call nested in a host node.
+        // Sync API names and Python locations of the calls nested in a
+        // host node (most calls have neither: no entry).
         let mut names: IntMap<u32, (bool, String, String)> = IntMap::default();
         for &h in &ctx.host {
             let i = h as usize;
             if !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
                 continue;
             }
+            let sync = sync_name[sl.name[i].0 as usize];
+            let python = python_key.and_then(|k| {
+                t.args_of(i)
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| t.arg_value_string(v))
+            });
+            if !sync && python.is_none() {
+                continue;
+            }
             let Some(&hn) = host_of.get(&h) else { continue };
-            let name = t.str(sl.name[i]);
             let entry = names
                 .entry(hn)
                 .or_insert((false, String::new(), String::new()));
-            if is_sync_api(name) {
+            if sync {
                 entry.0 = true;
                 if entry.1.is_empty() {
-                    entry.1 = name.to_string();
+                    entry.1 = t.str(sl.name[i]).to_string();
                 }
             }
             if entry.2.is_empty() {
-                if let Some(p) = t.arg_string(i, "python") {
+                if let Some(p) = python {
                     entry.2 = p;
                 }
             }
@@ -438,29 +460,65 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
 
 /// Sorts the edges into CSR (an end vertex's own start first) and computes the residuals.
 fn finish(
-    mut b: Builder,
+    b: Builder,
     ctx_offset: Vec<i64>,
     gpu_nodes: Vec<Vec<u32>>,
     host_threads: Vec<Vec<(u32, Vec<u32>)>>,
     spec_hits: Vec<u64>,
 ) -> Graph {
     let nv = b.nodes.len() * 2;
-    // Own start first for end vertices: sort key (vertex, pred != own start, pred).
-    b.edges
-        .sort_unstable_by_key(|&(v, p)| (v, !(v % 2 == 1 && p == v - 1), p));
-    b.edges.dedup();
-    let mut pred_off = vec![0u32; nv + 1];
+    // Counting sort by vertex (linear), then each vertex's few predecessors
+    // sorted and deduplicated, an end vertex's own start first.
+    let mut count = vec![0u32; nv + 1];
     for &(v, _) in &b.edges {
-        pred_off[v as usize + 1] += 1;
+        count[v as usize + 1] += 1;
     }
     for i in 0..nv {
-        pred_off[i + 1] += pred_off[i];
+        count[i + 1] += count[i];
     }
-    let preds: Vec<u32> = b.edges.iter().map(|&(_, p)| p).collect();
+    let mut fill = count.clone();
+    let mut raw = vec![0u32; b.edges.len()];
+    for &(v, p) in &b.edges {
+        raw[fill[v as usize] as usize] = p;
+        fill[v as usize] += 1;
+    }
+    drop(b.edges);
+    let mut pred_off = Vec::with_capacity(nv + 1);
+    let mut preds = Vec::with_capacity(raw.len());
+    pred_off.push(0u32);
+    for v in 0..nv {
+        let list = &mut raw[count[v] as usize..count[v + 1] as usize];
+        let own = (v % 2 == 1).then(|| v as u32 - 1);
+        list.sort_unstable_by_key(|&p| (Some(p) != own, p));
+        let from = preds.len();
+        for &p in list.iter() {
+            if preds[from..].last() != Some(&p) {
+                preds.push(p);
+            }
+        }
+        pred_off.push(preds.len() as u32);
+    }
+    let mut succ_off = vec![0u32; nv + 1];
+    for &p in &preds {
+        succ_off[p as usize + 1] += 1;
+    }
+    for i in 0..nv {
+        succ_off[i + 1] += succ_off[i];
+    }
+    let mut at = succ_off.clone();
+    let mut succ = vec![0u32; preds.len()];
+    for v in 0..nv {
+        for &p in &preds[pred_off[v] as usize..pred_off[v + 1] as usize] {
+            succ[at[p as usize] as usize] = v as u32;
+            at[p as usize] += 1;
+        }
+    }
     let mut g = Graph {
         nodes: b.nodes,
         pred_off,
         preds,
+        succ_off,
+        succ,
         residual: vec![0; nv],
         instance: b.instance,
         droppable: b.droppable,

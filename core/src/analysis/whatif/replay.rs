@@ -64,22 +64,6 @@ fn scaled(ns: i64, f: f64) -> i64 {
 /// Replays `g` under `ch`.
 pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
     let nv = g.vertices();
-    // Successors and in-degrees.
-    let mut succ_off = vec![0u32; nv + 1];
-    for &p in &g.preds {
-        succ_off[p as usize + 1] += 1;
-    }
-    for i in 0..nv {
-        succ_off[i + 1] += succ_off[i];
-    }
-    let mut fill = succ_off.clone();
-    let mut succ = vec![0u32; g.preds.len()];
-    for v in 0..nv as u32 {
-        for &p in g.preds_of(v) {
-            succ[fill[p as usize] as usize] = v;
-            fill[p as usize] += 1;
-        }
-    }
     let mut indeg: Vec<u32> = g.pred_off.windows(2).map(|w| w[1] - w[0]).collect();
     let factors: Vec<Option<f64>> = (0..m.instances.len() as u32)
         .map(|i| transfer_factor(m, i, ch))
@@ -161,12 +145,18 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
                 }
                 NodeKind::Comm => {
                     let inst = g.instance[(v / 2) as usize];
-                    if inst == NONE || ps.len() < 2 {
+                    let off = |vx: u32| g.ctx_offset[g.nodes[(vx / 2) as usize].ctx as usize];
+                    // A kernel that ended before the last rank's started
+                    // (clocks too far apart to compare) is not coupled.
+                    let ended_first = ps.get(1..).is_some_and(|rest| {
+                        rest.iter()
+                            .any(|&p| g.measured(p) + off(p) - off(v - 1) > n.e)
+                    });
+                    if inst == NONE || ps.len() < 2 || ended_first {
                         (start + scaled(dur, comm_scale), v - 1)
                     } else {
                         // The transfer starts when the last rank arrives
                         // (times compared on the first rank's clock).
-                        let off = |vx: u32| g.ctx_offset[g.nodes[(vx / 2) as usize].ctx as usize];
                         let mut last = (start + off(v - 1), v - 1);
                         for &p in &ps[1..] {
                             let x = value(p, &out) + off(p);
@@ -200,10 +190,10 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
         done[v as usize] = true;
         processed += 1;
         let (a, b) = (
-            succ_off[v as usize] as usize,
-            succ_off[v as usize + 1] as usize,
+            g.succ_off[v as usize] as usize,
+            g.succ_off[v as usize + 1] as usize,
         );
-        for &s in &succ[a..b] {
+        for &s in &g.succ[a..b] {
             indeg[s as usize] -= 1;
             if indeg[s as usize] == 0 {
                 queue.push(s);
