@@ -1,11 +1,13 @@
 //! Kineto events → [`Trace`]: one process per file (one rank).
 //!
-//! Events are mapped as the parser delivers them (see `document::parse_document`),
-//! so memory holds the JSON text and the growing trace, never a list of all
-//! events. What can only be known at the end is settled in `finish`: the
-//! time base (`baseTimeNanoseconds` follows the events), which pid is the
-//! host process, device properties, thread names, the few events whose
-//! placement depends on those, and the display order of tracks.
+//! Events are mapped as the parser delivers them (see
+//! `document::parse_document`), so memory holds the JSON text (for a large
+//! gzip file, a few MiB of it at a time: see `split`) and the growing
+//! trace, never a list of all events. What can only be known at the end is
+//! settled in `finish`: the time base (`baseTimeNanoseconds` follows the
+//! events), which pid is the host process, device properties, thread
+//! names, the few events whose placement depends on those, and the display
+//! order of tracks.
 
 mod finish;
 
