@@ -96,6 +96,35 @@ enum Route {
     Again,
 }
 
+/// Imports plain Kineto JSON of `len` bytes from `reader` (its first bytes
+/// `head`, already read, then the rest of the file at `path`), piece by piece
+/// on two threads when it is large; when the pieces do not read (see the
+/// module doc), the file is read again, whole, and imported in one pass.
+pub fn import_plain_file(
+    path: &Path,
+    head: Vec<u8>,
+    rest: impl std::io::Read + Send,
+    len: usize,
+) -> Result<Trace> {
+    let io = |e| TraceError::io(path, e);
+    let split = Split {
+        main_percent: MAIN_PERCENT,
+        round_bytes: ROUND_BYTES,
+    };
+    if len < MIN_SPLIT_BYTES {
+        let mut bytes = head;
+        let mut rest = rest;
+        rest.read_to_end(&mut bytes).map_err(io)?;
+        return super::read_bytes(path, &bytes);
+    }
+    let reader = std::io::Cursor::new(head).chain(rest);
+    match read_pieces(path, reader, len, split, io)? {
+        Outcome::Trace(t) => Ok(*t),
+        Outcome::Whole(text) => super::read_bytes(path, &text),
+        Outcome::Again => super::read_bytes(path, &std::fs::read(path).map_err(io)?),
+    }
+}
+
 /// [`import_gzip`] cut as `split` says (`None`: one pass).
 fn import_gzip_with(path: &Path, gz: &[u8], split: Option<Split>) -> Result<(Trace, Route)> {
     let size = gzip_size_hint(gz);
@@ -110,7 +139,7 @@ fn import_gzip_with(path: &Path, gz: &[u8], split: Option<Split>) -> Result<(Tra
         return Ok((one_pass()?, Route::OnePass));
     };
     let decoder = flate2::bufread::MultiGzDecoder::new(gz);
-    match read_pieces(path, decoder, size, split)? {
+    match read_pieces(path, decoder, size, split, |e| gzip_error(path, e))? {
         Outcome::Trace(t) => Ok((*t, Route::Pieces)),
         Outcome::Whole(text) => Ok((import::import(path, &text)?, Route::OnePass)),
         Outcome::Again => Ok((one_pass()?, Route::Again)),
@@ -133,6 +162,7 @@ fn read_pieces(
     decoder: impl std::io::Read + Send,
     total_bytes: usize,
     split: Split,
+    read_error: impl Fn(std::io::Error) -> TraceError,
 ) -> Result<Outcome> {
     let main_len = (split.round_bytes.saturating_mul(split.main_percent) / 100).max(1);
     let other_len = split.round_bytes.saturating_sub(main_len).max(1);
@@ -140,9 +170,7 @@ fn read_pieces(
     let mut main = Vec::new();
     let mut next = Vec::new();
     let mut other = Vec::new();
-    let mut last = cutter
-        .piece(&mut main, main_len)
-        .map_err(|e| gzip_error(path, e))?;
+    let mut last = cutter.piece(&mut main, main_len).map_err(&read_error)?;
     if last {
         return Ok(Outcome::Whole(main));
     }
@@ -168,7 +196,7 @@ fn read_pieces(
             Ok(Some(Done::Trace)) => return Ok(Outcome::Trace(Box::new(pieces.finish()))),
             Ok(Some(Done::Next { last: l })) => last = l,
             Ok(None) => return Ok(Outcome::Again),
-            Err(e) => return Err(gzip_error(path, e)),
+            Err(e) => return Err(read_error(e)),
         }
         std::mem::swap(&mut main, &mut next);
         first = false;
@@ -557,7 +585,11 @@ mod tests {
     /// Reads `text` as [`read_pieces`] does; the route and the trace (the
     /// one-pass import when the pieces did not read).
     fn read_text(path: &Path, text: &str, split: Split) -> (Route, Trace) {
-        match read_pieces(path, text.as_bytes(), text.len(), split).expect("read") {
+        match read_pieces(path, text.as_bytes(), text.len(), split, |e| {
+            gzip_error(path, e)
+        })
+        .expect("read")
+        {
             Outcome::Trace(t) => (Route::Pieces, *t),
             Outcome::Whole(w) => (Route::OnePass, import::import(path, &w).expect("whole")),
             Outcome::Again => (
