@@ -40,6 +40,26 @@ pub fn read_file(path: &Path) -> Result<Trace> {
     read_bytes(path, &bytes)
 }
 
+/// Like [`read_file`] on a plain (not gzip) file of `len` bytes whose
+/// first bytes, `head`, are already read from `rest`: a large one is read
+/// piece by piece, never held whole (`path` is read again, whole, in the
+/// rare case that its pieces do not read as events).
+pub fn read_plain_file(
+    path: &Path,
+    head: Vec<u8>,
+    rest: impl Read + Send,
+    len: usize,
+) -> Result<Trace> {
+    if head.is_empty() || crate::chrome::is_ours(&head) {
+        let mut bytes = head;
+        let mut rest = rest;
+        rest.read_to_end(&mut bytes)
+            .map_err(|e| TraceError::io(path, e))?;
+        return read_bytes(path, &bytes);
+    }
+    split::import_plain_file(path, head, rest, len)
+}
+
 /// Like [`read_file`] on bytes already read; `path` only names the source in
 /// errors and metadata.
 pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Trace> {

@@ -395,6 +395,12 @@ pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> R
     use std::io::Read;
     let io = |e| TraceError::io(path, e);
     let f = std::fs::File::open(path).map_err(io)?;
+    // The length of a regular file (one that can be read again); 0 for a pipe.
+    let regular_len = f
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map_or(0, |m| m.len());
     let mut f = Counting { inner: f, on_read };
     let mut head = Vec::with_capacity(SNIFF_BYTES as usize);
     (&mut f)
@@ -405,6 +411,10 @@ pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> R
     match sniff_bytes(path, &head)? {
         Format::Perfetto if gz => gzip::read_perfetto(path, std::io::Cursor::new(head).chain(f)),
         Format::Perfetto => crate::perfetto::read_stream(path, std::io::Cursor::new(head).chain(f)),
+        // A large plain file is read piece by piece, never held whole.
+        Format::Kineto if !gz && regular_len >= (1 << 20) => {
+            crate::kineto::read_plain_file(path, head, f, regular_len as usize)
+        }
         // `kineto::read_bytes` inflates a gzip file itself, on two cores.
         Format::Kineto => {
             let mut bytes = head;

@@ -578,3 +578,59 @@ fn timestamps_near_the_ends_of_i64_keep_a_non_negative_span() {
             .expect("read");
     assert!(back.slices.dur_ns.iter().all(|d| *d >= 0));
 }
+
+/// A large plain `.json` file is loaded piece by piece (`load::load_file`);
+/// whole, cut short, with invalid JSON late, or with a `},{` inside a
+/// string at every piece's end, it reads exactly as the one-pass import of
+/// its bytes (the same trace and warnings, or the same error).
+#[test]
+fn large_plain_json_streams_like_one_pass() {
+    use std::io::Read;
+    let mut text = Vec::new();
+    flate2::read::MultiGzDecoder::new(
+        std::fs::File::open(hta("nccl_parser_config/nccl_data.json.gz")).expect("open"),
+    )
+    .read_to_end(&mut text)
+    .expect("inflate");
+    assert!(text.len() > 4 << 20);
+    let tail = text.len() * 7 / 10;
+    let invalid = {
+        let mut t = text.clone();
+        let at = t.len() - 1000
+            + t[t.len() - 1000..]
+                .iter()
+                .position(|&b| b == b',')
+                .expect(",");
+        t.insert(at, b',');
+        t
+    };
+    // Every event's name ends in `},{`: most cuts fall inside a string.
+    let tricky = String::from_utf8(text.clone())
+        .expect("utf-8")
+        .replace(r#""name": ""#, r#""name": "},{"#)
+        .into_bytes();
+    for (name, bytes) in [
+        ("whole.json", &text[..]),
+        ("short.json", &text[..tail]),
+        ("invalid.json", &invalid[..]),
+        ("tricky.json", &tricky[..]),
+    ] {
+        let p = temp_file(name, bytes);
+        let streamed = streamscope_core::load::load_file(&p);
+        let one = read_bytes(&p, bytes);
+        let _ = std::fs::remove_file(&p);
+        match (streamed, one) {
+            (Ok(s), Ok(o)) => {
+                assert!(o.slices.len() > 1000, "{name}");
+                assert_eq!(
+                    streamscope_core::dump::dump(&s),
+                    streamscope_core::dump::dump(&o),
+                    "{name}"
+                );
+                assert!(s == o, "{name}: same model");
+            }
+            (Err(s), Err(o)) => assert_eq!(s.to_string(), o.to_string(), "{name}"),
+            (s, o) => panic!("{name}: streamed {:?}, one pass {:?}", s.err(), o.err()),
+        }
+    }
+}

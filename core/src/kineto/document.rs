@@ -21,17 +21,19 @@ pub trait EventSink<'de> {
 
 /// The top level besides `traceEvents`, kept raw so a malformed optional
 /// section (device properties, distributed info) costs a warning, not the file.
+/// Owned (the few top-level values are copied), so a document read piece by
+/// piece (see `split`) can free each piece.
 #[derive(Debug, Default)]
-pub struct TopInfo<'a> {
+pub struct TopInfo {
     pub has_events: bool,
     /// `traceEvents` was the last top-level key: a document cut inside its
     /// events (see `split`) must end there.
     pub ends_in_events: bool,
-    pub schema_version: Option<&'a RawValue>,
-    pub device_properties: Option<&'a RawValue>,
-    pub distributed_info: Option<&'a RawValue>,
-    pub base_time_ns: Option<&'a RawValue>,
-    pub trace_name: Option<&'a RawValue>,
+    pub schema_version: Option<Box<RawValue>>,
+    pub device_properties: Option<Box<RawValue>>,
+    pub distributed_info: Option<Box<RawValue>>,
+    pub base_time_ns: Option<Box<RawValue>>,
+    pub trace_name: Option<Box<RawValue>>,
     /// Which keys of `KEYS` appeared, so that the keys of a document's
     /// second part replace the first part's exactly as a repeated key does.
     present: u8,
@@ -46,8 +48,8 @@ const KEYS: [&str; 5] = [
     "traceName",
 ];
 
-impl<'a> TopInfo<'a> {
-    fn slot(&mut self, key_index: usize) -> Option<&mut Option<&'a RawValue>> {
+impl TopInfo {
+    fn slot(&mut self, key_index: usize) -> Option<&mut Option<Box<RawValue>>> {
         Some(match key_index {
             0 => &mut self.schema_version,
             1 => &mut self.device_properties,
@@ -58,12 +60,12 @@ impl<'a> TopInfo<'a> {
         })
     }
 
-    /// The top level of a document read in two parts: `later`'s keys follow
+    /// The top level of a document read in parts: `later`'s keys follow
     /// (and so replace) this part's.
-    pub fn then(mut self, mut later: TopInfo<'a>) -> TopInfo<'a> {
+    pub fn then(mut self, mut later: TopInfo) -> TopInfo {
         for i in 0..KEYS.len() {
             if later.present & (1 << i) != 0 {
-                let value = later.slot(i).and_then(|s| *s);
+                let value = later.slot(i).and_then(|s| s.take());
                 if let Some(slot) = self.slot(i) {
                     *slot = value;
                 }
@@ -85,7 +87,7 @@ impl<'a> TopInfo<'a> {
 pub fn parse_document<'de, S: EventSink<'de>>(
     json: &'de [u8],
     sink: &mut S,
-) -> Result<TopInfo<'de>, serde_json::Error> {
+) -> Result<TopInfo, serde_json::Error> {
     let (result, info) = parse_document_partial(json, sink);
     result.map(|()| info)
 }
@@ -95,7 +97,7 @@ pub fn parse_document<'de, S: EventSink<'de>>(
 pub fn parse_document_partial<'de, S: EventSink<'de>>(
     json: &'de [u8],
     sink: &mut S,
-) -> (Result<(), serde_json::Error>, TopInfo<'de>) {
+) -> (Result<(), serde_json::Error>, TopInfo) {
     let mut info = TopInfo::default();
     // Validating UTF-8 once is cheaper than string by string; invalid text
     // is parsed as bytes so the error names the place.
@@ -109,7 +111,7 @@ pub fn parse_document_partial<'de, S: EventSink<'de>>(
 fn parse_from<'de, R: serde_json::de::Read<'de>, S: EventSink<'de>>(
     mut de: serde_json::Deserializer<R>,
     sink: &mut S,
-    info: &mut TopInfo<'de>,
+    info: &mut TopInfo,
 ) -> Result<(), serde_json::Error> {
     de::Deserializer::deserialize_map(
         &mut de,
@@ -124,7 +126,7 @@ fn parse_from<'de, R: serde_json::de::Read<'de>, S: EventSink<'de>>(
 
 struct TopVisitor<'s, 'de, S> {
     sink: &'s mut S,
-    info: &'s mut TopInfo<'de>,
+    info: &'s mut TopInfo,
     _de: PhantomData<&'de ()>,
 }
 
@@ -151,7 +153,7 @@ impl<'de, S: EventSink<'de>> Visitor<'de> for TopVisitor<'_, 'de, S> {
                 map.next_value::<de::IgnoredAny>()?;
                 continue;
             };
-            let value = map.next_value::<Option<&'de RawValue>>()?;
+            let value = map.next_value::<Option<Box<RawValue>>>()?;
             info.present |= 1 << i;
             if let Some(slot) = info.slot(i) {
                 *slot = value;
@@ -212,7 +214,7 @@ mod tests {
         let info = parse_document(ok, &mut names).expect("valid document");
         assert_eq!(names.0, ["a\u{e9}\n", "b"]);
         assert_eq!(names.1, 1);
-        assert_eq!(info.trace_name.map(|r| r.get()), Some(r#""t""#));
+        assert_eq!(info.trace_name.as_deref().map(|r| r.get()), Some(r#""t""#));
         assert!(!info.ends_in_events);
 
         let bad = b"{\"traceEvents\": [{\"name\": \"a\xff\"}]}";
@@ -235,8 +237,8 @@ mod tests {
         .expect("later");
         let both = first.then(later);
         assert!(both.trace_name.is_none());
-        assert_eq!(both.schema_version.map(|r| r.get()), Some("1"));
-        assert_eq!(both.base_time_ns.map(|r| r.get()), Some("5"));
+        assert_eq!(both.schema_version.as_deref().map(|r| r.get()), Some("1"));
+        assert_eq!(both.base_time_ns.as_deref().map(|r| r.get()), Some("5"));
         assert!(both.has_events && !both.ends_in_events);
     }
 }

@@ -24,8 +24,8 @@ pub struct Event<'a> {
     pub name: Option<Text<'a>>,
     pub pid: Option<Id<'a>>,
     pub tid: Option<Id<'a>>,
-    pub ts: Option<&'a RawValue>,
-    pub dur: Option<&'a RawValue>,
+    pub ts: Option<Cow<'a, RawValue>>,
+    pub dur: Option<Cow<'a, RawValue>>,
     pub args: Option<Args<'a>>,
 }
 
@@ -210,8 +210,8 @@ impl<'de: 'a, 'a> Visitor<'de> for MaybeEventVisitor<'a> {
                 name: name.into_option()?,
                 pid: pid.into_option()?,
                 tid: tid.into_option()?,
-                ts,
-                dur,
+                ts: ts.map(Cow::Borrowed),
+                dur: dur.map(Cow::Borrowed),
                 args: args.into_option()?,
             })
         })();
@@ -263,6 +263,22 @@ impl<'a> Event<'a> {
 }
 
 impl Event<'_> {
+    /// A copy that borrows nothing from the text (for the few events kept
+    /// until the end of an import that frees the text piece by piece).
+    pub fn to_static(&self) -> Event<'static> {
+        let raw = |r: &Option<Cow<RawValue>>| r.as_deref().map(|r| Cow::Owned(r.to_owned()));
+        Event {
+            ph: self.ph.as_ref().map(Text::to_static),
+            cat: self.cat.as_ref().map(Text::to_static),
+            name: self.name.as_ref().map(Text::to_static),
+            pid: self.pid.as_ref().map(Id::to_static),
+            tid: self.tid.as_ref().map(Id::to_static),
+            ts: raw(&self.ts),
+            dur: raw(&self.dur),
+            args: self.args.as_ref().map(Args::to_static),
+        }
+    }
+
     /// The CUDA correlation id, when present and within u32.
     pub fn correlation(&self) -> Option<u32> {
         self.arg("correlation")

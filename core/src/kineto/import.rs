@@ -1,11 +1,13 @@
 //! Kineto events → [`Trace`]: one process per file (one rank).
 //!
-//! Events are mapped as the parser delivers them (see `document::parse_document`),
-//! so memory holds the JSON text and the growing trace, never a list of all
-//! events. What can only be known at the end is settled in `finish`: the
-//! time base (`baseTimeNanoseconds` follows the events), which pid is the
-//! host process, device properties, thread names, the few events whose
-//! placement depends on those, and the display order of tracks.
+//! Events are mapped as the parser delivers them (see
+//! `document::parse_document`), so memory holds the JSON text (for a large
+//! gzip file, a few MiB of it at a time: see `split`) and the growing
+//! trace, never a list of all events. What can only be known at the end is
+//! settled in `finish`: the time base (`baseTimeNanoseconds` follows the
+//! events), which pid is the host process, device properties, thread
+//! names, the few events whose placement depends on those, and the display
+//! order of tracks.
 
 mod finish;
 
@@ -121,44 +123,85 @@ fn label_of(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The first part of a document cut inside `traceEvents` (see `split`),
-/// mapped into the trace as a whole document.
-pub(super) struct FirstPart<'d> {
-    builder: Builder<'d>,
-    info: TopInfo<'d>,
+/// A document read piece by piece (see `split`): each piece is a document
+/// of its own (`{"traceEvents":[` before the events of all but the first,
+/// `]}` after those of all but the last), cut between two events.
+pub(super) struct Pieces {
+    builder: Builder,
+    info: TopInfo,
 }
 
-/// Maps `json`, the first part (closed by `]}`) of a document of
-/// `total_bytes`. `None` unless it reads as a document that ends inside
-/// `traceEvents`, which proves the cut sat between two events (the caller
-/// then imports the joined text, so any error is the one-pass import's).
-pub(super) fn first_part<'d>(
-    path: &Path,
-    json: &'d [u8],
-    total_bytes: usize,
-) -> Option<FirstPart<'d>> {
-    let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
-    if json.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return None;
+impl Pieces {
+    /// Ready for the pieces of a document of about `total_bytes`.
+    pub(super) fn new(path: &Path, total_bytes: usize) -> Pieces {
+        let mut builder = Builder::new(label_of(path));
+        builder.trace.reserve_slices(total_bytes / BYTES_PER_SLICE);
+        Pieces {
+            builder,
+            info: TopInfo::default(),
+        }
     }
-    let mut builder = Builder::new(label_of(path));
-    builder.trace.reserve_slices(total_bytes / BYTES_PER_SLICE);
-    let info = parse_document(json, &mut builder).ok()?;
-    info.ends_in_events.then_some(FirstPart { builder, info })
+
+    /// Parses `json` and maps its events, after those of the pieces before.
+    /// `false` unless it reads as a document that ends inside `traceEvents`
+    /// (any document, for the last piece), which proves the cut before it
+    /// sat between two events (the caller then imports the whole text in
+    /// one pass, so any error is the one-pass import's).
+    pub(super) fn piece(&mut self, json: &[u8], first: bool, last: bool) -> bool {
+        let json = if first {
+            let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
+            if json.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+                return false;
+            }
+            json
+        } else {
+            json
+        };
+        match parse_document(json, &mut self.builder) {
+            Ok(info) => self.then(info, 0, last),
+            Err(_) => false,
+        }
+    }
+
+    /// Maps events of a piece parsed on another thread, in file order.
+    pub(super) fn map_events(&mut self, events: &[Event]) {
+        for e in events {
+            self.builder.map(e);
+        }
+    }
+
+    /// Closes a piece parsed on another thread (see [`Pieces::piece`]).
+    pub(super) fn parsed(&mut self, end: ParsedEnd, last: bool) -> bool {
+        self.then(end.info, end.malformed, last)
+    }
+
+    fn then(&mut self, info: TopInfo, malformed: usize, last: bool) -> bool {
+        if !(last || info.ends_in_events) {
+            return false;
+        }
+        self.builder.skipped.malformed += malformed;
+        self.info = std::mem::take(&mut self.info).then(info);
+        true
+    }
+
+    /// The trace, once the last piece is read.
+    pub(super) fn finish(self) -> Trace {
+        self.builder.finish(&self.info)
+    }
 }
 
 /// Typical bytes of Kineto JSON per mapped slice (about 440 on HTA's
 /// traces), to size the slice columns once instead of growing them.
 const BYTES_PER_SLICE: usize = 400;
 
-/// Receives the rest of a document cut inside `traceEvents` while it is
-/// parsed on another thread: the events the importer maps, in file order,
-/// in batches sent to the thread that maps them.
-pub(super) struct RestSink<'d> {
+/// Receives a piece of a document while it is parsed on another thread:
+/// the events the importer maps, in file order, in batches sent to the
+/// thread that maps them.
+struct RestSink<'d, 'r> {
     to_mapper: Sender<Vec<Event<'d>>>,
     /// Batches the mapper is done with, freed (and reused) on this thread:
     /// freeing another thread's allocations contends for its malloc arena.
-    spent: Receiver<Vec<Event<'d>>>,
+    spent: &'r Receiver<Vec<Event<'d>>>,
     batch: Vec<Event<'d>>,
     malformed: usize,
     /// The mapper hung up (the first part failed): events are dropped.
@@ -169,7 +212,7 @@ pub(super) struct RestSink<'d> {
 /// costs nothing, small enough that mapping follows parsing closely.
 const REST_BATCH: usize = 1024;
 
-impl<'d> EventSink<'d> for RestSink<'d> {
+impl<'d> EventSink<'d> for RestSink<'d, '_> {
     fn event(&mut self, e: Event<'d>) {
         if self.abandoned || !is_mapped(&e) {
             return;
@@ -185,7 +228,7 @@ impl<'d> EventSink<'d> for RestSink<'d> {
     }
 }
 
-impl RestSink<'_> {
+impl RestSink<'_, '_> {
     fn send(&mut self) {
         let next = match self.spent.try_recv() {
             Ok(mut spent) => {
@@ -203,20 +246,20 @@ impl RestSink<'_> {
     }
 }
 
-/// What the rest of a cut document tells besides its events.
-pub(super) struct RestEnd<'d> {
-    info: TopInfo<'d>,
+/// What a piece parsed on another thread tells besides its events.
+pub(super) struct ParsedEnd {
+    info: TopInfo,
     malformed: usize,
 }
 
-/// Parses `json` (`{"traceEvents":[` and the text after the cut), sending
+/// Parses `json`, a piece (see [`Pieces`]) other than the first, sending
 /// its events to `to_mapper` in batches that come back on `spent`; `None`
-/// when it does not parse (the joined text is then imported in one pass).
-pub(super) fn rest_part<'d>(
+/// when it does not parse.
+pub(super) fn parse_piece<'d>(
     json: &'d [u8],
     to_mapper: Sender<Vec<Event<'d>>>,
-    spent: Receiver<Vec<Event<'d>>>,
-) -> Option<RestEnd<'d>> {
+    spent: &Receiver<Vec<Event<'d>>>,
+) -> Option<ParsedEnd> {
     let mut sink = RestSink {
         to_mapper,
         spent,
@@ -226,27 +269,10 @@ pub(super) fn rest_part<'d>(
     };
     let info = parse_document(json, &mut sink).ok()?;
     sink.send();
-    Some(RestEnd {
+    Some(ParsedEnd {
         info,
         malformed: sink.malformed,
     })
-}
-
-impl<'d> FirstPart<'d> {
-    /// Maps a batch of the rest's events, after the first part's, as one
-    /// pass would.
-    pub(super) fn map_rest(&mut self, events: &[Event<'d>]) {
-        for e in events {
-            self.builder.map(e);
-        }
-    }
-
-    /// The trace, once every batch of the rest is mapped.
-    pub(super) fn finish(mut self, rest: RestEnd<'d>) -> Trace {
-        self.builder.skipped.malformed += rest.malformed;
-        let info = self.info.then(rest.info);
-        self.builder.finish(&info)
-    }
 }
 
 /// The events `Builder::event` maps (the others it ignores), so the rest of
@@ -269,7 +295,7 @@ fn json_error(path: &Path, e: serde_json::Error) -> TraceError {
     }
 }
 
-struct Builder<'de> {
+struct Builder {
     trace: Trace,
     label: String,
     /// Host-side events per pid: the most frequent is the host process.
@@ -292,7 +318,7 @@ struct Builder<'de> {
     memory_tracks: HashMap<(Option<u32>, usize), TrackId>,
     /// Events whose track depends on the host pid or on correlations seen
     /// later (stream-less syncs, unknown categories): few, placed at the end.
-    deferred: Vec<Event<'de>>,
+    deferred: Vec<Event<'static>>,
     /// The profiler's span, relative to the time base.
     capture: Option<(i64, i64)>,
     skipped: Skipped,
@@ -300,7 +326,7 @@ struct Builder<'de> {
     events: usize,
 }
 
-impl<'de> EventSink<'de> for Builder<'de> {
+impl<'de> EventSink<'de> for Builder {
     fn event(&mut self, e: Event<'de>) {
         self.events += 1;
         self.map(&e);
@@ -311,10 +337,10 @@ impl<'de> EventSink<'de> for Builder<'de> {
     }
 }
 
-impl<'de> Builder<'de> {
+impl Builder {
     /// Maps one event (by reference, so a batch from another thread is
     /// freed by that thread, not here).
-    fn map(&mut self, e: &Event<'de>) {
+    fn map(&mut self, e: &Event) {
         match e.ph() {
             "X" => self.complete(e),
             "M" => self.metadata(e),
@@ -326,7 +352,7 @@ impl<'de> Builder<'de> {
         }
     }
 
-    fn new(label: String) -> Builder<'de> {
+    fn new(label: String) -> Builder {
         let mut trace = Trace::new();
         trace.add_process(Process {
             clock: ClockDomain::Realtime,
@@ -396,7 +422,7 @@ impl<'de> Builder<'de> {
 
     /// A complete event's duration; a bad one is 0, counted.
     fn dur_ns(&mut self, e: &Event) -> i64 {
-        match Self::rel_ns(e.dur) {
+        match Self::rel_ns(e.dur.as_deref()) {
             Some(d) if d >= 0 => d,
             _ => {
                 self.skipped.bad_dur += 1;
@@ -405,7 +431,7 @@ impl<'de> Builder<'de> {
         }
     }
 
-    fn complete(&mut self, e: &Event<'de>) {
+    fn complete(&mut self, e: &Event) {
         let cat = Cat::of(e.cat());
         let pid = e.pid.as_ref().and_then(Id::num);
         if cat.is_host() {
@@ -419,7 +445,7 @@ impl<'de> Builder<'de> {
                 self.corr_thread.entry(c).or_insert(tid);
             }
         }
-        let Some(start) = Self::rel_ns(e.ts) else {
+        let Some(start) = Self::rel_ns(e.ts.as_deref()) else {
             self.skipped.no_ts += 1;
             return;
         };
@@ -465,7 +491,7 @@ impl<'de> Builder<'de> {
                 match (device.and_then(to_u32), stream.and_then(to_u32)) {
                     (Some(d), Some(s)) => Place::Stream(d, s),
                     _ => {
-                        self.deferred.push(e.clone());
+                        self.deferred.push(e.to_static());
                         return;
                     }
                 }
@@ -609,7 +635,7 @@ impl<'de> Builder<'de> {
 
     /// Chrome counter events: one series per (event name, arg key).
     fn counter(&mut self, e: &Event) {
-        let Some(ts) = Self::rel_ns(e.ts) else {
+        let Some(ts) = Self::rel_ns(e.ts.as_deref()) else {
             self.skipped.no_ts += 1;
             return;
         };
@@ -630,7 +656,7 @@ impl<'de> Builder<'de> {
     /// "[memory]" instants (profile_memory=True): allocator totals after each
     /// allocation or free, as counters per device.
     fn memory(&mut self, e: &Event) {
-        let Some(ts) = Self::rel_ns(e.ts) else {
+        let Some(ts) = Self::rel_ns(e.ts.as_deref()) else {
             self.skipped.no_ts += 1;
             return;
         };

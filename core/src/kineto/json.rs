@@ -16,6 +16,10 @@ impl Text<'_> {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    pub fn to_static(&self) -> Text<'static> {
+        Text(Cow::Owned(self.0.clone().into_owned()))
+    }
 }
 
 struct TextVisitor<'a>(PhantomData<&'a ()>);
@@ -51,6 +55,13 @@ pub enum Id<'a> {
 }
 
 impl Id<'_> {
+    pub fn to_static(&self) -> Id<'static> {
+        match self {
+            Id::Num(n) => Id::Num(*n),
+            Id::Text(s) => Id::Text(Cow::Owned(s.clone().into_owned())),
+        }
+    }
+
     pub fn num(&self) -> Option<i64> {
         match self {
             Id::Num(n) => Some(*n),
@@ -74,6 +85,18 @@ pub enum ArgJson<'a> {
 }
 
 impl ArgJson<'_> {
+    pub fn to_static(&self) -> ArgJson<'static> {
+        match self {
+            ArgJson::Int(v) => ArgJson::Int(*v),
+            ArgJson::UInt(v) => ArgJson::UInt(*v),
+            ArgJson::Double(v) => ArgJson::Double(*v),
+            ArgJson::Bool(v) => ArgJson::Bool(*v),
+            ArgJson::Str(s) => ArgJson::Str(Cow::Owned(s.clone().into_owned())),
+            ArgJson::Null => ArgJson::Null,
+            ArgJson::Json(v) => ArgJson::Json(v.clone()),
+        }
+    }
+
     /// The value as an unsigned integer, when it is a non-negative integer.
     pub fn as_u64(&self) -> Option<u64> {
         match self {
@@ -177,6 +200,15 @@ impl<'de: 'a, 'a> Deserialize<'de> for ArgJson<'a> {
 pub struct Args<'a>(pub Vec<(Text<'a>, ArgJson<'a>)>);
 
 impl<'a> Args<'a> {
+    pub fn to_static(&self) -> Args<'static> {
+        Args(
+            self.0
+                .iter()
+                .map(|(k, v)| (k.to_static(), v.to_static()))
+                .collect(),
+        )
+    }
+
     pub fn get(&self, key: &str) -> Option<&ArgJson<'a>> {
         self.0
             .iter()

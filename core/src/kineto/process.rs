@@ -12,9 +12,9 @@ pub fn describe_process(p: &mut Process, info: &TopInfo, label: &str) {
     p.metadata.push(("source_file".into(), label.to_string()));
     p.metadata.push(("format".into(), "kineto".into()));
     for (key, raw) in [
-        ("schemaVersion", info.schema_version),
-        ("traceName", info.trace_name),
-        ("baseTimeNanoseconds", info.base_time_ns),
+        ("schemaVersion", info.schema_version.as_deref()),
+        ("traceName", info.trace_name.as_deref()),
+        ("baseTimeNanoseconds", info.base_time_ns.as_deref()),
     ] {
         if let Some(v) = raw_text(raw) {
             p.metadata.push((key.into(), v));
@@ -22,6 +22,7 @@ pub fn describe_process(p: &mut Process, info: &TopInfo, label: &str) {
     }
     let dist = info
         .distributed_info
+        .as_deref()
         .and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
     if let Some(d) = dist.as_ref().filter(|d| d.is_object()) {
         let num = |k: &str| {

@@ -1,47 +1,53 @@
-//! Gzip traces read on two cores.
+//! Gzip traces read piece by piece, on two cores.
 //!
-//! Inflating and parsing tens of MB of JSON is most of a report's time, and
-//! one pass cannot be shared between threads (events borrow the inflated
-//! text). So the text is cut in two between two events of `traceEvents`:
-//! this thread inflates the first part, then parses it straight into the
-//! trace while a second thread inflates and parses the rest into a list of
-//! events, which this thread then maps in file order. The builder sees the
-//! same events in the same order as in one pass, so the trace is identical.
+//! The inflated text of a large trace (hundreds of MB for a million events)
+//! is never held whole: it is inflated a few MiB at a time and cut between
+//! two events of `traceEvents` into pieces that are each a document of
+//! their own (`{"traceEvents":[` before the events of all but the first,
+//! `]}` after those of all but the last). Pieces come in rounds of two:
+//! this thread parses the first straight into the trace while a second
+//! thread inflates and parses the other, sending the events the importer
+//! maps in batches, which this thread then maps in file order, and inflates
+//! the next round's first piece. The builder sees the same events in the
+//! same order as in one pass, so the trace is identical.
 //!
-//! The cut is found by its bytes (`}`, `,`, `{` with only whitespace
-//! between), which could also occur inside a string or a nested array. The
-//! first part must therefore parse, closed by `]}`, as a whole document
-//! that ends inside `traceEvents`, which holds only if the cut sat between
-//! two of its elements; otherwise (or if the rest does not parse) the joined
-//! text is imported in one pass, so a wrong cut costs time, never
-//! correctness, and errors are those of the one-pass import.
+//! A cut is found by its bytes (`}`, `,`, `{` with only whitespace
+//! between), which could also occur inside a string or a nested array. A
+//! piece must therefore parse as a whole document that ends inside
+//! `traceEvents` (the last one, as any document), which holds only if its
+//! cut sat between two of its elements; otherwise (or if a piece does not
+//! parse) the text is inflated again and imported in one pass, so a wrong
+//! cut costs time and memory, never correctness, and errors are those of
+//! the one-pass import.
 
 use crate::diagnostic::{Diagnostic, Kind};
 use std::io::Read;
 use std::path::Path;
 
-use std::sync::mpsc::{Receiver, Sender};
-
-use super::event::Event;
-use super::import::{self, RestEnd};
+use super::import::{self, Pieces};
 use crate::error::{Result, TraceError};
 use crate::model::Trace;
 
 /// Below this inflated size a second thread gains too little.
 const MIN_SPLIT_BYTES: usize = 1 << 20;
-/// Percent of the text in the first part. This thread also maps every
-/// event into the trace, so it parses less than half.
-const FIRST_PERCENT: usize = 42;
-/// Closes the first part into a document.
-const FIRST_END: &[u8] = b"]}";
-/// Opens the rest as a document continuing `traceEvents`.
-const REST_START: &[u8] = br#"{"traceEvents":["#;
+/// Inflated text per round of two pieces.
+const ROUND_BYTES: usize = 8 << 20;
+/// Percent of a round's text in the piece this thread parses. It also maps
+/// every event into the trace, so it parses less than half.
+const MAIN_PERCENT: usize = 42;
+/// Closes a piece but the last into a document.
+const PIECE_END: &[u8] = b"]}";
+/// Opens a piece but the first as a document continuing `traceEvents`.
+const PIECE_START: &[u8] = br#"{"traceEvents":["#;
 
-/// Imports gzip-compressed Kineto JSON, on two threads when it is large.
+/// Imports gzip-compressed Kineto JSON, piece by piece on two threads when
+/// it is large.
 pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
-    let two_cores = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
-    let share = if two_cores { FIRST_PERCENT } else { 100 };
-    match import_gzip_with(path, gz, share) {
+    let split = Split {
+        main_percent: MAIN_PERCENT,
+        round_bytes: ROUND_BYTES,
+    };
+    match import_gzip_with(path, gz, Some(split)) {
         Ok((t, _)) => Ok(t),
         Err(e) => {
             // A damaged or truncated stream: load the JSON it still holds.
@@ -71,140 +77,260 @@ pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
     }
 }
 
+/// How the text is cut into pieces.
+#[derive(Debug, Clone, Copy)]
+struct Split {
+    /// Percent of a round's text in the piece this thread parses.
+    main_percent: usize,
+    /// Inflated text per round of two pieces.
+    round_bytes: usize,
+}
+
 /// How a trace was read (for tests).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     OnePass,
-    TwoParts,
-    /// Cut, but not between two events (or not valid JSON): rejoined.
-    Rejoined,
+    Pieces,
+    /// Cut, but not between two events (or not valid JSON): inflated again
+    /// and read in one pass.
+    Again,
 }
 
-/// [`import_gzip`] with `first_percent` of the text in the first part (100:
-/// one pass).
-fn import_gzip_with(path: &Path, gz: &[u8], first_percent: usize) -> Result<(Trace, Route)> {
+/// Imports plain Kineto JSON of `len` bytes from `reader` (its first bytes
+/// `head`, already read, then the rest of the file at `path`), piece by piece
+/// on two threads when it is large; when the pieces do not read (see the
+/// module doc), the file is read again, whole, and imported in one pass.
+pub fn import_plain_file(
+    path: &Path,
+    head: Vec<u8>,
+    rest: impl std::io::Read + Send,
+    len: usize,
+) -> Result<Trace> {
+    let io = |e| TraceError::io(path, e);
+    let split = Split {
+        main_percent: MAIN_PERCENT,
+        round_bytes: ROUND_BYTES,
+    };
+    if len < MIN_SPLIT_BYTES {
+        let mut bytes = head;
+        let mut rest = rest;
+        rest.read_to_end(&mut bytes).map_err(io)?;
+        return super::read_bytes(path, &bytes);
+    }
+    let reader = std::io::Cursor::new(head).chain(rest);
+    match read_pieces(path, reader, len, split, io)? {
+        Outcome::Trace(t) => Ok(*t),
+        Outcome::Whole(text) => super::read_bytes(path, &text),
+        Outcome::Again => super::read_bytes(path, &std::fs::read(path).map_err(io)?),
+    }
+}
+
+/// [`import_gzip`] cut as `split` says (`None`: one pass).
+fn import_gzip_with(path: &Path, gz: &[u8], split: Option<Split>) -> Result<(Trace, Route)> {
     let size = gzip_size_hint(gz);
-    let mut decoder = flate2::bufread::MultiGzDecoder::new(gz);
-    if first_percent >= 100 || size < MIN_SPLIT_BYTES {
+    let one_pass = || {
         let mut text = Vec::with_capacity(size);
-        decoder
+        flate2::bufread::MultiGzDecoder::new(gz)
             .read_to_end(&mut text)
             .map_err(|e| gzip_error(path, e))?;
-        return Ok((import::import(path, &text)?, Route::OnePass));
-    }
-    let first_len = size / 100 * first_percent;
-    let mut first = Vec::new();
-    let mut rest = Vec::new();
-    let read = read_in_two_parts(path, decoder, &mut first, first_len, &mut rest, size)?;
-    let route = match read {
-        Read2::Trace(trace) => return Ok((*trace, Route::TwoParts)),
-        Read2::Whole => Route::OnePass,
-        Read2::Rejoin => {
-            first.truncate(first.len() - FIRST_END.len());
-            first.push(b',');
-            first.extend_from_slice(&rest[REST_START.len()..]);
-            drop(rest);
-            Route::Rejoined
-        }
+        import::import(path, &text)
     };
-    Ok((import::import(path, &first)?, route))
+    let Some(split) = split.filter(|_| size >= MIN_SPLIT_BYTES) else {
+        return Ok((one_pass()?, Route::OnePass));
+    };
+    let decoder = flate2::bufread::MultiGzDecoder::new(gz);
+    match read_pieces(path, decoder, size, split, |e| gzip_error(path, e))? {
+        Outcome::Trace(t) => Ok((*t, Route::Pieces)),
+        Outcome::Whole(text) => Ok((import::import(path, &text)?, Route::OnePass)),
+        Outcome::Again => Ok((one_pass()?, Route::Again)),
+    }
 }
 
-/// What [`read_in_two_parts`] made of a stream.
-enum Read2 {
+/// What [`read_pieces`] made of a stream.
+enum Outcome {
     Trace(Box<Trace>),
-    /// No cut found: `first` holds the whole text.
-    Whole,
-    /// The parts did not read as expected (see the module doc): `first` and
-    /// `rest` are to be joined.
-    Rejoin,
+    /// The text ended within the first piece: here it is, whole.
+    Whole(Vec<u8>),
+    /// A piece did not read as expected (see the module doc).
+    Again,
 }
 
-/// Inflates about `first_len` bytes into `first` and cuts them after an
-/// event; then maps `first` here while another thread inflates the rest of
-/// the stream into `rest` and parses it, sending its events here in
-/// batches. That thread first touches the memory of `rest` (page faults
-/// cost as much as inflating), while this one inflates `first`.
-fn read_in_two_parts<'t>(
+/// Reads the text of `decoder` (about `total_bytes`) piece by piece, in
+/// rounds of two pieces (see the module doc).
+fn read_pieces(
     path: &Path,
-    mut decoder: impl Read + Send,
-    first: &'t mut Vec<u8>,
-    first_len: usize,
-    rest: &'t mut Vec<u8>,
+    decoder: impl std::io::Read + Send,
     total_bytes: usize,
-) -> Result<Read2> {
-    std::thread::scope(|s| {
-        let (start, started) = std::sync::mpsc::channel::<(Vec<u8>, _)>();
-        let (to_mapper, batches) = std::sync::mpsc::channel();
-        let (to_parser, spent) = std::sync::mpsc::channel();
-        let rest_len = total_bytes.saturating_sub(first_len) + 64 * 1024;
-        let worker = s.spawn(move || {
-            rest.resize(rest_len, 0);
-            rest.clear();
-            // The text after the cut, then the stream; none when no cut.
-            let Ok((tail, decoder)) = started.recv() else {
+    split: Split,
+    read_error: impl Fn(std::io::Error) -> TraceError,
+) -> Result<Outcome> {
+    let main_len = (split.round_bytes.saturating_mul(split.main_percent) / 100).max(1);
+    let other_len = split.round_bytes.saturating_sub(main_len).max(1);
+    let mut cutter = Cutter::new(decoder);
+    let mut main = Vec::new();
+    let mut next = Vec::new();
+    let mut other = Vec::new();
+    let mut last = cutter.piece(&mut main, main_len).map_err(&read_error)?;
+    if last {
+        return Ok(Outcome::Whole(main));
+    }
+    let mut pieces = Pieces::new(path, total_bytes);
+    let mut first = true;
+    loop {
+        if last {
+            return Ok(if pieces.piece(&main, first, true) {
+                Outcome::Trace(Box::new(pieces.finish()))
+            } else {
+                Outcome::Again
+            });
+        }
+        let round = Round {
+            main: &main,
+            first,
+            other: &mut other,
+            other_len,
+            next: &mut next,
+            next_len: main_len,
+        };
+        match round.read(&mut pieces, &mut cutter) {
+            Ok(Some(Done::Trace)) => return Ok(Outcome::Trace(Box::new(pieces.finish()))),
+            Ok(Some(Done::Next { last: l })) => last = l,
+            Ok(None) => return Ok(Outcome::Again),
+            Err(e) => return Err(read_error(e)),
+        }
+        std::mem::swap(&mut main, &mut next);
+        first = false;
+    }
+}
+
+/// One round: this thread's piece (already inflated), and the other
+/// thread's, which it inflates and parses, then inflates the next round's
+/// piece for this thread.
+struct Round<'a> {
+    main: &'a [u8],
+    first: bool,
+    other: &'a mut Vec<u8>,
+    other_len: usize,
+    next: &'a mut Vec<u8>,
+    next_len: usize,
+}
+
+/// How a round ended.
+enum Done {
+    /// The other piece was the last.
+    Trace,
+    /// The next round's piece is in `next`.
+    Next { last: bool },
+}
+
+impl Round<'_> {
+    /// `None` when a piece did not read as expected.
+    fn read<R: std::io::Read + Send>(
+        self,
+        pieces: &mut Pieces,
+        cutter: &mut Cutter<R>,
+    ) -> std::io::Result<Option<Done>> {
+        let Round {
+            main,
+            first,
+            other,
+            other_len,
+            next,
+            next_len,
+        } = self;
+        std::thread::scope(|s| {
+            let (to_mapper, batches) = std::sync::mpsc::channel();
+            let (to_parser, spent) = std::sync::mpsc::channel();
+            let worker = s.spawn(move || {
+                let other_last = cutter.piece(other, other_len)?;
+                let other: &[u8] = other;
+                let end = import::parse_piece(other, to_mapper, &spent);
+                let next_last = if other_last || end.is_none() {
+                    None
+                } else {
+                    Some(cutter.piece(next, next_len)?)
+                };
+                // Free here what the mapper sent back.
+                while let Ok(batch) = spent.recv() {
+                    drop(batch);
+                }
+                Ok::<_, std::io::Error>((end, other_last, next_last))
+            });
+            let main_ok = pieces.piece(main, first, false);
+            if main_ok {
+                for batch in &batches {
+                    pieces.map_events(&batch);
+                    // Back to be freed by the thread that allocated it.
+                    let _ = to_parser.send(batch);
+                }
+            }
+            drop(batches);
+            drop(to_parser);
+            let (end, other_last, next_last) = match worker.join() {
+                Ok(r) => r?,
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            let Some(end) = end.filter(|_| main_ok) else {
                 return Ok(None);
             };
-            rest.extend_from_slice(REST_START);
-            rest.extend_from_slice(&tail);
-            read_rest(decoder, rest, to_mapper, spent)
-        });
-        first.reserve_exact(first_len + FIRST_END.len());
-        (&mut decoder)
-            .take(first_len as u64)
-            .read_to_end(first)
-            .map_err(|e| gzip_error(path, e))?;
-        let cut = if first.len() == first_len {
-            find_cut(first)
-        } else {
-            None
-        };
-        let Some(cut) = cut else {
-            drop(start);
-            decoder
-                .read_to_end(first)
-                .map_err(|e| gzip_error(path, e))?;
-            return Ok(Read2::Whole);
-        };
-        let tail = first[cut + 1..].to_vec();
-        first.truncate(cut);
-        first.extend_from_slice(FIRST_END);
-        // A send fails only if the worker panicked: its join says so.
-        let _ = start.send((tail, decoder));
-        let first: &'t [u8] = first;
-        let mut first_part = import::first_part(path, first, total_bytes);
-        if let Some(f) = first_part.as_mut() {
-            for batch in &batches {
-                f.map_rest(&batch);
-                // Back to be freed by the thread that allocated it (or
-                // here, once that thread is done).
-                let _ = to_parser.send(batch);
+            if !pieces.parsed(end, other_last) {
+                return Ok(None);
             }
-        }
-        drop(batches);
-        let rest_end = match worker.join() {
-            Ok(r) => r.map_err(|e| gzip_error(path, e))?,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
-        Ok(match (first_part, rest_end) {
-            (Some(f), Some(r)) => Read2::Trace(Box::new(f.finish(r))),
-            _ => Read2::Rejoin,
+            Ok(Some(match next_last {
+                None => Done::Trace,
+                Some(last) => Done::Next { last },
+            }))
         })
-    })
+    }
 }
 
-/// Inflates the rest of the stream after the text already in `text`, then
-/// parses it, sending its events to `to_mapper` (`None` when it does not
-/// parse).
-fn read_rest<'t>(
-    mut decoder: impl Read,
-    text: &'t mut Vec<u8>,
-    to_mapper: Sender<Vec<Event<'t>>>,
-    spent: Receiver<Vec<Event<'t>>>,
-) -> std::io::Result<Option<RestEnd<'t>>> {
-    decoder.read_to_end(text)?;
-    let text: &'t [u8] = text;
-    Ok(import::rest_part(text, to_mapper, spent))
+/// Inflated text in pieces, each cut after an event (see the module doc).
+struct Cutter<R> {
+    decoder: R,
+    /// The text after the last cut.
+    carry: Vec<u8>,
+    first: bool,
+}
+
+impl<R: std::io::Read> Cutter<R> {
+    fn new(decoder: R) -> Cutter<R> {
+        Cutter {
+            decoder,
+            carry: Vec::new(),
+            first: true,
+        }
+    }
+
+    /// Fills `buf` with the next piece, of about `len` bytes of text;
+    /// `true` when it is the last (the text ended).
+    fn piece(&mut self, buf: &mut Vec<u8>, len: usize) -> std::io::Result<bool> {
+        buf.clear();
+        if !self.first {
+            buf.extend_from_slice(PIECE_START);
+        }
+        self.first = false;
+        let body = buf.len();
+        buf.reserve(len + self.carry.len() + (64 << 10));
+        buf.extend_from_slice(&self.carry);
+        self.carry.clear();
+        let mut want = len;
+        loop {
+            let missing = (body + want).saturating_sub(buf.len()).max(1);
+            let read = (&mut self.decoder).take(missing as u64).read_to_end(buf)?;
+            if read < missing {
+                return Ok(true);
+            }
+            if let Some(cut) = find_cut(&buf[body..]) {
+                let cut = body + cut;
+                self.carry.extend_from_slice(&buf[cut + 1..]);
+                buf.truncate(cut);
+                buf.extend_from_slice(PIECE_END);
+                return Ok(false);
+            }
+            // No cut yet (one long event, or not events at all): read on.
+            want = want.saturating_mul(2);
+        }
+    }
 }
 
 fn gzip_error(path: &Path, e: std::io::Error) -> TraceError {
@@ -261,6 +387,14 @@ mod tests {
             .join(rel)
     }
 
+    /// Rounds of 256 KiB, `main_percent` of each on the calling thread.
+    fn split(main_percent: usize) -> Split {
+        Split {
+            main_percent,
+            round_bytes: 256 << 10,
+        }
+    }
+
     fn gzip(bytes: &[u8]) -> Vec<u8> {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all(bytes).expect("in-memory write");
@@ -271,14 +405,36 @@ mod tests {
     /// import must equal the one-pass trace (and its dump) exactly.
     fn assert_same_as_one_pass(name: &str, gz: &[u8], expected: Route) {
         let path = Path::new(name);
-        let (one, route) = import_gzip_with(path, gz, 100).expect("one pass");
+        let (one, route) = import_gzip_with(path, gz, None).expect("one pass");
         assert_eq!(route, Route::OnePass);
         let one_dump = dump(&one);
-        for share in [FIRST_PERCENT, 10, 50, 90] {
-            let (cut, route) = import_gzip_with(path, gz, share).expect("two parts");
-            assert_eq!(route, expected, "{name} at {share}%");
-            assert_eq!(dump(&cut), one_dump, "{name} at {share}%");
-            assert!(cut == one, "{name} at {share}%: same model");
+        let mut text = Vec::new();
+        flate2::read::MultiGzDecoder::new(gz)
+            .read_to_end(&mut text)
+            .expect("inflate");
+        let text_len = text.len();
+        drop(text);
+        for (main_percent, round_bytes) in [
+            (MAIN_PERCENT, ROUND_BYTES),
+            (10, 1 << 20),
+            (50, 300 << 10),
+            (90, 97 << 10),
+        ] {
+            let split = Split {
+                main_percent,
+                round_bytes,
+            };
+            let (cut, route) = import_gzip_with(path, gz, Some(split)).expect("pieces");
+            // A text that ends within the first piece is read in one pass.
+            let first_piece = round_bytes * main_percent / 100;
+            let expected = if text_len <= first_piece {
+                Route::OnePass
+            } else {
+                expected
+            };
+            assert_eq!(route, expected, "{name} in {split:?}");
+            assert_eq!(dump(&cut), one_dump, "{name} in {split:?}");
+            assert!(cut == one, "{name} in {split:?}: same model");
         }
     }
 
@@ -291,7 +447,7 @@ mod tests {
             "trace_filter/sampled_rank-1.json.gz",
         ] {
             let gz = std::fs::read(hta(rel)).expect("read HTA trace");
-            assert_same_as_one_pass(rel, &gz, Route::TwoParts);
+            assert_same_as_one_pass(rel, &gz, Route::Pieces);
         }
     }
 
@@ -328,8 +484,9 @@ mod tests {
         let json = synthetic(5000, r#"{"id": 0, "name": "X"}"#, "");
         assert!(json.len() > MIN_SPLIT_BYTES);
         let gz = gzip(json.as_bytes());
-        assert_same_as_one_pass("synthetic.json.gz", &gz, Route::TwoParts);
-        let (t, _) = import_gzip_with(Path::new("s.json.gz"), &gz, 50).expect("import");
+        assert_same_as_one_pass("synthetic.json.gz", &gz, Route::Pieces);
+        let (t, _) =
+            import_gzip_with(Path::new("s.json.gz"), &gz, Some(split(50))).expect("import");
         assert_eq!(t.slices.len(), 10_000);
         assert!(
             t.diagnostics
@@ -363,9 +520,10 @@ mod tests {
         let nested = format!(r#"{{"traceEvents": [{}]}}"#, events.join(",\n"));
         assert!(nested.len() > MIN_SPLIT_BYTES);
         let gz = gzip(nested.as_bytes());
-        let (one, _) = import_gzip_with(Path::new("n.json.gz"), &gz, 100).expect("one pass");
-        let (cut, route) = import_gzip_with(Path::new("n.json.gz"), &gz, 50).expect("rejoined");
-        assert_eq!(route, Route::Rejoined);
+        let (one, _) = import_gzip_with(Path::new("n.json.gz"), &gz, None).expect("one pass");
+        let (cut, route) =
+            import_gzip_with(Path::new("n.json.gz"), &gz, Some(split(50))).expect("rejoined");
+        assert_eq!(route, Route::Again);
         assert_eq!(dump(&cut), dump(&one));
         // deviceProperties before the events, larger than the first part:
         // the first part parses, but ends outside traceEvents.
@@ -375,9 +533,10 @@ mod tests {
         let props = props.join(",\n");
         let padded = synthetic(100, &props, "");
         let gz = gzip(padded.as_bytes());
-        let (one, _) = import_gzip_with(Path::new("p.json.gz"), &gz, 100).expect("one pass");
-        let (cut, route) = import_gzip_with(Path::new("p.json.gz"), &gz, 30).expect("rejoined");
-        assert_eq!(route, Route::Rejoined);
+        let (one, _) = import_gzip_with(Path::new("p.json.gz"), &gz, None).expect("one pass");
+        let (cut, route) =
+            import_gzip_with(Path::new("p.json.gz"), &gz, Some(split(30))).expect("rejoined");
+        assert_eq!(route, Route::Again);
         assert!(cut == one);
         assert_eq!(one.slices.len(), 200);
     }
@@ -392,10 +551,95 @@ mod tests {
         let full = gzip(json.as_bytes());
         for bad in [&gz[..], &full[..full.len() * 3 / 4]] {
             let path = Path::new("bad.json.gz");
-            let one = import_gzip_with(path, bad, 100).expect_err("one pass fails");
-            let cut = import_gzip_with(path, bad, 40).expect_err("two parts fail");
+            let one = import_gzip_with(path, bad, None).expect_err("one pass fails");
+            let cut = import_gzip_with(path, bad, Some(split(40))).expect_err("two parts fail");
             assert_eq!(cut.to_string(), one.to_string());
             assert!(one.to_string().contains("bad.json.gz"), "{one}");
+        }
+    }
+
+    /// Events whose strings hold escaped quotes, brackets and `},{`, with
+    /// nested args (arrays of objects), then keys after the events.
+    fn tricky(n: usize) -> String {
+        let events: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    r#"{{"ph": "X", "cat": "cpu_op", "name": "op \"{i}\" ]}},{{[", "pid": 1, "tid": 2,
+ "ts": {}.25, "dur": 2, "args": {{"s": "a\\\"}},{{\"b", "nested": [{{"x": [1, {{"y": "}},{{"}}]}}, {{"z": null}}],
+ "correlation": {i}, "u": "\u00e9\n"}}}} , {{"ph": "X", "cat": "kernel", "name": "k{i}", "pid": 0, "tid": 7,
+ "ts": {}, "dur": 1, "args": {{"device": 0, "stream": 7, "correlation": {i}, "grid": [1, 1, 1]}}}},
+  [{{"not": "an event"}},{{"a": 1}}], {{"ph": "C", "name": "c", "pid": 1, "ts": {i}, "args": {{"v": {i}}}}}"#,
+                    100 + 10 * i,
+                    101 + 10 * i
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"schemaVersion": 1, "deviceProperties": [{{"id": 0, "name": "G"}}], "traceEvents": [
+{}
+], "traceName": "tricky", "baseTimeNanoseconds": 1700000000000000000}}"#,
+            events.join(",")
+        )
+    }
+
+    /// Reads `text` as [`read_pieces`] does; the route and the trace (the
+    /// one-pass import when the pieces did not read).
+    fn read_text(path: &Path, text: &str, split: Split) -> (Route, Trace) {
+        match read_pieces(path, text.as_bytes(), text.len(), split, |e| {
+            gzip_error(path, e)
+        })
+        .expect("read")
+        {
+            Outcome::Trace(t) => (Route::Pieces, *t),
+            Outcome::Whole(w) => (Route::OnePass, import::import(path, &w).expect("whole")),
+            Outcome::Again => (
+                Route::Again,
+                import::import(path, text.as_bytes()).expect("again"),
+            ),
+        }
+    }
+
+    #[test]
+    fn pieces_cut_at_every_position_read_as_one_pass() {
+        let text = tricky(8);
+        let path = Path::new("tricky.json");
+        let one = import::import(path, text.as_bytes()).expect("one pass");
+        assert_eq!(one.slices.len(), 16);
+        let one_dump = dump(&one);
+        let events_at = text.find("traceEvents").expect("events");
+        // One cut, at every length of the first piece from inside the top
+        // level to the last event: the reading stops at every position class
+        // (strings with escapes, nested args, between events) and the cut is
+        // the last `},{` before it.
+        let mut routes = std::collections::BTreeMap::new();
+        for main_len in (events_at - 40)..text.len() {
+            let split = Split {
+                main_percent: 1,
+                round_bytes: main_len * 100,
+            };
+            let (route, t) = read_text(path, &text, split);
+            *routes.entry(format!("{route:?}")).or_insert(0) += 1;
+            assert!(t == one, "first piece of {main_len}: same model");
+            assert_eq!(dump(&t), one_dump, "first piece of {main_len}");
+        }
+        // Cuts between events read in pieces; cuts found inside strings or
+        // nested args (most, in these events) fall back to one pass.
+        assert!(
+            routes["Pieces"] > 1000 && routes["Again"] > 1000,
+            "{routes:?}"
+        );
+        // Many pieces, in rounds of every size: every cut is between events.
+        let text = synthetic(30, "", "");
+        let one = import::import(path, text.as_bytes()).expect("one pass");
+        assert_eq!(one.slices.len(), 60);
+        for round_bytes in 2..1200 {
+            let split = Split {
+                main_percent: 50,
+                round_bytes,
+            };
+            let (route, t) = read_text(path, &text, split);
+            assert_eq!(route, Route::Pieces, "{split:?}");
+            assert!(t == one, "{split:?}: same model");
         }
     }
 

@@ -13,7 +13,7 @@ use crate::kineto::process::describe_process;
 use crate::kineto::time::ns_text_to_ns;
 use crate::model::{Trace, TrackKind};
 
-impl Builder<'_> {
+impl Builder {
     /// The host process: the pid most host-side events carry (GPU rows use
     /// the device ordinal as pid), ties to the smaller pid; else the pid
     /// labelled "CPU".
@@ -30,7 +30,7 @@ impl Builder<'_> {
         let host_pid = self.host_pid();
         for e in std::mem::take(&mut self.deferred) {
             if let Some(place) = self.place_deferred(&e, host_pid) {
-                let start = Self::rel_ns(e.ts).unwrap_or(0);
+                let start = Self::rel_ns(e.ts.as_deref()).unwrap_or(0);
                 self.push_slice(&e, Cat::of(e.cat()), place, start);
             }
         }
@@ -49,7 +49,11 @@ impl Builder<'_> {
     /// give epoch µs and no base. A base with ts that already look like
     /// epoch times (at least half the base) is not added twice.
     fn shift_to_epoch(&mut self, info: &TopInfo) {
-        let Some(base) = info.base_time_ns.and_then(|r| ns_text_to_ns(r.get())) else {
+        let Some(base) = info
+            .base_time_ns
+            .as_deref()
+            .and_then(|r| ns_text_to_ns(r.get()))
+        else {
             return;
         };
         let first = self
@@ -94,7 +98,7 @@ impl Builder<'_> {
     /// Only the devices this rank's events use become devices (Kineto lists
     /// every visible GPU); their properties come from `deviceProperties`.
     fn fill_devices(&mut self, info: &TopInfo) {
-        let Some(raw) = info.device_properties else {
+        let Some(raw) = info.device_properties.as_deref() else {
             return;
         };
         let props = match serde_json::from_str::<Value>(raw.get()) {
