@@ -365,21 +365,11 @@ pub fn monotonic_ns() -> i64 {
 }
 
 /// Runs the command under the collector; returns its exit code.
-/// Opts in to `--gpu-metrics`, which is not safe yet (see [`RecordArgs`]).
-pub const ENV_EXPERIMENTAL_GPU_METRICS: &str = "STREAMSCOPE_EXPERIMENTAL_GPU_METRICS";
-
 pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     let Some((program, rest)) = args.command.split_first() else {
         bail!("no command given")
     };
-    if args.gpu_metrics.is_some()
-        && std::env::var(ENV_EXPERIMENTAL_GPU_METRICS).as_deref() != Ok("1")
-    {
-        bail!(
-            "--gpu-metrics is experimental: on the H200 (CUDA 13.0, driver 580) CUPTI PM sampling \
-             crashed or hung the recorded program; set {ENV_EXPERIMENTAL_GPU_METRICS}=1 to use it anyway"
-        );
-    }
+    gpu_metrics::allowed(args.gpu_metrics.is_some())?;
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let out = std::fs::canonicalize(&args.output)

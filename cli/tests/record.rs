@@ -477,3 +477,25 @@ fn record_sets_the_nccl_profiler_plugin_unless_one_is_named() {
     assert_eq!(stdout, "[]");
     assert!(!stderr.contains("NCCL_PROFILER_PLUGIN"), "{stderr}");
 }
+
+#[test]
+fn gpu_metrics_are_refused_unless_opted_in() {
+    let dir = temp("gpu-metrics-gate");
+    let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
+        .args(["record", "-o"])
+        .arg(&dir)
+        .args(["--gpu-metrics", "--", "true"])
+        .env_remove("STREAMSCOPE_EXPERIMENTAL_GPU_METRICS")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("experimental"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // The flag is off the help.
+    let help = Command::new(env!("CARGO_BIN_EXE_streamscope"))
+        .args(["record", "--help"])
+        .output()
+        .expect("run");
+    assert!(!String::from_utf8_lossy(&help.stdout).contains("--gpu-metrics"));
+}

@@ -7,6 +7,22 @@ use std::process::Command;
 use streamscope_core::gpu_metrics::{parse_list, DEFAULT_HZ};
 use streamscope_core::protocol::env::{GPU_METRICS, GPU_METRICS_HZ};
 
+/// Opts in to `--gpu-metrics`, which is not safe yet (docs/GPU.md).
+pub const ENV_EXPERIMENTAL: &str = "STREAMSCOPE_EXPERIMENTAL_GPU_METRICS";
+
+/// `--gpu-metrics` is refused unless [`ENV_EXPERIMENTAL`] is 1: on the
+/// H200 (CUDA 13.0, driver 580) CUPTI PM sampling crashed or hung the
+/// recorded program.
+pub fn allowed(requested: bool) -> anyhow::Result<()> {
+    if requested && std::env::var(ENV_EXPERIMENTAL).as_deref() != Ok("1") {
+        anyhow::bail!(
+            "--gpu-metrics is experimental: on the H200 (CUDA 13.0, driver 580) CUPTI PM sampling \
+             crashed or hung the recorded program; set {ENV_EXPERIMENTAL}=1 to use it anyway"
+        );
+    }
+    Ok(())
+}
+
 /// `--gpu-metrics=LIST`: checked (names of letters, digits, `_` and `.`),
 /// passed on as given; unknown names are probed on the GPU.
 pub fn parse_gpu_metrics(s: &str) -> Result<String, String> {
