@@ -1,6 +1,6 @@
 //! `streamscope sweep -o DIR --env NAME=v1,v2 ... -- COMMAND...`: runs the
 //! command once per configuration of the environment grid, each recorded
-//! into DIR/<config>/, then tabulates step time, overlap, exposed
+//! into `DIR/<config>/`, then tabulates step time, overlap, exposed
 //! communication and bus bandwidth per configuration (markdown, JSON, SVG).
 //!
 //! Resumable: a configuration whose directory holds [`DONE`] is kept; one

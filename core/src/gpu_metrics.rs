@@ -9,7 +9,7 @@
 //! track per GPU and metric, named by [`track_name`] ("GPU 0 · SM active
 //! %"), a [`TrackKind::Counter`](crate::model::TrackKind::Counter) child of
 //! the GPU's group track; a raw CUPTI metric the user asked for gets the
-//! track "GPU 0 · <cupti name>" with the value as CUPTI evaluates it.
+//! track `"GPU 0 · <cupti name>"` with the value as CUPTI evaluates it.
 
 /// How a candidate turns CUPTI values into the metric's value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
