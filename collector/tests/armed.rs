@@ -221,7 +221,9 @@ fn the_control_socket_makes_numbered_captures() {
     let at = monotonic_ns() + 200_000_000;
     let line = format!("capture duration_ms=300 start_ns={at}\n");
     assert_eq!(ask(&sock, &line), "ok capture 2\n");
-    std::thread::sleep(Duration::from_millis(800));
+    // 200 ms until it starts, 300 ms of capture, then the collector's
+    // 300 ms grace for the GPU work launched inside it.
+    std::thread::sleep(Duration::from_millis(1300));
     // Steps: 2 whole steps = up to the 3rd step end after the start.
     assert_eq!(ask(&sock, "capture steps=2\n"), "ok capture 3\n");
     finish(child);
