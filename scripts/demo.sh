@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -eq 0 ]; then
-  set -- "$(ls -d traces/*torch* 2>/dev/null | head -1)"
-  [ -n "$1" ] || { echo "no bundled trace in traces/"; exit 2; }
+  set -- traces/torch-fsdp2-h200x2
+  [ -d "$1" ] || { echo "no bundled trace: traces/torch-fsdp2-h200x2 is missing"; exit 2; }
 fi
 cargo build --release -p streamscope
 bin=target/release/streamscope

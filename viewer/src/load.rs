@@ -170,7 +170,7 @@ pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, 
 }
 
 /// The bundled real trace: in `traces/`, the first entry (by name) whose
-/// name contains "torch", else "fsdp" — a file, or a folder of one run's
+/// name contains "torch" (not "capture"), else "fsdp" — a file, or a folder of one run's
 /// rank files — under the repo root found from the executable, from this
 /// crate's source folder, or the current directory.
 pub fn default_trace() -> Option<PathBuf> {
@@ -201,7 +201,11 @@ fn bundled_in(dir: &Path) -> Option<PathBuf> {
             .and_then(|n| n.to_str())
             .is_some_and(|n| n.to_lowercase().contains(word))
     };
-    let torch = names.iter().find(|p| has(p, "torch")).cloned();
+    // A whole recording, not a set of on-demand captures.
+    let torch = names
+        .iter()
+        .find(|p| has(p, "torch") && !has(p, "capture"))
+        .cloned();
     torch.or_else(|| names.into_iter().find(|p| has(p, "fsdp")))
 }
 
