@@ -61,6 +61,21 @@ fn all() -> CaptureWindow {
     )
 }
 
+/// A profiler-API window opened at `open` and closed at `close` (ns).
+fn closed_window(open: i64, close: i64) -> CaptureWindow {
+    let w = CaptureWindow::new(
+        CaptureSpec {
+            trigger: Trigger::ProfilerApi,
+            delay_ns: 0,
+            duration_ns: None,
+        },
+        0,
+    );
+    w.open(open);
+    w.close(close);
+    w
+}
+
 fn kernel(start: u64, end: u64, stream: u32, corr: u32) -> RawKernel {
     RawKernel {
         kind: kind::CONCURRENT_KERNEL,
@@ -447,15 +462,7 @@ fn unique_nvtx_names_past_the_limit_share_normalized_names() {
 
 #[test]
 fn records_outside_the_capture_window_are_dropped_and_offsets_apply() {
-    let spec = CaptureSpec {
-        trigger: Trigger::ProfilerApi,
-        delay_ns: 0,
-        duration_ns: None,
-    };
-    let w = CaptureWindow::new(spec, 0);
-    w.open(1_000);
-    w.close(2_000);
-    let (mut c, _) = converter(w);
+    let (mut c, _) = converter(closed_window(1_000, 2_000));
     c.ts_offset_ns = 500;
     c.push(Record::Kernel(kernel(100, 200, 7, 1), c"before")); // 600..700
     c.push(Record::Kernel(kernel(800, 900, 7, 2), c"inside")); // 1300..1400
@@ -468,15 +475,7 @@ fn records_outside_the_capture_window_are_dropped_and_offsets_apply() {
 
 #[test]
 fn unfinished_work_counts_as_lost_only_inside_a_closed_window() {
-    let spec = CaptureSpec {
-        trigger: Trigger::ProfilerApi,
-        delay_ns: 0,
-        duration_ns: None,
-    };
-    let w = CaptureWindow::new(spec, 0);
-    w.open(1_000);
-    w.close(2_000);
-    let (mut c, _) = converter(w);
+    let (mut c, _) = converter(closed_window(1_000, 2_000));
     // Began inside the window, cut off by the flush: lost.
     c.push(Record::Kernel(kernel(1_500, 0, 7, 1), c"cut"));
     // Began after the window closed, or not begun at all: outside it.

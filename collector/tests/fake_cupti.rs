@@ -4,7 +4,7 @@
 //! process (this test binary re-run with STREAMSCOPE_FAKE_CHILD set), since
 //! the collector lives for the whole process.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use streamscope_core::load::load_paths;
 use streamscope_core::model::{ClockDomain, SliceKind, TrackKind};
 
 mod common;
-use common::{rig, CHILD};
+use common::{cdylib, rig, CHILD};
 
 fn child(test: &str, dir: &Path, so: &Path) -> Command {
     let mut c = Command::new(std::env::current_exe().expect("test binary"));
@@ -351,18 +351,6 @@ fn sigkill_loses_at_most_250_ms() {
     // Periodic flushes every 100 ms; nothing runs at a SIGKILL.
     assert!(lost_ms < 250.0, "lost {lost_ms:.1} ms before SIGKILL");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The collector library cargo built for these tests (the newest of
-/// target/debug and target/debug/deps).
-fn cdylib() -> Option<PathBuf> {
-    let deps = std::env::current_exe().ok()?.parent()?.to_path_buf();
-    let up = deps.parent()?.join("libstreamscope_collector.so");
-    [up, deps.join("libstreamscope_collector.so")]
-        .into_iter()
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max()
-        .map(|(_, p)| p)
 }
 
 /// tests/fake/fake_nccl.c plays the driver and NCCL: the library, opened

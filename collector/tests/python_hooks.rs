@@ -14,17 +14,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The collector cdylib: the newer of target/debug (a `cargo build`) and
-/// the one a test build leaves in target/debug/deps beside this test.
-fn cdylib() -> Option<PathBuf> {
-    let deps = std::env::current_exe().ok()?.parent()?.to_path_buf();
-    let up = deps.parent()?.join("libstreamscope_collector.so");
-    [up, deps.join("libstreamscope_collector.so")]
-        .into_iter()
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max()
-        .map(|(_, p)| p)
-}
+mod common;
+use common::cdylib;
 
 /// A stand-in torch: `Tensor.item()` "syncs" by calling into the collector
 /// through ctypes.CDLL, which releases the GIL, as PyTorch does around its

@@ -46,27 +46,24 @@ pub enum Outcome {
 /// The files `paths` stand for (directories expanded), in order; the same
 /// file given twice is an error.
 pub fn sources(paths: &[PathBuf]) -> Result<Vec<Source>> {
+    sources_noted(paths).map(|(files, _)| files)
+}
+
+/// [`sources`], and what it says of them: per directory holding several
+/// on-demand captures, which one it took ([`Kind::CaptureChosen`]).
+pub fn sources_noted(paths: &[PathBuf]) -> Result<(Vec<Source>, Vec<Diagnostic>)> {
     let mut files: Vec<Source> = Vec::new();
+    let mut notes: Vec<Diagnostic> = Vec::new();
     for p in paths {
         let listed = std::fs::metadata(p).is_ok_and(|m| m.is_dir());
         let mut found = expand(p)?;
         if listed {
-            latest_capture(p, &mut found);
+            notes.extend(latest_capture(p, &mut found));
         }
         files.extend(found.into_iter().map(|path| Source { path, listed }));
     }
     refuse_duplicates(&files)?;
-    Ok(files)
-}
-
-/// What [`sources`] said of `paths`: per directory holding several
-/// on-demand captures, which one it took ([`Kind::CaptureChosen`]).
-pub fn capture_notes(paths: &[PathBuf]) -> Vec<Diagnostic> {
-    paths
-        .iter()
-        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.is_dir()))
-        .filter_map(|p| latest_capture(p, &mut expand(p).ok()?))
-        .collect()
+    Ok((files, notes))
 }
 
 /// Judges the load of one file as [`load_paths`] does.
@@ -145,8 +142,7 @@ pub fn duplicate_ranks(
 /// given twice is an error; two files claiming one rank number get a
 /// warning naming both.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
-    let files = sources(paths)?;
-    let chosen = capture_notes(paths);
+    let (files, chosen) = sources_noted(paths)?;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len())

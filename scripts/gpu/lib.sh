@@ -36,3 +36,27 @@ step() {
   printf '%-30s rc=%-4s %4ss\n' "$name" "$rc" "$((SECONDS - start))" >> "$SUMMARY"
   return $rc
 }
+
+# gpu_setup LOG: the start every GPU script shares. BIN and OUT (required)
+# made absolute, everything also written to $OUT/LOG, CUDA 13's libraries
+# and CUPTI, NVLink multicast off, unbuffered Python; S, F, LIB (the
+# binaries in BIN) and PY (PyTorch's python3 where there is one, first on
+# PATH) set.
+gpu_setup() {
+  : "${BIN:?set BIN to the folder holding streamscope, libstreamscope_collector.so, fsdp-ref}"
+  : "${OUT:?set OUT to a folder for results}"
+  BIN="$(cd "$BIN" && pwd)"
+  mkdir -p "$OUT"
+  OUT="$(cd "$OUT" && pwd)"
+  exec > >(tee -a "$OUT/$1") 2>&1
+  export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+  export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+  local cupti=/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13
+  [ -e "$cupti" ] && export STREAMSCOPE_CUPTI_LIB="$cupti"
+  S="$BIN/streamscope"
+  F="$BIN/fsdp-ref"
+  LIB="$BIN/libstreamscope_collector.so"
+  PY=python3
+  [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
+  export PATH="$(dirname "$PY"):$PATH"
+}

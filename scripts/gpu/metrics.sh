@@ -37,27 +37,13 @@ set -u
 # --gpu-metrics is gated (cli/src/record.rs): this script is where it is tried.
 export STREAMSCOPE_EXPERIMENTAL_GPU_METRICS=1
 
-: "${BIN:?set BIN to the folder holding streamscope, libstreamscope_collector.so, fsdp-ref}"
-: "${OUT:?set OUT to a folder for results}"
-BIN="$(cd "$BIN" && pwd)"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-exec > >(tee -a "$OUT/metrics.log") 2>&1
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gpu_setup metrics.log
 BUDGET_END=$((SECONDS + ${METRICS_BUDGET_S:-450}))
-
-export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-CUPTI=/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13
-[ -e "$CUPTI" ] && export STREAMSCOPE_CUPTI_LIB="$CUPTI"
-S="$BIN/streamscope"
-F="$BIN/fsdp-ref"
-PY=python3
-[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
 W="$(mktemp -d)"
 J="$OUT/metrics.json"
 : > "$J"
 
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 nccl_shim "$W/shim"
 SUMMARY="$W/summary.txt"
 : > "$SUMMARY"

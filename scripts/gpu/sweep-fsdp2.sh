@@ -6,20 +6,12 @@
 #   BIN=.carry/bin OUT=<results> bash scripts/gpu/sweep-fsdp2.sh
 # Results: $OUT/sweep-fsdp2.log, sweep-fsdp2.md, sweep-fsdp2.svg, sweep-fsdp2.json
 set -u
-: "${BIN:?}"; : "${OUT:?}"
-BIN="$(cd "$BIN" && pwd)"; mkdir -p "$OUT"; OUT="$(cd "$OUT" && pwd)"
-exec > >(tee -a "$OUT/sweep-fsdp2.log") 2>&1
-export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-CUPTI=/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13
-[ -e "$CUPTI" ] && export STREAMSCOPE_CUPTI_LIB="$CUPTI"
-PY=python3; [ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
-export PATH="$(dirname "$PY"):$PATH"
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gpu_setup sweep-fsdp2.log
 W="$(mktemp -d)"
 SUMMARY="$W/summary"; : > "$SUMMARY"
 BUDGET_END=$((SECONDS + ${SWEEP_BUDGET_S:-330}))
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-step sweep-fsdp2 "${SWEEP_BUDGET_S:-330}" "$BIN/streamscope" sweep -o "$W/sweep" \
+step sweep-fsdp2 "${SWEEP_BUDGET_S:-330}" "$S" sweep -o "$W/sweep" \
   --env "NCCL_MAX_NCHANNELS=${SWEEP_CHANNELS:-4,32}" --env "NCCL_PROTO=${SWEEP_PROTOS:-Simple,LL128}" -- \
   torchrun --nproc_per_node 2 --master_port 29790 examples/torch_fsdp2.py --dim 4096 --seq 1024 \
   --steps "${SWEEP_STEPS:-30}" --no-nvtx

@@ -37,24 +37,9 @@
 # one failing step never stops the script.
 set -u
 
-: "${BIN:?set BIN to the folder holding streamscope, libstreamscope_collector.so, fsdp-ref}"
-: "${OUT:?set OUT to a folder for results}"
-BIN="$(cd "$BIN" && pwd)"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-exec > >(tee -a "$OUT/truth.log") 2>&1
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gpu_setup truth.log
 BUDGET_END=$((SECONDS + ${TRUTH_BUDGET_S:-510}))
-
-export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-CUPTI=/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13
-[ -e "$CUPTI" ] && export STREAMSCOPE_CUPTI_LIB="$CUPTI"
-S="$BIN/streamscope"
-F="$BIN/fsdp-ref"
-LIB="$BIN/libstreamscope_collector.so"
-PY=python3
-[ -x /opt/torch/.venv/bin/python3 ] && PY=/opt/torch/.venv/bin/python3
-export PATH="$(dirname "$PY"):$PATH"
 W="$(mktemp -d)"
 J="$W/json"   # one JSON object per line, joined into truth.json at the end
 : > "$J"
@@ -62,7 +47,6 @@ note() { echo "$1" >> "$J"; }
 # part NAME: whether TRUTH_PARTS (default "main overhead") names it; "all" is every part.
 part() { case " ${TRUTH_PARTS:-main overhead} " in *" all "*|*" $1 "*) return 0;; esac; return 1; }
 
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 nccl_shim "$W/shim"
 
 SUMMARY="$W/summary.txt"

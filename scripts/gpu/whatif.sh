@@ -29,24 +29,11 @@
 # default 500 s); a failing step never stops the script.
 set -u
 
-: "${BIN:?set BIN to the folder holding streamscope, libstreamscope_collector.so, fsdp-ref}"
-: "${OUT:?set OUT to a folder for results}"
-BIN="$(cd "$BIN" && pwd)"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-exec > >(tee -a "$OUT/whatif.log") 2>&1
-BUDGET_END=$((SECONDS + ${WHATIF_BUDGET_S:-500}))
-
-export LD_LIBRARY_PATH="/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
-export NCCL_NVLS_ENABLE=0
-CUPTI=/usr/local/cuda-13.0/targets/x86_64-linux/lib/libcupti.so.13
-[ -e "$CUPTI" ] && export STREAMSCOPE_CUPTI_LIB="$CUPTI"
-S="$BIN/streamscope"
-F="$BIN/fsdp-ref"
-export STREAMSCOPE_COLLECTOR="$BIN/libstreamscope_collector.so"
-PY=python3
-W="$(mktemp -d)"
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gpu_setup whatif.log
+BUDGET_END=$((SECONDS + ${WHATIF_BUDGET_S:-500}))
+export STREAMSCOPE_COLLECTOR="$BIN/libstreamscope_collector.so"
+W="$(mktemp -d)"
 nccl_shim "$W/shim"
 SUMMARY="$W/summary.txt"
 : > "$SUMMARY"

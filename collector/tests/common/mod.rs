@@ -1,5 +1,6 @@
-//! What the fake-CUPTI test binaries share: the child-process marker and
-//! the rig (a fresh folder with the stand-in libcupti compiled into it).
+//! What the collector's test binaries share: the child-process marker, the
+//! rig (a fresh folder with the stand-in libcupti compiled into it) and
+//! the collector cdylib cargo built.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -39,4 +40,16 @@ pub fn rig(prefix: &str, name: &str) -> Option<(PathBuf, PathBuf)> {
         return None;
     };
     Some((dir, so))
+}
+
+/// The collector cdylib: the newer of target/debug (a `cargo build`) and
+/// the one a test build leaves in target/debug/deps beside the test.
+pub fn cdylib() -> Option<PathBuf> {
+    let deps = std::env::current_exe().ok()?.parent()?.to_path_buf();
+    let up = deps.parent()?.join("libstreamscope_collector.so");
+    [up, deps.join("libstreamscope_collector.so")]
+        .into_iter()
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max()
+        .map(|(_, p)| p)
 }

@@ -256,17 +256,17 @@ pub fn analyze_files(
     opts: &AnalysisOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Report> {
-    let files = load::sources(paths)?;
+    let (files, notes) = load::sources_noted(paths)?;
     let first = paths.first().cloned().unwrap_or_default();
     let mut m = Merger::new();
-    m.notes = load::capture_notes(paths);
+    m.notes = notes.clone();
     each_summary(&files, opts, None, progress, &mut |_, s| m.push(s))?;
     let (numbers, hta) = match m.finish(opts) {
         Ok(r) => return Ok(r),
         Err(Mismatch { numbers, hta, .. }) => (numbers, hta),
     };
     let mut m = Merger::new();
-    m.notes = load::capture_notes(paths);
+    m.notes = notes;
     each_summary(
         &files,
         opts,
