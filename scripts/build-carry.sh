@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds, here (no CUDA needed), everything the GPU machine runs, into
 # .carry/bin (ignored by git; named in the device run's `carry`):
-#   streamscope, libstreamscope_collector.so, fsdp-ref,
+#   streamscope, libstreamscope_collector.so, streamscope-gpu-sampler, fsdp-ref,
 #   kernels-gpu-tests and collector-gpu-tests (the #[ignore] GPU tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=.carry/bin
 mkdir -p "$out"
 cargo build --release -p streamscope -p streamscope-collector -p streamscope-kernels
-cp target/release/streamscope target/release/fsdp-ref target/release/libstreamscope_collector.so "$out/"
+cp target/release/streamscope target/release/fsdp-ref target/release/libstreamscope_collector.so \
+  target/release/streamscope-gpu-sampler "$out/"
 # Test executables of the GPU-only tests (built, not run, here).
 exe_of() { # package, test target name
   cargo test --release -p "$1" --test "$2" --no-run --message-format=json 2>/dev/null |

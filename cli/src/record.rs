@@ -370,6 +370,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         bail!("no command given")
     };
     gpu_metrics::allowed(args.gpu_metrics.is_some())?;
+    if args.armed && args.gpu_metrics.is_some() {
+        bail!("--gpu-metrics does not work with --armed (GPU metrics are sampled for whole recordings only)");
+    }
     std::fs::create_dir_all(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let out = std::fs::canonicalize(&args.output)
@@ -424,7 +427,17 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             None => cmd.env_remove(var),
         };
     }
-    gpu_metrics::set_env(&mut cmd, args.gpu_metrics.as_deref(), args.gpu_metrics_hz);
+    gpu_metrics::clear_env(&mut cmd);
+    let sampler = match &args.gpu_metrics {
+        Some(list) => gpu_metrics::Sampler::start(
+            gpu_metrics::find_sampler(collector.as_deref().ok(), exe.as_deref()),
+            &mut cmd,
+            &out,
+            list,
+            args.gpu_metrics_hz,
+        ),
+        None => None,
+    };
     let mut signals = signal_hook::iterator::SignalsInfo::<
         signal_hook::iterator::exfiltrator::WithOrigin,
     >::new([signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM])
@@ -486,6 +499,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         streamscope_core::protocol::PROGRESS_PREFIX,
         host_tag()
     );
+    if let Some(s) = sampler {
+        s.stop(&out, &host_tag());
+    }
     let locks = gpu_metrics::lock_prefix(&host_tag());
     for p in files(&out, |n| n.starts_with(&mine) || n.starts_with(&locks)) {
         let _ = std::fs::remove_file(p);

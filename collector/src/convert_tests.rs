@@ -628,3 +628,58 @@ fn nccl_operations_link_to_their_kernel() {
         .collect();
     assert_eq!(linked, [Some("1".into()), Some("1".into()), None]);
 }
+
+#[test]
+fn gpu_metrics_feeds_become_counters_of_this_process_device() {
+    use crate::pm_sampling::feed::Feed;
+    use streamscope_core::protocol::{self, feed_meta, FeedPart};
+    let dir = std::env::temp_dir().join(format!("ss-feed-read-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("as set up");
+    let path = |p| dir.join(protocol::gpu_metrics_feed_name("h", "0000:02:00", p));
+    std::fs::write(path(FeedPart::Series), "SM active %\nDRAM GB/s\n").expect("as set up");
+    let mut pts = Vec::new();
+    pts.extend_from_slice(&protocol::encode_feed_point(0, 1_000, 87.5));
+    pts.extend_from_slice(&protocol::encode_feed_point(1, 1_000, 120.0));
+    // Half a record: left for the next batch.
+    pts.extend_from_slice(&protocol::encode_feed_point(0, 2_000, 90.0)[..10]);
+    std::fs::write(path(FeedPart::Points), &pts).expect("as set up");
+    let meta = vec![
+        ("config".to_string(), "10000 Hz".to_string()),
+        (feed_meta::DECODED_UNTIL.to_string(), i64::MAX.to_string()),
+    ];
+    std::fs::write(path(FeedPart::Meta), protocol::format_feed_meta(&meta)).expect("as set up");
+    let (mut conv, _) = converter(all());
+    // The sampler's GPU is this process's device 1.
+    conv.gpu_track(1);
+    let mut feed = Feed::new(dir.clone(), "h".into(), None);
+    feed.add_device(1, "0000:02:00");
+    feed.write(&mut conv, false);
+    let name_of = |conv: &Converter, i: usize| {
+        let t = conv.trace.counters.track[i];
+        conv.trace
+            .strings
+            .get(conv.trace.tracks[t.0 as usize].name)
+            .to_string()
+    };
+    assert_eq!(conv.trace.counters.len(), 2);
+    assert_eq!(name_of(&conv, 0), "GPU 1 · SM active %");
+    assert_eq!(name_of(&conv, 1), "GPU 1 · DRAM GB/s");
+    assert_eq!(conv.trace.counters.value[0], 87.5);
+    assert!(conv.process_mut().metadata.contains(&(
+        "gpu_metrics.device1.config".to_string(),
+        "10000 Hz".to_string()
+    )));
+    // The rest of the cut record arrives: only it is read.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path(FeedPart::Points))
+        .expect("as set up");
+    use std::io::Write;
+    f.write_all(&protocol::encode_feed_point(0, 2_000, 90.0)[10..])
+        .expect("as set up");
+    feed.write(&mut conv, true);
+    assert_eq!(conv.trace.counters.len(), 3);
+    assert_eq!(conv.trace.counters.ts_ns[2], 2_000);
+    assert_eq!(name_of(&conv, 2), "GPU 1 · SM active %");
+    let _ = std::fs::remove_dir_all(&dir);
+}

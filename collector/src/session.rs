@@ -458,7 +458,7 @@ fn start_cupti(
     }
     let mut conv = Converter::new(process, Box::new(host), window, python);
     conv.ts_offset_ns = ts_offset_ns;
-    let pm = start_pm_sampling(s, &output, &mut conv);
+    let pm = start_pm_feed(&output, &mut conv);
     let spawned = std::thread::Builder::new()
         .name("streamscope-writer".into())
         .stack_size(16 << 20)
@@ -482,38 +482,18 @@ fn start_cupti(
     spawned.map(|_| ())
 }
 
-fn pm_may_call() -> bool {
-    session().is_some_and(|s| !s.forked() && s.sync.may_call_cupti())
-}
-
-/// The GPU metrics sampler, when `STREAMSCOPE_GPU_METRICS` asks for one
-/// (nothing at all otherwise). Problems become metadata, never errors.
-fn start_pm_sampling(
-    s: &'static Session,
-    output: &Output,
-    conv: &mut Converter,
-) -> Option<Arc<crate::pm_sampling::Shared>> {
-    let env = |k: &str| std::env::var(k).ok();
-    let settings = crate::pm_sampling::Settings::from_env(&env)?;
-    let unavailable = streamscope_core::gpu_metrics::keys::UNAVAILABLE;
-    let out_dir = match output {
-        Output::Trace(_, path, _) => path.parent().map(|p| p.to_path_buf())?,
-        Output::Armed(_) => {
-            conv.set_process_metadata(unavailable, "not sampled in armed mode".into());
-            return None;
-        }
-    };
-    let r = settings.and_then(|st| {
-        crate::pm_sampling::start(&s.cupti, st, out_dir, process_info::hostname(), pm_may_call)
-    });
-    match r {
-        Ok(sh) => Some(sh),
-        Err(e) => {
-            crate::warn!("streamscope: GPU metrics unavailable: {e}");
-            conv.set_process_metadata(unavailable, e);
-            None
-        }
+/// The GPU metrics feeds, when `record --gpu-metrics` runs a sampler
+/// process beside the job (nothing at all otherwise).
+fn start_pm_feed(output: &Output, conv: &mut Converter) -> Option<crate::pm_sampling::feed::Feed> {
+    std::env::var_os(protocol::env::GPU_METRICS_FEED)?;
+    if matches!(output, Output::Armed(_)) {
+        conv.set_process_metadata(
+            streamscope_core::gpu_metrics::keys::UNAVAILABLE,
+            "not sampled in armed mode".into(),
+        );
+        return None;
     }
+    crate::pm_sampling::feed::Feed::from_env(process_info::hostname())
 }
 
 pub(crate) fn gettid() -> u32 {
@@ -585,7 +565,7 @@ fn writer_main(
     file: File,
     trace_path: &std::path::Path,
     progress_path: PathBuf,
-    pm: Option<Arc<crate::pm_sampling::Shared>>,
+    mut pm: Option<crate::pm_sampling::feed::Feed>,
 ) {
     block_signals();
     conv.own_tid = Some(gettid());
@@ -608,11 +588,10 @@ fn writer_main(
     let mut profiler_said = false;
     let mut last_progress = Instant::now();
     let mut nccl = crate::nccl_plugin::trace::NcclWriter::default();
-    let mut pm_tracks = Vec::new();
     let mut write = |conv: &mut Converter, w: &mut PerfettoWriter<File>, last: bool| {
         nccl.write(conv, last);
-        if let Some(pm) = &pm {
-            pm.write(conv, &mut pm_tracks, last);
+        if let Some(pm) = &mut pm {
+            pm.write(conv, last);
         }
         let (steps, lost) = python::take_optimizer_steps();
         for (tid, start, end) in steps {

@@ -438,25 +438,64 @@ fn metadata(t: &streamscope_core::model::Trace, key: &str) -> Option<String> {
         .map(|(_, v)| v.clone())
 }
 
+/// Child: the GPU sampler process (`streamscope-gpu-sampler`) on one
+/// stand-in GPU, until its stdin closes.
+#[test]
+fn child_gpu_sampler() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let dir = std::env::var("STREAMSCOPE_OUT").expect("dir");
+    let code = streamscope_collector::pm_sampling::sidecar::serve(
+        &["--dir".into(), dir],
+        Some(vec![(0, "ordinal0".into())]),
+    );
+    std::process::exit(code);
+}
+
+/// The sampler started as `record --gpu-metrics` starts it: stdin and
+/// stdout piped, its `ready` line read.
+fn start_sampler(dir: &Path, so: &Path, list: &str) -> std::process::Child {
+    use std::io::BufRead;
+    let mut sampler = child("child_gpu_sampler", dir, so)
+        .env("STREAMSCOPE_GPU_METRICS", list)
+        .env("STREAMSCOPE_GPU_METRICS_HZ", "1000")
+        .env("FAKE_CUPTI_PM_LOG", dir.join("pm.log"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sampler runs");
+    let out = sampler.stdout.take().expect("piped");
+    // (libtest's own "test child_gpu_sampler ... " starts the line.)
+    let ready = std::io::BufReader::new(out)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.trim_end().ends_with("ready"));
+    assert!(ready, "the sampler said ready");
+    sampler
+}
+
+/// Closes the sampler's stdin and waits for it: its exit code.
+fn stop_sampler(mut sampler: std::process::Child) -> Option<i32> {
+    drop(sampler.stdin.take());
+    sampler.wait().expect("sampler ends").code()
+}
+
 #[test]
 fn gpu_metrics_become_counter_tracks_on_the_trace_clock() {
     let Some((dir, so)) = rig("fake", "pm") else {
         return;
     };
     let started = monotonic_ns();
+    let sampler = start_sampler(&dir, &so, "default");
     let out = child("child_exits_normally", &dir, &so)
-        .env("STREAMSCOPE_GPU_METRICS", "default")
-        .env("STREAMSCOPE_GPU_METRICS_HZ", "1000")
-        .env("FAKE_CUPTI_PM_LOG", dir.join("pm.log"))
+        .env("STREAMSCOPE_GPU_METRICS_FEED", &dir)
         .output()
         .expect("child runs");
     let ended = monotonic_ns();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "child failed: {stderr}");
-    assert!(
-        stderr.contains("streamscope: GPU 0: sampling sm_active="),
-        "{stderr}"
-    );
+    assert_eq!(stop_sampler(sampler), Some(0));
     let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
     let sampled = metadata(&t, "gpu_metrics.device0.sampled").expect("sampled");
     assert!(
@@ -499,7 +538,7 @@ fn gpu_metrics_become_counter_tracks_on_the_trace_clock() {
             .collect()
     };
     let sm_pts = points(sm);
-    // ~2.4 s at 1 kHz once the writer has seen the GPU.
+    // ~2.5 s at 1 kHz: the child's life, and the sampler's start before it.
     assert!(sm_pts.len() > 1000, "{} samples", sm_pts.len());
     assert!(sm_pts.iter().all(|p| p.1 == 42.0));
     assert!(
@@ -507,9 +546,16 @@ fn gpu_metrics_become_counter_tracks_on_the_trace_clock() {
         "samples off the trace clock"
     );
     assert!(sm_pts.windows(2).all(|w| w[1].0 - w[0].0 == 1_000_000));
+    // The feed covered the child's end: its last batch waited for it.
+    let last = sm_pts.last().expect("points").0;
+    assert!(
+        ended - last < 400_000_000,
+        "last sample {} ms before the end",
+        (ended - last) / 1_000_000
+    );
     // 4200 bytes per 1 ms sample: 4.2 MB/s.
     assert!(points(dram).iter().all(|p| (p.1 - 4.2e-3).abs() < 1e-9));
-    // Stopped, decoded and disabled at the end.
+    // Stopped, decoded and disabled by the sampler when its stdin closed.
     let log = std::fs::read_to_string(dir.join("pm.log")).expect("pm log");
     let calls: Vec<&str> = log.lines().collect();
     assert_eq!(
@@ -539,9 +585,9 @@ fn a_gpu_sampled_by_another_process_is_noted_and_metrics_off_changes_nothing() {
     let mut held = std::fs::File::create(&lock).expect("lock file");
     held.try_lock().expect("locked");
     std::io::Write::write_all(&mut held, b"4242").expect("pid written");
+    let sampler = start_sampler(&dir, &so, "sm_active");
     let out = child("child_exits_normally", &dir, &so)
-        .env("STREAMSCOPE_GPU_METRICS", "sm_active")
-        .env("FAKE_CUPTI_PM_LOG", dir.join("pm.log"))
+        .env("STREAMSCOPE_GPU_METRICS_FEED", &dir)
         .output()
         .expect("child runs");
     assert!(
@@ -549,6 +595,8 @@ fn a_gpu_sampled_by_another_process_is_noted_and_metrics_off_changes_nothing() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Nothing sampled: the sampler says so by its exit code.
+    assert_eq!(stop_sampler(sampler), Some(2));
     let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
     assert_eq!(
         metadata(&t, "gpu_metrics.device0.status").as_deref(),
@@ -563,7 +611,7 @@ fn a_gpu_sampled_by_another_process_is_noted_and_metrics_off_changes_nothing() {
     let _ = std::fs::remove_file(dir.join("rank-3.pftrace"));
     let _ = std::fs::remove_file(dir.join("pm.log"));
     let out = child("child_exits_normally", &dir, &so)
-        .env_remove("STREAMSCOPE_GPU_METRICS")
+        .env_remove("STREAMSCOPE_GPU_METRICS_FEED")
         .env("FAKE_CUPTI_PM_LOG", dir.join("pm.log"))
         .output()
         .expect("child runs");

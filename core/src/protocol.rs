@@ -83,6 +83,11 @@ pub mod env {
     pub const GPU_METRICS: &str = "STREAMSCOPE_GPU_METRICS";
     /// PM sampling rate in Hz (`record --gpu-metrics-hz`), 1000 to 100000.
     pub const GPU_METRICS_HZ: &str = "STREAMSCOPE_GPU_METRICS_HZ";
+    /// The folder where the GPU sampler process writes its feeds
+    /// ([`gpu_metrics_feed_name`](super::gpu_metrics_feed_name)); set by
+    /// `record --gpu-metrics` for the recorded processes, whose collectors
+    /// read the feeds of the GPUs they use into their traces.
+    pub const GPU_METRICS_FEED: &str = "STREAMSCOPE_GPU_METRICS_FEED";
 }
 
 pub mod armed;
@@ -213,6 +218,102 @@ pub fn gpu_metrics_lock_name(host: &str, pci: &str) -> String {
     format!("{GPU_METRICS_LOCK_PREFIX}{}-{pci}", host_tag(host))
 }
 
+/// The GPU sampler's executable, installed next to the collector library:
+/// `record --gpu-metrics` runs it beside the job (CUPTI PM sampling in a
+/// process of its own, never inside the recorded program).
+pub const GPU_SAMPLER_EXE: &str = "streamscope-gpu-sampler";
+
+/// Feed files of the GPU sampler: ".gpu-metrics-feed-HOST-PCI.points",
+/// ".series" and ".meta"; `record` removes this host's at the end.
+pub const GPU_METRICS_FEED_PREFIX: &str = ".gpu-metrics-feed-";
+
+/// The parts of one GPU's feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedPart {
+    /// Appended [`FEED_RECORD_BYTES`]-byte records: series index (u32),
+    /// CLOCK_MONOTONIC ns (i64), value (f64), little-endian.
+    Points,
+    /// One line per series, in index order: the track name after
+    /// "GPU N · " ("SM active %", or a raw CUPTI metric name).
+    Series,
+    /// "key\tvalue" lines, rewritten whole (through ".tmp" and a rename):
+    /// [`feed_meta`] keys and the per-device suffixes of
+    /// `gpu_metrics::keys` ("sampled", "refused", "status", "config",
+    /// "stats").
+    Meta,
+}
+
+/// Keys of a feed's meta file besides the `gpu_metrics::keys` suffixes.
+pub mod feed_meta {
+    /// Every sample that ends before this CLOCK_MONOTONIC ns is in the
+    /// points file.
+    pub const DECODED_UNTIL: &str = "decoded_until_ns";
+    /// "1" once the sampler stopped (nothing more will come).
+    pub const DONE: &str = "done";
+}
+
+/// The file name of `part` of the feed of the GPU at PCI address `pci` on
+/// `host`.
+pub fn gpu_metrics_feed_name(host: &str, pci: &str, part: FeedPart) -> String {
+    let pci: String = pci
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let ext = match part {
+        FeedPart::Points => "points",
+        FeedPart::Series => "series",
+        FeedPart::Meta => "meta",
+    };
+    format!("{GPU_METRICS_FEED_PREFIX}{}-{pci}.{ext}", host_tag(host))
+}
+
+/// Bytes of one record of a feed's points file.
+pub const FEED_RECORD_BYTES: usize = 20;
+
+/// One points record.
+pub fn encode_feed_point(series: u32, ts_ns: i64, value: f64) -> [u8; FEED_RECORD_BYTES] {
+    let mut b = [0u8; FEED_RECORD_BYTES];
+    b[..4].copy_from_slice(&series.to_le_bytes());
+    b[4..12].copy_from_slice(&ts_ns.to_le_bytes());
+    b[12..].copy_from_slice(&value.to_le_bytes());
+    b
+}
+
+/// The whole records at the start of `bytes` (a partly written last one
+/// is left for the next read).
+pub fn decode_feed_points(bytes: &[u8]) -> impl Iterator<Item = (u32, i64, f64)> + '_ {
+    bytes.chunks_exact(FEED_RECORD_BYTES).map(|c| {
+        let mut s = [0u8; 4];
+        let mut t = [0u8; 8];
+        let mut v = [0u8; 8];
+        s.copy_from_slice(&c[..4]);
+        t.copy_from_slice(&c[4..12]);
+        v.copy_from_slice(&c[12..]);
+        (
+            u32::from_le_bytes(s),
+            i64::from_le_bytes(t),
+            f64::from_le_bytes(v),
+        )
+    })
+}
+
+/// "key\tvalue" lines (tabs and newlines inside values become spaces).
+pub fn format_feed_meta(entries: &[(String, String)]) -> String {
+    let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+    entries
+        .iter()
+        .map(|(k, v)| format!("{}\t{}\n", clean(k), clean(v)))
+        .collect()
+}
+
+/// The entries of a meta file (lines without a tab are skipped).
+pub fn parse_feed_meta(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// Progress files: ".progress-HOST-PID", rewritten (through a ".tmp" and a
 /// rename) while the collector runs, removed by `record` at the end.
 pub const PROGRESS_PREFIX: &str = ".progress-";
@@ -299,5 +400,36 @@ mod tests {
         assert!(is_collector_file(".progress-n-1"));
         assert!(!is_collector_file("my.pftrace"));
         assert!(!is_collector_file("notes.txt"));
+    }
+
+    #[test]
+    fn feed_records_and_meta_round_trip() {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&encode_feed_point(3, -5, 91.25));
+        bytes.extend_from_slice(&encode_feed_point(u32::MAX, i64::MAX, f64::NAN));
+        // A record cut short stays for the next read.
+        bytes.extend_from_slice(&encode_feed_point(1, 1, 1.0)[..7]);
+        let v: Vec<_> = decode_feed_points(&bytes).collect();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0], (3, -5, 91.25));
+        assert_eq!((v[1].0, v[1].1), (u32::MAX, i64::MAX));
+        assert!(v[1].2.is_nan());
+        let meta = vec![
+            ("config".to_string(), "10000 Hz\tx\ny".to_string()),
+            (feed_meta::DONE.to_string(), "1".to_string()),
+        ];
+        let parsed = parse_feed_meta(&format_feed_meta(&meta));
+        assert_eq!(
+            parsed[0],
+            ("config".to_string(), "10000 Hz x y".to_string())
+        );
+        assert_eq!(parsed[1].1, "1");
+        assert_eq!(
+            gpu_metrics_feed_name("node-1.x", "0000:1b:00", FeedPart::Points),
+            format!(
+                ".gpu-metrics-feed-{}-0000-1b-00.points",
+                host_tag("node-1.x")
+            )
+        );
     }
 }

@@ -23,7 +23,12 @@
 #           fsdp-ref's own per-layer CUDA-event times, overlap run against
 #           serial run ((fwd + bwd) overlap / (fwd + bwd) serial);
 #   (c) overhead: fsdp-ref overlap recorded with and without --gpu-metrics,
-#       alternating, METRICS_ROUNDS rounds (default 2): step_ms_median.
+#       alternating, METRICS_ROUNDS rounds (default 2): step_ms_median, and
+#       the kernels each recording kept (sampling must silence none);
+#   (d) the same on torch FSDP2 under torchrun (METRICS_FSDP2_ROUNDS,
+#       default 2; target <= 1 %).
+# PM sampling runs in the sampler process record starts
+# (streamscope-gpu-sampler), never in the recorded program.
 #
 # Results (4 files):
 #   $OUT/metrics.log   everything
@@ -34,7 +39,7 @@
 # Each step has a time limit, the whole a budget (METRICS_BUDGET_S, default
 # 450 s); one failing step never stops the script.
 set -u
-# --gpu-metrics is gated (cli/src/record.rs): this script is where it is tried.
+# --gpu-metrics is gated (cli/src/record.rs) until this script passes.
 export STREAMSCOPE_EXPERIMENTAL_GPU_METRICS=1
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -187,7 +192,10 @@ for i in $(seq "${METRICS_ROUNDS:-2}"); do
     port=$((29820 + i * 2)); [ "$m" = plain ] && port=$((port + 1))
     step "cost-$m-$i" 90 "$S" record $flag -o "$W/cost" -- \
       bash -c "two $port '$W/cost-$m-$i' --mode overlap --prefetch 1 $CFG"
-    grep -h '^{' "$W/cost-$m-$i-rank0.txt" | tail -1 | sed "s/^{/{\"mode\":\"$m\",/" >> "$W/cost.jsonl"
+    # The kernels each recording kept: PM sampling must not silence the
+    # collector's activity records (it did when both ran in one process).
+    k=$("$S" info "$W/cost" 2>/dev/null | awk '$1 == "kernel" {print $2; exit}')
+    grep -h '^{' "$W/cost-$m-$i-rank0.txt" | tail -1 | sed "s/^{/{\"mode\":\"$m\",\"kernels\":${k:-null},/" >> "$W/cost.jsonl"
     grep -h 'streamscope: GPU' "$W/cost-$m-$i-rank0.txt" | tail -3
   done
 done
@@ -196,11 +204,41 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
 a = [r["step_ms_median"] for r in rows if r["mode"] == "metrics"]
 b = [r["step_ms_median"] for r in rows if r["mode"] == "plain"]
-o = {"with_metrics_ms": a, "without_ms": b}
+o = {"with_metrics_ms": a, "without_ms": b,
+     "kernels_with_metrics": [r.get("kernels") for r in rows if r["mode"] == "metrics"],
+     "kernels_without": [r.get("kernels") for r in rows if r["mode"] == "plain"]}
 if a and b:
     o["overhead_pct"] = 100 * (statistics.mean(a) / statistics.mean(b) - 1)
 print(json.dumps({"gpu_metrics_overhead": o}))
 PY
+
+# (d) Overhead on torch FSDP2 (GPU-paced size), both recorded, with and
+# without --gpu-metrics, alternating (target <= 1 %).
+if [ -n "$(command -v torchrun)" ]; then
+  FA=${METRICS_FSDP2_ARGS:---dim 4096 --seq 1024}
+  : > "$W/fsdp2.jsonl"
+  for i in $(seq "${METRICS_FSDP2_ROUNDS:-2}"); do
+    for m in metrics plain; do
+      flag=""; [ "$m" = metrics ] && flag="--gpu-metrics"
+      rm -rf "$W/fsdp2"
+      step "fsdp2-$m-$i" 150 "$S" record $flag -o "$W/fsdp2" -- torchrun --nproc_per_node 2 \
+        --master_port $((29840 + i)) examples/torch_fsdp2.py $FA --steps "${METRICS_FSDP2_STEPS:-60}" --no-nvtx \
+        | grep '^{' | sed "s/^{/{\"mode\":\"$m\",/" >> "$W/fsdp2.jsonl"
+      "$S" info "$W/fsdp2" 2>/dev/null | grep -E '^(processes|counts)|^  kernel|counter GPU [0-9] · SM'
+    done
+  done
+  "$PY" - "$W/fsdp2.jsonl" <<'PY' | tee -a "$J"
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+key = "step_ms_median"
+a = [r.get(key) for r in rows if r["mode"] == "metrics" and r.get(key)]
+b = [r.get(key) for r in rows if r["mode"] == "plain" and r.get(key)]
+o = {"with_metrics_ms": a, "without_ms": b}
+if a and b:
+    o["overhead_pct"] = 100 * (statistics.mean(a) / statistics.mean(b) - 1)
+print(json.dumps({"gpu_metrics_overhead_fsdp2": o}))
+PY
+fi
 
 echo
 echo "=== summary"
