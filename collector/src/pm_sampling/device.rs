@@ -69,7 +69,11 @@ pub(super) struct DeviceSampler {
     pm: *mut cs::CUpti_PmSampling_Object,
     started: bool,
     host: HostObj,
+    /// The host object metrics are evaluated on, when not `host`.
+    eval_host: Option<HostObj>,
     image: Vec<u8>,
+    pristine: Option<Vec<u8>>,
+    evaluate: bool,
     /// Keeps the names `name_ptrs` points into alive.
     _names: Vec<CString>,
     name_ptrs: Vec<*const c_char>,
@@ -114,7 +118,7 @@ fn probe(
             return Ok(r.is_ok());
         }
         let c = CString::new(name).map_err(|_| format!("bad metric name {name:?}"))?;
-        let host = HostObj::new(api, chip, avail).map_err(|rc| {
+        let host = HostObj::new(api, chip, Some(avail)).map_err(|rc| {
             format!(
                 "cuptiProfilerHostInitialize failed: {}",
                 result_name(cupti, rc)
@@ -258,7 +262,7 @@ impl DeviceSampler {
                 .filter_map(|n| CString::new(n.as_str()).ok())
                 .collect();
             let ptrs: Vec<*const c_char> = cnames.iter().map(|n| n.as_ptr()).collect();
-            let host = HostObj::new(api, &chip_name, &avail)
+            let host = HostObj::new(api, &chip_name, Some(&avail))
                 .map_err(|rc| format!("cuptiProfilerHostInitialize failed: {}", rs(rc)))?;
             let rc = host.add_metrics(&ptrs);
             let fits = if rc == SUCCESS {
@@ -326,7 +330,10 @@ impl DeviceSampler {
             pm,
             started: false,
             host,
+            eval_host: None,
             image: Vec::new(),
+            pristine: None,
+            evaluate: !c.settings.tuning.no_eval,
             _names: names,
             name_ptrs,
             series,
@@ -343,9 +350,53 @@ impl DeviceSampler {
             _lock: lock,
         };
         // From here `s` disables on drop.
+        let interval = c.settings.interval_ns();
+        let mut set = None;
+        if c.settings.tuning.config_first {
+            // 8. Interval, trigger, hardware buffer.
+            let triggers = if c.settings.tuning.sysclk {
+                vec![cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL]
+            } else {
+                vec![
+                cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+                cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
+            ]
+            };
+            'outer: for trigger in triggers {
+                for hw in HW_BUFFER_BYTES {
+                    // SAFETY: zeroed plain C struct (enum fields 0 are valid).
+                    let mut sc: cs::CUpti_PmSampling_SetConfig_Params =
+                        unsafe { std::mem::zeroed() };
+                    sc.structSize = cs::PmSampling_SetConfig_Params_STRUCT_SIZE as usize;
+                    sc.pPmSamplingObject = s.pm;
+                    sc.configSize = config.len();
+                    sc.pConfig = config.as_ptr();
+                    sc.hardwareBufferSize = hw;
+                    sc.samplingInterval = interval;
+                    sc.triggerMode = trigger;
+                    // The default append mode (keep the oldest records when the
+                    // hardware buffer fills; the decode every 50 ms keeps it from
+                    // filling). With KEEP_LATEST, cuptiPmSamplingDecodeData
+                    // faulted inside libnvperf_host (CUDA 13.0, driver 580, H200).
+                    sc.hwBufferAppendMode =
+                    cs::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+                    // SAFETY: the config image outlives the call (CUPTI copies it).
+                    let rc = unsafe { (api.set_config)(&mut sc) };
+                    if rc == SUCCESS {
+                        set = Some((trigger, hw));
+                        break 'outer;
+                    }
+                    s.last_error = Some(format!("cuptiPmSamplingSetConfig failed: {}", rs(rc)));
+                }
+            }
+        }
         // 7. The counter-data image (before the configuration, in the order
         // NVIDIA's PM sampling users take): 100 ms of samples, at least 1000.
-        let max_samples = (c.settings.hz / 10).max(1000);
+        let max_samples = c
+            .settings
+            .tuning
+            .image_samples
+            .unwrap_or((c.settings.hz / 10).max(1000));
         // SAFETY: zeroed plain C struct.
         let mut ds: cs::CUpti_PmSampling_GetCounterDataSize_Params = unsafe { std::mem::zeroed() };
         ds.structSize = cs::PmSampling_GetCounterDataSize_Params_STRUCT_SIZE as usize;
@@ -364,6 +415,7 @@ impl DeviceSampler {
         s.image = vec![0u8; ds.counterDataSize];
         {
             let mut ops = s.ops();
+            ops.pristine = None;
             if let Err(rc) = ops.reset() {
                 return Err(format!(
                     "cuptiPmSamplingCounterDataImageInitialize failed: {}",
@@ -371,68 +423,65 @@ impl DeviceSampler {
                 ));
             }
         }
-        // 8. Interval, trigger, hardware buffer.
-        let interval = c.settings.interval_ns();
-        let mut set = None;
-        'outer: for trigger in [
-            cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
-            cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
-        ] {
-            for hw in HW_BUFFER_BYTES {
-                // SAFETY: zeroed plain C struct (enum fields 0 are valid).
-                let mut sc: cs::CUpti_PmSampling_SetConfig_Params = unsafe { std::mem::zeroed() };
-                sc.structSize = cs::PmSampling_SetConfig_Params_STRUCT_SIZE as usize;
-                sc.pPmSamplingObject = s.pm;
-                sc.configSize = config.len();
-                sc.pConfig = config.as_ptr();
-                sc.hardwareBufferSize = hw;
-                sc.samplingInterval = interval;
-                sc.triggerMode = trigger;
-                // The default append mode (keep the oldest records when the
-                // hardware buffer fills; the decode every 50 ms keeps it from
-                // filling). With KEEP_LATEST, cuptiPmSamplingDecodeData
-                // faulted inside libnvperf_host (CUDA 13.0, driver 580, H200).
-                sc.hwBufferAppendMode =
+        if c.settings.tuning.reset_copy {
+            s.pristine = Some(s.image.clone());
+        }
+        if !c.settings.tuning.config_first {
+            // 8. Interval, trigger, hardware buffer.
+            let triggers = if c.settings.tuning.sysclk {
+                vec![cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL]
+            } else {
+                vec![
+                cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+                cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
+            ]
+            };
+            'outer: for trigger in triggers {
+                for hw in HW_BUFFER_BYTES {
+                    // SAFETY: zeroed plain C struct (enum fields 0 are valid).
+                    let mut sc: cs::CUpti_PmSampling_SetConfig_Params =
+                        unsafe { std::mem::zeroed() };
+                    sc.structSize = cs::PmSampling_SetConfig_Params_STRUCT_SIZE as usize;
+                    sc.pPmSamplingObject = s.pm;
+                    sc.configSize = config.len();
+                    sc.pConfig = config.as_ptr();
+                    sc.hardwareBufferSize = hw;
+                    sc.samplingInterval = interval;
+                    sc.triggerMode = trigger;
+                    // The default append mode (keep the oldest records when the
+                    // hardware buffer fills; the decode every 50 ms keeps it from
+                    // filling). With KEEP_LATEST, cuptiPmSamplingDecodeData
+                    // faulted inside libnvperf_host (CUDA 13.0, driver 580, H200).
+                    sc.hwBufferAppendMode =
                     cs::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
-                // SAFETY: the config image outlives the call (CUPTI copies it).
-                let rc = unsafe { (api.set_config)(&mut sc) };
-                if rc == SUCCESS {
-                    set = Some((trigger, hw));
-                    break 'outer;
+                    // SAFETY: the config image outlives the call (CUPTI copies it).
+                    let rc = unsafe { (api.set_config)(&mut sc) };
+                    if rc == SUCCESS {
+                        set = Some((trigger, hw));
+                        break 'outer;
+                    }
+                    s.last_error = Some(format!("cuptiPmSamplingSetConfig failed: {}", rs(rc)));
                 }
-                s.last_error = Some(format!("cuptiPmSamplingSetConfig failed: {}", rs(rc)));
             }
         }
         let Some((trigger, hw)) = set else {
             return Err(s.last_error.take().unwrap_or_default());
         };
+        if c.settings.tuning.fresh_eval_host {
+            match HostObj::new(api, &chip_name, None) {
+                Ok(h) => s.eval_host = Some(h),
+                Err(rc) => {
+                    return Err(format!(
+                        "cuptiProfilerHostInitialize (evaluation) failed: {}",
+                        rs(rc)
+                    ))
+                }
+            }
+        }
         let time_mode = trigger
             == cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
         s.last_error = None;
-        // 9. The clocks a sample may be stamped with, then start.
-        let mut cupti_ts = 0u64;
-        let m0 = monotonic_ns();
-        let real = clock_realtime_ns();
-        // SAFETY: writes one u64.
-        let ts_ok = unsafe { (cupti.get_timestamp)(&mut cupti_ts) } == SUCCESS;
-        let m1 = monotonic_ns();
-        let mono = m0 + (m1 - m0) / 2;
-        let mut cands = vec![("CLOCK_MONOTONIC", 0i64)];
-        if ts_ok && cupti_ts > 0 {
-            cands.push(("CUPTI timestamp", mono - cupti_ts as i64));
-        }
-        cands.push(("CLOCK_REALTIME", mono - real));
-        s.clock = ClockMap::new(mono, cands);
-        // SAFETY: zeroed plain C struct.
-        let mut st: cs::CUpti_PmSampling_Start_Params = unsafe { std::mem::zeroed() };
-        st.structSize = cs::PmSampling_Start_Params_STRUCT_SIZE as usize;
-        st.pPmSamplingObject = s.pm;
-        // SAFETY: a params struct we own; the sampler is enabled and set.
-        let rc = unsafe { (api.start)(&mut st) };
-        if rc != SUCCESS {
-            return Err(format!("cuptiPmSamplingStart failed: {}", rs(rc)));
-        }
-        s.started = true;
+        // 9. Started by `begin`, once every GPU is set up.
         // Series and metadata.
         let mut sampled = Vec::new();
         for ch in &chosen {
@@ -476,13 +525,51 @@ impl DeviceSampler {
         Ok(s)
     }
 
+    /// The CUDA device ordinal.
+    pub(super) fn ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    /// Takes the clocks a sample may be stamped with and starts sampling.
+    pub(super) fn begin(&mut self) -> Result<(), String> {
+        let mut cupti_ts = 0u64;
+        let m0 = monotonic_ns();
+        let real = clock_realtime_ns();
+        // SAFETY: writes one u64.
+        let ts_ok = unsafe { (self.cupti.get_timestamp)(&mut cupti_ts) } == SUCCESS;
+        let m1 = monotonic_ns();
+        let mono = m0 + (m1 - m0) / 2;
+        let mut cands = vec![("CLOCK_MONOTONIC", 0i64)];
+        if ts_ok && cupti_ts > 0 {
+            cands.push(("CUPTI timestamp", mono - cupti_ts as i64));
+        }
+        cands.push(("CLOCK_REALTIME", mono - real));
+        self.clock = ClockMap::new(mono, cands);
+        // SAFETY: zeroed plain C struct.
+        let mut st: cs::CUpti_PmSampling_Start_Params = unsafe { std::mem::zeroed() };
+        st.structSize = cs::PmSampling_Start_Params_STRUCT_SIZE as usize;
+        st.pPmSamplingObject = self.pm;
+        // SAFETY: a params struct we own; the sampler is enabled and set.
+        let rc = unsafe { (self.api.start)(&mut st) };
+        if rc != SUCCESS {
+            return Err(format!(
+                "cuptiPmSamplingStart failed: {}",
+                result_name(self.cupti, rc)
+            ));
+        }
+        self.started = true;
+        Ok(())
+    }
+
     fn ops(&mut self) -> Ops<'_> {
         Ops {
             api: self.api,
             pm: self.pm,
-            host: self.host.obj,
+            host: self.eval_host.as_ref().unwrap_or(&self.host).obj,
             image: &mut self.image,
             names: &self.name_ptrs,
+            pristine: self.pristine.as_deref(),
+            evaluate: self.evaluate,
         }
     }
 
@@ -500,9 +587,11 @@ impl DeviceSampler {
         let mut ops = Ops {
             api: self.api,
             pm: self.pm,
-            host: self.host.obj,
+            host: self.eval_host.as_ref().unwrap_or(&self.host).obj,
             image: &mut self.image,
             names: &self.name_ptrs,
+            pristine: self.pristine.as_deref(),
+            evaluate: self.evaluate,
         };
         // The round's samples first: the clock is chosen on a whole round.
         let mut raw: Vec<(u64, u64, Vec<f64>)> = Vec::new();

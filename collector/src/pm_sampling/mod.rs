@@ -52,11 +52,51 @@ const MAX_QUEUED_POINTS: usize = 1 << 20;
 /// Consecutive failed decode rounds after which a device is given up.
 pub(super) const MAX_DECODE_FAILURES: u32 = 20;
 
+/// How the sampler drives CUPTI; each from a `STREAMSCOPE_PM_*` variable,
+/// for diagnosing a driver or CUPTI version that misbehaves (docs/GPU.md).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tuning {
+    /// Samples the counter-data image holds (`STREAMSCOPE_PM_IMAGE_SAMPLES`).
+    pub image_samples: Option<u32>,
+    /// Reset the image by copying its first initialized state back
+    /// (`STREAMSCOPE_PM_RESET=copy`) instead of initializing it again.
+    pub reset_copy: bool,
+    /// Only the GPU clock-cycle trigger (`STREAMSCOPE_PM_TRIGGER=sysclk`).
+    pub sysclk: bool,
+    /// Evaluate on a profiler-host object of its own, made without the
+    /// counter availability image (`STREAMSCOPE_PM_EVAL_HOST=fresh`).
+    pub fresh_eval_host: bool,
+    /// Timestamps only, no evaluation (`STREAMSCOPE_PM_EVALUATE=0`).
+    pub no_eval: bool,
+    /// The configuration before the counter-data image
+    /// (`STREAMSCOPE_PM_ORDER=config-first`).
+    pub config_first: bool,
+    /// Decode period in ms (`STREAMSCOPE_PM_DECODE_MS`).
+    pub decode_ms: Option<u64>,
+}
+
+impl Tuning {
+    /// From the environment.
+    pub fn from_env(env: &impl Fn(&str) -> Option<String>) -> Tuning {
+        let is = |k: &str, v: &str| env(k).as_deref() == Some(v);
+        Tuning {
+            image_samples: env("STREAMSCOPE_PM_IMAGE_SAMPLES").and_then(|v| v.parse().ok()),
+            reset_copy: is("STREAMSCOPE_PM_RESET", "copy"),
+            sysclk: is("STREAMSCOPE_PM_TRIGGER", "sysclk"),
+            fresh_eval_host: is("STREAMSCOPE_PM_EVAL_HOST", "fresh"),
+            no_eval: is("STREAMSCOPE_PM_EVALUATE", "0"),
+            config_first: is("STREAMSCOPE_PM_ORDER", "config-first"),
+            decode_ms: env("STREAMSCOPE_PM_DECODE_MS").and_then(|v| v.parse().ok()),
+        }
+    }
+}
+
 /// What `--gpu-metrics` asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
     pub requests: Vec<Request>,
     pub hz: u32,
+    pub tuning: Tuning,
 }
 
 impl Settings {
@@ -70,7 +110,11 @@ impl Settings {
                 Some(v) => gm::parse_hz(&v)?,
                 None => gm::DEFAULT_HZ,
             };
-            Ok(Settings { requests, hz })
+            Ok(Settings {
+                requests,
+                hz,
+                tuning: Tuning::from_env(env),
+            })
         })())
     }
 

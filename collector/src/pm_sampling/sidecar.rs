@@ -204,6 +204,11 @@ fn drain(shared: &Shared, feeds: &mut HashMap<u32, FeedFiles>, decoded_until: Op
     }
 }
 
+/// Notes why device `ordinal` is not sampled (its feed's "status").
+fn shared_status(shared: &Shared, ordinal: u32, msg: String) {
+    shared.meta(streamscope_core::gpu_metrics::keys::status(ordinal), msg);
+}
+
 /// cuInit and the device count, looked up in libcuda.
 fn init_driver() -> Result<u32, String> {
     // SAFETY: dlopen of the driver library by its soname; kept open.
@@ -392,6 +397,16 @@ fn run(args: &Args, settings: &Settings, devices: &[(u32, String)]) -> i32 {
         f.set_meta("pci", pci);
         feeds.insert(ord, f);
     }
+    // Every GPU set up (each took ~0.5 s): start them together, so none
+    // fills its hardware buffer while the next one is probed.
+    samplers.retain_mut(|s| match s.begin() {
+        Ok(()) => true,
+        Err(msg) => {
+            eprintln!("streamscope: GPU {}: not sampled: {msg}", s.ordinal());
+            shared_status(&shared, s.ordinal(), msg);
+            false
+        }
+    });
     drain(&shared, &mut feeds, None);
     for f in feeds.values() {
         f.write_meta();
@@ -407,7 +422,12 @@ fn run(args: &Args, settings: &Settings, devices: &[(u32, String)]) -> i32 {
     let mut last_stats = Instant::now();
     let interval = settings.interval_ns() as i64;
     while !STOP.load(Ordering::SeqCst) && !samplers.is_empty() {
-        std::thread::sleep(DECODE_PERIOD);
+        std::thread::sleep(
+            settings
+                .tuning
+                .decode_ms
+                .map_or(DECODE_PERIOD, Duration::from_millis),
+        );
         let t0 = monotonic_ns();
         for s in &mut samplers {
             s.round(&shared);
