@@ -184,6 +184,28 @@ pub(super) fn clock_realtime_ns() -> i64 {
     t.tv_sec * 1_000_000_000 + t.tv_nsec
 }
 
+/// Lines of `STREAMSCOPE_PM_VERBOSE=1` call tracing left (the first ones
+/// only: enough to see where a sampler goes wrong).
+static VERBOSE_LEFT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Traces one CUPTI call on stderr when `STREAMSCOPE_PM_VERBOSE=1`.
+fn trace(what: impl FnOnce() -> String) {
+    use std::sync::atomic::Ordering;
+    let mut left = VERBOSE_LEFT.load(Ordering::Relaxed);
+    if left == -1 {
+        left = if std::env::var("STREAMSCOPE_PM_VERBOSE").as_deref() == Ok("1") {
+            200
+        } else {
+            0
+        };
+        VERBOSE_LEFT.store(left, Ordering::Relaxed);
+    }
+    if left > 0 {
+        VERBOSE_LEFT.store(left - 1, Ordering::Relaxed);
+        eprintln!("streamscope-pm: {}", what());
+    }
+}
+
 /// [`PmOps`] over CUPTI.
 pub(super) struct Ops<'a> {
     pub(super) api: &'static PmApi,
@@ -213,6 +235,13 @@ impl PmOps for Ops<'_> {
         // be one of the Rust enum's values).
         // SAFETY: the field is a 4-byte C enum inside `p`.
         let reason = unsafe { std::ptr::addr_of!(p.decodeStopReason).cast::<u32>().read() };
+        trace(|| {
+            format!(
+                "DecodeData rc={rc} reason={reason} overflow={} image={} B",
+                p.overflow,
+                self.image.len()
+            )
+        });
         if rc == CUPTI_ERROR_OUT_OF_MEMORY {
             // The header's "record overflow in the hardware buffer".
             return Ok((StopReason::Other, true));
@@ -231,6 +260,12 @@ impl PmOps for Ops<'_> {
         p.counterDataImageSize = self.image.len();
         // SAFETY: CUPTI reads the image we own.
         let rc = unsafe { (self.api.get_counter_data_info)(&mut p) };
+        trace(|| {
+            format!(
+                "GetCounterDataInfo rc={rc} total={} populated={} completed={}",
+                p.numTotalSamples, p.numPopulatedSamples, p.numCompletedSamples
+            )
+        });
         if rc != SUCCESS {
             return Err(rc);
         }
@@ -248,6 +283,14 @@ impl PmOps for Ops<'_> {
         si.sampleIndex = i;
         // SAFETY: CUPTI reads the image we own.
         let rc = unsafe { (self.api.counter_data_get_sample_info)(&mut si) };
+        if rc != SUCCESS || i == 0 {
+            trace(|| {
+                format!(
+                    "GetSampleInfo({i}) rc={rc} start={} end={}",
+                    si.startTimestamp, si.endTimestamp
+                )
+            });
+        }
         if rc != SUCCESS {
             return Err(rc);
         }
@@ -271,6 +314,9 @@ impl PmOps for Ops<'_> {
         // SAFETY: CUPTI writes numMetrics doubles into `values` (checked
         // long enough) and only reads the names and the image.
         let rc = unsafe { (self.api.host_evaluate_to_gpu_values)(&mut ev) };
+        if rc != SUCCESS || i == 0 {
+            trace(|| format!("EvaluateToGpuValues({i}) rc={rc} first={:?}", values.first()));
+        }
         if rc != SUCCESS {
             return Err(rc);
         }
@@ -281,6 +327,7 @@ impl PmOps for Ops<'_> {
         if let Some(p) = self.pristine {
             if p.len() == self.image.len() {
                 self.image.copy_from_slice(p);
+                trace(|| "image reset by copy".into());
                 return Ok(());
             }
         }
@@ -293,6 +340,7 @@ impl PmOps for Ops<'_> {
         p.pCounterData = self.image.as_mut_ptr();
         // SAFETY: CUPTI writes within the image we own.
         let rc = unsafe { (self.api.counter_data_image_initialize)(&mut p) };
+        trace(|| format!("CounterDataImageInitialize rc={rc}"));
         if rc != SUCCESS {
             return Err(rc);
         }

@@ -432,6 +432,13 @@ fn run(args: &Args, settings: &Settings, devices: &[(u32, String)]) -> i32 {
         for s in &mut samplers {
             s.round(&shared);
         }
+        for s in samplers.iter().filter(|s| s.given_up) {
+            eprintln!(
+                "streamscope: GPU {}: sampling given up: {}",
+                s.ordinal(),
+                s.publish_stats(&shared)
+            );
+        }
         samplers.retain(|s| !s.given_up);
         if last_stats.elapsed() >= Duration::from_secs(1) {
             for s in &samplers {
