@@ -111,6 +111,7 @@ impl Drop for HostObj {
 /// The primary context made current on the sampler thread (the fallback
 /// when cuptiPmSamplingEnable wants a context), released at the end.
 pub(super) struct PrimaryCtx {
+    ctx: *mut c_void,
     set: unsafe extern "C" fn(*mut c_void) -> c_int,
     release: unsafe extern "C" fn(c_int) -> c_int,
     dev: c_int,
@@ -156,8 +157,22 @@ impl PrimaryCtx {
                 release(dev);
                 return None;
             }
-            Some(PrimaryCtx { set, release, dev })
+            Some(PrimaryCtx {
+                ctx,
+                set,
+                release,
+                dev,
+            })
         }
+    }
+}
+
+impl PrimaryCtx {
+    /// Makes the context current on this thread (with several GPUs the
+    /// sampler switches before each one's calls).
+    pub(super) fn make_current(&self) {
+        // SAFETY: a context this object retained and still holds.
+        let _ = unsafe { (self.set)(self.ctx) };
     }
 }
 
@@ -315,7 +330,12 @@ impl PmOps for Ops<'_> {
         // long enough) and only reads the names and the image.
         let rc = unsafe { (self.api.host_evaluate_to_gpu_values)(&mut ev) };
         if rc != SUCCESS || i == 0 {
-            trace(|| format!("EvaluateToGpuValues({i}) rc={rc} first={:?}", values.first()));
+            trace(|| {
+                format!(
+                    "EvaluateToGpuValues({i}) rc={rc} first={:?}",
+                    values.first()
+                )
+            });
         }
         if rc != SUCCESS {
             return Err(rc);

@@ -525,6 +525,13 @@ impl DeviceSampler {
         Ok(s)
     }
 
+    /// This GPU's primary context current on this thread, when it holds one.
+    fn make_current(&self) {
+        if let Some(c) = &self._ctx {
+            c.make_current();
+        }
+    }
+
     /// The CUDA device ordinal.
     pub(super) fn ordinal(&self) -> u32 {
         self.ordinal
@@ -532,6 +539,7 @@ impl DeviceSampler {
 
     /// Takes the clocks a sample may be stamped with and starts sampling.
     pub(super) fn begin(&mut self) -> Result<(), String> {
+        self.make_current();
         let mut cupti_ts = 0u64;
         let m0 = monotonic_ns();
         let real = clock_realtime_ns();
@@ -578,6 +586,7 @@ impl DeviceSampler {
         if self.given_up {
             return;
         }
+        self.make_current();
         let now = monotonic_ns();
         let nvalues = self.name_ptrs.len();
         let mut pts = Vec::new();
@@ -665,6 +674,7 @@ impl DeviceSampler {
 
     /// Stop, the last decode, and the stats (Drop disables).
     pub(super) fn finish(&mut self, shared: &Shared) {
+        self.make_current();
         if self.started {
             // SAFETY: zeroed plain C struct.
             let mut st: cs::CUpti_PmSampling_Stop_Params = unsafe { std::mem::zeroed() };
@@ -683,6 +693,7 @@ impl DeviceSampler {
 
 impl Drop for DeviceSampler {
     fn drop(&mut self) {
+        self.make_current();
         if self.started {
             // SAFETY: zeroed plain C struct.
             let mut st: cs::CUpti_PmSampling_Stop_Params = unsafe { std::mem::zeroed() };

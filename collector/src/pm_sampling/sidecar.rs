@@ -23,7 +23,7 @@ use cudarc::cupti::sys as cs;
 use streamscope_core::protocol::{self, feed_meta, FeedPart};
 
 use super::cupti_objs::{result_name, PrimaryCtx};
-use super::device::{self, DeviceSampler, StartCtx};
+use super::device::{DeviceSampler, StartCtx};
 use super::{Settings, Shared, DECODE_PERIOD};
 use crate::cupti_api::{Cupti, PmApi, SUCCESS};
 use crate::driver::Driver;
@@ -377,16 +377,15 @@ fn run(args: &Args, settings: &Settings, devices: &[(u32, String)]) -> i32 {
             host: &args.host,
             shared: &shared,
         };
-        // A failure other than the lock is tried once more with the
-        // device's primary context current on this thread.
-        let r = match DeviceSampler::start(&ctx, ord, None) {
-            Err(msg) if !msg.starts_with(device::LOCKED) => match PrimaryCtx::retain(ord) {
-                Some(pc) => DeviceSampler::start(&ctx, ord, Some(pc))
-                    .map_err(|m2| format!("{msg}; with the primary context current: {m2}")),
-                None => Err(msg),
-            },
-            r => r,
+        // Each GPU's primary context current while its sampler is set up,
+        // started and decoded (without one, DecodeData faulted or failed on
+        // the H200: docs/GPU.md). Without a driver (tests), none.
+        let pc = if driver.is_some() {
+            PrimaryCtx::retain(ord)
+        } else {
+            None
         };
+        let r = DeviceSampler::start(&ctx, ord, pc);
         match r {
             Ok(s) => samplers.push(s),
             Err(msg) => {
