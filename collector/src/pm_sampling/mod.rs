@@ -73,6 +73,9 @@ pub struct Tuning {
     pub config_first: bool,
     /// Decode period in ms (`STREAMSCOPE_PM_DECODE_MS`).
     pub decode_ms: Option<u64>,
+    /// Each GPU's primary context current for all its calls
+    /// (`STREAMSCOPE_PM_CONTEXT=current`).
+    pub context_current: bool,
 }
 
 impl Tuning {
@@ -87,6 +90,7 @@ impl Tuning {
             no_eval: is("STREAMSCOPE_PM_EVALUATE", "0"),
             config_first: is("STREAMSCOPE_PM_ORDER", "config-first"),
             decode_ms: env("STREAMSCOPE_PM_DECODE_MS").and_then(|v| v.parse().ok()),
+            context_current: is("STREAMSCOPE_PM_CONTEXT", "current"),
         }
     }
 }
