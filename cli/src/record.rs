@@ -551,7 +551,7 @@ pub const SUMMARY_WARNINGS: usize = 10;
 /// (process metadata `core::protocol::TORCH_PROFILER_KEY`).
 pub fn torch_profiler_lines(trace: &streamscope_core::model::Trace) -> Vec<String> {
     trace
-        .processes
+        .processes()
         .iter()
         .filter_map(|p| {
             p.metadata
@@ -772,8 +772,8 @@ mod tests {
 
     #[test]
     fn torch_profiler_runs_are_named() {
-        let mut t = streamscope_core::model::Trace::default();
-        assert!(torch_profiler_lines(&t).is_empty());
+        let mut t = streamscope_core::model::TraceBuilder::new();
+        assert!(torch_profiler_lines(&t.clone().finish()).is_empty());
         let mut p = streamscope_core::model::Process {
             name: "rank 1 · node · 12".into(),
             ..Default::default()
@@ -782,9 +782,9 @@ mod tests {
             streamscope_core::protocol::TORCH_PROFILER_KEY.into(),
             "torch.profiler was started while recorded".into(),
         ));
-        t.processes.push(p);
-        t.processes.push(Default::default());
-        let lines = torch_profiler_lines(&t);
+        t.add_process(p);
+        t.add_process(Default::default());
+        let lines = torch_profiler_lines(&t.clone().finish());
         assert_eq!(
             lines,
             vec!["  rank 1 · node · 12: torch.profiler was started while recorded".to_string()]

@@ -302,7 +302,7 @@ mod tests {
         // One kernel and no step marker: nothing to select.
         let dir = std::env::temp_dir().join(format!("ss-nosteps-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
-        let mut t = streamscope_core::model::Trace::new();
+        let mut t = streamscope_core::model::TraceBuilder::new();
         use streamscope_core::model::*;
         let p = t.add_process(Process {
             pid: 1,
@@ -328,7 +328,7 @@ mod tests {
         k.class = SliceClass::Compute;
         t.push_slice(k);
         let path = dir.join("rank-0.json");
-        assert!(streamscope_core::chrome::write_file(&t, &path).is_ok());
+        assert!(streamscope_core::chrome::write_file(&t.clone().finish(), &path).is_ok());
         let a = ReportArgs {
             traces: vec![path],
             steps: Some((4, 12)),

@@ -429,8 +429,8 @@ fn sync_zoo_trace_flags_every_planted_line_and_nothing_else() {
     );
     // The trace's optimizer-step ranges: one per step (12 steps recorded).
     let name = streamscope_core::protocol::OPTIMIZER_STEP_RANGE;
-    let steps = (0..trace.slices.len())
-        .filter(|&i| trace.str(trace.slices.name[i]) == name)
+    let steps = (0..trace.slices().len())
+        .filter(|&i| trace.str(trace.slices().name()[i]) == name)
         .count();
     assert_eq!(steps, 12, "optimizer-step ranges");
 }

@@ -639,15 +639,19 @@ fn writer_main(
         p.dropped_records = dropped;
         p.capture_start_ns = cs;
         p.capture_end_ns = ce;
-        progress.events += conv.trace.slices.len() as u64;
+        progress.events += conv.trace.slices().len() as u64;
         progress.records = conv.records_seen;
-        if !write_failed {
-            if let Err(e) = w.write_batch(&conv.trace) {
-                crate::warn!("streamscope: writing the trace failed: {e}");
-                write_failed = true;
+        let written = conv.trace.flush_events(|t| {
+            if write_failed {
+                Ok(())
+            } else {
+                w.write_batch(t)
             }
+        });
+        if let Err(e) = written {
+            crate::warn!("streamscope: writing the trace failed: {e}");
+            write_failed = true;
         }
-        conv.trace.clear_events();
         if last_progress.elapsed() >= PROGRESS_PERIOD {
             progress.write(w.bytes_written(), dropped, false);
             last_progress = Instant::now();
@@ -683,7 +687,7 @@ fn writer_main(
                 break;
             }
             s.sync.mark_done(requested);
-        } else if conv.trace.slices.len() >= 200_000 {
+        } else if conv.trace.slices().len() >= 200_000 {
             write(&mut conv, &mut w, false);
         }
     }
@@ -699,7 +703,7 @@ fn writer_main(
     }
     let bytes = w.bytes_written();
     if !write_failed {
-        if let Err(e) = w.finish(&conv.trace) {
+        if let Err(e) = conv.trace.flush_events(|t| w.finish(t)) {
             crate::warn!("streamscope: finishing the trace failed: {e}");
         }
     }

@@ -69,7 +69,7 @@ pub fn sources_noted(paths: &[PathBuf]) -> Result<(Vec<Source>, Vec<Diagnostic>)
 /// Judges the load of one file as [`load_paths`] does.
 pub fn judge(f: &Source, t: Result<Trace>) -> Outcome {
     match t {
-        Ok(t) if f.listed && t.slices.is_empty() && t.counters.is_empty() => Outcome::Skipped(
+        Ok(t) if f.listed && t.slices().is_empty() && t.counters().is_empty() => Outcome::Skipped(
             Diagnostic::new(Kind::EmptyFile, 1, "holds no events (header only); skipped")
                 .in_file(f.path.display()),
             None,
@@ -188,7 +188,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
             }
             Outcome::Failed(e) => return Err(e),
         };
-        ranks.extend(t.processes.iter().filter_map(|p| p.rank).map(|r| (r, i)));
+        ranks.extend(t.processes().iter().filter_map(|p| p.rank).map(|r| (r, i)));
         match &mut trace {
             None => trace = Some(t),
             Some(all) => all.append(t),
@@ -201,8 +201,8 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
         files[i].path.display().to_string()
     }));
     // Load warnings first, in file order, then what was skipped.
-    trace.diagnostics.extend(skipped);
-    trace.diagnostics.extend(chosen);
+    trace.add_diagnostics(skipped);
+    trace.add_diagnostics(chosen);
     Ok(trace)
 }
 
@@ -420,28 +420,6 @@ pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> R
     }
 }
 
-/// Clears the parent of any track whose chain of parents loops (damaged
-/// or hostile descriptors), so that walking up a track tree always ends.
-/// Returns how many parents were cleared.
-pub(crate) fn break_parent_cycles(trace: &mut Trace) -> usize {
-    let n = trace.tracks.len();
-    let mut cleared = 0;
-    for i in 0..n {
-        let mut at = trace.tracks[i].parent;
-        let mut steps = 0;
-        while let Some(p) = at {
-            if p.0 as usize == i || steps > n || p.0 as usize >= n {
-                trace.tracks[i].parent = None;
-                cleared += 1;
-                break;
-            }
-            at = trace.tracks[p.0 as usize].parent;
-            steps += 1;
-        }
-    }
-    cleared
-}
-
 /// Writes a whole model with `write` (a format's writer) to `path`
 /// through [`write_atomically`], gzip-compressed when `path` ends in
 /// `.gz`; an existing `path` is replaced only with `overwrite`. A trace
@@ -452,7 +430,7 @@ pub(crate) fn write_model_file(
     overwrite: bool,
     write: impl FnOnce(&crate::model::Trace, &mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    if trace.processes.is_empty() {
+    if trace.processes().is_empty() {
         return Err(TraceError::NothingToWrite {
             path: path.to_path_buf(),
         });

@@ -8,6 +8,7 @@ use streamscope_core::load::load_paths;
 use streamscope_core::model::SliceClass;
 use streamscope_core::perfetto::{reader, writer::PerfettoWriter};
 use streamscope_core::synth::{add_gpu_metrics, fsdp_like, SynthOptions};
+use streamscope_core::ProcessId;
 
 fn bundled(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,7 +30,7 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
     w.write_batch(&t).expect("as generated");
     w.finish(&t).expect("as generated");
     let t = reader::read_stream(Path::new("synth.pftrace"), &buf[..]).expect("read back");
-    assert!(t.counters.len() > 1000);
+    assert!(t.counters().len() > 1000);
     let r = analyze(&t, &AnalysisOptions::default());
     assert_eq!(r.ranks.len(), 2);
     for rank in &r.ranks {
@@ -48,19 +49,21 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
         let p = rank.process;
         let mut compute = Vec::new();
         let (mut a, mut b) = (i64::MAX, i64::MIN);
-        let sl = &t.slices;
+        let sl = t.slices();
         let (ws, we) = (rank.window.start_ns, rank.window.end_ns);
         for i in 0..sl.len() {
-            if t.tracks[sl.track[i].0 as usize].process != p || !sl.kind[i].is_gpu_activity() {
+            if t.tracks()[sl.track()[i].0 as usize].process != ProcessId(p)
+                || !sl.kind()[i].is_gpu_activity()
+            {
                 continue;
             }
-            let (s, e) = (sl.start_ns[i], sl.start_ns[i] + sl.dur_ns[i]);
+            let (s, e) = (sl.start_ns()[i], sl.start_ns()[i] + sl.dur_ns()[i]);
             if ws.is_some_and(|w| s < w) || we.is_some_and(|w| s >= w) {
                 continue;
             }
             a = a.min(s);
             b = b.max(e);
-            if sl.class[i] == SliceClass::Compute {
+            if sl.class()[i] == SliceClass::Compute {
                 compute.push((s, e));
             }
         }

@@ -28,7 +28,7 @@ fn a_bad_file_shows_its_error_and_the_good_ones_stay_open() {
     let mut app = ViewerApp::empty();
     app.load(vec![good.clone(), bad.clone()]);
     let model = app.model.as_ref().expect("the good file is open");
-    assert_eq!(model.trace.processes.len(), 2);
+    assert_eq!(model.trace.processes().len(), 2);
     assert!(app.files[0].result.is_ok());
     let err = app.files[1]
         .result
@@ -91,7 +91,7 @@ fn dropping_a_file_adds_its_ranks() {
         .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
     h.run();
     assert_eq!(
-        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        h.state().model.as_ref().map(|m| m.trace.processes().len()),
         Some(2)
     );
     h.input_mut()
@@ -109,7 +109,7 @@ fn dropping_a_file_adds_its_ranks() {
     h.run();
     assert_eq!(h.state().files.len(), 2);
     assert_eq!(
-        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        h.state().model.as_ref().map(|m| m.trace.processes().len()),
         Some(4)
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -150,7 +150,7 @@ fn the_file_dialog_opens_a_picked_trace() {
     assert!(!h.state().browse.open, "the dialog closes");
     assert_eq!(h.state().paths, vec![file]);
     assert_eq!(
-        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        h.state().model.as_ref().map(|m| m.trace.processes().len()),
         Some(2)
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -202,7 +202,7 @@ fn the_window_comes_first_and_the_trace_loads_behind_a_progress_bar() {
     h.run();
     assert!(h.query_by_label("Cancel").is_none());
     assert_eq!(
-        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        h.state().model.as_ref().map(|m| m.trace.processes().len()),
         Some(2)
     );
     assert!(h.state().timeline.painted_rows() > 0);

@@ -195,7 +195,7 @@ impl NcclWriter {
                 op.start_ns,
                 op.end_ns - op.start_ns,
             );
-            let mut str_arg = |t: &mut streamscope_core::model::Trace, k: &str, v: &str| {
+            let mut str_arg = |t: &mut streamscope_core::model::TraceBuilder, k: &str, v: &str| {
                 let (k, v) = (t.intern(k), t.intern(v));
                 s.args.push((k, ArgValue::Str(v)));
             };
