@@ -64,6 +64,8 @@ impl NewSlice {
 #[derive(Debug, Clone, Default)]
 pub struct TraceBuilder {
     t: Trace,
+    /// Flows are rebuilt from correlation ids in `finish`.
+    link_flows: bool,
     launch_index: HashMap<LaunchConfig, u32>,
     copy_index: HashMap<CopyInfo, u32>,
 }
@@ -83,14 +85,18 @@ impl TraceBuilder {
             .collect();
         TraceBuilder {
             t,
+            link_flows: false,
             launch_index,
             copy_index,
         }
     }
 
     /// The trace as it is, for slices known to be in order already.
-    pub(super) fn finish_sorted(self) -> Trace {
+    pub(super) fn finish_sorted(mut self) -> Trace {
         debug_assert!(self.t.slices.is_sorted());
+        if self.link_flows {
+            self.t.link_flows_by_correlation();
+        }
         self.t
     }
 
@@ -99,6 +105,9 @@ impl TraceBuilder {
     /// whose slices were already in that order do not change.
     pub fn finish(mut self) -> Trace {
         self.t.sort_slices();
+        if self.link_flows {
+            self.t.link_flows_by_correlation();
+        }
         debug_assert!(self.references_in_range(), "TraceBuilder: id out of range");
         self.t
     }
@@ -493,63 +502,14 @@ impl TraceBuilder {
         r
     }
 
-    /// Rebuilds the flows from CUDA correlation ids: per process, each GPU
-    /// activity slice (kernel, memcpy, memset) with a nonzero correlation
-    /// gets a flow from the runtime/driver call of that process with the same
-    /// id (the earliest, if several), with the correlation as flow id.
+    /// Has [`finish`](TraceBuilder::finish) rebuild the flows from CUDA
+    /// correlation ids, after the sort (the flows added so far go): per
+    /// process, each GPU activity slice (kernel, memcpy, memset) with a
+    /// nonzero correlation gets a flow from the runtime/driver call of that
+    /// process with the same id (the earliest, if several), with the
+    /// correlation as flow id.
     pub fn link_flows_by_correlation(&mut self) {
-        let t = &mut self.t;
-        t.flows.clear();
-        let sl = &t.slices;
-        let tracks = &t.tracks;
-        let process_of = |i: usize| tracks[sl.track[i].index()].process.0;
-        // Correlation ids are dense per process (CUPTI and Kineto count up),
-        // so a table indexed by (process, correlation) beats hashing; fall
-        // back to a map when they are not.
-        let max_corr = sl.correlation.iter().copied().max().unwrap_or(0) as usize;
-        let nproc = t.processes.len().max(1);
-        let dense = (max_corr + 1).saturating_mul(nproc) <= 4 * sl.len() + 1024;
-        let mut table: Vec<u32> = if dense {
-            vec![u32::MAX; (max_corr + 1) * nproc]
-        } else {
-            Vec::new()
-        };
-        let mut map: HashMap<(u32, u32), u32> = HashMap::default();
-        let key = |p: u32, c: u32| p as usize * (max_corr + 1) + c as usize;
-        for i in 0..sl.len() {
-            if sl.correlation[i] == 0
-                || !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver)
-            {
-                continue;
-            }
-            let (p, c) = (process_of(i), sl.correlation[i]);
-            let e = if dense {
-                &mut table[key(p, c)]
-            } else {
-                map.entry((p, c)).or_insert(u32::MAX)
-            };
-            if *e == u32::MAX || (sl.start_ns[i], i) < (sl.start_ns[*e as usize], *e as usize) {
-                *e = i as u32;
-            }
-        }
-        for i in 0..sl.len() {
-            if sl.correlation[i] == 0 || !sl.kind[i].is_gpu_activity() {
-                continue;
-            }
-            let (p, c) = (process_of(i), sl.correlation[i]);
-            let from = if dense {
-                table[key(p, c)]
-            } else {
-                map.get(&(p, c)).copied().unwrap_or(u32::MAX)
-            };
-            if from != u32::MAX {
-                t.flows.push(Flow {
-                    id: u64::from(c),
-                    from: SliceId(from),
-                    to: SliceId::from_index(i),
-                });
-            }
-        }
+        self.link_flows = true;
     }
 
     /// Moves everything of `other` into this builder (a multi-rank trace):

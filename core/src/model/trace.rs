@@ -6,6 +6,7 @@ use super::{
     NO_ARGS, NO_PAYLOAD,
 };
 use crate::diagnostic::Diagnostic;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Slices, column by column. Index `i` of every column is slice
 /// `SliceId(i)`. In a [`Trace`], slices are sorted by (track, start,
@@ -574,6 +575,65 @@ impl Trace {
         for f in &mut self.flows {
             f.from = SliceId(inverse[f.from.index()]);
             f.to = SliceId(inverse[f.to.index()]);
+        }
+    }
+
+    /// Rebuilds the flows from CUDA correlation ids: per process, each GPU
+    /// activity slice (kernel, memcpy, memset) with a nonzero correlation
+    /// gets a flow from the runtime/driver call of that process with the same
+    /// id (the earliest, if several), with the correlation as flow id.
+    pub(super) fn link_flows_by_correlation(&mut self) {
+        let t = self;
+        t.flows.clear();
+        let sl = &t.slices;
+        let tracks = &t.tracks;
+        let process_of = |i: usize| tracks[sl.track[i].index()].process.0;
+        // Correlation ids are dense per process (CUPTI and Kineto count up),
+        // so a table indexed by (process, correlation) beats hashing; fall
+        // back to a map when they are not.
+        let max_corr = sl.correlation.iter().copied().max().unwrap_or(0) as usize;
+        let nproc = t.processes.len().max(1);
+        let dense = (max_corr + 1).saturating_mul(nproc) <= 4 * sl.len() + 1024;
+        let mut table: Vec<u32> = if dense {
+            vec![u32::MAX; (max_corr + 1) * nproc]
+        } else {
+            Vec::new()
+        };
+        let mut map: HashMap<(u32, u32), u32> = HashMap::default();
+        let key = |p: u32, c: u32| p as usize * (max_corr + 1) + c as usize;
+        for i in 0..sl.len() {
+            if sl.correlation[i] == 0
+                || !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver)
+            {
+                continue;
+            }
+            let (p, c) = (process_of(i), sl.correlation[i]);
+            let e = if dense {
+                &mut table[key(p, c)]
+            } else {
+                map.entry((p, c)).or_insert(u32::MAX)
+            };
+            if *e == u32::MAX || (sl.start_ns[i], i) < (sl.start_ns[*e as usize], *e as usize) {
+                *e = i as u32;
+            }
+        }
+        for i in 0..sl.len() {
+            if sl.correlation[i] == 0 || !sl.kind[i].is_gpu_activity() {
+                continue;
+            }
+            let (p, c) = (process_of(i), sl.correlation[i]);
+            let from = if dense {
+                table[key(p, c)]
+            } else {
+                map.get(&(p, c)).copied().unwrap_or(u32::MAX)
+            };
+            if from != u32::MAX {
+                t.flows.push(Flow {
+                    id: u64::from(c),
+                    from: SliceId(from),
+                    to: SliceId::from_index(i),
+                });
+            }
         }
     }
 
