@@ -207,7 +207,7 @@ fn export(args: &ExportArgs) -> Result<()> {
     let overwrite = args.force;
     match args.to {
         ExportFormat::Perfetto => {
-            streamscope_core::perfetto::writer::write_new_file(&trace, &args.output, overwrite)?
+            streamscope_core::perfetto::write_new_file(&trace, &args.output, overwrite)?
         }
         ExportFormat::ChromeJson => {
             streamscope_core::chrome::write_new_file(&trace, &args.output, overwrite)?

@@ -549,7 +549,7 @@ pub const SUMMARY_WARNINGS: usize = 10;
 
 /// The processes in which torch.profiler was started while recorded
 /// (process metadata `core::protocol::TORCH_PROFILER_KEY`).
-pub fn torch_profiler_lines(trace: &streamscope_core::model::Trace) -> Vec<String> {
+pub fn torch_profiler_lines(trace: &streamscope_core::Trace) -> Vec<String> {
     trace
         .processes()
         .iter()
@@ -743,7 +743,7 @@ mod tests {
 
     #[test]
     fn the_warning_count_matches_the_lines() {
-        let warning = |i: u64| streamscope_core::analysis::report::SyncGroup {
+        let warning = |i: u64| streamscope_core::analysis::SyncGroup {
             pattern: "item-like".into(),
             api: "cudaStreamSynchronize".into(),
             where_: format!("train.py:{i} (step)"),
@@ -772,9 +772,9 @@ mod tests {
 
     #[test]
     fn torch_profiler_runs_are_named() {
-        let mut t = streamscope_core::model::TraceBuilder::new();
+        let mut t = streamscope_core::TraceBuilder::new();
         assert!(torch_profiler_lines(&t.clone().finish()).is_empty());
-        let mut p = streamscope_core::model::Process {
+        let mut p = streamscope_core::Process {
             name: "rank 1 · node · 12".into(),
             ..Default::default()
         };

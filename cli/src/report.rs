@@ -302,8 +302,8 @@ mod tests {
         // One kernel and no step marker: nothing to select.
         let dir = std::env::temp_dir().join(format!("ss-nosteps-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
-        let mut t = streamscope_core::model::TraceBuilder::new();
-        use streamscope_core::model::*;
+        let mut t = streamscope_core::TraceBuilder::new();
+        use streamscope_core::*;
         let p = t.add_process(Process {
             pid: 1,
             rank: Some(0),

@@ -21,9 +21,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use proto::{CaptureLength, CaptureRequest};
-use streamscope_core::model::Process;
-use streamscope_core::perfetto::writer::PerfettoWriter;
+use streamscope_core::perfetto::PerfettoWriter;
 use streamscope_core::protocol::{self, armed as proto};
+use streamscope_core::Process;
 
 use crate::capture::{CaptureSpec, CaptureWindow, Trigger};
 use crate::control::{ControlSocket, Requests};

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use streamscope_core::model::*;
+use streamscope_core::*;
 
 use crate::capture::CaptureWindow;
 use crate::marker_names::{self, MarkerNames, MAX_MARKER_NAMES};

@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use streamscope_core::model::*;
-use streamscope_core::perfetto::reader::read_stream;
-use streamscope_core::perfetto::writer::PerfettoWriter;
+use streamscope_core::perfetto::read_stream;
+use streamscope_core::perfetto::PerfettoWriter;
+use streamscope_core::*;
 
 use crate::capture::{CaptureSpec, CaptureWindow, Trigger};
 use crate::convert::*;

@@ -5,7 +5,7 @@
 //! number dropped; those get a second, smaller allowance) and, past that
 //! too, replaced by one fixed name.
 
-use streamscope_core::model::{StrId, TraceBuilder};
+use streamscope_core::{StrId, TraceBuilder};
 
 /// Distinct marker names kept as they are.
 pub const MAX_MARKER_NAMES: usize = 65_536;

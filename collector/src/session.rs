@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use streamscope_core::model::Device;
-use streamscope_core::perfetto::writer::PerfettoWriter;
+use streamscope_core::perfetto::PerfettoWriter;
 use streamscope_core::protocol;
+use streamscope_core::Device;
 
 use crate::capture::{CaptureSpec, CaptureWindow};
 use crate::convert::{Converter, HostInfo};
@@ -330,7 +330,7 @@ enum Output {
 
 fn start_cupti(
     spec: CaptureSpec,
-    mut process: streamscope_core::model::Process,
+    mut process: streamscope_core::Process,
     mut output: Output,
 ) -> Result<(), String> {
     let armed = matches!(output, Output::Armed(_));

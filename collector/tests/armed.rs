@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use streamscope_core::load::load_paths;
-use streamscope_core::model::{SliceKind, Trace};
 use streamscope_core::protocol::OPTIMIZER_STEP_RANGE;
+use streamscope_core::{SliceKind, Trace};
 
 mod common;
 use common::{rig, CHILD};

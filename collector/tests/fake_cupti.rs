@@ -10,7 +10,7 @@ use std::time::Duration;
 use streamscope_core::{DeviceId, SliceId};
 
 use streamscope_core::load::load_paths;
-use streamscope_core::model::{ClockDomain, SliceKind, TrackKind};
+use streamscope_core::{ClockDomain, SliceKind, TrackKind};
 
 mod common;
 use common::{cdylib, rig, CHILD};
@@ -211,7 +211,7 @@ fn host_tag() -> String {
     streamscope_collector::process_info::host_tag(&streamscope_collector::process_info::hostname())
 }
 
-fn out_pid(t: &streamscope_core::model::Trace) -> u32 {
+fn out_pid(t: &streamscope_core::Trace) -> u32 {
     t.processes()[0].pid
 }
 
@@ -445,7 +445,7 @@ fn nccl_plugin_calls_reach_the_trace_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn metadata(t: &streamscope_core::model::Trace, key: &str) -> Option<String> {
+fn metadata(t: &streamscope_core::Trace, key: &str) -> Option<String> {
     t.processes()[0]
         .metadata
         .iter()

@@ -12,7 +12,7 @@ use std::time::Duration;
 use streamscope_core::SliceId;
 
 use streamscope_core::load::load_paths;
-use streamscope_core::model::{ClockDomain, SliceKind, Trace, TrackKind};
+use streamscope_core::{ClockDomain, SliceKind, Trace, TrackKind};
 
 fn collector() -> PathBuf {
     let p = PathBuf::from(

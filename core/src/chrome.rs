@@ -12,7 +12,7 @@
 //! carries what Trace Event Format cannot say: one `streamscope` metadata
 //! event with the processes, devices and tracks of the model, the track of
 //! each event (`sst`) and typed free-form arguments (`ssargs`). Tools ignore
-//! these fields; [`read_json`] reads such a file back into the model it was
+//! these fields; `read_json` reads such a file back into the model it was
 //! written from (flows are rebuilt from correlation ids, as every reader
 //! does), so an exported file reports what its source reported.
 
@@ -50,7 +50,7 @@ fn json_str(s: &str) -> String {
 }
 
 /// Writes `trace` as Trace Event Format JSON.
-pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
+pub(crate) fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
     let mut w = io::BufWriter::with_capacity(1 << 20, out);
     w.write_all(MARKER)?;
     writeln!(w, "\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
@@ -298,7 +298,7 @@ fn model_json(t: &Trace) -> Value {
 
 /// Whether `json` is chrome-json exported by streamscope (starts with the
 /// marker, after any byte-order mark and whitespace).
-pub fn is_ours(json: &[u8]) -> bool {
+pub(crate) fn is_ours(json: &[u8]) -> bool {
     let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
     let start = json
         .iter()
@@ -338,7 +338,7 @@ struct Doc<'a> {
 
 /// Reads chrome-json written by [`write_chrome_json`] back into the model
 /// it was written from (see the module docs). `path` names it in errors.
-pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
+pub(crate) fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
     let bad = |why: String| TraceError::Json {
         path: path.to_path_buf(),
         why: format!("streamscope chrome-json: {why}"),

@@ -138,6 +138,7 @@ impl CollectiveRecord {
     }
 
     /// Whether nothing is known.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         *self == CollectiveRecord::default()
     }

@@ -3,7 +3,7 @@
 //! events, idle categories, steps, stalls, prefetch slack, collectives.
 
 use streamscope_core::analysis::{analyze, render, AnalysisOptions, WindowRule};
-use streamscope_core::model::*;
+use streamscope_core::*;
 
 const AG: &str = "ncclDevKernel_AllGather_RING_LL(x)";
 const AR: &str = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)";

@@ -6,11 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use streamscope_core::analysis::steps::is_step_name;
+use streamscope_core::analysis::is_step_name;
 use streamscope_core::analysis::{analyze, AnalysisOptions, Report, WindowRule};
 use streamscope_core::load::load_paths;
-use streamscope_core::model::*;
 use streamscope_core::protocol::OPTIMIZER_STEP_RANGE;
+use streamscope_core::*;
 
 fn bundled(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,8 +2,8 @@
 //! trace gives no warning, and each pattern gets its label, call site and cost.
 
 use streamscope_core::analysis::{analyze, render, AnalysisOptions};
-use streamscope_core::model::*;
 use streamscope_core::synth::{fsdp_like, SynthOptions};
+use streamscope_core::*;
 
 #[test]
 fn planted_item_syncs_are_all_found() {

@@ -5,13 +5,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use streamscope_core::analysis::collectives::NcclNames;
-use streamscope_core::analysis::nccl::bus_factor;
-use streamscope_core::analysis::xrank::{match_ranks, Matching};
-use streamscope_core::analysis::{analyze, rank, AnalysisOptions, Report};
+use streamscope_core::analysis::{analyze, AnalysisOptions, Report};
+use streamscope_core::analysis::{bus_factor, match_collectives, Matching};
 use streamscope_core::load::load_paths;
-use streamscope_core::model::*;
 use streamscope_core::synth::h200;
+use streamscope_core::*;
 
 fn bundled(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,12 +19,7 @@ fn bundled(name: &str) -> PathBuf {
 
 /// The matching `analyze` does (ranks with GPU work, numbered).
 fn matching(t: &Trace) -> Matching {
-    let mut ctxs: Vec<_> = rank::build(t, None)
-        .into_iter()
-        .filter(|c| !c.gpu.is_empty() || c.device.is_some())
-        .collect();
-    rank::number_ranks(t, &mut ctxs);
-    match_ranks(t, &ctxs, &NcclNames::new(t))
+    match_collectives(t)
 }
 
 fn comm_kernels_per_process(t: &Trace) -> Vec<usize> {

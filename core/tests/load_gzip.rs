@@ -188,13 +188,13 @@ fn a_model_written_to_a_gz_name_is_gzip_and_reads_back_the_same() {
     let dir = tmp_dir("write");
     let t = load_paths(&[bundled("sync-zoo-h200")]).expect("loads");
     let out = dir.join("zoo.pftrace.gz");
-    perfetto::writer::write_new_file(&t, &out, false).expect("writes");
+    perfetto::write_new_file(&t, &out, false).expect("writes");
     let bytes = std::fs::read(&out).expect("read");
     assert!(bytes.starts_with(&[0x1f, 0x8b]), "gzip");
     let back = load_file(&out).expect("reads back");
     // The same as the plain export of the same model.
     let plain = dir.join("zoo.pftrace");
-    perfetto::writer::write_new_file(&t, &plain, false).expect("writes");
+    perfetto::write_new_file(&t, &plain, false).expect("writes");
     assert_eq!(inflate(&bytes), std::fs::read(&plain).expect("read"));
     assert_eq!(model(&back), model(&load_file(&plain).expect("plain")));
     assert_eq!(back.slices().len(), t.slices().len());

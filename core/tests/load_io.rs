@@ -267,7 +267,7 @@ fn progress_counts_bytes_as_a_file_is_read() {
         ..Default::default()
     });
     let path = tmp_dir("progress").join("big.pftrace");
-    streamscope_core::perfetto::writer::write_file(&t, &path).expect("write");
+    streamscope_core::perfetto::write_file(&t, &path).expect("write");
     let size = std::fs::metadata(&path).expect("size").len();
     assert!(size > 16 << 20, "{size} bytes: more than two 8 MiB chunks");
     let (calls, bytes) = (AtomicU64::new(0), AtomicU64::new(0));

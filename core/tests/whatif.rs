@@ -74,7 +74,7 @@ mod built {
     //! blocks in, then host time until the step ends. Rank 0 reaches the
     //! all-reduce at 200 µs, rank 1 at 500 µs; the transfer takes 400 µs.
     use streamscope_core::analysis::whatif::{whatif, Changes, WhatIfOptions, WhatIfReport};
-    use streamscope_core::model::*;
+    use streamscope_core::*;
 
     const US: i64 = 1000;
 

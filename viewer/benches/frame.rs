@@ -139,7 +139,7 @@ fn first_frame(slices: usize, size: Vec2) {
         ..Default::default()
     });
     let n = trace.slices().len();
-    if let Err(e) = streamscope_core::perfetto::writer::write_file(&trace, &file) {
+    if let Err(e) = streamscope_core::perfetto::write_file(&trace, &file) {
         eprintln!("cannot write {}: {e}", file.display());
         return;
     }

@@ -1,8 +1,9 @@
 //! What the viewer shows of one loaded trace set: the trace (sorted), the
 //! analysis report, the drawing index and lane tree, and top kernels.
 
-use streamscope_core::analysis::xrank::{match_ranks, Instance, Matching, Part};
-use streamscope_core::analysis::{analyze, collectives::NcclNames, rank, AnalysisOptions, Report};
+use streamscope_core::analysis::{
+    analyze, match_collectives, AnalysisOptions, Instance, Matching, Part, Report,
+};
 use streamscope_core::{DeviceId, Trace, TrackKind};
 
 use crate::panels::top_kernels::TopKernels;
@@ -71,10 +72,7 @@ impl Model {
 
     fn matched(&self) -> &(Matching, std::collections::HashMap<u32, f32>) {
         self.matching.get_or_init(|| {
-            let ctxs = rank::build(&self.trace, None);
-            let names = NcclNames::new(&self.trace);
-            let m = match_ranks(&self.trace, &ctxs, &names);
-            drop(ctxs);
+            let m = match_collectives(&self.trace);
             let mut share = std::collections::HashMap::new();
             for inst in &m.instances {
                 for p in &inst.parts {

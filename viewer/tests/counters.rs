@@ -3,8 +3,8 @@
 //! when zoomed out, and the value on hover. Headless (egui_kittest).
 
 use egui_kittest::Harness;
-use streamscope_core::model::{DeviceId, TrackKind};
 use streamscope_core::synth::{add_gpu_metrics, fsdp_like, SynthOptions};
+use streamscope_core::{DeviceId, TrackKind};
 use streamscope_viewer::timeline::counters;
 use streamscope_viewer::timeline::layout::LineKind;
 use streamscope_viewer::ViewerApp;
@@ -65,7 +65,7 @@ fn metric_lanes_sit_under_their_gpu_with_units_and_values() {
     // Axis labels: percentages on 0–100, throughputs on 0–max.
     let track = |name: &str| {
         (0..t.tracks().len() as u32)
-            .map(streamscope_core::model::TrackId)
+            .map(streamscope_core::TrackId)
             .find(|&k| t.track_name(k) == name)
             .expect("track")
     };

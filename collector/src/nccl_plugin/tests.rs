@@ -6,10 +6,10 @@ use std::ffi::{c_int, c_void};
 use std::path::Path;
 use std::sync::Arc;
 
-use streamscope_core::model::*;
-use streamscope_core::perfetto::reader::read_stream;
-use streamscope_core::perfetto::writer::PerfettoWriter;
+use streamscope_core::perfetto::read_stream;
+use streamscope_core::perfetto::PerfettoWriter;
 use streamscope_core::protocol;
+use streamscope_core::*;
 
 use super::trace::{dtype_size, keys, NcclWriter};
 use super::*;

@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 
 use cudarc::cupti::sys as cs;
 use streamscope_core::gpu_metrics::{self as gm, keys, Request};
-use streamscope_core::model::TrackId;
 use streamscope_core::protocol;
+use streamscope_core::TrackId;
 
 use crate::convert::Converter;
 use crate::cupti_api::{Cupti, PmApi, SUCCESS};

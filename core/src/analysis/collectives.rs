@@ -123,12 +123,8 @@ pub fn param_comms_by_track(t: &Trace, ctx: &RankCtx) -> HashMap<TrackId, Vec<u3
     m
 }
 
-/// Statistics per (collective, algorithm, protocol, dtype, op) over `events`.
-pub fn stats(t: &Trace, ctx: &RankCtx, events: &[&Ev], names: &NcclNames) -> Vec<CollectiveStats> {
-    stats_with(t, ctx, events, names, &param_comms_by_track(t, ctx))
-}
-
-/// [`stats`] with the rank's record_param_comms ops already indexed (one
+/// Statistics per (collective, algorithm, protocol, dtype, op) over
+/// `events`, with the rank's record_param_comms ops already indexed (one
 /// index serves every step of a rank).
 pub fn stats_with(
     t: &Trace,

@@ -5,24 +5,27 @@
 //! intervals. Definitions and windows: docs/METRICS.md.
 
 mod assemble;
-pub mod breakdown;
-pub mod collectives;
+mod breakdown;
+pub(crate) mod collectives;
 pub mod compare;
-pub mod intervals;
-pub mod measured;
-pub mod nccl;
-pub mod occupancy;
-pub mod rank;
+pub(crate) mod intervals;
+mod measured;
+pub(crate) mod nccl;
+mod occupancy;
+pub(crate) mod rank;
 pub mod render;
-pub mod report;
-pub mod steps;
+mod report;
+mod steps;
 pub mod streamed;
-pub mod sync;
-pub mod waits;
+pub(crate) mod sync;
+mod waits;
 pub mod whatif;
-pub mod xrank;
+mod xrank;
 
+pub use nccl::bus_factor;
 pub use report::*;
+pub use steps::is_step_name;
+pub use xrank::{Instance, Matching, Part};
 
 use crate::diagnostic::{Diagnostic, Kind};
 use serde::{Deserialize, Serialize};
@@ -128,6 +131,15 @@ pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: &(dyn Fn(T) -> R + Syn
             })
             .collect()
     })
+}
+
+/// NCCL kernels matched across ranks, as [`analyze`] matches them: the
+/// processes with GPU work are the ranks, numbered as in its report.
+pub fn match_collectives(trace: &Trace) -> Matching {
+    let mut others = Vec::new();
+    let mut ctxs = split_other_processes(trace, rank::build(trace, None), &mut others);
+    rank::number_ranks(trace, &mut ctxs);
+    xrank::match_ranks(trace, &ctxs, &collectives::NcclNames::new(trace))
 }
 
 /// The diagnostic for `--rank R` naming no rank.

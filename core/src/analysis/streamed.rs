@@ -5,9 +5,9 @@
 //! time, dropped once analyzed), keeping per file only a [`FileSummary`]:
 //! its ranks' finished rows ([`RankPart`]: the rank's report rows, its
 //! exposed-communication intervals and step numbers) and their NCCL
-//! kernels as compact records ([`xrank::CommRec`]). Once every file is
+//! kernels as compact records (`xrank::CommRec`). Once every file is
 //! read, [`merge`] numbers the ranks across files, matches the records
-//! across ranks ([`xrank::match_records`]), finishes each rank's
+//! across ranks (`xrank::match_records`), finishes each rank's
 //! cross-rank figures and assembles the same [`Report`] the in-memory path
 //! gives for the same files (slice, process, device and track indices are
 //! moved by the counts of the files before, as `Trace::append` does).

@@ -5,7 +5,7 @@
 //! O(pixels · log samples) whatever the sampling rate.
 
 use streamscope_core::gpu_metrics::unit_of_track;
-use streamscope_core::model::{Trace, TrackId};
+use streamscope_core::{Trace, TrackId};
 
 use super::index::TimelineIndex;
 
@@ -364,7 +364,7 @@ mod tests {
 
     #[test]
     fn column_walks_agree_with_searches_from_scratch() {
-        use streamscope_core::model::{Process, TrackKind};
+        use streamscope_core::{Process, TrackKind};
         let mut t = TraceBuilder::new();
         let p = t.add_process(Process::default());
         let tr = t.add_track(

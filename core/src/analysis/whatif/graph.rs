@@ -53,13 +53,6 @@ pub enum NodeKind {
     Sync,
 }
 
-impl NodeKind {
-    /// A GPU activity.
-    pub fn is_gpu(self) -> bool {
-        matches!(self, NodeKind::Compute | NodeKind::Memory | NodeKind::Comm)
-    }
-}
-
 /// One node: a GPU activity or a host API call.
 #[derive(Debug, Clone, Copy)]
 pub struct Node {

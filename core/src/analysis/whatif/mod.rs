@@ -1,14 +1,14 @@
 //! What-if replay of the steps of a trace: the dependency graph of every
-//! rank ([`graph`]) replayed with changed durations ([`replay`]): NCCL
+//! rank (`graph`) replayed with changed durations (`replay`): NCCL
 //! transfers scaled or recomputed at another bus bandwidth, compute
 //! kernels scaled, host syncs dropped. Per rank and step: the measured and
 //! predicted step time, overlap and exposed communication, the critical
 //! path's share and the communication regime per collective
 //! (t_comm / t_compute). Definitions and limits: docs/METRICS.md, "What-if".
 
-pub mod graph;
+mod graph;
 pub mod render;
-pub mod replay;
+mod replay;
 
 use serde::Serialize;
 

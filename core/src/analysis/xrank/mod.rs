@@ -18,8 +18,8 @@
 //! streamed report (`analysis::streamed`) keeps those records across rank
 //! files and matches them once every file was read.
 
-pub mod clocks;
-pub mod summary;
+pub(crate) mod clocks;
+pub(crate) mod summary;
 
 use crate::model::SliceId;
 use std::collections::{BTreeMap, HashMap};
@@ -41,7 +41,7 @@ pub struct Part {
     /// The NCCL kernel slice.
     pub slice: u32,
     /// Start of the host call that launched it, when present (filled by
-    /// [`match_ranks`], which has the trace; `None` from [`match_records`]).
+    /// `match_ranks`, which has the trace; `None` from `match_records`).
     pub launch_ns: Option<i64>,
     /// Kernel start and end (as the rank's analysis sees them).
     pub start_ns: i64,
@@ -97,10 +97,10 @@ impl Instance {
 pub struct Matching {
     /// Matched instances, in the order of the first rank's kernels per group.
     pub instances: Vec<Instance>,
-    /// Slice id -> (instance, part); filled by [`match_ranks`] (one trace),
-    /// empty from [`match_records`] alone.
+    /// Slice id -> (instance, part); filled by `match_ranks` (one trace),
+    /// empty from `match_records` alone.
     pub by_slice: IntMap<u32, (u32, u32)>,
-    /// Per rank (in the order given), per record: its instance, or [`NONE`].
+    /// Per rank (in the order given), per record: its instance, or `NONE`.
     /// The part of rank `r` in an instance is `parts[r]`.
     pub of_rec: Vec<Vec<u32>>,
     /// Why something was not matched (one line each).
