@@ -337,7 +337,7 @@ fn start_cupti(
     let env = |k: &str| std::env::var(k).ok();
     let pid = process.pid;
     let mut libs = Vec::new();
-    if let Some(p) = env("STREAMSCOPE_CUPTI_LIB") {
+    if let Some(p) = env(protocol::env::CUPTI_LIB) {
         libs.push(p);
     }
     if let Some(p) = env("NVTX_INJECTION64_PATH").filter(|p| p.contains("cupti")) {

@@ -17,7 +17,7 @@ use super::report::SyncGroup;
 use super::steps::{is_step_name, step_at, Step};
 use super::AnalysisOptions;
 use crate::model::{CopyKind, SliceKind, Trace, TrackId};
-use crate::protocol::OPTIMIZER_STEP_RANGE;
+use crate::protocol::{self, Blocks, OPTIMIZER_STEP_RANGE};
 
 /// Pattern labels.
 pub const ITEM_LIKE: &str = "item-like";
@@ -33,28 +33,18 @@ pub const EVENT_SYNC: &str = "event-sync";
 /// Largest D2H copy still read as a scalar (`.item()`).
 pub const ITEM_BYTES: u64 = 8;
 
+/// The pattern of a host-blocking sync call ([`protocol::BLOCKING_CALLS`]).
 fn api_pattern(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "cudaStreamSynchronize"
-        | "cuStreamSynchronize"
-        | "cudaStreamSynchronize_ptsz"
-        | "cuStreamSynchronize_ptsz" => STREAM_SYNC,
-        "cudaDeviceSynchronize" | "cuCtxSynchronize" => DEVICE_SYNC,
-        "cudaEventSynchronize" | "cuEventSynchronize" => EVENT_SYNC,
-        _ => return None,
+    Some(match protocol::blocking_call(name)? {
+        Blocks::Stream => STREAM_SYNC,
+        Blocks::Device => DEVICE_SYNC,
+        Blocks::Event => EVENT_SYNC,
+        Blocks::Copy => return None,
     })
 }
 
 fn is_sync_memcpy_api(name: &str) -> bool {
-    matches!(
-        name,
-        "cudaMemcpy"
-            | "cuMemcpyDtoH"
-            | "cuMemcpyDtoH_v2"
-            | "cudaMemcpy_ptds"
-            | "cuMemcpy"
-            | "cuMemcpy_v2"
-    )
+    protocol::blocking_call(name) == Some(Blocks::Copy)
 }
 
 fn sync_slice_pattern(name: &str) -> Option<&'static str> {
@@ -638,6 +628,24 @@ fn group(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_blocking_runtime_call_gets_its_python_line() {
+        let runtime: Vec<&str> = (protocol::BLOCKING_CALLS.iter())
+            .map(|(n, _)| *n)
+            .filter(|n| n.starts_with("cuda"))
+            .collect();
+        assert!(runtime.len() >= 6, "{runtime:?}");
+        for n in runtime {
+            assert!(
+                protocol::HOST_SYNC_APIS.contains(&n),
+                "{n} not hooked by the collector"
+            );
+        }
+        assert_eq!(api_pattern("cuCtxSynchronize"), Some(DEVICE_SYNC));
+        assert_eq!(api_pattern("cudaStreamQuery"), None);
+        assert!(is_sync_memcpy_api("cuMemcpyDtoH_v2") && !is_sync_memcpy_api("cudaMemcpyAsync"));
+    }
 
     #[test]
     fn kineto_python_function_names() {

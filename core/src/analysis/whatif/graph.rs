@@ -124,18 +124,12 @@ impl Graph {
     }
 }
 
-/// Whether an API name blocks the host until GPU work ends.
+/// Whether an API name blocks the host until GPU work ends: any
+/// "Synchronize" call that is not a query, and the calls of
+/// [`BLOCKING_CALLS`](crate::protocol::BLOCKING_CALLS).
 pub fn is_sync_api(name: &str) -> bool {
     (name.contains("Synchronize") && !name.contains("Query"))
-        || matches!(
-            name,
-            "cudaMemcpy"
-                | "cudaMemcpy_ptds"
-                | "cuMemcpyDtoH"
-                | "cuMemcpyDtoH_v2"
-                | "cuMemcpy"
-                | "cuMemcpy_v2"
-        )
+        || crate::protocol::blocking_call(name).is_some()
 }
 
 /// Whether a `--drop-syncs` spec matches a sync: `FILE:LINE` against the end
