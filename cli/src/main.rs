@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
+use streamscope_core::ProcessId;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -144,7 +145,7 @@ pub fn load_with_progress(paths: &[PathBuf]) -> Result<Trace> {
         pb.finish_and_clear();
     }
     let trace = trace?;
-    for d in &trace.diagnostics {
+    for d in trace.diagnostics() {
         eprintln!("streamscope: warning: {d}");
     }
     Ok(trace)
@@ -206,7 +207,7 @@ fn export(args: &ExportArgs) -> Result<()> {
     let overwrite = args.force;
     match args.to {
         ExportFormat::Perfetto => {
-            streamscope_core::perfetto::writer::write_new_file(&trace, &args.output, overwrite)?
+            streamscope_core::perfetto::write_new_file(&trace, &args.output, overwrite)?
         }
         ExportFormat::ChromeJson => {
             streamscope_core::chrome::write_new_file(&trace, &args.output, overwrite)?
@@ -218,7 +219,7 @@ fn export(args: &ExportArgs) -> Result<()> {
     eprintln!(
         "streamscope: wrote {} ({} slices, {:.1} MB) in {:.2} s",
         args.output.display(),
-        trace.slices.len(),
+        trace.slices().len(),
         bytes as f64 / 1e6,
         t0.elapsed().as_secs_f64()
     );
@@ -255,10 +256,10 @@ fn info_text(t: &Trace) -> String {
     let _ = writeln!(
         o,
         "processes: {}   slices: {}   flows: {}   counter samples: {}",
-        t.processes.len(),
-        t.slices.len(),
-        t.flows.len(),
-        t.counters.len()
+        t.processes().len(),
+        t.slices().len(),
+        t.flows().len(),
+        t.counters().len()
     );
     if let Some((a, b)) = t.time_span() {
         // Saturating: timestamps near ±2^63 ns must not wrap the span.
@@ -276,15 +277,15 @@ fn info_text(t: &Trace) -> String {
         let _ = writeln!(o, "  {:<10} {n}", k.name());
     }
     // Per-track slice counts and kernels, in one pass.
-    let mut per_track = vec![(0usize, 0usize); t.tracks.len()];
-    for i in 0..t.slices.len() {
-        let e = &mut per_track[t.slices.track[i].0 as usize];
+    let mut per_track = vec![(0usize, 0usize); t.tracks().len()];
+    for i in 0..t.slices().len() {
+        let e = &mut per_track[t.slices().track()[i].0 as usize];
         e.0 += 1;
-        if t.slices.kind[i] == SliceKind::Kernel {
+        if t.slices().kind()[i] == SliceKind::Kernel {
             e.1 += 1;
         }
     }
-    for (pi, p) in t.processes.iter().enumerate() {
+    for (pi, p) in t.processes().iter().enumerate() {
         let rank = p
             .rank
             .map(|r| format!("rank {r}"))
@@ -300,25 +301,29 @@ fn info_text(t: &Trace) -> String {
         if p.dropped_records > 0 {
             let _ = writeln!(o, "  dropped records: {}", p.dropped_records);
         }
-        for d in t.devices.iter().filter(|d| d.process == pi as u32) {
+        for d in t
+            .devices()
+            .iter()
+            .filter(|d| d.process == ProcessId::from_index(pi))
+        {
             let _ = writeln!(
                 o,
                 "  GPU {}: {} (sm_{}{}, {} SMs)",
                 d.ordinal, d.name, d.compute_major, d.compute_minor, d.sm_count
             );
         }
-        for (ti, tr) in t.tracks.iter().enumerate() {
-            if tr.process != pi as u32 {
+        for (ti, tr) in t.tracks().iter().enumerate() {
+            if tr.process != ProcessId::from_index(pi) {
                 continue;
             }
             let (n, kernels) = per_track[ti];
             match tr.kind {
                 TrackKind::Stream { device, stream } => {
                     let ord = t
-                        .devices
-                        .get(device as usize)
+                        .devices()
+                        .get(device.index())
                         .map(|d| d.ordinal)
-                        .unwrap_or(device);
+                        .unwrap_or(device.0);
                     let _ = writeln!(
                         o,
                         "  stream {stream:<5} GPU {ord}: {n} slices, {kernels} kernels"
@@ -328,7 +333,12 @@ fn info_text(t: &Trace) -> String {
                     let _ = writeln!(o, "  thread {tid:<5} {}: {n} slices", t.str(tr.name));
                 }
                 TrackKind::Counter { .. } => {
-                    let samples = t.counters.track.iter().filter(|c| c.0 == ti as u32).count();
+                    let samples = t
+                        .counters()
+                        .track()
+                        .iter()
+                        .filter(|c| c.0 == ti as u32)
+                        .count();
                     let _ = writeln!(o, "  counter {}: {samples} samples", t.str(tr.name));
                 }
                 _ => {}
@@ -343,9 +353,9 @@ fn info_text(t: &Trace) -> String {
             let _ = writeln!(o, "  {k}: {v}");
         }
     }
-    if !t.diagnostics.is_empty() {
+    if !t.diagnostics().is_empty() {
         let _ = writeln!(o, "\ndiagnostics:");
-        for d in &t.diagnostics {
+        for d in t.diagnostics() {
             let sev = match d.severity {
                 streamscope_core::diagnostic::Severity::Info => "info",
                 streamscope_core::diagnostic::Severity::DataLoss => "data loss",

@@ -565,9 +565,9 @@ pub const SUMMARY_WARNINGS: usize = 10;
 
 /// The processes in which torch.profiler was started while recorded
 /// (process metadata `core::protocol::TORCH_PROFILER_KEY`).
-pub fn torch_profiler_lines(trace: &streamscope_core::model::Trace) -> Vec<String> {
+pub fn torch_profiler_lines(trace: &streamscope_core::Trace) -> Vec<String> {
     trace
-        .processes
+        .processes()
         .iter()
         .filter_map(|p| {
             p.metadata
@@ -759,7 +759,7 @@ mod tests {
 
     #[test]
     fn the_warning_count_matches_the_lines() {
-        let warning = |i: u64| streamscope_core::analysis::report::SyncGroup {
+        let warning = |i: u64| streamscope_core::analysis::SyncGroup {
             pattern: "item-like".into(),
             api: "cudaStreamSynchronize".into(),
             where_: format!("train.py:{i} (step)"),
@@ -788,9 +788,9 @@ mod tests {
 
     #[test]
     fn torch_profiler_runs_are_named() {
-        let mut t = streamscope_core::model::Trace::default();
-        assert!(torch_profiler_lines(&t).is_empty());
-        let mut p = streamscope_core::model::Process {
+        let mut t = streamscope_core::TraceBuilder::new();
+        assert!(torch_profiler_lines(&t.clone().finish()).is_empty());
+        let mut p = streamscope_core::Process {
             name: "rank 1 · node · 12".into(),
             ..Default::default()
         };
@@ -798,9 +798,9 @@ mod tests {
             streamscope_core::protocol::TORCH_PROFILER_KEY.into(),
             "torch.profiler was started while recorded".into(),
         ));
-        t.processes.push(p);
-        t.processes.push(Default::default());
-        let lines = torch_profiler_lines(&t);
+        t.add_process(p);
+        t.add_process(Default::default());
+        let lines = torch_profiler_lines(&t.clone().finish());
         assert_eq!(
             lines,
             vec!["  rank 1 · node · 12: torch.profiler was started while recorded".to_string()]

@@ -302,8 +302,8 @@ mod tests {
         // One kernel and no step marker: nothing to select.
         let dir = std::env::temp_dir().join(format!("ss-nosteps-{}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
-        let mut t = streamscope_core::model::Trace::new();
-        use streamscope_core::model::*;
+        let mut t = streamscope_core::TraceBuilder::new();
+        use streamscope_core::*;
         let p = t.add_process(Process {
             pid: 1,
             rank: Some(0),
@@ -328,7 +328,7 @@ mod tests {
         k.class = SliceClass::Compute;
         t.push_slice(k);
         let path = dir.join("rank-0.json");
-        assert!(streamscope_core::chrome::write_file(&t, &path).is_ok());
+        assert!(streamscope_core::chrome::write_file(&t.clone().finish(), &path).is_ok());
         let a = ReportArgs {
             traces: vec![path],
             steps: Some((4, 12)),

@@ -379,7 +379,7 @@ fn sync_zoo_trace_flags_every_planted_line_and_nothing_else() {
     let (syncs, not, (first, last)) = sync_zoo_marks(&text);
     let trace = streamscope_core::load::load_paths(std::slice::from_ref(&dir)).expect("loads");
     let report = analyze(&trace, &AnalysisOptions::default());
-    let line_of = |w: &streamscope_core::analysis::report::SyncGroup| -> Option<u32> {
+    let line_of = |w: &streamscope_core::analysis::SyncGroup| -> Option<u32> {
         let loc = if w.python.is_empty() {
             &w.where_
         } else {
@@ -429,8 +429,8 @@ fn sync_zoo_trace_flags_every_planted_line_and_nothing_else() {
     );
     // The trace's optimizer-step ranges: one per step (12 steps recorded).
     let name = streamscope_core::protocol::OPTIMIZER_STEP_RANGE;
-    let steps = (0..trace.slices.len())
-        .filter(|&i| trace.str(trace.slices.name[i]) == name)
+    let steps = (0..trace.slices().len())
+        .filter(|&i| trace.str(trace.slices().name()[i]) == name)
         .count();
     assert_eq!(steps, 12, "optimizer-step ranges");
 }

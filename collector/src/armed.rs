@@ -21,9 +21,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use proto::{CaptureLength, CaptureRequest};
-use streamscope_core::model::Process;
-use streamscope_core::perfetto::writer::PerfettoWriter;
+use streamscope_core::perfetto::PerfettoWriter;
 use streamscope_core::protocol::{self, armed as proto};
+use streamscope_core::Process;
 
 use crate::capture::{CaptureSpec, CaptureWindow, Trigger};
 use crate::control::{ControlSocket, Requests};
@@ -431,13 +431,17 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         pm.capture_start_ns = cs;
         pm.capture_end_ns = ce;
         pm.dropped_records = dropped;
-        if !write_failed {
-            if let Err(e) = w.write_batch(&conv.trace) {
-                crate::warn!("streamscope: capture {k}: writing failed: {e}");
-                write_failed = true;
+        let written = conv.trace.flush_events(|t| {
+            if write_failed {
+                Ok(())
+            } else {
+                w.write_batch(t)
             }
+        });
+        if let Err(e) = written {
+            crate::warn!("streamscope: capture {k}: writing failed: {e}");
+            write_failed = true;
         }
-        conv.trace.clear_events();
         if ending {
             break;
         }
@@ -452,7 +456,7 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         pm.capture_end_ns = ce;
     }
     if !write_failed {
-        if let Err(e) = w.finish(&conv.trace) {
+        if let Err(e) = conv.trace.flush_events(|t| w.finish(t)) {
             crate::warn!("streamscope: capture {k}: finishing the trace failed: {e}");
         }
     }

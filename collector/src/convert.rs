@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use streamscope_core::model::*;
+use streamscope_core::*;
 
 use crate::capture::CaptureWindow;
 use crate::marker_names::{self, MarkerNames, MAX_MARKER_NAMES};
@@ -32,8 +32,8 @@ struct PendingSync {
 }
 
 pub struct Converter {
-    pub trace: Trace,
-    process: u32,
+    pub trace: TraceBuilder,
+    process: ProcessId,
     pid: u32,
     /// Added to every CUPTI timestamp (0 when CUPTI uses our clock).
     pub ts_offset_ns: i64,
@@ -42,7 +42,7 @@ pub struct Converter {
     python: Arc<PyLines>,
     /// Thread whose API calls are the collector's own (device queries).
     pub own_tid: Option<u32>,
-    devices: HashMap<u32, (u32, TrackId)>,
+    devices: HashMap<u32, (DeviceId, TrackId)>,
     streams: HashMap<(u32, u32), TrackId>,
     threads: HashMap<u32, TrackId>,
     counters: HashMap<String, TrackId>,
@@ -150,7 +150,7 @@ impl Converter {
         window: Arc<CaptureWindow>,
         python: Arc<PyLines>,
     ) -> Self {
-        let mut trace = Trace::new();
+        let mut trace = TraceBuilder::new();
         let pid = process.pid;
         let p = trace.add_process(process);
         let python_key = trace.intern("python");
@@ -190,11 +190,11 @@ impl Converter {
     }
 
     pub fn process_mut(&mut self) -> &mut Process {
-        &mut self.trace.processes[self.process as usize]
+        self.trace.process_mut(self.process)
     }
 
     /// The "GPU d · NAME" track of CUDA device `ordinal` (adds the device).
-    pub fn gpu_track(&mut self, ordinal: u32) -> (u32, TrackId) {
+    pub fn gpu_track(&mut self, ordinal: u32) -> (DeviceId, TrackId) {
         if let Some(&d) = self.devices.get(&ordinal) {
             return d;
         }
@@ -576,8 +576,8 @@ impl Converter {
         ));
     }
 
-    /// Index of this process in `trace.processes` (for new tracks).
-    pub fn process_index(&self) -> u32 {
+    /// This process in the batch trace (for new tracks).
+    pub fn process_index(&self) -> ProcessId {
         self.process
     }
 

@@ -3,9 +3,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use streamscope_core::model::*;
-use streamscope_core::perfetto::reader::read_stream;
-use streamscope_core::perfetto::writer::PerfettoWriter;
+use streamscope_core::perfetto::read_stream;
+use streamscope_core::perfetto::PerfettoWriter;
+use streamscope_core::*;
 
 use crate::capture::{CaptureSpec, CaptureWindow, Trigger};
 use crate::convert::*;
@@ -132,9 +132,14 @@ fn sync(stream: u32, sync_type: u32, corr: u32) -> RawSync {
     }
 }
 
+/// The converter's batch as a trace (sorted, as the writer gets it).
+fn batch(c: &Converter) -> Trace {
+    c.trace.clone().finish()
+}
+
 fn names(t: &Trace) -> Vec<&str> {
-    (0..t.slices.len())
-        .map(|i| t.str(t.slices.name[i]))
+    (0..t.slices().len())
+        .map(|i| t.str(t.slices().name()[i]))
         .collect()
 }
 
@@ -143,7 +148,7 @@ fn records_without_an_end_are_skipped_and_counted() {
     let (mut c, _) = converter(all());
     c.push(Record::Kernel(kernel(1000, 0, 7, 11), c"still_running"));
     c.push(Record::Kernel(kernel(1000, 3000, 7, 12), c"done"));
-    assert_eq!(names(&c.trace), vec!["done"]);
+    assert_eq!(names(&batch(&c)), vec!["done"]);
     assert_eq!(c.incomplete_records, 1);
 }
 
@@ -158,24 +163,29 @@ fn kernels_go_on_stream_tracks_under_their_gpu() {
         kernel(2000, 2500, 13, 12),
         c"ncclDevKernel_AllGather_RING_LL",
     ));
-    let t = &c.trace;
-    assert_eq!(t.devices.len(), 1);
-    assert_eq!(t.devices[0].ordinal, 1);
-    assert_eq!(t.devices[0].sm_count, 132);
-    let k0 = t.slices.track[0];
+    let t = &batch(&c);
+    assert_eq!(t.devices().len(), 1);
+    assert_eq!(t.devices()[0].ordinal, 1);
+    assert_eq!(t.devices()[0].sm_count, 132);
+    let k0 = t.slices().track()[0];
     assert_eq!(
         t.track(k0).kind,
         TrackKind::Stream {
-            device: 0,
+            device: DeviceId(0),
             stream: 7
         }
     );
     assert_eq!(t.track_name(k0), "stream 7");
     let gpu = t.track(k0).parent.expect("stream has a parent");
-    assert_eq!(t.track(gpu).kind, TrackKind::Gpu { device: 0 });
+    assert_eq!(
+        t.track(gpu).kind,
+        TrackKind::Gpu {
+            device: DeviceId(0)
+        }
+    );
     assert_eq!(t.track_name(gpu), "GPU 1 · NVIDIA H200");
     assert_eq!(
-        t.track(t.slices.track[1]).parent,
+        t.track(t.slices().track()[1]).parent,
         Some(gpu),
         "both streams under one GPU track"
     );
@@ -184,18 +194,18 @@ fn kernels_go_on_stream_tracks_under_their_gpu() {
         vec!["my_kernel(float*, int)", "ncclDevKernel_AllGather_RING_LL"]
     );
     assert_eq!(
-        t.slices.class,
+        t.slices().class(),
         vec![SliceClass::Compute, SliceClass::Communication]
     );
     assert_eq!(
         (
-            t.slices.start_ns[0],
-            t.slices.dur_ns[0],
-            t.slices.correlation[0]
+            t.slices().start_ns()[0],
+            t.slices().dur_ns()[0],
+            t.slices().correlation()[0]
         ),
         (1000, 2000, 11)
     );
-    let lc = t.launch_of(0).expect("launch config");
+    let lc = t.launch_of(SliceId(0)).expect("launch config");
     assert_eq!(lc.grid, [132, 2, 1]);
     assert_eq!(lc.block, [256, 1, 1]);
     assert_eq!(
@@ -239,19 +249,25 @@ fn copies_carry_bytes_direction_and_pageability() {
         flags: 0,
         memory_kind: 3,
     }));
-    let t = &c.trace;
+    let t = &batch(&c);
     assert_eq!(
         names(t),
         vec!["Memcpy DtoH (Device -> Pageable)", "Memset (Device)"]
     );
-    let cp = t.copy_of(0).expect("copy info");
+    let cp = t.copy_of(SliceId(0)).expect("copy info");
     assert_eq!(
         (cp.bytes, cp.kind, cp.pageable),
         (4, CopyKind::DeviceToHost, true)
     );
-    assert_eq!(t.slices.kind, vec![SliceKind::Memcpy, SliceKind::Memset]);
-    assert_eq!(t.slices.class, vec![SliceClass::Memory, SliceClass::Memory]);
-    assert_eq!(t.copy_of(1).map(|c| c.bytes), Some(4096));
+    assert_eq!(
+        t.slices().kind(),
+        vec![SliceKind::Memcpy, SliceKind::Memset]
+    );
+    assert_eq!(
+        t.slices().class(),
+        vec![SliceClass::Memory, SliceClass::Memory]
+    );
+    assert_eq!(t.copy_of(SliceId(1)).map(|c| c.bytes), Some(4096));
 }
 
 #[test]
@@ -275,7 +291,7 @@ fn api_calls_get_thread_tracks_names_and_python_lines() {
         raw: api(70, 80, 211, 999, 45),
         driver: false,
     }); // the collector's own call
-    let t = &c.trace;
+    let t = &batch(&c);
     assert_eq!(
         names(t),
         vec![
@@ -285,20 +301,23 @@ fn api_calls_get_thread_tracks_names_and_python_lines() {
         ]
     );
     assert_eq!(
-        t.slices.kind,
+        t.slices().kind(),
         vec![SliceKind::Runtime, SliceKind::Runtime, SliceKind::Driver]
     );
     assert_eq!(
-        t.track(t.slices.track[0]).kind,
+        t.track(t.slices().track()[0]).kind,
         TrackKind::Thread { tid: 100 }
     );
-    assert_eq!(t.track_name(t.slices.track[0]), "python3 (main thread 100)");
-    assert_eq!(t.track_name(t.slices.track[1]), "thread 101");
     assert_eq!(
-        t.arg_string(0, "python").as_deref(),
+        t.track_name(t.slices().track()[0]),
+        "python3 (main thread 100)"
+    );
+    assert_eq!(t.track_name(t.slices().track()[1]), "thread 101");
+    assert_eq!(
+        t.arg_string(SliceId(0), "python").as_deref(),
         Some("train.py:7 (step)")
     );
-    assert_eq!(t.arg_string(1, "python"), None);
+    assert_eq!(t.arg_string(SliceId(1), "python"), None);
     assert!(py.is_empty(), "the location was claimed");
 }
 
@@ -313,26 +332,29 @@ fn syncs_go_on_their_stream_or_their_calling_thread() {
         driver: false,
     });
     c.finish_batch(false);
-    let t = &c.trace;
-    let syncs: Vec<usize> = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Sync)
+    let t = &batch(&c);
+    let syncs: Vec<usize> = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Sync)
         .collect();
     assert_eq!(syncs.len(), 2);
     let (a, b) = (syncs[0], syncs[1]);
-    assert_eq!(t.str(t.slices.name[a]), "Stream Sync");
+    assert_eq!(t.str(t.slices().name()[a]), "Stream Sync");
     assert_eq!(
-        t.track(t.slices.track[a]).kind,
+        t.track(t.slices().track()[a]).kind,
         TrackKind::Stream {
-            device: 0,
+            device: DeviceId(0),
             stream: 7
         }
     );
-    assert_eq!(t.str(t.slices.name[b]), "Context Sync");
+    assert_eq!(t.str(t.slices().name()[b]), "Context Sync");
     assert_eq!(
-        t.track(t.slices.track[b]).kind,
+        t.track(t.slices().track()[b]).kind,
         TrackKind::Thread { tid: 100 }
     );
-    assert_eq!((t.slices.start_ns[b], t.slices.dur_ns[b]), (500, 400));
+    assert_eq!(
+        (t.slices().start_ns()[b], t.slices().dur_ns()[b]),
+        (500, 400)
+    );
 }
 
 #[test]
@@ -342,14 +364,14 @@ fn a_sync_whose_call_never_comes_lands_on_an_unknown_thread() {
     for _ in 0..3 {
         c.finish_batch(false);
         assert!(
-            c.trace.slices.is_empty(),
+            c.trace.slices().is_empty(),
             "still waiting for the API record"
         );
     }
     c.finish_batch(false);
-    assert_eq!(c.trace.slices.len(), 1);
+    assert_eq!(c.trace.slices().len(), 1);
     assert_eq!(
-        c.trace.track_name(c.trace.slices.track[0]),
+        batch(&c).track_name(c.trace.slices().track()[0]),
         "host (thread unknown)"
     );
     assert_eq!(sync_name(2), "Stream Wait Event");
@@ -378,12 +400,16 @@ fn nvtx_ranges_and_marks_become_range_slices() {
         Some(c"checkpoint"),
     ));
     c.push(Record::Marker(marker(MARKER_END, 1, 400), None));
-    let t = &c.trace;
-    assert_eq!(names(t), vec!["checkpoint", "step 0"]);
-    assert_eq!(t.slices.kind, vec![SliceKind::Range, SliceKind::Range]);
-    assert_eq!((t.slices.start_ns[1], t.slices.dur_ns[1]), (100, 300));
+    let t = &batch(&c);
+    // In the trace's order: by start on the thread's track.
+    assert_eq!(names(t), vec!["step 0", "checkpoint"]);
+    assert_eq!(t.slices().kind(), vec![SliceKind::Range, SliceKind::Range]);
     assert_eq!(
-        t.track(t.slices.track[1]).kind,
+        (t.slices().start_ns()[0], t.slices().dur_ns()[0]),
+        (100, 300)
+    );
+    assert_eq!(
+        t.track(t.slices().track()[0]).kind,
         TrackKind::Thread { tid: 100 }
     );
 }
@@ -412,14 +438,14 @@ fn nvtx_ranges_that_never_end_are_forgotten_and_counted() {
     c.finish_batch(false);
     // Still within the limit: the long range ends and is kept.
     c.push(Record::Marker(marker(MARKER_END, 2, 900), None));
-    assert_eq!(names(&c.trace), vec!["long"]);
+    assert_eq!(names(&batch(&c)), vec!["long"]);
     assert_eq!(c.markers_abandoned, 0);
     c.finish_batch(false);
     assert_eq!(c.markers_abandoned, 1);
     // Its end, arriving after it was forgotten, adds nothing.
     c.push(Record::Marker(marker(MARKER_END, 1, 950), None));
-    assert_eq!(c.trace.slices.len(), 1);
-    let meta = &c.trace.processes[0].metadata;
+    assert_eq!(c.trace.slices().len(), 1);
+    let meta = &c.trace.processes()[0].metadata;
     assert!(meta
         .iter()
         .any(|(k, v)| k == crate::convert::ABANDONED_KEY && v == "1"));
@@ -444,17 +470,17 @@ fn unique_nvtx_names_past_the_limit_share_normalized_names() {
         let name = std::ffi::CString::new(format!("aten::mul, seq = {i}")).unwrap_or_default();
         c.push(Record::Marker(mark(i), Some(&name)));
     }
-    let pool = c.trace.strings.len();
+    let pool = c.trace.strings().len();
     for i in 0..1000 {
         let name = std::ffi::CString::new(format!("aten::add, seq = {i}")).unwrap_or_default();
         c.push(Record::Marker(mark(i), Some(&name)));
     }
     // One new string ("aten::add") for a thousand new names.
-    assert_eq!(c.trace.strings.len(), pool + 1);
-    let last = *c.trace.slices.name.last().unwrap_or(&StrId(0));
-    assert_eq!(c.trace.strings.get(last), "aten::add");
+    assert_eq!(c.trace.strings().len(), pool + 1);
+    let last = *c.trace.slices().name().last().unwrap_or(&StrId(0));
+    assert_eq!(c.trace.strings().get(last), "aten::add");
     c.finish_batch(false);
-    let meta = &c.trace.processes[0].metadata;
+    let meta = &c.trace.processes()[0].metadata;
     assert!(meta
         .iter()
         .any(|(k, _)| k == crate::marker_names::LIMIT_KEY));
@@ -468,8 +494,8 @@ fn records_outside_the_capture_window_are_dropped_and_offsets_apply() {
     c.push(Record::Kernel(kernel(800, 900, 7, 2), c"inside")); // 1300..1400
     c.push(Record::Kernel(kernel(3000, 3100, 7, 3), c"after"));
     c.push(Record::Kernel(kernel(0, 0, 7, 4), c"no timestamps"));
-    assert_eq!(names(&c.trace), vec!["inside"]);
-    assert_eq!(c.trace.slices.start_ns, vec![1300]);
+    assert_eq!(names(&batch(&c)), vec!["inside"]);
+    assert_eq!(c.trace.slices().start_ns(), vec![1300]);
     assert_eq!(c.records_seen, 4);
 }
 
@@ -481,7 +507,7 @@ fn unfinished_work_counts_as_lost_only_inside_a_closed_window() {
     // Began after the window closed, or not begun at all: outside it.
     c.push(Record::Kernel(kernel(2_500, 0, 7, 2), c"later"));
     c.push(Record::Kernel(kernel(0, 0, 7, 3), c"queued"));
-    assert!(names(&c.trace).is_empty());
+    assert!(names(&batch(&c)).is_empty());
     assert_eq!(c.incomplete_records, 1);
     // A whole recording (window never closed): queued work is lost too.
     let (mut c, _) = converter(all());
@@ -529,20 +555,19 @@ fn batches_stream_through_the_writer_and_read_back() {
         });
         c.finish_batch(false);
         c.process_mut().dropped_records = batch;
-        w.write_batch(&c.trace).expect("batch");
-        c.trace.clear_events();
+        c.trace.flush_events(|t| w.write_batch(t)).expect("batch");
     }
-    let bytes = w.finish(&c.trace).expect("finish");
+    let bytes = c.trace.flush_events(|t| w.finish(t)).expect("finish");
     let back = read_stream(Path::new("mem.pftrace"), bytes.as_slice()).expect("read back");
-    assert_eq!(back.processes.len(), 1);
-    assert_eq!(back.processes[0].dropped_records, 2);
-    assert_eq!(back.devices[0].name, "NVIDIA H200");
-    let kernels = (0..back.slices.len())
-        .filter(|&i| back.slices.kind[i] == SliceKind::Kernel)
+    assert_eq!(back.processes().len(), 1);
+    assert_eq!(back.processes()[0].dropped_records, 2);
+    assert_eq!(back.devices()[0].name, "NVIDIA H200");
+    let kernels = (0..back.slices().len())
+        .filter(|&i| back.slices().kind()[i] == SliceKind::Kernel)
         .count();
     assert_eq!(kernels, 3);
-    let lines: Vec<String> = (0..back.slices.len())
-        .filter_map(|i| back.arg_string(i, "python"))
+    let lines: Vec<String> = (0..back.slices().len())
+        .filter_map(|i| back.arg_string(SliceId::from_index(i), "python"))
         .collect();
     assert_eq!(
         lines,
@@ -566,20 +591,26 @@ fn optimizer_steps_become_ranges_on_their_thread() {
     c.host_range(42, 1_200, 1_500, OPTIMIZER_STEP_RANGE);
     c.host_range(42, 5_000, 6_000, OPTIMIZER_STEP_RANGE); // outside the window
     c.host_range(43, 1_900, 1_800, OPTIMIZER_STEP_RANGE); // end before start: empty
-    let t = &c.trace;
-    assert_eq!(t.slices.len(), 2);
+    let t = &batch(&c);
+    assert_eq!(t.slices().len(), 2);
     for i in 0..2 {
-        assert_eq!(t.slices.kind[i], SliceKind::Range);
-        assert_eq!(t.str(t.slices.name[i]), OPTIMIZER_STEP_RANGE);
+        assert_eq!(t.slices().kind()[i], SliceKind::Range);
+        assert_eq!(t.str(t.slices().name()[i]), OPTIMIZER_STEP_RANGE);
         assert!(matches!(
-            t.track(t.slices.track[i]).kind,
+            t.track(t.slices().track()[i]).kind,
             TrackKind::Thread { .. }
         ));
     }
-    assert_eq!((t.slices.start_ns[0], t.slices.dur_ns[0]), (1_200, 300));
-    assert_eq!((t.slices.start_ns[1], t.slices.dur_ns[1]), (1_900, 0));
+    assert_eq!(
+        (t.slices().start_ns()[0], t.slices().dur_ns()[0]),
+        (1_200, 300)
+    );
+    assert_eq!(
+        (t.slices().start_ns()[1], t.slices().dur_ns()[1]),
+        (1_900, 0)
+    );
     assert!(matches!(
-        t.track(t.slices.track[0]).kind,
+        t.track(t.slices().track()[0]).kind,
         TrackKind::Thread { tid: 42 }
     ));
 }
@@ -622,9 +653,12 @@ fn nccl_operations_link_to_their_kernel() {
     let ops = [op(45, 50), op(46, 50), op(75, 80)];
     let mut w = NcclWriter::with_comms(vec![Comm::default()]);
     w.add(&mut c, &ops);
-    let linked: Vec<Option<String>> = (0..c.trace.slices.len())
-        .filter(|&i| c.trace.slices.kind[i] == SliceKind::Other)
-        .map(|i| c.trace.arg_string(i, keys::KERNEL_CORRELATION))
+    let linked: Vec<Option<String>> = (0..c.trace.slices().len())
+        .filter(|&i| c.trace.slices().kind()[i] == SliceKind::Other)
+        .map(|i| {
+            c.trace
+                .arg_string(SliceId::from_index(i), keys::KERNEL_CORRELATION)
+        })
         .collect();
     assert_eq!(linked, [Some("1".into()), Some("1".into()), None]);
 }
@@ -655,16 +689,15 @@ fn gpu_metrics_feeds_become_counters_of_this_process_device() {
     feed.add_device(1, "0000:02:00");
     feed.write(&mut conv, false);
     let name_of = |conv: &Converter, i: usize| {
-        let t = conv.trace.counters.track[i];
+        let t = conv.trace.counters().track()[i];
         conv.trace
-            .strings
-            .get(conv.trace.tracks[t.0 as usize].name)
+            .str(conv.trace.tracks()[t.0 as usize].name)
             .to_string()
     };
-    assert_eq!(conv.trace.counters.len(), 2);
+    assert_eq!(conv.trace.counters().len(), 2);
     assert_eq!(name_of(&conv, 0), "GPU 1 · SM active %");
     assert_eq!(name_of(&conv, 1), "GPU 1 · DRAM GB/s");
-    assert_eq!(conv.trace.counters.value[0], 87.5);
+    assert_eq!(conv.trace.counters().value()[0], 87.5);
     assert!(conv.process_mut().metadata.contains(&(
         "gpu_metrics.device1.config".to_string(),
         "10000 Hz".to_string()
@@ -678,8 +711,8 @@ fn gpu_metrics_feeds_become_counters_of_this_process_device() {
     f.write_all(&protocol::encode_feed_point(0, 2_000, 90.0)[10..])
         .expect("as set up");
     feed.write(&mut conv, true);
-    assert_eq!(conv.trace.counters.len(), 3);
-    assert_eq!(conv.trace.counters.ts_ns[2], 2_000);
+    assert_eq!(conv.trace.counters().len(), 3);
+    assert_eq!(conv.trace.counters().ts_ns()[2], 2_000);
     assert_eq!(name_of(&conv, 2), "GPU 1 · SM active %");
     let _ = std::fs::remove_dir_all(&dir);
 }

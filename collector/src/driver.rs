@@ -6,7 +6,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 
-use streamscope_core::model::Device;
+use streamscope_core::Device;
 
 type Attr = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
 

@@ -5,7 +5,7 @@
 //! number dropped; those get a second, smaller allowance) and, past that
 //! too, replaced by one fixed name.
 
-use streamscope_core::model::{StrId, Trace};
+use streamscope_core::{StrId, TraceBuilder};
 
 /// Distinct marker names kept as they are.
 pub const MAX_MARKER_NAMES: usize = 65_536;
@@ -34,8 +34,8 @@ impl MarkerNames {
     }
 
     /// The id of `name`, adding it to the pool only below the ceiling.
-    pub fn resolve(&mut self, trace: &mut Trace, name: &str) -> StrId {
-        if let Some(id) = trace.strings.lookup(name) {
+    pub fn resolve(&mut self, trace: &mut TraceBuilder, name: &str) -> StrId {
+        if let Some(id) = trace.strings().lookup(name) {
             return id;
         }
         if self.added < self.cap {
@@ -44,7 +44,7 @@ impl MarkerNames {
         }
         self.renamed += 1;
         let short = normalize(name);
-        if let Some(id) = trace.strings.lookup(short) {
+        if let Some(id) = trace.strings().lookup(short) {
             return id;
         }
         if short.len() < name.len() && self.added_short < self.cap / 8 {
@@ -100,15 +100,15 @@ mod tests {
 
     #[test]
     fn names_past_the_cap_are_normalized_or_replaced() {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let mut m = MarkerNames::new(8);
-        let pool_before = t.strings.len();
+        let pool_before = t.strings().len();
         let a = m.resolve(&mut t, "aten::mul, seq = 1");
         let b = m.resolve(&mut t, "aten::mul");
         for i in 0..6 {
             m.resolve(&mut t, &format!("fill{i}x"));
         }
-        assert_eq!(t.strings.len(), pool_before + 8);
+        assert_eq!(t.strings().len(), pool_before + 8);
         assert!(!m.limit_reached());
         // A name seen before is free.
         assert_eq!(m.resolve(&mut t, "aten::mul, seq = 1"), a);
@@ -117,16 +117,16 @@ mod tests {
         assert_eq!(m.resolve(&mut t, "aten::mul, seq = 2"), b);
         // ...or new within the allowance of cap / 8 = 1...
         let step = m.resolve(&mut t, "step 2");
-        assert_eq!(t.strings.get(step), "step");
+        assert_eq!(t.strings().get(step), "step");
         assert_eq!(m.resolve(&mut t, "step 3"), step);
         // ...else the one fixed name.
         let lim = m.resolve(&mut t, "backward, seq = 9");
-        assert_eq!(t.strings.get(lim), LIMIT_NAME);
+        assert_eq!(t.strings().get(lim), LIMIT_NAME);
         assert_eq!(m.resolve(&mut t, "optimizer"), lim);
         for i in 0..10_000 {
             m.resolve(&mut t, &format!("unique {i}x"));
         }
-        assert_eq!(t.strings.len(), pool_before + 10);
+        assert_eq!(t.strings().len(), pool_before + 10);
         assert!(m.limit_reached());
         assert_eq!(m.renamed, 5 + 10_000);
         assert!(m.describe().contains("10005 later markers renamed"));

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use streamscope_core::model::{ClockDomain, Process};
+use streamscope_core::{ClockDomain, Process};
 
 pub const ENV_OUT: &str = streamscope_core::protocol::env::OUT;
 

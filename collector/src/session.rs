@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use streamscope_core::model::Device;
-use streamscope_core::perfetto::writer::PerfettoWriter;
+use streamscope_core::perfetto::PerfettoWriter;
 use streamscope_core::protocol;
+use streamscope_core::Device;
 
 use crate::capture::{CaptureSpec, CaptureWindow};
 use crate::convert::{Converter, HostInfo};
@@ -330,14 +330,14 @@ enum Output {
 
 fn start_cupti(
     spec: CaptureSpec,
-    mut process: streamscope_core::model::Process,
+    mut process: streamscope_core::Process,
     mut output: Output,
 ) -> Result<(), String> {
     let armed = matches!(output, Output::Armed(_));
     let env = |k: &str| std::env::var(k).ok();
     let pid = process.pid;
     let mut libs = Vec::new();
-    if let Some(p) = env("STREAMSCOPE_CUPTI_LIB") {
+    if let Some(p) = env(protocol::env::CUPTI_LIB) {
         libs.push(p);
     }
     if let Some(p) = env("NVTX_INJECTION64_PATH").filter(|p| p.contains("cupti")) {
@@ -618,15 +618,19 @@ fn writer_main(
         p.dropped_records = dropped;
         p.capture_start_ns = cs;
         p.capture_end_ns = ce;
-        progress.events += conv.trace.slices.len() as u64;
+        progress.events += conv.trace.slices().len() as u64;
         progress.records = conv.records_seen;
-        if !write_failed {
-            if let Err(e) = w.write_batch(&conv.trace) {
-                crate::warn!("streamscope: writing the trace failed: {e}");
-                write_failed = true;
+        let written = conv.trace.flush_events(|t| {
+            if write_failed {
+                Ok(())
+            } else {
+                w.write_batch(t)
             }
+        });
+        if let Err(e) = written {
+            crate::warn!("streamscope: writing the trace failed: {e}");
+            write_failed = true;
         }
-        conv.trace.clear_events();
         if last_progress.elapsed() >= PROGRESS_PERIOD {
             progress.write(w.bytes_written(), dropped, false);
             last_progress = Instant::now();
@@ -662,7 +666,7 @@ fn writer_main(
                 break;
             }
             s.sync.mark_done(requested);
-        } else if conv.trace.slices.len() >= 200_000 {
+        } else if conv.trace.slices().len() >= 200_000 {
             write(&mut conv, &mut w, false);
         }
     }
@@ -678,7 +682,7 @@ fn writer_main(
     }
     let bytes = w.bytes_written();
     if !write_failed {
-        if let Err(e) = w.finish(&conv.trace) {
+        if let Err(e) = conv.trace.flush_events(|t| w.finish(t)) {
             crate::warn!("streamscope: finishing the trace failed: {e}");
         }
     }

@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use streamscope_core::load::load_paths;
-use streamscope_core::model::{SliceKind, Trace};
 use streamscope_core::protocol::OPTIMIZER_STEP_RANGE;
+use streamscope_core::{SliceKind, Trace};
 
 mod common;
 use common::{rig, CHILD};
@@ -108,12 +108,12 @@ fn traces(dir: &Path) -> Vec<String> {
 
 /// (start, end) of every kernel.
 fn kernels(t: &Trace) -> Vec<(i64, i64)> {
-    (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
+    (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Kernel)
         .map(|i| {
             (
-                t.slices.start_ns[i],
-                t.slices.start_ns[i] + t.slices.dur_ns[i],
+                t.slices().start_ns()[i],
+                t.slices().start_ns()[i] + t.slices().dur_ns()[i],
             )
         })
         .collect()
@@ -165,7 +165,7 @@ fn sigusr2_captures_only_its_window() {
             "kernel past the 500 ms window: {b}"
         );
     }
-    let p = &t.processes[0];
+    let p = &t.processes()[0];
     let (cs, ce) = (
         p.capture_start_ns.expect("start"),
         p.capture_end_ns.expect("end"),
@@ -180,8 +180,8 @@ fn sigusr2_captures_only_its_window() {
         "{} ms",
         (ce - cs) / 1_000_000
     );
-    let steps = (0..t.slices.len())
-        .filter(|&i| t.str(t.slices.name[i]) == OPTIMIZER_STEP_RANGE)
+    let steps = (0..t.slices().len())
+        .filter(|&i| t.str(t.slices().name()[i]) == OPTIMIZER_STEP_RANGE)
         .count();
     assert!((3..=7).contains(&steps), "{steps} steps in 500 ms");
     let log = std::fs::read_to_string(dir.join("activity.log")).expect("log");
@@ -192,7 +192,7 @@ fn sigusr2_captures_only_its_window() {
     let on = log.find("callback 1 2 131").expect("switched on");
     let off = log.find("callback 0 2 131").expect("switched off");
     assert!(on < off, "{log}");
-    let meta = &t.processes[0].metadata;
+    let meta = &t.processes()[0].metadata;
     assert!(
         meta.iter()
             .any(|(k, v)| k == "python_callsites" && v.contains("during this capture")),
@@ -235,8 +235,8 @@ fn the_control_socket_makes_numbered_captures() {
     let two = load_paths(&[dir.join("rank-3.capture-2.pftrace")]).expect("2");
     assert!(!kernels(&one).is_empty() && !kernels(&two).is_empty());
     let (e1, s2) = (
-        one.processes[0].capture_end_ns.expect("end 1"),
-        two.processes[0].capture_start_ns.expect("start 2"),
+        one.processes()[0].capture_end_ns.expect("end 1"),
+        two.processes()[0].capture_start_ns.expect("start 2"),
     );
     assert!(kernels(&one).iter().all(|&(_, b)| b <= e1 + 150_000_000));
     assert!(
@@ -245,11 +245,11 @@ fn the_control_socket_makes_numbered_captures() {
     );
     assert!(kernels(&two).iter().all(|&(a, _)| a >= at));
     let three = load_paths(&[dir.join("rank-3.capture-3.pftrace")]).expect("3");
-    let steps = (0..three.slices.len())
-        .filter(|&i| three.str(three.slices.name[i]) == OPTIMIZER_STEP_RANGE)
+    let steps = (0..three.slices().len())
+        .filter(|&i| three.str(three.slices().name()[i]) == OPTIMIZER_STEP_RANGE)
         .count();
     assert_eq!(steps, 3, "two whole steps and the one it started in");
-    let p = &three.processes[0];
+    let p = &three.processes()[0];
     let d = p.capture_end_ns.expect("end") - p.capture_start_ns.expect("start");
     assert!(
         (150_000_000..500_000_000).contains(&d),
@@ -272,7 +272,7 @@ fn an_exit_mid_capture_leaves_a_valid_trace() {
     assert!(t0.elapsed() < Duration::from_secs(5), "exit is not held up");
     let t = load_paths(&[dir.join("rank-3.capture-1.pftrace")]).expect("loads");
     assert!(kernels(&t).len() >= 3);
-    let p = &t.processes[0];
+    let p = &t.processes()[0];
     let d = p.capture_end_ns.expect("end") - p.capture_start_ns.expect("start");
     assert!(
         d < 3_000_000_000,
@@ -306,7 +306,7 @@ fn touching_dir_capture_triggers_but_an_old_file_does_not() {
     finish(child);
     assert_eq!(traces(&dir), vec!["rank-3.capture-1.pftrace".to_string()]);
     let t = load_paths(&[dir.join("rank-3.capture-1.pftrace")]).expect("loads");
-    let cs = t.processes[0].capture_start_ns.expect("start");
+    let cs = t.processes()[0].capture_start_ns.expect("start");
     assert!(
         cs >= touched && cs - touched < 400_000_000,
         "polled every 200 ms"

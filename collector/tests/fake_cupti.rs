@@ -7,9 +7,10 @@
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
+use streamscope_core::{DeviceId, SliceId};
 
 use streamscope_core::load::load_paths;
-use streamscope_core::model::{ClockDomain, SliceKind, TrackKind};
+use streamscope_core::{ClockDomain, SliceKind, TrackKind};
 
 mod common;
 use common::{cdylib, rig, CHILD};
@@ -77,7 +78,7 @@ fn all_apis_records_every_call() {
         String::from_utf8_lossy(&out.stderr)
     );
     let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
-    let filter = t.processes[0]
+    let filter = t.processes()[0]
         .metadata
         .iter()
         .find(|(k, _)| k == "api_filter")
@@ -107,7 +108,7 @@ fn a_normal_exit_writes_a_complete_trace() {
         std::fs::read_dir(&dir).map(|d| d.count())
     );
     let t = load_paths(&[file]).expect("trace loads");
-    let p = &t.processes[0];
+    let p = &t.processes()[0];
     assert_eq!((p.rank, p.world_size), (Some(3), Some(4)));
     assert!(p.name.starts_with("rank 3 · "), "{}", p.name);
     assert_eq!(p.clock, ClockDomain::Monotonic);
@@ -140,9 +141,9 @@ fn a_normal_exit_writes_a_complete_trace() {
     let mut calls: Vec<&str> = log.lines().collect();
     calls.sort();
     assert_eq!(calls, ["1 529 0", "2 17 0"]);
-    let kernels: Vec<&str> = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
-        .map(|i| t.str(t.slices.name[i]))
+    let kernels: Vec<&str> = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Kernel)
+        .map(|i| t.str(t.slices().name()[i]))
         .collect();
     // One buffer per flush: the periodic ones (about 2 in 2.5 s) and the final one.
     assert!(kernels.len() >= 2, "{kernels:?}");
@@ -151,32 +152,37 @@ fn a_normal_exit_writes_a_complete_trace() {
         kernels.contains(&"ncclDevKernel_AllGather_RING_LL"),
         "{kernels:?}"
     );
-    let apis = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Runtime)
+    let apis = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Runtime)
         .count();
     assert_eq!(apis, kernels.len());
-    assert!((0..t.slices.len()).any(|i| t.str(t.slices.name[i]) == "cudaLaunchKernel"));
-    let copies = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Memcpy)
+    assert!((0..t.slices().len()).any(|i| t.str(t.slices().name()[i]) == "cudaLaunchKernel"));
+    let copies = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Memcpy)
         .count();
     assert_eq!(copies, kernels.len());
-    assert!(t.tracks.iter().any(|tr| tr.kind
+    assert!(t.tracks().iter().any(|tr| tr.kind
         == TrackKind::Stream {
-            device: 0,
+            device: DeviceId(0),
             stream: 7
         }));
     assert!(t
-        .tracks
+        .tracks()
         .iter()
         .any(|tr| tr.kind == TrackKind::Thread { tid: 7 }));
     // The optimizer step the "hooks" noted, as a range on their thread.
-    let steps: Vec<usize> = (0..t.slices.len())
-        .filter(|&i| t.str(t.slices.name[i]) == streamscope_core::protocol::OPTIMIZER_STEP_RANGE)
+    let steps: Vec<usize> = (0..t.slices().len())
+        .filter(|&i| {
+            t.str(t.slices().name()[i]) == streamscope_core::protocol::OPTIMIZER_STEP_RANGE
+        })
         .collect();
     assert_eq!(steps.len(), 1);
-    assert_eq!(t.slices.kind[steps[0]], SliceKind::Range);
+    assert_eq!(t.slices().kind()[steps[0]], SliceKind::Range);
     assert_eq!(
-        (t.slices.start_ns[steps[0]], t.slices.dur_ns[steps[0]]),
+        (
+            t.slices().start_ns()[steps[0]],
+            t.slices().dur_ns()[steps[0]]
+        ),
         (1_000, 1_000)
     );
     // torch.profiler: said once on stderr, kept in the trace for `record`.
@@ -205,8 +211,8 @@ fn host_tag() -> String {
     streamscope_collector::process_info::host_tag(&streamscope_collector::process_info::hostname())
 }
 
-fn out_pid(t: &streamscope_core::model::Trace) -> u32 {
-    t.processes[0].pid
+fn out_pid(t: &streamscope_core::Trace) -> u32 {
+    t.processes()[0].pid
 }
 
 #[test]
@@ -229,8 +235,8 @@ fn sigterm_flushes_then_dies_by_the_signal() {
         "the default action still ends the process: {status:?}"
     );
     let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
-    let kernels = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
+    let kernels = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Kernel)
         .count();
     assert!(
         kernels >= 2,
@@ -292,9 +298,9 @@ fn child_crashes() {
 /// The last kernel's end in a trace (CLOCK_MONOTONIC ns).
 fn last_kernel_end(path: &Path) -> i64 {
     let t = load_paths(&[path.to_path_buf()]).expect("trace loads");
-    (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
-        .map(|i| t.slices.start_ns[i] + t.slices.dur_ns[i])
+    (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Kernel)
+        .map(|i| t.slices().start_ns()[i] + t.slices().dur_ns()[i])
         .max()
         .unwrap_or(0)
 }
@@ -393,35 +399,44 @@ fn nccl_plugin_calls_reach_the_trace_file() {
     assert!(stdout.contains("plugin streamscope"), "{stdout}");
     assert!(stdout.contains("mask 6"), "Coll | P2p: {stdout}");
     let t = load_paths(&[dir.join("rank-1.pftrace")]).expect("trace loads");
-    let ops: Vec<usize> = (0..t.slices.len())
-        .filter(|&i| t.str(t.slices.name[i]).starts_with("NCCL "))
+    let ops: Vec<usize> = (0..t.slices().len())
+        .filter(|&i| t.str(t.slices().name()[i]).starts_with("NCCL "))
         .collect();
-    let names: Vec<&str> = ops.iter().map(|&i| t.str(t.slices.name[i])).collect();
+    let names: Vec<&str> = ops.iter().map(|&i| t.str(t.slices().name()[i])).collect();
     assert_eq!(
         names.iter().filter(|n| **n == "NCCL AllReduce").count(),
         5,
         "{names:?}"
     );
     assert_eq!(names.iter().filter(|n| **n == "NCCL Send").count(), 5);
-    let seqs: Vec<String> = ops.iter().filter_map(|&i| t.arg_string(i, "seq")).collect();
+    let seqs: Vec<String> = ops
+        .iter()
+        .filter_map(|&i| t.arg_string(SliceId::from_index(i), "seq"))
+        .collect();
     assert_eq!(seqs, ["0", "1", "2", "3", "4"]);
     let first = ops[0];
-    assert_eq!(t.slices.kind[first], SliceKind::Other);
+    assert_eq!(t.slices().kind()[first], SliceKind::Other);
     assert_eq!(
-        t.track_name(t.slices.track[first]),
+        t.track_name(t.slices().track()[first]),
         "NCCL · comm 0xc0ffee0123456789 (world) · rank 1/2"
     );
-    assert_eq!(t.arg_string(first, "bytes").as_deref(), Some("4194304"));
-    assert_eq!(t.arg_string(first, "proto").as_deref(), Some("LL128"));
+    assert_eq!(
+        t.arg_string(SliceId::from_index(first), "bytes").as_deref(),
+        Some("4194304")
+    );
+    assert_eq!(
+        t.arg_string(SliceId::from_index(first), "proto").as_deref(),
+        Some("LL128")
+    );
     // Host times on the trace's clock, between the process's first and last kernel.
-    let kernels: Vec<i64> = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
-        .map(|i| t.slices.start_ns[i])
+    let kernels: Vec<i64> = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Kernel)
+        .map(|i| t.slices().start_ns()[i])
         .collect();
-    let dur = t.slices.dur_ns[first];
+    let dur = t.slices().dur_ns()[first];
     assert!((1_000_000..100_000_000).contains(&dur), "{dur} ns");
-    assert!(kernels.iter().any(|&k| k > t.slices.start_ns[first]));
-    let meta = &t.processes[0].metadata;
+    assert!(kernels.iter().any(|&k| k > t.slices().start_ns()[first]));
+    let meta = &t.processes()[0].metadata;
     assert!(
         meta.iter()
             .any(|(k, v)| k == "nccl_profiler_plugin" && v.starts_with("v5: init called for 1")),
@@ -430,8 +445,8 @@ fn nccl_plugin_calls_reach_the_trace_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-fn metadata(t: &streamscope_core::model::Trace, key: &str) -> Option<String> {
-    t.processes[0]
+fn metadata(t: &streamscope_core::Trace, key: &str) -> Option<String> {
+    t.processes()[0]
         .metadata
         .iter()
         .find(|(k, _)| k == key)
@@ -519,22 +534,25 @@ fn gpu_metrics_become_counter_tracks_on_the_trace_clock() {
     );
     // Counter tracks under the GPU, on CLOCK_MONOTONIC, with the values.
     let track = |name: &str| {
-        t.tracks
+        t.tracks()
             .iter()
             .position(|tr| t.str(tr.name) == name)
             .unwrap_or_else(|| panic!("no track {name}"))
     };
     let sm = track("GPU 0 · SM active %");
     assert!(matches!(
-        t.tracks[sm].kind,
+        t.tracks()[sm].kind,
         TrackKind::Counter { device: Some(_) }
     ));
     let dram = track("GPU 0 · DRAM GB/s");
-    assert!(!t.tracks.iter().any(|tr| t.str(tr.name).contains("NVLink")));
+    assert!(!t
+        .tracks()
+        .iter()
+        .any(|tr| t.str(tr.name).contains("NVLink")));
     let points = |k: usize| -> Vec<(i64, f64)> {
-        (0..t.counters.len())
-            .filter(|&i| t.counters.track[i].0 as usize == k)
-            .map(|i| (t.counters.ts_ns[i], t.counters.value[i]))
+        (0..t.counters().len())
+            .filter(|&i| t.counters().track()[i].0 as usize == k)
+            .map(|i| (t.counters().ts_ns()[i], t.counters().value()[i]))
             .collect()
     };
     let sm_pts = points(sm);
@@ -602,7 +620,7 @@ fn a_gpu_sampled_by_another_process_is_noted_and_metrics_off_changes_nothing() {
         metadata(&t, "gpu_metrics.device0.status").as_deref(),
         Some("sampled by pid 4242")
     );
-    assert!(t.counters.is_empty());
+    assert!(t.counters().is_empty());
     assert!(!std::fs::read_to_string(dir.join("pm.log"))
         .unwrap_or_default()
         .contains("enable"));
@@ -617,8 +635,8 @@ fn a_gpu_sampled_by_another_process_is_noted_and_metrics_off_changes_nothing() {
         .expect("child runs");
     assert!(out.status.success());
     let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
-    assert!(t.counters.is_empty());
-    assert!(!t.processes[0]
+    assert!(t.counters().is_empty());
+    assert!(!t.processes()[0]
         .metadata
         .iter()
         .any(|(k, _)| k.starts_with("gpu_metrics")));

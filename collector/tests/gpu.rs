@@ -9,9 +9,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use streamscope_core::SliceId;
 
 use streamscope_core::load::load_paths;
-use streamscope_core::model::{ClockDomain, SliceKind, Trace, TrackKind};
+use streamscope_core::{ClockDomain, SliceKind, Trace, TrackKind};
 
 fn collector() -> PathBuf {
     let p = PathBuf::from(
@@ -72,13 +73,13 @@ fn load(dir: &Path) -> Trace {
 }
 
 fn count(t: &Trace, kind: SliceKind) -> usize {
-    t.slices.kind.iter().filter(|&&k| k == kind).count()
+    t.slices().kind().iter().filter(|&&k| k == kind).count()
 }
 
 fn names_of(t: &Trace, kind: SliceKind) -> Vec<String> {
-    (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == kind)
-        .map(|i| t.str(t.slices.name[i]).to_string())
+    (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == kind)
+        .map(|i| t.str(t.slices().name()[i]).to_string())
         .collect()
 }
 
@@ -129,8 +130,8 @@ fn fsdp_ref_trace_has_kernels_nccl_copies_api_and_no_drops() {
     inject(&mut cmd, &out);
     run_ok(cmd);
     let t = load(&out);
-    assert_eq!(t.processes.len(), 1);
-    let p = &t.processes[0];
+    assert_eq!(t.processes().len(), 1);
+    let p = &t.processes()[0];
     assert_eq!(p.dropped_records, 0, "dropped records");
     assert_eq!(p.clock, ClockDomain::Monotonic);
     assert_eq!(p.clock_snapshot.len(), 3);
@@ -139,13 +140,13 @@ fn fsdp_ref_trace_has_kernels_nccl_copies_api_and_no_drops() {
         "{:?}",
         p.metadata
     );
-    assert_eq!(t.devices.len(), 2, "two GPUs");
+    assert_eq!(t.devices().len(), 2, "two GPUs");
     assert!(
-        t.devices
+        t.devices()
             .iter()
             .all(|d| d.name.contains("H200") && d.sm_count > 0),
         "{:?}",
-        t.devices
+        t.devices()
     );
     let kernels = names_of(&t, SliceKind::Kernel);
     assert!(kernels.len() > 20, "{} kernels", kernels.len());
@@ -160,16 +161,16 @@ fn fsdp_ref_trace_has_kernels_nccl_copies_api_and_no_drops() {
         "no API calls"
     );
     assert!(count(&t, SliceKind::Range) > 0, "no NVTX ranges");
-    for tr in &t.tracks {
+    for tr in t.tracks() {
         if let TrackKind::Stream { .. } = tr.kind {
             let parent = tr.parent.expect("stream track has a GPU parent");
             assert!(matches!(t.track(parent).kind, TrackKind::Gpu { .. }));
         }
     }
-    let mut t2 = t.clone();
+    let mut t2 = t.clone().into_builder();
     t2.link_flows_by_correlation();
     assert!(
-        !t2.flows.is_empty(),
+        !t2.finish().flows().is_empty(),
         "kernels correlate with their launches"
     );
 }
@@ -190,15 +191,15 @@ fn python_syncs_carry_their_file_and_line() {
     inject(&mut cmd, &out);
     run_ok(cmd);
     let t = load(&out);
-    let lines: Vec<String> = (0..t.slices.len())
-        .filter_map(|i| t.arg_string(i, "python"))
+    let lines: Vec<String> = (0..t.slices().len())
+        .filter_map(|i| t.arg_string(SliceId::from_index(i), "python"))
         .collect();
     assert!(
         lines.iter().any(|l| l.contains("sync_test.py:5")),
         "python lines: {lines:?}"
     );
     assert!(count(&t, SliceKind::Sync) > 0, "no synchronization records");
-    assert_eq!(t.processes[0].dropped_records, 0);
+    assert_eq!(t.processes()[0].dropped_records, 0);
 }
 
 /// The capture scripts run 20 cos, then 7 sin inside the window, then 20
@@ -239,7 +240,7 @@ fn profiler_api_capture_keeps_only_the_window() {
     run_ok(cmd);
     let t = load(&out);
     assert_only_the_window_kernels(&t);
-    let p = &t.processes[0];
+    let p = &t.processes()[0];
     assert!(
         p.capture_start_ns.is_some() && p.capture_end_ns.is_some(),
         "capture window recorded"
@@ -302,9 +303,9 @@ fn sigterm_flushes_the_trace_before_the_process_dies() {
         "kernels flushed before death: {}",
         count(&t, SliceKind::Kernel)
     );
-    let last_end_ns = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel)
-        .map(|i| t.slices.start_ns[i] + t.slices.dur_ns[i])
+    let last_end_ns = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Kernel)
+        .map(|i| t.slices().start_ns()[i] + t.slices().dur_ns()[i])
         .max()
         .unwrap_or(0);
     let lost_ns = sent_ns - last_end_ns;
@@ -339,7 +340,7 @@ fn fsdp_ref_nccl_plugin_records_the_collectives() {
         .env("NCCL_DEBUG_SUBSYS", "INIT,ENV");
     let stderr = run_ok(cmd);
     let t = load(&out);
-    let meta = &t.processes[0].metadata;
+    let meta = &t.processes()[0].metadata;
     let plugin = meta
         .iter()
         .find(|(k, _)| k == "nccl_profiler_plugin")
@@ -357,8 +358,8 @@ fn fsdp_ref_nccl_plugin_records_the_collectives() {
         !meta.iter().any(|(k, _)| k == "nccl_records_lost"),
         "{meta:?}"
     );
-    let ops: Vec<usize> = (0..t.slices.len())
-        .filter(|&i| t.str(t.slices.name[i]).starts_with("NCCL "))
+    let ops: Vec<usize> = (0..t.slices().len())
+        .filter(|&i| t.str(t.slices().name()[i]).starts_with("NCCL "))
         .collect();
     let kernels = names_of(&t, SliceKind::Kernel)
         .into_iter()
@@ -368,7 +369,7 @@ fn fsdp_ref_nccl_plugin_records_the_collectives() {
     assert!(!ops.is_empty(), "no NCCL operation recorded");
     let mut last: std::collections::HashMap<(String, String, String), u64> = Default::default();
     for &i in &ops {
-        let arg = |k: &str| t.arg_string(i, k).unwrap_or_default();
+        let arg = |k: &str| t.arg_string(SliceId::from_index(i), k).unwrap_or_default();
         assert!(arg("comm").starts_with("0x"), "{}", arg("comm"));
         assert_eq!(arg("nranks"), "2");
         assert!(!arg("dtype").is_empty() && !arg("count").is_empty());

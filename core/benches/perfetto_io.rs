@@ -25,7 +25,7 @@ fn main() {
         item_sync: true,
         seed: 7,
     });
-    let slices = trace.slices.len();
+    let slices = trace.slices().len();
     println!(
         "generated {slices} slices in {:.2} s",
         t0.elapsed().as_secs_f64()
@@ -40,7 +40,7 @@ fn main() {
         let t = Instant::now();
         let back = read_file(&path).expect("read");
         read_s.push(t.elapsed().as_secs_f64());
-        assert_eq!(back.slices.len(), slices);
+        assert_eq!(back.slices().len(), slices);
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(|a, b| a.total_cmp(b));
@@ -74,16 +74,18 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("bench dir");
     let mut total = 0;
     for r in 0..8u32 {
-        let mut t = fsdp_like(&SynthOptions {
+        let mut b = fsdp_like(&SynthOptions {
             ranks: 1,
             target_slices: n / 8,
             layers: 16,
             item_sync: true,
             seed: 7 + r as u64,
-        });
-        t.processes[0].rank = Some(r);
-        t.processes[0].world_size = Some(8);
-        total += t.slices.len();
+        })
+        .into_builder();
+        b.processes_mut()[0].rank = Some(r);
+        b.processes_mut()[0].world_size = Some(8);
+        let t = b.finish();
+        total += t.slices().len();
         write_file(&t, &dir.join(format!("rank-{r}.pftrace"))).expect("write rank");
     }
     let mut load_s = Vec::new();

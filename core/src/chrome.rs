@@ -12,7 +12,7 @@
 //! carries what Trace Event Format cannot say: one `streamscope` metadata
 //! event with the processes, devices and tracks of the model, the track of
 //! each event (`sst`) and typed free-form arguments (`ssargs`). Tools ignore
-//! these fields; [`read_json`] reads such a file back into the model it was
+//! these fields; `read_json` reads such a file back into the model it was
 //! written from (flows are rebuilt from correlation ids, as every reader
 //! does), so an exported file reports what its source reported.
 
@@ -50,14 +50,14 @@ fn json_str(s: &str) -> String {
 }
 
 /// Writes `trace` as Trace Event Format JSON.
-pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
+pub(crate) fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
     let mut w = io::BufWriter::with_capacity(1 << 20, out);
     w.write_all(MARKER)?;
     writeln!(w, "\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
     write!(
         w,
         "{{\"ph\":\"M\",\"name\":\"streamscope\",\"pid\":{},\"args\":{{}},\"streamscope\":{}}}",
-        trace.processes.first().map_or(0, |p| p.pid),
+        trace.processes().first().map_or(0, |p| p.pid),
         model_json(trace)
     )?;
     let mut first = false;
@@ -68,7 +68,7 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
         first = false;
         Ok(())
     };
-    for p in &trace.processes {
+    for p in trace.processes() {
         sep(&mut w)?;
         let name = if p.name.is_empty() {
             p.label()
@@ -86,10 +86,10 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
             write!(w, "{{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":{},\"args\":{{\"labels\":\"rank {r}\"}}}}", p.pid)?;
         }
     }
-    for (i, tr) in trace.tracks.iter().enumerate() {
+    for (i, tr) in trace.tracks().iter().enumerate() {
         let pid = trace
-            .processes
-            .get(tr.process as usize)
+            .processes()
+            .get(tr.process.index())
             .map(|p| p.pid)
             .unwrap_or(0);
         let tid = tid_of(trace, TrackId(i as u32));
@@ -102,38 +102,38 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
         sep(&mut w)?;
         write!(w, "{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{i}}}}}")?;
     }
-    let sl = &trace.slices;
+    let sl = trace.slices();
     for i in 0..sl.len() {
-        let tr = trace.track(sl.track[i]);
+        let tr = trace.track(sl.track()[i]);
         let pid = trace
-            .processes
-            .get(tr.process as usize)
+            .processes()
+            .get(tr.process.index())
             .map(|p| p.pid)
             .unwrap_or(0);
-        let tid = tid_of(trace, sl.track[i]);
+        let tid = tid_of(trace, sl.track()[i]);
         sep(&mut w)?;
         write!(
             w,
             "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"sst\":{},\"ts\":{},\"dur\":{},\"args\":{{\"class\":\"{}\"",
-            sl.kind[i].name(),
-            json_str(trace.str(sl.name[i])),
-            sl.track[i].0,
-            us(sl.start_ns[i]),
-            us(sl.dur_ns[i]),
-            sl.class[i].name()
+            sl.kind()[i].name(),
+            json_str(trace.str(sl.name()[i])),
+            sl.track()[i].0,
+            us(sl.start_ns()[i]),
+            us(sl.dur_ns()[i]),
+            sl.class()[i].name()
         )?;
-        if sl.correlation[i] != 0 {
-            write!(w, ",\"correlation\":{}", sl.correlation[i])?;
+        if sl.correlation()[i] != 0 {
+            write!(w, ",\"correlation\":{}", sl.correlation()[i])?;
         }
         if let TrackKind::Stream { device, stream } = tr.kind {
             let ord = trace
-                .devices
-                .get(device as usize)
+                .devices()
+                .get(device.index())
                 .map(|d| d.ordinal)
-                .unwrap_or(device);
+                .unwrap_or(device.0);
             write!(w, ",\"device\":{ord},\"stream\":{stream}")?;
         }
-        if let Some(lc) = trace.launch_of(i) {
+        if let Some(lc) = trace.launch_of(SliceId::from_index(i)) {
             write!(
                 w,
                 ",\"grid\":[{},{},{}],\"block\":[{},{},{}],\"registers per thread\":{},\"static shared memory\":{},\"dynamic shared memory\":{}",
@@ -141,7 +141,7 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
                 lc.registers_per_thread, lc.static_smem_bytes, lc.dynamic_smem_bytes
             )?;
         }
-        if let Some(c) = trace.copy_of(i) {
+        if let Some(c) = trace.copy_of(SliceId::from_index(i)) {
             write!(
                 w,
                 ",\"bytes\":{},\"copy kind\":\"{}\",\"pageable\":{}",
@@ -150,7 +150,7 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
                 c.pageable
             )?;
         }
-        for (k, v) in trace.args_of(i) {
+        for (k, v) in trace.args_of(SliceId::from_index(i)) {
             let v = match v {
                 ArgValue::Int(x) => x.to_string(),
                 ArgValue::UInt(x) => x.to_string(),
@@ -162,7 +162,7 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
             write!(w, ",{}:{v}", json_str(trace.str(*k)))?;
         }
         w.write_all(b"}")?;
-        let args = trace.args_of(i);
+        let args = trace.args_of(SliceId::from_index(i));
         if !args.is_empty() {
             // Typed, in order: what the flat args above cannot say.
             let typed: Vec<Value> = args
@@ -183,13 +183,13 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
         }
         w.write_all(b"}")?;
     }
-    for f in &trace.flows {
+    for f in trace.flows() {
         for (ph, s, extra) in [("s", f.from, ""), ("f", f.to, ",\"bp\":\"e\"")] {
-            let s = s.0 as usize;
-            let tr = trace.track(sl.track[s]);
+            let s = s.index();
+            let tr = trace.track(sl.track()[s]);
             let pid = trace
-                .processes
-                .get(tr.process as usize)
+                .processes()
+                .get(tr.process.index())
                 .map(|p| p.pid)
                 .unwrap_or(0);
             sep(&mut w)?;
@@ -197,21 +197,21 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
                 w,
                 "{{\"ph\":\"{ph}\",\"cat\":\"flow\",\"name\":\"launch\",\"id\":{},\"pid\":{pid},\"tid\":{},\"ts\":{}{extra}}}",
                 f.id,
-                tid_of(trace, sl.track[s]),
-                us(sl.start_ns[s])
+                tid_of(trace, sl.track()[s]),
+                us(sl.start_ns()[s])
             )?;
         }
     }
-    for i in 0..trace.counters.len() {
-        let c = &trace.counters;
-        let tr = trace.track(c.track[i]);
+    let c = trace.counters();
+    for i in 0..c.len() {
+        let tr = trace.track(c.track()[i]);
         let pid = trace
-            .processes
-            .get(tr.process as usize)
+            .processes()
+            .get(tr.process.index())
             .map(|p| p.pid)
             .unwrap_or(0);
-        let v = if c.value[i].is_finite() {
-            c.value[i]
+        let v = if c.value()[i].is_finite() {
+            c.value()[i]
         } else {
             0.0
         };
@@ -220,12 +220,12 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
             w,
             "{{\"ph\":\"C\",\"name\":{},\"pid\":{pid},\"sst\":{},\"ts\":{},\"args\":{{\"value\":{v}}}{}}}",
             json_str(trace.str(tr.name)),
-            c.track[i].0,
-            us(c.ts_ns[i]),
-            if c.value[i].is_finite() {
+            c.track()[i].0,
+            us(c.ts_ns()[i]),
+            if c.value()[i].is_finite() {
                 String::new()
             } else {
-                format!(",\"ssvalue\":{}", json_str(&c.value[i].to_string()))
+                format!(",\"ssvalue\":{}", json_str(&c.value()[i].to_string()))
             }
         )?;
     }
@@ -237,7 +237,7 @@ pub fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
 /// metadata event.
 fn model_json(t: &Trace) -> Value {
     let processes: Vec<Value> = t
-        .processes
+        .processes()
         .iter()
         .map(|p| {
             json!({
@@ -250,11 +250,11 @@ fn model_json(t: &Trace) -> Value {
         })
         .collect();
     let devices: Vec<Value> = t
-        .devices
+        .devices()
         .iter()
         .map(|d| {
             json!({
-                "process": d.process, "ordinal": d.ordinal, "name": d.name,
+                "process": d.process.0, "ordinal": d.ordinal, "name": d.name,
                 "compute_major": d.compute_major, "compute_minor": d.compute_minor,
                 "sm_count": d.sm_count, "warp_size": d.warp_size,
                 "max_threads_per_block": d.max_threads_per_block,
@@ -267,21 +267,23 @@ fn model_json(t: &Trace) -> Value {
         })
         .collect();
     let tracks: Vec<Value> = t
-        .tracks
+        .tracks()
         .iter()
         .map(|tr| {
             let mut v = json!({
-                "process": tr.process,
+                "process": tr.process.0,
                 "parent": tr.parent.map(|p| p.0),
                 "name": t.str(tr.name),
             });
             let (kind, extra) = match tr.kind {
                 TrackKind::Thread { tid } => ("thread", json!({ "tid": tid })),
-                TrackKind::Gpu { device } => ("gpu", json!({ "device": device })),
+                TrackKind::Gpu { device } => ("gpu", json!({ "device": device.0 })),
                 TrackKind::Stream { device, stream } => {
-                    ("stream", json!({ "device": device, "stream": stream }))
+                    ("stream", json!({ "device": device.0, "stream": stream }))
                 }
-                TrackKind::Counter { device } => ("counter", json!({ "device": device })),
+                TrackKind::Counter { device } => {
+                    ("counter", json!({ "device": device.map(|d| d.0) }))
+                }
                 TrackKind::Other => ("other", json!({})),
             };
             if let (Value::Object(m), Value::Object(e)) = (&mut v, extra) {
@@ -296,7 +298,7 @@ fn model_json(t: &Trace) -> Value {
 
 /// Whether `json` is chrome-json exported by streamscope (starts with the
 /// marker, after any byte-order mark and whitespace).
-pub fn is_ours(json: &[u8]) -> bool {
+pub(crate) fn is_ours(json: &[u8]) -> bool {
     let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
     let start = json
         .iter()
@@ -336,7 +338,7 @@ struct Doc<'a> {
 
 /// Reads chrome-json written by [`write_chrome_json`] back into the model
 /// it was written from (see the module docs). `path` names it in errors.
-pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
+pub(crate) fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
     let bad = |why: String| TraceError::Json {
         path: path.to_path_buf(),
         why: format!("streamscope chrome-json: {why}"),
@@ -348,7 +350,7 @@ pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
         .find(|e| e.ph == "M" && e.name == "streamscope")
         .and_then(|e| e.streamscope.as_ref())
         .ok_or_else(|| bad("no streamscope metadata event".into()))?;
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     let u32_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as u32);
     let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let list = |k: &str| {
@@ -399,7 +401,7 @@ pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
                 .collect(),
         });
     }
-    let nproc = t.processes.len() as u32;
+    let nproc = t.processes().len() as u32;
     for d in list("devices") {
         let n = |k: &str| u32_of(&d, k).unwrap_or(0);
         let n64 = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -408,7 +410,7 @@ pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
             return Err(bad(format!("device of process {process}, beyond {nproc}")));
         }
         t.add_device(Device {
-            process,
+            process: ProcessId(process),
             ordinal: n("ordinal"),
             name: str_of(&d, "name"),
             compute_major: n("compute_major"),
@@ -425,7 +427,7 @@ pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
             global_mem_bytes: n64("global_mem_bytes"),
         });
     }
-    let ndev = t.devices.len() as u32;
+    let ndev = t.devices().len() as u32;
     let tracks = list("tracks");
     let ntracks = tracks.len() as u32;
     for tr in &tracks {
@@ -445,16 +447,24 @@ pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
             "thread" => TrackKind::Thread {
                 tid: u32_of(tr, "tid").unwrap_or(0),
             },
-            "gpu" if device.is_some() => TrackKind::Gpu { device: dev },
+            "gpu" if device.is_some() => TrackKind::Gpu {
+                device: DeviceId(dev),
+            },
             "stream" if device.is_some() => TrackKind::Stream {
-                device: dev,
+                device: DeviceId(dev),
                 stream: u32_of(tr, "stream").unwrap_or(0),
             },
-            "counter" => TrackKind::Counter { device },
+            "counter" => TrackKind::Counter {
+                device: device.map(DeviceId),
+            },
             _ => TrackKind::Other,
         };
-        let id = t.add_track(process, None, kind, &str_of(tr, "name"));
-        t.tracks[id.0 as usize].parent = parent.map(TrackId);
+        t.add_track(
+            ProcessId(process),
+            parent.map(TrackId),
+            kind,
+            &str_of(tr, "name"),
+        );
     }
     let time = |r: Option<&serde_json::value::RawValue>| {
         r.and_then(|r| crate::kineto::us_text_to_ns(r.get()))
@@ -540,9 +550,9 @@ pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
             _ => {}
         }
     }
-    bad_events += crate::load::break_parent_cycles(&mut t);
+    bad_events += t.break_parent_cycles();
     if bad_events > 0 {
-        t.diagnostics.push(
+        t.push_diagnostic(
             Diagnostic::new(
                 Kind::MalformedEvents,
                 bad_events as u64,
@@ -551,9 +561,8 @@ pub fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
             .in_file(path.display()),
         );
     }
-    t.sort_slices();
     t.link_flows_by_correlation();
-    Ok(t)
+    Ok(t.finish())
 }
 
 /// Writes `trace` as Trace Event Format JSON to `path`, replacing it.
@@ -585,13 +594,13 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&bytes).expect("valid JSON");
         let events = v["traceEvents"].as_array().expect("traceEvents");
         let x = events.iter().filter(|e| e["ph"] == "X").count();
-        assert_eq!(x, t.slices.len());
+        assert_eq!(x, t.slices().len());
         let flows = events.iter().filter(|e| e["ph"] == "s").count();
-        assert_eq!(flows, t.flows.len());
+        assert_eq!(flows, t.flows().len());
         // ns precision survives: ts is µs with 3 decimals.
         let first = events.iter().find(|e| e["ph"] == "X").expect("a slice");
         let ts = first["ts"].as_f64().expect("ts");
-        assert!((ts * 1000.0 - t.slices.start_ns[0] as f64).abs() < 1.0);
+        assert!((ts * 1000.0 - t.slices().start_ns()[0] as f64).abs() < 1.0);
     }
 
     #[test]

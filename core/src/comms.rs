@@ -15,7 +15,7 @@
 //! and is not read.
 
 use crate::analysis::nccl::{canonical_collective, dtype_bytes};
-use crate::model::{ArgValue, StrId, Trace};
+use crate::model::{ArgValue, ProcessId, SliceId, StrId, Trace, TraceBuilder};
 
 /// Argument keys of collective metadata.
 pub mod keys {
@@ -48,7 +48,7 @@ pub struct CommKeys([Option<StrId>; 8]);
 impl CommKeys {
     /// Looks the keys up in the trace's string pool.
     pub fn new(t: &Trace) -> CommKeys {
-        CommKeys(keys::ALL.map(|k| t.strings.lookup(k)))
+        CommKeys(keys::ALL.map(|k| t.strings().lookup(k)))
     }
 
     /// Whether the trace uses none of the keys (collector traces today).
@@ -79,12 +79,12 @@ pub struct CollectiveRecord {
 }
 
 impl CollectiveRecord {
-    /// Fills the fields still unknown from the arguments of slice `i`.
-    pub fn fill_from(&mut self, t: &Trace, k: &CommKeys, i: usize) {
-        if i >= t.slices.len() {
+    /// Fills the fields still unknown from the arguments of slice `id`.
+    pub fn fill_from(&mut self, t: &Trace, k: &CommKeys, id: SliceId) {
+        if id.index() >= t.slices().len() {
             return;
         }
-        for (key, v) in t.args_of(i) {
+        for (key, v) in t.args_of(id) {
             let Some(slot) = k.0.iter().position(|x| *x == Some(*key)) else {
                 continue;
             };
@@ -120,10 +120,10 @@ impl CollectiveRecord {
         }
     }
 
-    /// The record of slice `i` from its own arguments.
-    pub fn of_slice(t: &Trace, k: &CommKeys, i: usize) -> CollectiveRecord {
+    /// The record of slice `id` from its own arguments.
+    pub fn of_slice(t: &Trace, k: &CommKeys, id: SliceId) -> CollectiveRecord {
         let mut r = CollectiveRecord::default();
-        r.fill_from(t, k, i);
+        r.fill_from(t, k, id);
         r
     }
 
@@ -138,6 +138,7 @@ impl CollectiveRecord {
     }
 
     /// Whether nothing is known.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         *self == CollectiveRecord::default()
     }
@@ -150,12 +151,12 @@ mod tests {
 
     #[test]
     fn reads_typed_fields_from_args() {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Default::default());
         let tr = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "t");
         let name = t.intern("ncclDevKernel_AllGather_RING_LL");
         let mut s = NewSlice::new(tr, SliceKind::Kernel, name, 0, 10);
-        let kv = |t: &mut Trace, k: &str, v: ArgValue| (t.intern(k), v);
+        let kv = |t: &mut TraceBuilder, k: &str, v: ArgValue| (t.intern(k), v);
         let float = t.intern("BFloat16");
         let pg = t.intern("7");
         let coll = t.intern("_allgather_base");
@@ -169,13 +170,14 @@ mod tests {
             kv(&mut t, keys::SEQ, ArgValue::UInt(42)),
         ];
         t.push_slice(s);
+        let t = t.finish();
         let k = CommKeys::new(&t);
-        let r = CollectiveRecord::of_slice(&t, &k, 0);
+        let r = CollectiveRecord::of_slice(&t, &k, SliceId(0));
         assert_eq!(r.collective.as_deref(), Some("AllGather"));
         assert_eq!(r.process_group.as_deref(), Some("7"));
         assert_eq!((r.seq, r.group_size), (Some(42), Some(2)));
         assert_eq!(r.bytes(), Some(4000));
-        assert!(CollectiveRecord::of_slice(&t, &k, 99).is_empty());
+        assert!(CollectiveRecord::of_slice(&t, &k, SliceId(99)).is_empty());
     }
 }
 
@@ -217,24 +219,28 @@ fn plugin_nelems(func: &str, count: u64, n: u64) -> (u64, u64) {
 /// (the communicator hash) and sequence number. Keys the kernel already
 /// has are kept. Returns how many kernels gained arguments. A trace
 /// without plugin operations is left alone at the cost of one lookup.
-pub fn attach_plugin_operations(t: &mut Trace) -> usize {
+pub(crate) fn attach_plugin_operations(t: &mut TraceBuilder) -> usize {
     use crate::model::SliceKind;
     use std::collections::HashMap;
-    let Some(kc) = t.strings.lookup(plugin::KERNEL_CORRELATION) else {
+    let Some(kc) = t.strings().lookup(plugin::KERNEL_CORRELATION) else {
         return 0;
     };
-    let proc_of = |t: &Trace, i: usize| t.tracks[t.slices.track[i].0 as usize].process;
+    let proc_of = |t: &TraceBuilder, i: usize| t.tracks()[t.slices().track()[i].index()].process;
     // Operations: (process, kernel correlation) -> operation slice.
-    let mut ops: HashMap<(u32, u64), usize> = HashMap::new();
-    for i in 0..t.slices.len() {
-        if let Some((_, v)) = t.args_of(i).iter().find(|(k, _)| *k == kc) {
+    let mut ops: HashMap<(ProcessId, u64), SliceId> = HashMap::new();
+    for i in 0..t.slices().len() {
+        if let Some((_, v)) = t
+            .args_of(SliceId::from_index(i))
+            .iter()
+            .find(|(k, _)| *k == kc)
+        {
             let corr = match v {
                 ArgValue::Int(x) => u64::try_from(*x).ok(),
                 ArgValue::UInt(x) => Some(*x),
                 _ => None,
             };
             if let Some(c) = corr.filter(|&c| c > 0) {
-                ops.insert((proc_of(t, i), c), i);
+                ops.insert((proc_of(t, i), c), SliceId::from_index(i));
             }
         }
     }
@@ -243,15 +249,17 @@ pub fn attach_plugin_operations(t: &mut Trace) -> usize {
     }
     let key_ids = keys::ALL.map(|k| t.intern(k));
     let mut gained = 0;
-    for i in 0..t.slices.len() {
-        if t.slices.kind[i] != SliceKind::Kernel || t.slices.correlation[i] == 0 {
+    for i in 0..t.slices().len() {
+        let id = SliceId::from_index(i);
+        if t.slices().kind()[i] != SliceKind::Kernel || t.slices().correlation()[i] == 0 {
             continue;
         }
-        let Some(&op) = ops.get(&(proc_of(t, i), t.slices.correlation[i] as u64)) else {
+        let Some(&op) = ops.get(&(proc_of(t, i), t.slices().correlation()[i] as u64)) else {
             continue;
         };
-        let text = |t: &Trace, key: &str| t.arg_string(op, key);
-        let num = |t: &Trace, key: &str| text(t, key).and_then(|s| s.trim().parse::<u64>().ok());
+        let text = |t: &TraceBuilder, key: &str| t.arg_string(op, key);
+        let num =
+            |t: &TraceBuilder, key: &str| text(t, key).and_then(|s| s.trim().parse::<u64>().ok());
         let (Some(func), Some(count)) = (text(t, plugin::FUNC), num(t, plugin::COUNT)) else {
             continue;
         };
@@ -269,7 +277,7 @@ pub fn attach_plugin_operations(t: &mut Trace) -> usize {
         values[4] = Some(ArgValue::UInt(n));
         values[5] = text(t, plugin::COMM).map(|c| ArgValue::Str(t.intern(&c)));
         values[7] = num(t, plugin::SEQ).map(ArgValue::UInt);
-        let mut set: Vec<(StrId, ArgValue)> = t.args_of(i).to_vec();
+        let mut set: Vec<(StrId, ArgValue)> = t.args_of(id).to_vec();
         let before = set.len();
         for (k, v) in key_ids.iter().zip(values) {
             if let Some(v) = v {
@@ -279,8 +287,7 @@ pub fn attach_plugin_operations(t: &mut Trace) -> usize {
             }
         }
         if set.len() > before {
-            t.arg_sets.push(set);
-            t.slices.args[i] = (t.arg_sets.len() - 1) as u32;
+            t.set_slice_args(id, set);
             gained += 1;
         }
     }

@@ -7,15 +7,14 @@ use std::fmt::Write;
 
 use crate::model::*;
 
-/// Renders `t` (see the module docs). Slices in canonical order.
+/// Renders `t` (see the module docs). Slices in canonical order (a
+/// trace's own).
 pub fn dump(t: &Trace) -> String {
-    let mut t = t.clone();
-    t.sort_slices();
     let mut out = String::new();
-    for (i, p) in t.processes.iter().enumerate() {
+    for (i, p) in t.processes().iter().enumerate() {
         let _ = writeln!(out, "process {i}: {p:?}");
     }
-    for (i, d) in t.devices.iter().enumerate() {
+    for (i, d) in t.devices().iter().enumerate() {
         let _ = writeln!(out, "device {i}: {d:?}");
     }
     let track_path = |id: TrackId| {
@@ -24,9 +23,9 @@ pub fn dump(t: &Trace) -> String {
             .parent
             .map(|p| t.track_name(p).to_string())
             .unwrap_or_default();
-        format!("p{}/{}/{}", tr.process, parent, t.str(tr.name))
+        format!("p{}/{}/{}", tr.process.0, parent, t.str(tr.name))
     };
-    for (i, tr) in t.tracks.iter().enumerate() {
+    for (i, tr) in t.tracks().iter().enumerate() {
         let _ = writeln!(
             out,
             "track {i}: {} {:?}",
@@ -34,26 +33,27 @@ pub fn dump(t: &Trace) -> String {
             tr.kind
         );
     }
-    let sl = &t.slices;
+    let sl = t.slices();
     for i in 0..sl.len() {
         let _ = write!(
             out,
             "slice {} {}+{} {:?} {:?} {:?} corr={}",
-            track_path(sl.track[i]),
-            sl.start_ns[i],
-            sl.dur_ns[i],
-            t.str(sl.name[i]),
-            sl.kind[i],
-            sl.class[i],
-            sl.correlation[i]
+            track_path(sl.track()[i]),
+            sl.start_ns()[i],
+            sl.dur_ns()[i],
+            t.str(sl.name()[i]),
+            sl.kind()[i],
+            sl.class()[i],
+            sl.correlation()[i]
         );
-        if let Some(lc) = t.launch_of(i) {
+        let id = SliceId::from_index(i);
+        if let Some(lc) = t.launch_of(id) {
             let _ = write!(out, " {lc:?}");
         }
-        if let Some(c) = t.copy_of(i) {
+        if let Some(c) = t.copy_of(id) {
             let _ = write!(out, " {c:?}");
         }
-        for (k, v) in t.args_of(i) {
+        for (k, v) in t.args_of(id) {
             let v = match v {
                 ArgValue::Str(s) => format!("{:?}", t.str(*s)),
                 other => format!("{other:?}"),
@@ -63,17 +63,17 @@ pub fn dump(t: &Trace) -> String {
         out.push('\n');
     }
     let mut flows: Vec<String> = t
-        .flows
+        .flows()
         .iter()
         .map(|f| {
-            let (a, b) = (f.from.0 as usize, f.to.0 as usize);
+            let (a, b) = (f.from.index(), f.to.index());
             format!(
                 "flow {} {}@{} -> {}@{}",
                 f.id,
-                track_path(sl.track[a]),
-                sl.start_ns[a],
-                track_path(sl.track[b]),
-                sl.start_ns[b]
+                track_path(sl.track()[a]),
+                sl.start_ns()[a],
+                track_path(sl.track()[b]),
+                sl.start_ns()[b]
             )
         })
         .collect();
@@ -81,14 +81,14 @@ pub fn dump(t: &Trace) -> String {
     for f in flows {
         let _ = writeln!(out, "{f}");
     }
-    for i in 0..t.counters.len() {
-        let c = &t.counters;
+    let c = t.counters();
+    for i in 0..c.len() {
         let _ = writeln!(
             out,
             "counter {} {} {}",
-            track_path(c.track[i]),
-            c.ts_ns[i],
-            c.value[i]
+            track_path(c.track()[i]),
+            c.ts_ns()[i],
+            c.value()[i]
         );
     }
     out

@@ -44,7 +44,7 @@ pub fn read_file(path: &Path) -> Result<Trace> {
 /// first bytes, `head`, are already read from `rest`: a large one is read
 /// piece by piece, never held whole (`path` is read again, whole, in the
 /// rare case that its pieces do not read as events).
-pub fn read_plain_file(
+pub(crate) fn read_plain_file(
     path: &Path,
     head: Vec<u8>,
     rest: impl Read + Send,

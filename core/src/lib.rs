@@ -8,22 +8,35 @@
 //! `dump` (a textual dump for round-trip tests), for tests and benchmarks.
 
 #![warn(missing_docs)]
+//!
+//! The public API: the model at the crate root ([`Trace`], made by a
+//! [`TraceBuilder`], with its ids and kinds), loading ([`load`]), the file
+//! formats ([`perfetto`], [`kineto`], [`chrome`]), the analyses
+//! ([`analysis`]), problems met on the way ([`diagnostic`]), the record ↔
+//! collector contract ([`protocol`]) and the measured-GPU-metrics names
+//! ([`gpu_metrics`]). Everything else is private to the crate.
 
 pub mod analysis;
 pub mod chrome;
-pub mod comms;
+mod comms;
 pub mod diagnostic;
 #[cfg(any(test, feature = "testing"))]
 pub mod dump;
-pub mod error;
+mod error;
 pub mod gpu_metrics;
 pub mod kineto;
 pub mod load;
-pub mod model;
+mod model;
 pub mod perfetto;
 pub mod protocol;
 #[cfg(any(test, feature = "testing"))]
 pub mod synth;
 
+pub use diagnostic::{Diagnostic, Severity};
 pub use error::{Result, TraceError};
-pub use model::*;
+pub use model::{
+    ArgSet, ArgValue, ClockDomain, CopyInfo, CopyKind, Counters, Device, DeviceId, Flow,
+    LaunchConfig, NewSlice, Process, ProcessId, SliceClass, SliceId, SliceKind, Slices, StrId,
+    StringPool, Trace, TraceBuilder, Track, TrackId, TrackKind, COMPARE_RUN_KEY, NO_ARGS,
+    NO_PAYLOAD,
+};

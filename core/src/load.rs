@@ -33,7 +33,7 @@ pub struct Source {
 }
 
 /// What became of one file of a load.
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// It loaded and holds events.
     Loaded(Box<Trace>),
     /// A listed file that is empty or does not load: skipped with this
@@ -51,7 +51,7 @@ pub fn sources(paths: &[PathBuf]) -> Result<Vec<Source>> {
 
 /// [`sources`], and what it says of them: per directory holding several
 /// on-demand captures, which one it took ([`Kind::CaptureChosen`]).
-pub fn sources_noted(paths: &[PathBuf]) -> Result<(Vec<Source>, Vec<Diagnostic>)> {
+pub(crate) fn sources_noted(paths: &[PathBuf]) -> Result<(Vec<Source>, Vec<Diagnostic>)> {
     let mut files: Vec<Source> = Vec::new();
     let mut notes: Vec<Diagnostic> = Vec::new();
     for p in paths {
@@ -67,9 +67,9 @@ pub fn sources_noted(paths: &[PathBuf]) -> Result<(Vec<Source>, Vec<Diagnostic>)
 }
 
 /// Judges the load of one file as [`load_paths`] does.
-pub fn judge(f: &Source, t: Result<Trace>) -> Outcome {
+pub(crate) fn judge(f: &Source, t: Result<Trace>) -> Outcome {
     match t {
-        Ok(t) if f.listed && t.slices.is_empty() && t.counters.is_empty() => Outcome::Skipped(
+        Ok(t) if f.listed && t.slices().is_empty() && t.counters().is_empty() => Outcome::Skipped(
             Diagnostic::new(Kind::EmptyFile, 1, "holds no events (header only); skipped")
                 .in_file(f.path.display()),
             None,
@@ -95,7 +95,7 @@ pub fn judge(f: &Source, t: Result<Trace>) -> Outcome {
 
 /// The error when no file loaded: the first error met, else "no file
 /// holds any events".
-pub fn nothing_loaded(files: &[Source], first_error: Option<TraceError>) -> TraceError {
+pub(crate) fn nothing_loaded(files: &[Source], first_error: Option<TraceError>) -> TraceError {
     match first_error {
         Some(e) => e,
         // Only empty or header-only files.
@@ -108,7 +108,7 @@ pub fn nothing_loaded(files: &[Source], first_error: Option<TraceError>) -> Trac
 
 /// Warnings for ranks claimed by two files: `ranks` holds (rank, file
 /// index) of every process loaded, `path(i)` names file i.
-pub fn duplicate_ranks(
+pub(crate) fn duplicate_ranks(
     mut ranks: Vec<(u32, usize)>,
     path: &dyn Fn(usize) -> String,
 ) -> Vec<Diagnostic> {
@@ -188,7 +188,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
             }
             Outcome::Failed(e) => return Err(e),
         };
-        ranks.extend(t.processes.iter().filter_map(|p| p.rank).map(|r| (r, i)));
+        ranks.extend(t.processes().iter().filter_map(|p| p.rank).map(|r| (r, i)));
         match &mut trace {
             None => trace = Some(t),
             Some(all) => all.append(t),
@@ -201,8 +201,8 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
         files[i].path.display().to_string()
     }));
     // Load warnings first, in file order, then what was skipped.
-    trace.diagnostics.extend(skipped);
-    trace.diagnostics.extend(chosen);
+    trace.add_diagnostics(skipped);
+    trace.add_diagnostics(chosen);
     Ok(trace)
 }
 
@@ -256,7 +256,7 @@ pub fn expand(path: &Path) -> Result<Vec<PathBuf>> {
 
 /// The capture number K of an on-demand capture file
 /// (`rank-R.capture-K.pftrace[.gz]`, as `streamscope capture` names them).
-pub fn capture_number(p: &Path) -> Option<u32> {
+pub(crate) fn capture_number(p: &Path) -> Option<u32> {
     let name = p.file_name()?.to_str()?;
     let (_, rest) = name.split_once(".capture-")?;
     let digits: &str = &rest[..rest.find(|c: char| !c.is_ascii_digit())?];
@@ -319,7 +319,7 @@ pub fn sniff(path: &Path) -> Result<Format> {
 
 /// Detects the format from the first bytes of a file (`path` names it).
 /// For a gzip file, the format of what its first bytes inflate to.
-pub fn sniff_bytes(path: &Path, head: &[u8]) -> Result<Format> {
+pub(crate) fn sniff_bytes(path: &Path, head: &[u8]) -> Result<Format> {
     if !gzip::is_gzip(head) {
         return sniff_plain(path, head);
     }
@@ -420,28 +420,6 @@ pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> R
     }
 }
 
-/// Clears the parent of any track whose chain of parents loops (damaged
-/// or hostile descriptors), so that walking up a track tree always ends.
-/// Returns how many parents were cleared.
-pub(crate) fn break_parent_cycles(trace: &mut Trace) -> usize {
-    let n = trace.tracks.len();
-    let mut cleared = 0;
-    for i in 0..n {
-        let mut at = trace.tracks[i].parent;
-        let mut steps = 0;
-        while let Some(p) = at {
-            if p.0 as usize == i || steps > n || p.0 as usize >= n {
-                trace.tracks[i].parent = None;
-                cleared += 1;
-                break;
-            }
-            at = trace.tracks[p.0 as usize].parent;
-            steps += 1;
-        }
-    }
-    cleared
-}
-
 /// Writes a whole model with `write` (a format's writer) to `path`
 /// through [`write_atomically`], gzip-compressed when `path` ends in
 /// `.gz`; an existing `path` is replaced only with `overwrite`. A trace
@@ -452,7 +430,7 @@ pub(crate) fn write_model_file(
     overwrite: bool,
     write: impl FnOnce(&crate::model::Trace, &mut dyn std::io::Write) -> std::io::Result<()>,
 ) -> Result<()> {
-    if trace.processes.is_empty() {
+    if trace.processes().is_empty() {
         return Err(TraceError::NothingToWrite {
             path: path.to_path_buf(),
         });

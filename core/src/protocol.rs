@@ -150,8 +150,53 @@ pub const QUERY_APIS: &[&str] = &[
     "cuGetErrorName",
 ];
 
+/// What a host-blocking CUDA call waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blocks {
+    /// The work queued on one stream.
+    Stream,
+    /// All work of the device (context).
+    Device,
+    /// One event.
+    Event,
+    /// A synchronous memory copy (blocking when it reads device memory).
+    Copy,
+}
+
+/// CUDA runtime and driver calls that block the host until GPU work ends,
+/// named as CUPTI gives them (no `_v3020`-style suffix). The analysis
+/// classifies host syncs by this table; the collector reads the Python
+/// line at the entry of its runtime (`cuda*`) calls, all of which are in
+/// [`HOST_SYNC_APIS`].
+pub const BLOCKING_CALLS: &[(&str, Blocks)] = &[
+    ("cudaStreamSynchronize", Blocks::Stream),
+    ("cudaStreamSynchronize_ptsz", Blocks::Stream),
+    ("cuStreamSynchronize", Blocks::Stream),
+    ("cuStreamSynchronize_ptsz", Blocks::Stream),
+    ("cudaDeviceSynchronize", Blocks::Device),
+    ("cuCtxSynchronize", Blocks::Device),
+    ("cudaEventSynchronize", Blocks::Event),
+    ("cuEventSynchronize", Blocks::Event),
+    ("cudaMemcpy", Blocks::Copy),
+    ("cudaMemcpy_ptds", Blocks::Copy),
+    ("cuMemcpy", Blocks::Copy),
+    ("cuMemcpy_v2", Blocks::Copy),
+    ("cuMemcpyDtoH", Blocks::Copy),
+    ("cuMemcpyDtoH_v2", Blocks::Copy),
+];
+
+/// What CUDA call `name` blocks the host for, if it is in
+/// [`BLOCKING_CALLS`].
+pub fn blocking_call(name: &str) -> Option<Blocks> {
+    BLOCKING_CALLS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, b)| b)
+}
+
 /// Runtime API functions at whose entry the collector reads the caller's
-/// Python line (host syncs and the copies that may block).
+/// Python line: the runtime calls of [`BLOCKING_CALLS`] and the copies that
+/// may block.
 pub const HOST_SYNC_APIS: &[&str] = &[
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",

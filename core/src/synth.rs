@@ -53,7 +53,7 @@ impl Rng {
 }
 
 /// An H200 as CUDA reports it.
-pub fn h200(process: u32, ordinal: u32) -> Device {
+pub fn h200(process: ProcessId, ordinal: u32) -> Device {
     Device {
         process,
         ordinal,
@@ -108,7 +108,7 @@ fn generate(
     host: &dyn Fn(u32) -> String,
     ordinal: &dyn Fn(u32) -> u32,
 ) -> Trace {
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     t.reserve_slices(o.target_slices + 1024);
     let mut rng = Rng(seed);
     let mut ranks = Vec::new();
@@ -189,13 +189,13 @@ fn generate(
     let mut step = 0u32;
     let mut now = vec![t0; rank_ids.len()];
     let mut corr = vec![1u32; rank_ids.len()];
-    while t.slices.len() < o.target_slices {
+    while t.slices().len() < o.target_slices {
         for (r, rt) in ranks.iter().enumerate() {
             let mut cpu = now[r];
             let step_start = cpu;
             let mut gpu_compute = cpu + 5_000;
             let mut gpu_comm = cpu + 2_000;
-            let launch = |t: &mut Trace, cpu: &mut i64, corr: &mut u32, api: StrId| -> u32 {
+            let launch = |t: &mut TraceBuilder, cpu: &mut i64, corr: &mut u32, api: StrId| -> u32 {
                 let c = *corr;
                 *corr += 1;
                 t.push_slice_raw(
@@ -311,9 +311,8 @@ fn generate(
         }
         step += 1;
     }
-    t.sort_slices();
     t.link_flows_by_correlation();
-    t
+    t.finish()
 }
 
 struct Names {
@@ -328,7 +327,7 @@ struct Names {
 }
 
 impl Names {
-    fn new(t: &mut Trace, layers: u32) -> Self {
+    fn new(t: &mut TraceBuilder, layers: u32) -> Self {
         Names {
             launch: t.intern("cudaLaunchKernel"),
             memcpy_async: t.intern("cudaMemcpyAsync"),
@@ -353,16 +352,17 @@ impl Names {
 pub fn add_gpu_metrics(t: &mut Trace, interval_ns: i64) {
     use crate::gpu_metrics::{track_name, Metric};
     let interval_ns = interval_ns.max(1);
-    let nd = t.devices.len();
-    for d in 0..nd as u32 {
+    // (device, its GPU track, compute and communication busy spans)
+    let mut busy_of = Vec::new();
+    for d in (0..t.devices().len()).map(DeviceId::from_index) {
         let (mut compute, mut comm) = (Vec::new(), Vec::new());
-        let sl = &t.slices;
+        let sl = t.slices();
         for i in 0..sl.len() {
-            if t.track_device(sl.track[i]) != Some(d) || !sl.kind[i].is_gpu_activity() {
+            if t.track_device(sl.track()[i]) != Some(d) || !sl.kind()[i].is_gpu_activity() {
                 continue;
             }
-            let iv = (sl.start_ns[i], sl.start_ns[i] + sl.dur_ns[i]);
-            match sl.class[i] {
+            let iv = (sl.start_ns()[i], sl.start_ns()[i] + sl.dur_ns()[i]);
+            match sl.class()[i] {
                 SliceClass::Communication => comm.push(iv),
                 SliceClass::Compute => compute.push(iv),
                 _ => {}
@@ -376,33 +376,38 @@ pub fn add_gpu_metrics(t: &mut Trace, interval_ns: i64) {
         };
         let compute = crate::analysis::intervals::union(compute);
         let comm = crate::analysis::intervals::union(comm);
-        let dev = t.devices[d as usize].clone();
-        let gpu = (0..t.tracks.len())
-            .find(|&k| t.tracks[k].kind == TrackKind::Gpu { device: d })
-            .map(|k| TrackId(k as u32));
-        let track = |t: &mut Trace, m: Metric| {
-            t.add_track(
+        let gpu = (t.tracks().iter())
+            .position(|tr| tr.kind == TrackKind::Gpu { device: d })
+            .map(TrackId::from_index);
+        busy_of.push((d, gpu, (a, b), compute, comm));
+    }
+    let mut b = std::mem::take(t).into_builder();
+    for (d, gpu, (start, end), compute, comm) in busy_of {
+        let dev = b.devices()[d.index()].clone();
+        let mut track = |m: Metric| {
+            b.add_track(
                 dev.process,
                 gpu,
                 TrackKind::Counter { device: Some(d) },
                 &track_name(dev.ordinal, m),
             )
         };
-        let sm = track(t, Metric::SmActive);
-        let rx = track(t, Metric::NvlinkRx);
-        let tx = track(t, Metric::NvlinkTx);
-        let dram = track(t, Metric::Dram);
-        let mut ts = a;
-        while ts < b {
+        let sm = track(Metric::SmActive);
+        let rx = track(Metric::NvlinkRx);
+        let tx = track(Metric::NvlinkTx);
+        let dram = track(Metric::Dram);
+        let mut ts = start;
+        while ts < end {
             let busy = |u: &[(i64, i64)]| crate::analysis::intervals::contains(u, ts);
-            t.push_counter(sm, ts, if busy(&compute) { 100.0 } else { 0.0 });
+            b.push_counter(sm, ts, if busy(&compute) { 100.0 } else { 0.0 });
             let link = if busy(&comm) { 200.0 } else { 0.0 };
-            t.push_counter(rx, ts, link);
-            t.push_counter(tx, ts, link);
-            t.push_counter(dram, ts, 1000.0);
+            b.push_counter(rx, ts, link);
+            b.push_counter(tx, ts, link);
+            b.push_counter(dram, ts, 1000.0);
             ts += interval_ns;
         }
     }
+    *t = b.finish();
 }
 
 #[cfg(test)]
@@ -417,13 +422,13 @@ mod tests {
         };
         let a = fsdp_like(&o);
         let b = fsdp_like(&o);
-        assert!(a.slices.len() >= 5_000);
-        assert_eq!(a.slices, b.slices);
-        assert_eq!(a.processes.len(), 2);
-        assert!(!a.flows.is_empty());
+        assert!(a.slices().len() >= 5_000);
+        assert_eq!(a.slices(), b.slices());
+        assert_eq!(a.processes().len(), 2);
+        assert!(!a.flows().is_empty());
         let comm = a
-            .slices
-            .class
+            .slices()
+            .class()
             .iter()
             .filter(|c| **c == SliceClass::Communication)
             .count();

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use streamscope_core::analysis::{compare, AnalysisOptions};
 use streamscope_core::diagnostic::Kind;
 use streamscope_core::load::load_paths;
+use streamscope_core::ProcessId;
 
 fn bundled(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -126,14 +127,18 @@ fn side_by_side_aligns_the_first_steps() {
     let shift = ta - tb;
     let (merged, c) = compare::side_by_side(&a, &b, ("a", "b"), None, &opts);
     assert_eq!(c.ranks.len(), 2);
-    assert_eq!(merged.processes.len(), 4);
-    assert_eq!(merged.slices.len(), a.slices.len() + b.slices.len());
+    assert_eq!(merged.processes().len(), 4);
+    assert_eq!(merged.slices().len(), a.slices().len() + b.slices().len());
     // B's slices, in order, moved by exactly the shift.
-    let b_min = b.slices.start_ns.iter().min().copied().expect("slices");
-    let tracks_b: Vec<bool> = merged.tracks.iter().map(|t| t.process >= 2).collect();
-    let merged_b_min = (0..merged.slices.len())
-        .filter(|&i| tracks_b[merged.slices.track[i].0 as usize])
-        .map(|i| merged.slices.start_ns[i])
+    let b_min = b.slices().start_ns().iter().min().copied().expect("slices");
+    let tracks_b: Vec<bool> = merged
+        .tracks()
+        .iter()
+        .map(|t| t.process >= ProcessId(2))
+        .collect();
+    let merged_b_min = (0..merged.slices().len())
+        .filter(|&i| tracks_b[merged.slices().track()[i].0 as usize])
+        .map(|i| merged.slices().start_ns()[i])
         .min()
         .expect("B slices");
     assert_eq!(merged_b_min, b_min + shift);
@@ -149,12 +154,12 @@ fn side_by_side_aligns_the_step_asked_for() {
     // Step 6 of rank 0 starts together: the two processes of rank 0 (A's
     // is process 0, B's process 2) have their "step 6" range at one time.
     let step6 = |process: u32| {
-        (0..merged.slices.len())
+        (0..merged.slices().len())
             .find(|&i| {
-                merged.tracks[merged.slices.track[i].0 as usize].process == process
-                    && merged.str(merged.slices.name[i]) == "step 6"
+                merged.tracks()[merged.slices().track()[i].0 as usize].process == ProcessId(process)
+                    && merged.str(merged.slices().name()[i]) == "step 6"
             })
-            .map(|i| merged.slices.start_ns[i])
+            .map(|i| merged.slices().start_ns()[i])
             .expect("a step 6 range")
     };
     let d = (step6(0) - step6(2)).abs();

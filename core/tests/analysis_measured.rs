@@ -3,11 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use streamscope_core::analysis::{analyze, intervals, AnalysisOptions};
+use streamscope_core::analysis::{analyze, AnalysisOptions};
 use streamscope_core::load::load_paths;
-use streamscope_core::model::SliceClass;
-use streamscope_core::perfetto::{reader, writer::PerfettoWriter};
+use streamscope_core::perfetto::{self as reader, PerfettoWriter};
 use streamscope_core::synth::{add_gpu_metrics, fsdp_like, SynthOptions};
+use streamscope_core::ProcessId;
+use streamscope_core::SliceClass;
 
 fn bundled(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -29,7 +30,7 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
     w.write_batch(&t).expect("as generated");
     w.finish(&t).expect("as generated");
     let t = reader::read_stream(Path::new("synth.pftrace"), &buf[..]).expect("read back");
-    assert!(t.counters.len() > 1000);
+    assert!(t.counters().len() > 1000);
     let r = analyze(&t, &AnalysisOptions::default());
     assert_eq!(r.ranks.len(), 2);
     for rank in &r.ranks {
@@ -48,23 +49,25 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
         let p = rank.process;
         let mut compute = Vec::new();
         let (mut a, mut b) = (i64::MAX, i64::MIN);
-        let sl = &t.slices;
+        let sl = t.slices();
         let (ws, we) = (rank.window.start_ns, rank.window.end_ns);
         for i in 0..sl.len() {
-            if t.tracks[sl.track[i].0 as usize].process != p || !sl.kind[i].is_gpu_activity() {
+            if t.tracks()[sl.track()[i].0 as usize].process != ProcessId(p)
+                || !sl.kind()[i].is_gpu_activity()
+            {
                 continue;
             }
-            let (s, e) = (sl.start_ns[i], sl.start_ns[i] + sl.dur_ns[i]);
+            let (s, e) = (sl.start_ns()[i], sl.start_ns()[i] + sl.dur_ns()[i]);
             if ws.is_some_and(|w| s < w) || we.is_some_and(|w| s >= w) {
                 continue;
             }
             a = a.min(s);
             b = b.max(e);
-            if sl.class[i] == SliceClass::Compute {
+            if sl.class()[i] == SliceClass::Compute {
                 compute.push((s, e));
             }
         }
-        let share = 100.0 * intervals::measure(&intervals::union(compute)) as f64 / (b - a) as f64;
+        let share = 100.0 * union_measure(compute) as f64 / (b - a) as f64;
         let sm = m.sm_active_pct.expect("as generated");
         assert!(
             (sm - share).abs() < 3.0,
@@ -157,4 +160,18 @@ fn sm_contention_is_found_in_the_overlapped_run_and_not_in_the_serial_one() {
         assert_eq!(rank.sm_contention.compute_slowdown_pct, None);
         assert_eq!(rank.sm_contention.kernels_overlapped, 0);
     }
+}
+
+/// Total length of the union of `v`'s intervals.
+fn union_measure(mut v: Vec<(i64, i64)>) -> i64 {
+    v.sort_unstable();
+    let (mut total, mut end) = (0, i64::MIN);
+    for (s, e) in v {
+        let s = s.max(end);
+        if e > s {
+            total += e - s;
+            end = e;
+        }
+    }
+    total
 }

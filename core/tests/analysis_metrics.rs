@@ -3,14 +3,14 @@
 //! events, idle categories, steps, stalls, prefetch slack, collectives.
 
 use streamscope_core::analysis::{analyze, render, AnalysisOptions, WindowRule};
-use streamscope_core::model::*;
+use streamscope_core::*;
 
 const AG: &str = "ncclDevKernel_AllGather_RING_LL(x)";
 const AR: &str = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)";
 
 /// One rank: a host thread, compute streams 7 and 8, a NCCL stream 20.
 struct B {
-    t: Trace,
+    t: TraceBuilder,
     host: TrackId,
     s7: TrackId,
     s8: TrackId,
@@ -20,7 +20,7 @@ struct B {
 
 impl B {
     fn new() -> B {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process {
             pid: 1,
             rank: Some(0),
@@ -30,7 +30,7 @@ impl B {
         B::add_rank(t, p)
     }
 
-    fn add_rank(mut t: Trace, p: u32) -> B {
+    fn add_rank(mut t: TraceBuilder, p: ProcessId) -> B {
         let d = t.add_device(streamscope_core::synth::h200(p, 0));
         let host = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
         let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
@@ -101,7 +101,7 @@ impl B {
     }
 
     fn report(&self) -> streamscope_core::analysis::Report {
-        analyze(&self.t, &AnalysisOptions::default())
+        analyze(&self.t.clone().finish(), &AnalysisOptions::default())
     }
 }
 
@@ -183,7 +183,7 @@ fn rank_without_gpu_events_is_reported_as_such() {
     let host = t.add_track(p, None, TrackKind::Thread { tid: 2 }, "main");
     let n = t.intern("aten::add");
     t.push_slice(NewSlice::new(host, SliceKind::CpuOp, n, 0, 50));
-    let r = analyze(&t, &AnalysisOptions::default());
+    let r = analyze(&t.clone().finish(), &AnalysisOptions::default());
     // A process without GPU work (a launcher) is not a rank: it is listed
     // under other_processes.
     assert_eq!(r.ranks.len(), 1);
@@ -198,7 +198,7 @@ fn rank_without_gpu_events_is_reported_as_such() {
     assert!(render::json(&r).contains("\"other_processes\""));
     // --rank filters, and never picks the launcher.
     let only = analyze(
-        &t,
+        &t.clone().finish(),
         &AnalysisOptions {
             rank: Some(1),
             ..Default::default()
@@ -259,8 +259,7 @@ fn collectives_with_sizes_and_bus_bandwidth() {
         (keys[2], ArgValue::Int(4)),
         (keys[3], ArgValue::Str(f)),
     ];
-    b.t.arg_sets.push(args);
-    b.t.slices.args[k.0 as usize] = (b.t.arg_sets.len() - 1) as u32;
+    b.t.set_slice_args(k, args);
     b.kernel(b.s20, AG, 2000, 500, None);
     let r = b.report();
     let ar = r
@@ -308,7 +307,7 @@ fn hta_window_drops_the_last_step_by_correlation() {
     assert_eq!(r.steps[1].breakdown.compute_us, 0.5);
     // --steps 2..2 picks the last step only.
     let sel = analyze(
-        &b.t,
+        &b.t.clone().finish(),
         &AnalysisOptions {
             steps: Some((2, 2)),
             ..Default::default()
@@ -465,19 +464,19 @@ fn prefetch_exactly_on_time_is_late_when_compute_waited() {
 
 #[test]
 fn empty_trace_and_gpu_work_off_stream_tracks() {
-    let r = analyze(&Trace::new(), &AnalysisOptions::default());
+    let r = analyze(&Trace::default(), &AnalysisOptions::default());
     assert!(r.ranks.is_empty() && r.steps.is_empty());
     assert!(render::text(&r).starts_with("streamscope report: 0 rank(s)"));
     assert!(render::markdown(&r).contains("| rank |"));
     // A foreign trace: kernels on an "Other" track still count.
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     let p = t.add_process(Process::default());
     let tr = t.add_track(p, None, TrackKind::Other, "gpu?");
     let n = t.intern("gemm");
     let mut k = NewSlice::new(tr, SliceKind::Kernel, n, 0, 1000);
     k.class = SliceClass::Compute;
     t.push_slice(k);
-    let r = analyze(&t, &AnalysisOptions::default());
+    let r = analyze(&t.clone().finish(), &AnalysisOptions::default());
     assert_eq!(r.ranks[0].breakdown.compute_us, 1.0);
     assert_eq!(r.ranks[0].idle_by_stream.len(), 1);
     assert!(r.occupancy.is_empty(), "no device record");

@@ -8,7 +8,7 @@ use streamscope_core::*;
 
 #[test]
 fn each_gpu_of_a_process_is_its_own_rank() {
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     let p = t.add_process(Process {
         pid: 7,
         rank: Some(0),
@@ -37,8 +37,7 @@ fn each_gpu_of_a_process_is_its_own_rank() {
     let mut c = NewSlice::new(streams[1], SliceKind::Kernel, ag, 0, 100_000);
     c.class = SliceClass::Communication;
     t.push_slice(c);
-    t.sort_slices();
-    let r = analyze(&t, &AnalysisOptions::default());
+    let r = analyze(&t.clone().finish(), &AnalysisOptions::default());
     assert_eq!(
         r.ranks.len(),
         2,

@@ -28,7 +28,7 @@ fn analyze_ten_million_slices() {
     let took = t1.elapsed();
     println!(
         "generated {} slices in {:.2?}; analyze: {:.3} s ({} ranks, {} steps, {} sync warnings)",
-        t.slices.len(),
+        t.slices().len(),
         gen,
         took.as_secs_f64(),
         r.ranks.len(),
@@ -45,24 +45,26 @@ fn analyze_ten_million_slices_without_step_markers() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(10_000_000);
-    let mut t = fsdp_like(&SynthOptions {
+    let mut b = fsdp_like(&SynthOptions {
         ranks: 8,
         target_slices: n,
         layers: 32,
         item_sync: true,
         seed: 7,
-    });
+    })
+    .into_builder();
     // Hide the ProfilerStep ranges: steps must come from the kernel sequence's period.
-    for k in t.slices.kind.iter_mut() {
-        if *k == streamscope_core::SliceKind::Range {
-            *k = streamscope_core::SliceKind::Other;
+    for id in b.slices().ids() {
+        if b.slices().kind()[id.index()] == streamscope_core::SliceKind::Range {
+            b.set_slice_kind(id, streamscope_core::SliceKind::Other);
         }
     }
+    let t = b.finish();
     let t1 = Instant::now();
     let r = analyze(&t, &AnalysisOptions::default());
     println!(
         "no step markers, {} slices: analyze {:.3} s; step source {}, {} steps",
-        t.slices.len(),
+        t.slices().len(),
         t1.elapsed().as_secs_f64(),
         r.ranks[0].step_source,
         r.steps.len()
@@ -96,7 +98,7 @@ fn whatif_ten_million_slices() {
     let r = whatif(&t, &opts).expect("replay");
     println!(
         "{} slices: whatif --comm-scale 2 {:.3} s ({} graph nodes, {} edges, {} ranks, consistency {:.3} %)",
-        t.slices.len(),
+        t.slices().len(),
         t1.elapsed().as_secs_f64(),
         r.graph_nodes,
         r.graph_edges,

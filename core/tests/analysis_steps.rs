@@ -6,11 +6,11 @@
 
 use std::path::{Path, PathBuf};
 
-use streamscope_core::analysis::steps::is_step_name;
+use streamscope_core::analysis::is_step_name;
 use streamscope_core::analysis::{analyze, AnalysisOptions, Report, WindowRule};
 use streamscope_core::load::load_paths;
-use streamscope_core::model::*;
 use streamscope_core::protocol::OPTIMIZER_STEP_RANGE;
+use streamscope_core::*;
 
 fn bundled(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -28,18 +28,21 @@ const TRACES: [&str; 3] = [
 /// collector's optimizer-step ranges) so that nothing marks a step.
 /// Returns how many it removed.
 fn strip_step_markers(t: &mut Trace) -> usize {
-    let removed = t.intern("removed annotation");
+    let mut b = std::mem::take(t).into_builder();
+    let removed = b.intern("removed annotation");
     let mut n = 0;
-    for i in 0..t.slices.len() {
-        if !matches!(t.slices.kind[i], SliceKind::Range | SliceKind::CpuOp) {
+    for id in b.slices().ids() {
+        let i = id.index();
+        if !matches!(b.slices().kind()[i], SliceKind::Range | SliceKind::CpuOp) {
             continue;
         }
-        let name = t.str(t.slices.name[i]);
+        let name = b.str(b.slices().name()[i]);
         if is_step_name(name) || name == OPTIMIZER_STEP_RANGE {
-            t.slices.name[i] = removed;
+            b.set_slice_name(id, removed);
             n += 1;
         }
     }
+    *t = b.finish();
     n
 }
 
@@ -220,7 +223,7 @@ fn stalls_see_serial_and_overlapped_schedules() {
 }
 
 struct Job {
-    t: Trace,
+    t: TraceBuilder,
     host: TrackId,
     compute: TrackId,
     comm: TrackId,
@@ -229,12 +232,12 @@ struct Job {
 
 impl Job {
     fn new(rank: Option<u32>, local_rank: Option<u32>) -> Job {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         Job::add(&mut t, rank, local_rank);
         Job::on(t)
     }
-    fn add(t: &mut Trace, rank: Option<u32>, local_rank: Option<u32>) -> u32 {
-        let pid = t.processes.len() as u32 + 100;
+    fn add(t: &mut TraceBuilder, rank: Option<u32>, local_rank: Option<u32>) -> ProcessId {
+        let pid = t.processes().len() as u32 + 100;
         let p = t.add_process(Process {
             pid,
             rank,
@@ -264,13 +267,13 @@ impl Job {
         p
     }
     /// Works on the last process added.
-    fn on(t: Trace) -> Job {
-        let n = t.tracks.len() as u32;
+    fn on(t: TraceBuilder) -> Job {
+        let n = t.tracks().len() as u32;
         Job {
             host: TrackId(n - 3),
             compute: TrackId(n - 2),
             comm: TrackId(n - 1),
-            corr: 1 + t.slices.len() as u32,
+            corr: 1 + t.slices().len() as u32,
             t,
         }
     }
@@ -299,8 +302,7 @@ impl Job {
             .push_slice(NewSlice::new(self.host, SliceKind::Range, n, s, d));
     }
     fn report(&mut self) -> Report {
-        self.t.sort_slices();
-        analyze(&self.t, &AnalysisOptions::default())
+        analyze(&self.t.clone().finish(), &AnalysisOptions::default())
     }
 }
 
@@ -453,7 +455,7 @@ fn without_steps_the_headline_starts_at_the_first_collective_and_says_so() {
     assert_eq!(k.breakdown.gpu_events, 2);
     // --steps says why it cannot select anything.
     let sel = analyze(
-        &j.t,
+        &j.t.clone().finish(),
         &AnalysisOptions {
             steps: Some((4, 12)),
             ..Default::default()
@@ -524,7 +526,7 @@ fn syncs_that_leave_the_gpu_busy_are_listed_not_warned() {
 
 #[test]
 fn launchers_are_not_ranks_and_ranks_are_unique() {
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     // A launcher (torchrun): API calls, no GPU work, no RANK.
     let l = Job::add(&mut t, None, None);
     let mut j = Job::on(t);
@@ -538,7 +540,7 @@ fn launchers_are_not_ranks_and_ranks_are_unique() {
         w.kernel(w.compute, "gemm", 0, 10, 100);
         t = w.t;
     }
-    let r = analyze(&t, &AnalysisOptions::default());
+    let r = analyze(&t.clone().finish(), &AnalysisOptions::default());
     assert_eq!(r.other_processes.len(), 1, "{:?}", r.other_processes);
     assert_eq!(r.other_processes[0].pid, 100);
     let mut ranks: Vec<u32> = r.ranks.iter().map(|k| k.rank).collect();
@@ -547,14 +549,14 @@ fn launchers_are_not_ranks_and_ranks_are_unique() {
     ranks.dedup();
     assert_eq!(ranks.len(), 2);
     // Two processes claiming the same rank still get one row each.
-    let mut t2 = Trace::new();
+    let mut t2 = TraceBuilder::new();
     for _ in 0..2 {
         Job::add(&mut t2, Some(0), None);
         let mut w = Job::on(t2);
         w.kernel(w.compute, "gemm", 0, 10, 100);
         t2 = w.t;
     }
-    let r = analyze(&t2, &AnalysisOptions::default());
+    let r = analyze(&t2.clone().finish(), &AnalysisOptions::default());
     let mut ranks: Vec<u32> = r.ranks.iter().map(|k| k.rank).collect();
     ranks.sort_unstable();
     assert_eq!(ranks, vec![0, 1]);

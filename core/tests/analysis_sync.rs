@@ -2,8 +2,8 @@
 //! trace gives no warning, and each pattern gets its label, call site and cost.
 
 use streamscope_core::analysis::{analyze, render, AnalysisOptions};
-use streamscope_core::model::*;
 use streamscope_core::synth::{fsdp_like, SynthOptions};
+use streamscope_core::*;
 
 #[test]
 fn planted_item_syncs_are_all_found() {
@@ -14,8 +14,8 @@ fn planted_item_syncs_are_all_found() {
         ..Default::default()
     });
     let planted = t
-        .slices
-        .name
+        .slices()
+        .name()
         .iter()
         .filter(|&&n| t.str(n) == "cudaStreamSynchronize")
         .count();
@@ -95,7 +95,7 @@ fn sync_free_trace_gives_no_warning() {
 }
 
 struct B {
-    t: Trace,
+    t: TraceBuilder,
     host: TrackId,
     s7: TrackId,
     corr: u32,
@@ -103,7 +103,7 @@ struct B {
 
 impl B {
     fn new() -> B {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process {
             pid: 1,
             rank: Some(0),
@@ -187,7 +187,7 @@ fn patterns_call_sites_and_costs() {
         c,
         d2h(4),
     );
-    let (item, _) = b.api(
+    let (item_builder_id, _) = b.api(
         "cudaStreamSynchronize",
         500,
         800,
@@ -224,7 +224,16 @@ fn patterns_call_sites_and_costs() {
     // A CUPTI stream sync record without its API call (API capture off) counts.
     let n = b.t.intern("Stream Sync");
     b.t.push_slice(NewSlice::new(b.s7, SliceKind::Sync, n, 60_000, 40));
-    let r = analyze(&b.t, &AnalysisOptions::default());
+    let t = b.t.clone().finish();
+    let r = analyze(&t, &AnalysisOptions::default());
+    // The builder's slice ids are its own: find the sync in the trace.
+    let item = (t.slices().ids())
+        .find(|id| {
+            t.slices().start_ns()[id.index()] == 500
+                && t.slices().kind()[id.index()] == SliceKind::Runtime
+        })
+        .expect("the item sync");
+    assert_ne!(item, item_builder_id, "finish sorted the slices");
     let syncs = &r.ranks[0].syncs;
     let by = |p: &str| syncs.iter().filter(|g| g.pattern == p).collect::<Vec<_>>();
     let item_g = by("item-like");
@@ -268,7 +277,7 @@ fn patterns_call_sites_and_costs() {
     assert!(r.sync_warnings.is_empty(), "{:?}", r.sync_warnings);
     // A low threshold turns the item-like sync into a warning, and only it.
     let low = analyze(
-        &b.t,
+        &b.t.clone().finish(),
         &AnalysisOptions {
             sync_gpu_idle_threshold_us: 1.0,
             ..Default::default()
@@ -290,7 +299,7 @@ fn one_idle_gap_is_never_charged_twice() {
     b.api("cudaEventSynchronize", 300, 100, None); // ends at 400
     let (_, c) = b.api("cudaLaunchKernel", 900, 10, None);
     b.gpu(SliceKind::Kernel, "gemm", 1_000, 100, c, None);
-    let r = analyze(&b.t, &AnalysisOptions::default());
+    let r = analyze(&b.t.clone().finish(), &AnalysisOptions::default());
     let idle = |p: &str| {
         r.ranks[0]
             .syncs
@@ -331,7 +340,7 @@ fn kineto_python_stack_gives_the_call_site() {
         d2h(4),
     );
     b.api("cudaStreamSynchronize", 260, 100, None);
-    let r = analyze(&b.t, &AnalysisOptions::default());
+    let r = analyze(&b.t.clone().finish(), &AnalysisOptions::default());
     let g = &r.ranks[0].syncs;
     assert_eq!(g.len(), 1, "{g:?}");
     assert_eq!(g[0].pattern, "item-like");
@@ -366,7 +375,7 @@ fn a_wait_on_work_launched_but_not_started_is_a_wait_on_a_busy_gpu() {
     b.api("cudaDeviceSynchronize", 3_000, 50, None);
     let (_, c) = b.api("cudaLaunchKernel", 9_000, 10, None);
     b.gpu(SliceKind::Kernel, "gemm", 9_020, 100, c, None);
-    let r = analyze(&b.t, &AnalysisOptions::default());
+    let r = analyze(&b.t.clone().finish(), &AnalysisOptions::default());
     let g = &r.ranks[0].syncs;
     let item = g.iter().find(|g| g.pattern == "item-like");
     assert_eq!(

@@ -46,17 +46,17 @@ fn step_figures(r: &Report, rank: u32, from: i64) -> (f64, f64) {
 #[test]
 fn a_directory_of_captures_loads_the_latest_and_says_so() {
     let t = load_paths(&[bundled("torch-fsdp2-capture-h200x2")]).expect("load");
-    assert_eq!(t.processes.len(), 2);
+    assert_eq!(t.processes().len(), 2);
     let d: Vec<_> = t
-        .diagnostics
+        .diagnostics()
         .iter()
         .filter(|d| d.kind == Kind::CaptureChosen)
         .collect();
-    assert_eq!(d.len(), 1, "{:?}", t.diagnostics);
+    assert_eq!(d.len(), 1, "{:?}", t.diagnostics());
     assert!(d[0].detail.contains("capture 2 loaded"), "{}", d[0].detail);
     // The same processes as naming capture 2's files.
     let named = load_paths(&capture_files(2)).expect("load");
-    assert_eq!(t.slices.len(), named.slices.len());
+    assert_eq!(t.slices().len(), named.slices().len());
 }
 
 #[test]
@@ -67,14 +67,14 @@ fn captures_are_aligned_across_ranks_and_agree_with_the_whole_recording() {
     );
     for k in [1, 2] {
         let t = load_paths(&capture_files(k)).expect("load");
-        assert_eq!(t.processes.len(), 2);
+        assert_eq!(t.processes().len(), 2);
         let starts: Vec<i64> = t
-            .processes
+            .processes()
             .iter()
             .map(|p| p.capture_start_ns.expect("a capture"))
             .collect();
         let ends: Vec<i64> = t
-            .processes
+            .processes()
             .iter()
             .map(|p| p.capture_end_ns.expect("a capture"))
             .collect();
@@ -85,7 +85,7 @@ fn captures_are_aligned_across_ranks_and_agree_with_the_whole_recording() {
             "capture {k}: {starts:?}"
         );
         assert!(ends.iter().zip(&starts).all(|(e, s)| e > s));
-        assert!(t.processes.iter().all(|p| p.dropped_records == 0));
+        assert!(t.processes().iter().all(|p| p.dropped_records == 0));
         let r = analyze(&t, &AnalysisOptions::default());
         for rank in 0..2 {
             let whole = r
@@ -160,7 +160,7 @@ fn the_planted_straggler_is_named_and_its_cost_accounted_for() {
 #[test]
 fn pytorchs_own_nccl_loads_the_plugin_and_collectives_carry_bytes() {
     let t = load_paths(&[bundled("torch-fsdp2-full-h200x2")]).expect("load");
-    for p in &t.processes {
+    for p in t.processes() {
         let plugin = p
             .metadata
             .iter()

@@ -5,13 +5,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use streamscope_core::analysis::collectives::NcclNames;
-use streamscope_core::analysis::nccl::bus_factor;
-use streamscope_core::analysis::xrank::{match_ranks, Matching};
-use streamscope_core::analysis::{analyze, rank, AnalysisOptions, Report};
+use streamscope_core::analysis::{analyze, AnalysisOptions, Report};
+use streamscope_core::analysis::{bus_factor, match_collectives, Matching};
 use streamscope_core::load::load_paths;
-use streamscope_core::model::*;
 use streamscope_core::synth::h200;
+use streamscope_core::*;
 
 fn bundled(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -21,19 +19,16 @@ fn bundled(name: &str) -> PathBuf {
 
 /// The matching `analyze` does (ranks with GPU work, numbered).
 fn matching(t: &Trace) -> Matching {
-    let mut ctxs: Vec<_> = rank::build(t, None)
-        .into_iter()
-        .filter(|c| !c.gpu.is_empty() || c.device.is_some())
-        .collect();
-    rank::number_ranks(t, &mut ctxs);
-    match_ranks(t, &ctxs, &NcclNames::new(t))
+    match_collectives(t)
 }
 
 fn comm_kernels_per_process(t: &Trace) -> Vec<usize> {
-    let mut n = vec![0usize; t.processes.len()];
-    for i in 0..t.slices.len() {
-        if t.slices.kind[i] == SliceKind::Kernel && t.str(t.slices.name[i]).starts_with("nccl") {
-            n[t.slice_process(i) as usize] += 1;
+    let mut n = vec![0usize; t.processes().len()];
+    for i in 0..t.slices().len() {
+        if t.slices().kind()[i] == SliceKind::Kernel
+            && t.str(t.slices().name()[i]).starts_with("nccl")
+        {
+            n[t.slice_process(SliceId::from_index(i)).index()] += 1;
         }
     }
     n
@@ -62,8 +57,8 @@ fn check_invariants(t: &Trace, m: &Matching, r: &Report) {
             assert_eq!(p.wait_ns + p.transfer_ns(), p.end_ns - p.start_ns, "{p:?}");
             // Every part is the same kernel name as the first rank's.
             assert_eq!(
-                t.slices.name[p.slice as usize],
-                t.slices.name[inst.parts[0].slice as usize]
+                t.slices().name()[p.slice as usize],
+                t.slices().name()[inst.parts[0].slice as usize]
             );
         }
     }
@@ -141,7 +136,7 @@ fn real_collector_traces_match_every_nccl_kernel() {
 /// and a GEMM after each on the compute stream, NVTX "step N" ranges.
 /// Rank 1 starts every all-gather `late_ns` after rank 0; both end together.
 fn planted(steps: u32, per_step: u32, late_ns: i64) -> Trace {
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     let ag = t.intern("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)");
     let gemm = t.intern("sm90_gemm");
     let launch = t.intern("cudaLaunchKernel");
@@ -200,9 +195,8 @@ fn planted(steps: u32, per_step: u32, late_ns: i64) -> Trace {
             }
         }
     }
-    t.sort_slices();
     t.link_flows_by_correlation();
-    t
+    t.finish()
 }
 
 #[test]
@@ -245,37 +239,19 @@ fn a_rank_starting_every_all_gather_late_is_the_straggler() {
     assert!(text.contains("Who waits for whom"), "{text}");
 }
 
-/// Removes slices (by index) from a trace, every column alike.
+/// Removes slices (by index) from a trace.
 fn drop_slices(t: &mut Trace, drop: &HashSet<usize>) {
-    let sl = &mut t.slices;
-    macro_rules! keep {
-        ($($col:ident),*) => {$(
-            let mut i = 0;
-            sl.$col.retain(|_| { i += 1; !drop.contains(&(i - 1)) });
-        )*};
-    }
-    keep!(
-        start_ns,
-        dur_ns,
-        track,
-        name,
-        kind,
-        class,
-        correlation,
-        payload,
-        args
-    );
-    t.flows.clear();
+    t.retain_slices(|id| !drop.contains(&id.index()));
 }
 
 #[test]
 fn kernels_missing_on_one_rank_give_a_note_and_no_pairs() {
     let mut t = load_paths(&[bundled("fsdp-ref-overlap-h200x2")]).expect("load");
-    let ag: Vec<usize> = (0..t.slices.len())
+    let ag: Vec<usize> = (0..t.slices().len())
         .filter(|&i| {
-            t.slice_process(i) == 1
-                && t.slices.kind[i] == SliceKind::Kernel
-                && t.str(t.slices.name[i]).contains("AllGather")
+            t.slice_process(SliceId::from_index(i)) == ProcessId(1)
+                && t.slices().kind()[i] == SliceKind::Kernel
+                && t.str(t.slices().name()[i]).contains("AllGather")
         })
         .collect();
     assert!(ag.len() > 10);
@@ -321,62 +297,68 @@ fn kineto_pair(late_ns: i64) -> Trace {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/hta/nccl_parser_config/nccl_data.json.gz");
     let mut t = load_paths(&[path]).expect("load");
-    assert_eq!(t.processes.len(), 1);
-    let mut p1 = t.processes[0].clone();
+    assert_eq!(t.processes().len(), 1);
+    // Rank 1: a copy of rank 0 whose NCCL kernels start `late_ns` later.
+    let mut p1 = t.processes()[0].clone();
     p1.rank = Some(1);
     p1.pid += 1;
-    let np = t.add_process(p1);
-    let devs: Vec<Device> = t.devices.clone();
-    let dev_map: Vec<u32> = devs
-        .into_iter()
-        .map(|mut d| {
+    let mut b = TraceBuilder::new();
+    let np = b.add_process(p1);
+    let dev_map: Vec<DeviceId> = t
+        .devices()
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
             d.process = np;
             d.ordinal += 1;
-            t.add_device(d)
+            b.add_device(d)
         })
         .collect();
-    let ntracks = t.tracks.len();
-    let mut track_map = Vec::with_capacity(ntracks);
-    for i in 0..ntracks {
-        let tr = t.tracks[i].clone();
+    for tr in t.tracks() {
         let kind = match tr.kind {
             TrackKind::Stream { device, stream } => TrackKind::Stream {
-                device: dev_map[device as usize],
+                device: dev_map[device.index()],
                 stream,
             },
             TrackKind::Gpu { device } => TrackKind::Gpu {
-                device: dev_map[device as usize],
+                device: dev_map[device.index()],
+            },
+            TrackKind::Counter { device } => TrackKind::Counter {
+                device: device.map(|d| dev_map[d.index()]),
             },
             k => k,
         };
-        t.tracks.push(Track {
-            process: np,
-            parent: tr.parent.map(|p| TrackId(p.0 + ntracks as u32)),
-            kind,
-            name: tr.name,
-        });
-        track_map.push(TrackId((ntracks + i) as u32));
+        b.add_track(np, tr.parent, kind, t.str(tr.name));
     }
-    for i in 0..t.slices.len() {
-        let sl = &t.slices;
-        let nccl = sl.kind[i] == SliceKind::Kernel && t.str(sl.name[i]).starts_with("nccl");
+    let sl = t.slices();
+    for id in sl.ids() {
+        let i = id.index();
+        let nccl = sl.kind()[i] == SliceKind::Kernel && t.str(sl.name()[i]).starts_with("nccl");
         let (s, d) = if nccl {
-            (sl.start_ns[i] + late_ns, (sl.dur_ns[i] - late_ns).max(0))
+            (
+                sl.start_ns()[i] + late_ns,
+                (sl.dur_ns()[i] - late_ns).max(0),
+            )
         } else {
-            (sl.start_ns[i], sl.dur_ns[i])
+            (sl.start_ns()[i], sl.dur_ns()[i])
         };
-        let (track, name, kind, class, corr, payload, args) = (
-            track_map[sl.track[i].0 as usize],
-            sl.name[i],
-            sl.kind[i],
-            sl.class[i],
-            sl.correlation[i],
-            sl.payload[i],
-            sl.args[i],
-        );
-        t.push_slice_raw(track, s, d, name, kind, class, corr, payload, args);
+        let name = b.intern(t.str(sl.name()[i]));
+        let mut n = NewSlice::new(sl.track()[i], sl.kind()[i], name, s, d);
+        n.class = sl.class()[i];
+        n.correlation = sl.correlation()[i];
+        n.launch = t.launch_of(id).copied();
+        n.copy = t.copy_of(id).copied();
+        for (k, v) in t.args_of(id) {
+            let v = match v {
+                ArgValue::Str(x) => ArgValue::Str(b.intern(t.str(*x))),
+                v => v.clone(),
+            };
+            n.args.push((b.intern(t.str(*k)), v));
+        }
+        b.push_slice(n);
     }
-    t.sort_slices();
+    b.link_flows_by_correlation();
+    t.append(b.finish());
     t
 }
 
@@ -435,12 +417,15 @@ fn kineto_collectives_carry_bytes_and_transfer_bus_bandwidth() {
 
 /// Moves every timestamp of process `p` by `shift_ns` and puts it on another host.
 fn shift_process(t: &mut Trace, p: u32, shift_ns: i64) {
-    for i in 0..t.slices.len() {
-        if t.slice_process(i) == p {
-            t.slices.start_ns[i] += shift_ns;
+    let mut b = std::mem::take(t).into_builder();
+    for id in b.slices().ids() {
+        if b.slice_process(id) == ProcessId(p) {
+            let s = b.slices().start_ns()[id.index()];
+            b.set_slice_start(id, s + shift_ns);
         }
     }
-    t.processes[p as usize].hostname = "other-host".into();
+    b.processes_mut()[p as usize].hostname = "other-host".into();
+    *t = b.finish();
 }
 
 #[test]
@@ -497,24 +482,28 @@ fn clock_offsets_between_hosts_are_recovered_from_collective_ends() {
 
 /// Gives every NCCL kernel a "Seq" argument: its order on its rank, plus
 /// `bump` for process 1's kernel number `bumped`.
-fn with_seq(t: &mut Trace, bumped: usize, bump: u64) {
+fn with_seq(trace: &mut Trace, bumped: usize, bump: u64) {
+    let mut t = std::mem::take(trace).into_builder();
     let key = t.intern("Seq");
-    let mut next = vec![0u64; t.processes.len()];
-    for i in 0..t.slices.len() {
-        if t.slices.kind[i] != SliceKind::Kernel || !t.str(t.slices.name[i]).starts_with("nccl") {
+    let mut next = vec![0u64; t.processes().len()];
+    for id in t.slices().ids() {
+        let i = id.index();
+        if t.slices().kind()[i] != SliceKind::Kernel
+            || !t.str(t.slices().name()[i]).starts_with("nccl")
+        {
             continue;
         }
-        let p = t.slice_process(i) as usize;
+        let p = t.slice_process(id).index();
         let mut seq = next[p] + 100;
         if p == 1 && next[p] as usize == bumped {
             seq += bump;
         }
         next[p] += 1;
-        let mut args = t.args_of(i).to_vec();
+        let mut args = t.args_of(id).to_vec();
         args.push((key, ArgValue::UInt(seq)));
-        t.arg_sets.push(args);
-        t.slices.args[i] = (t.arg_sets.len() - 1) as u32;
+        t.set_slice_args(id, args);
     }
+    *trace = t.finish();
 }
 
 #[test]
@@ -530,7 +519,7 @@ fn sequence_numbers_match_by_process_group() {
         let seqs: Vec<u64> = i
             .parts
             .iter()
-            .map(|p| match t.arg(p.slice as usize, "Seq") {
+            .map(|p| match t.arg(SliceId(p.slice), "Seq") {
                 Some(ArgValue::UInt(s)) => *s,
                 other => panic!("{other:?}"),
             })

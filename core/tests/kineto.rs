@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use streamscope_core::kineto::{looks_like_kineto, read_bytes, read_file};
 use streamscope_core::{
-    ArgValue, ClockDomain, CopyKind, SliceClass, SliceKind, Trace, TraceError, TrackKind,
+    ArgValue, ClockDomain, CopyKind, DeviceId, ProcessId, SliceClass, SliceId, SliceKind, Trace,
+    TraceError, TrackKind,
 };
 
 fn hta(rel: &str) -> PathBuf {
@@ -18,19 +19,21 @@ fn load(rel: &str) -> Trace {
     let path = hta(rel);
     let t0 = Instant::now();
     let t = read_file(&path).unwrap_or_else(|e| panic!("{e}"));
-    eprintln!("{rel}: {} slices in {:?}", t.slices.len(), t0.elapsed());
+    eprintln!("{rel}: {} slices in {:?}", t.slices().len(), t0.elapsed());
     t
 }
 
 /// Indices of kernels whose name contains `pat`.
 fn kernels_named(t: &Trace, pat: &str) -> Vec<usize> {
-    (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Kernel && t.str(t.slices.name[i]).contains(pat))
+    (0..t.slices().len())
+        .filter(|&i| {
+            t.slices().kind()[i] == SliceKind::Kernel && t.str(t.slices().name()[i]).contains(pat)
+        })
         .collect()
 }
 
 fn stream_of(t: &Trace, i: usize) -> Option<u32> {
-    match t.track(t.slices.track[i]).kind {
+    match t.track(t.slices().track()[i]).kind {
         TrackKind::Stream { stream, .. } => Some(stream),
         _ => None,
     }
@@ -38,7 +41,7 @@ fn stream_of(t: &Trace, i: usize) -> Option<u32> {
 
 fn streams(t: &Trace) -> Vec<u32> {
     let mut s: Vec<u32> = t
-        .tracks
+        .tracks()
         .iter()
         .filter_map(|tr| {
             if let TrackKind::Stream { stream, .. } = tr.kind {
@@ -53,7 +56,7 @@ fn streams(t: &Trace) -> Vec<u32> {
 }
 
 fn meta<'a>(t: &'a Trace, key: &str) -> Option<&'a str> {
-    t.processes[0]
+    t.processes()[0]
         .metadata
         .iter()
         .find(|(k, _)| k == key)
@@ -61,11 +64,12 @@ fn meta<'a>(t: &'a Trace, key: &str) -> Option<&'a str> {
 }
 
 fn ranges(t: &Trace, prefix: &str) -> Vec<String> {
-    let mut v: Vec<String> = (0..t.slices.len())
+    let mut v: Vec<String> = (0..t.slices().len())
         .filter(|&i| {
-            t.slices.kind[i] == SliceKind::Range && t.str(t.slices.name[i]).starts_with(prefix)
+            t.slices().kind()[i] == SliceKind::Range
+                && t.str(t.slices().name()[i]).starts_with(prefix)
         })
-        .map(|i| t.str(t.slices.name[i]).to_string())
+        .map(|i| t.str(t.slices().name()[i]).to_string())
         .collect();
     v.sort();
     v
@@ -74,8 +78,8 @@ fn ranges(t: &Trace, prefix: &str) -> Vec<String> {
 #[test]
 fn nccl_data_rank0() {
     let t = load("nccl_parser_config/nccl_data.json.gz");
-    assert_eq!(t.processes.len(), 1);
-    let p = &t.processes[0];
+    assert_eq!(t.processes().len(), 1);
+    let p = &t.processes()[0];
     assert_eq!((p.pid, p.rank, p.world_size), (2910249, Some(0), Some(2)));
     assert_eq!(p.clock, ClockDomain::Realtime);
     assert_eq!(p.name, "python3.10");
@@ -88,12 +92,12 @@ fn nccl_data_rank0() {
         Some("0 (default_pg): cuda:nccl, size 2, ranks [0,1]")
     );
     // 26933 complete events, less the profiler's own span (the capture window).
-    assert_eq!(t.slices.len(), 26932);
+    assert_eq!(t.slices().len(), 26932);
     assert!(p.capture_start_ns.is_some() && p.capture_end_ns > p.capture_start_ns);
 
     // Only the GPU this rank used is a device; its properties come from deviceProperties.
-    assert_eq!(t.devices.len(), 1);
-    let d = &t.devices[0];
+    assert_eq!(t.devices().len(), 1);
+    let d = &t.devices()[0];
     assert!(d.name.contains("A100"), "{}", d.name);
     assert_eq!(
         (d.ordinal, d.sm_count, d.compute_major, d.compute_minor),
@@ -109,24 +113,31 @@ fn nccl_data_rank0() {
     );
     assert_eq!(streams(&t), vec![7, 40]);
     let gpu = t
-        .tracks
+        .tracks()
         .iter()
-        .find(|tr| tr.kind == TrackKind::Gpu { device: 0 })
+        .find(|tr| {
+            tr.kind
+                == TrackKind::Gpu {
+                    device: DeviceId(0),
+                }
+        })
         .expect("GPU track");
     assert_eq!(t.str(gpu.name), "GPU 0 · NVIDIA A100-PG509-200");
     for tr in t
-        .tracks
+        .tracks()
         .iter()
         .filter(|tr| matches!(tr.kind, TrackKind::Stream { .. }))
     {
         assert_eq!(
             tr.parent.map(|p| t.track(p).kind),
-            Some(TrackKind::Gpu { device: 0 })
+            Some(TrackKind::Gpu {
+                device: DeviceId(0)
+            })
         );
     }
     // Thread names come from the thread_name metadata (the last one wins).
     let main = t
-        .find_track(0, TrackKind::Thread { tid: 2910249 })
+        .find_track(ProcessId(0), TrackKind::Thread { tid: 2910249 })
         .expect("main thread");
     assert_eq!(t.track_name(main), "thread 2910249 (pt_main_thread)");
 
@@ -135,41 +146,56 @@ fn nccl_data_rank0() {
     assert_eq!(kernels_named(&t, "ncclKernel_AllReduce").len(), 15);
     assert_eq!(kernels_named(&t, "ncclKernel_Broadcast").len(), 6);
     for &i in &nccl {
-        assert_eq!(t.slices.class[i], SliceClass::Communication);
+        assert_eq!(t.slices().class()[i], SliceClass::Communication);
         assert_eq!(stream_of(&t, i), Some(40));
     }
     // HTA's assertion: the longest NCCL kernel is an allreduce of 2049000
     // elements on process group "0".
     let longest = *nccl
         .iter()
-        .max_by_key(|&&i| t.slices.dur_ns[i])
+        .max_by_key(|&&i| t.slices().dur_ns()[i])
         .expect("nccl kernels");
-    assert_eq!(t.slices.dur_ns[longest], 5_993_392);
+    assert_eq!(t.slices().dur_ns()[longest], 5_993_392);
     assert_eq!(
-        t.arg(longest, "In msg nelems"),
+        t.arg(SliceId::from_index(longest), "In msg nelems"),
         Some(&ArgValue::Int(2049000))
     );
     assert_eq!(
-        t.arg(longest, "Out msg nelems"),
+        t.arg(SliceId::from_index(longest), "Out msg nelems"),
         Some(&ArgValue::Int(2049000))
     );
     assert_eq!(
-        t.arg_string(longest, "Collective name").as_deref(),
+        t.arg_string(SliceId::from_index(longest), "Collective name")
+            .as_deref(),
         Some("allreduce")
     );
     assert_eq!(
-        t.arg_string(longest, "Process Group Name").as_deref(),
+        t.arg_string(SliceId::from_index(longest), "Process Group Name")
+            .as_deref(),
         Some("0")
     );
     assert_eq!(
-        t.arg_string(longest, "Process Group Ranks").as_deref(),
+        t.arg_string(SliceId::from_index(longest), "Process Group Ranks")
+            .as_deref(),
         Some("[0, 1]")
     );
-    assert_eq!(t.arg(longest, "Group size"), Some(&ArgValue::Int(2)));
-    assert_eq!(t.arg_string(longest, "dtype").as_deref(), Some("Float"));
-    assert_eq!(t.arg(longest, "External id"), Some(&ArgValue::Int(9459)));
-    assert_eq!(t.slices.correlation[longest], 56027);
-    let lc = t.launch_of(longest).expect("launch config");
+    assert_eq!(
+        t.arg(SliceId::from_index(longest), "Group size"),
+        Some(&ArgValue::Int(2))
+    );
+    assert_eq!(
+        t.arg_string(SliceId::from_index(longest), "dtype")
+            .as_deref(),
+        Some("Float")
+    );
+    assert_eq!(
+        t.arg(SliceId::from_index(longest), "External id"),
+        Some(&ArgValue::Int(9459))
+    );
+    assert_eq!(t.slices().correlation()[longest], 56027);
+    let lc = t
+        .launch_of(SliceId::from_index(longest))
+        .expect("launch config");
     assert_eq!(
         (
             lc.grid,
@@ -180,54 +206,58 @@ fn nccl_data_rank0() {
         ([8, 1, 1], [544, 1, 1], 96, 87568)
     );
     // Consumed args are not repeated in the arg set.
-    assert!(t.arg(longest, "grid").is_none() && t.arg(longest, "correlation").is_none());
+    assert!(
+        t.arg(SliceId::from_index(longest), "grid").is_none()
+            && t.arg(SliceId::from_index(longest), "correlation").is_none()
+    );
     // Newer trace: ts is µs relative to baseTimeNanoseconds, read exactly.
     assert_eq!(
-        t.slices.start_ns[longest],
+        t.slices().start_ns()[longest],
         1_711_964_646_000_000_000 + 4_458_676_965_734_014
     );
 
     // Every GPU activity has its launch call (3774 in the file).
-    let gpu_work = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i].is_gpu_activity())
+    let gpu_work = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i].is_gpu_activity())
         .count();
     assert_eq!(gpu_work, 3774);
-    assert_eq!(t.flows.len(), 3774);
-    for f in &t.flows {
+    assert_eq!(t.flows().len(), 3774);
+    for f in t.flows() {
         let (a, b) = (f.from.0 as usize, f.to.0 as usize);
         assert!(matches!(
-            t.slices.kind[a],
+            t.slices().kind()[a],
             SliceKind::Runtime | SliceKind::Driver
         ));
-        assert!(t.slices.kind[b].is_gpu_activity());
-        assert_eq!(u64::from(t.slices.correlation[b]), f.id);
-        assert_eq!(t.slices.correlation[a], t.slices.correlation[b]);
-        assert!(t.slices.start_ns[a] <= t.slices.start_ns[b]);
+        assert!(t.slices().kind()[b].is_gpu_activity());
+        assert_eq!(u64::from(t.slices().correlation()[b]), f.id);
+        assert_eq!(t.slices().correlation()[a], t.slices().correlation()[b]);
+        assert!(t.slices().start_ns()[a] <= t.slices().start_ns()[b]);
     }
     assert_eq!(
         ranges(&t, "ProfilerStep#"),
         vec!["ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]
     );
-    let gpu_ranges = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::GpuRange)
+    let gpu_ranges = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::GpuRange)
         .count();
     assert_eq!(gpu_ranges, 30);
-    let memcpys: Vec<usize> = (0..t.slices.len())
-        .filter(|&i| t.slices.kind[i] == SliceKind::Memcpy)
+    let memcpys: Vec<usize> = (0..t.slices().len())
+        .filter(|&i| t.slices().kind()[i] == SliceKind::Memcpy)
         .collect();
     assert_eq!(memcpys.len(), 960);
     assert!(memcpys
         .iter()
-        .all(|&i| t.copy_of(i).map(|c| c.kind) == Some(CopyKind::DeviceToDevice)));
+        .all(|&i| t.copy_of(SliceId::from_index(i)).map(|c| c.kind)
+            == Some(CopyKind::DeviceToDevice)));
     assert!(memcpys
         .iter()
-        .all(|&i| t.slices.class[i] == SliceClass::Memory));
-    let sorted = (1..t.slices.len()).all(|i| {
-        (t.slices.track[i - 1], t.slices.start_ns[i - 1])
-            <= (t.slices.track[i], t.slices.start_ns[i])
+        .all(|&i| t.slices().class()[i] == SliceClass::Memory));
+    let sorted = (1..t.slices().len()).all(|i| {
+        (t.slices().track()[i - 1], t.slices().start_ns()[i - 1])
+            <= (t.slices().track()[i], t.slices().start_ns()[i])
     });
     assert!(sorted, "slices sorted by track then start");
-    assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
+    assert!(t.diagnostics().is_empty(), "{:?}", t.diagnostics());
 }
 
 #[test]
@@ -237,7 +267,7 @@ fn sampled_ranks_0_and_1() {
         (1, "sampled_rank-1.json.gz", 4045),
     ] {
         let t = load(&format!("trace_filter/{file}"));
-        let p = &t.processes[0];
+        let p = &t.processes()[0];
         assert_eq!(
             (p.pid, p.rank, p.world_size),
             (host_pid, Some(rank), Some(128))
@@ -245,16 +275,16 @@ fn sampled_ranks_0_and_1() {
         assert_eq!(p.name, format!("pyper:trainer:0:{rank}"));
         assert_eq!(streams(&t), vec![7, 23, 25, 84, 203]);
         // No deviceProperties: the device still exists, unnamed, with zeros.
-        assert_eq!(t.devices.len(), 1);
+        assert_eq!(t.devices().len(), 1);
         assert_eq!(
-            (t.devices[0].name.as_str(), t.devices[0].sm_count),
+            (t.devices()[0].name.as_str(), t.devices()[0].sm_count),
             ("unknown", 0)
         );
         let nccl = kernels_named(&t, "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t");
         assert_eq!(nccl.len(), 10);
         assert!(nccl
             .iter()
-            .all(|&i| t.slices.class[i] == SliceClass::Communication));
+            .all(|&i| t.slices().class()[i] == SliceClass::Communication));
         // SOURCE.md says all ten are on stream 84; the files put 8 there and 2 on 203.
         let on = |s| {
             nccl.iter()
@@ -269,59 +299,66 @@ fn sampled_ranks_0_and_1() {
         // Older trace: integer epoch µs.
         let (lo, _) = t.time_span().expect("slices");
         assert!(lo > 1_682_725_897_000_000_000 && lo % 1000 == 0, "{lo}");
-        let pageable = (0..t.slices.len())
+        let pageable = (0..t.slices().len())
             .filter(|&i| {
-                t.slices.kind[i] == SliceKind::Memcpy && t.copy_of(i).is_some_and(|c| c.pageable)
+                t.slices().kind()[i] == SliceKind::Memcpy
+                    && t.copy_of(SliceId::from_index(i))
+                        .is_some_and(|c| c.pageable)
             })
             .count();
         assert_eq!(pageable, 24);
-        let gpu_work = (0..t.slices.len())
-            .filter(|&i| t.slices.kind[i].is_gpu_activity())
+        let gpu_work = (0..t.slices().len())
+            .filter(|&i| t.slices().kind()[i].is_gpu_activity())
             .count();
-        assert_eq!(t.flows.len(), gpu_work);
+        assert_eq!(t.flows().len(), gpu_work);
     }
 }
 
 #[test]
 fn df_index_resolver_allreduce() {
     let t = load("df_index_resolver/df_index_resolver.json.gz");
-    let p = &t.processes[0];
+    let p = &t.processes()[0];
     assert_eq!((p.rank, p.world_size), (Some(1), Some(2)));
-    assert_eq!(t.slices.len(), 123_378);
+    assert_eq!(t.slices().len(), 123_378);
     let ar = kernels_named(&t, "ncclKernel_AllReduce_RING_LL_Sum_float");
     assert_eq!(ar.len(), 2020);
     assert!(ar.iter().all(|&i| stream_of(&t, i) == Some(14)));
     assert!(ar
         .iter()
-        .all(|&i| t.slices.class[i] == SliceClass::Communication));
+        .all(|&i| t.slices().class()[i] == SliceClass::Communication));
     assert_eq!(streams(&t), vec![7, 14]);
     // Rank 1 ran on GPU 1 (a V100, compute 7.0: 32 resident blocks per SM by the table).
-    assert_eq!(t.devices.len(), 1);
+    assert_eq!(t.devices().len(), 1);
     assert_eq!(
         (
-            t.devices[0].ordinal,
-            t.devices[0].sm_count,
-            t.devices[0].max_blocks_per_sm
+            t.devices()[0].ordinal,
+            t.devices()[0].sm_count,
+            t.devices()[0].max_blocks_per_sm
         ),
         (1, 80, 32)
     );
     assert_eq!(ranges(&t, "ProfilerStep#").len(), 5);
     // profile_memory=True: allocator totals become counters on GPU 1.
     let mem = t
-        .tracks
+        .tracks()
         .iter()
         .position(|tr| t.str(tr.name) == "GPU 1 memory allocated (bytes)")
         .expect("memory counter");
-    assert_eq!(t.tracks[mem].kind, TrackKind::Counter { device: Some(0) });
+    assert_eq!(
+        t.tracks()[mem].kind,
+        TrackKind::Counter {
+            device: Some(DeviceId(0))
+        }
+    );
     assert!(
-        t.counters
-            .track
+        t.counters()
+            .track()
             .iter()
             .filter(|tr| tr.0 as usize == mem)
             .count()
             > 1000
     );
-    assert_eq!(t.flows.len(), 22290);
+    assert_eq!(t.flows().len(), 22290);
 }
 
 fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
@@ -419,76 +456,82 @@ fn events_without_ts_are_skipped_with_a_warning() {
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 11, "ts": "99", "dur": 5}
       ]}"#;
     let t = read_bytes(Path::new("mini.json"), json).expect("loads");
-    assert_eq!(t.processes[0].pid, 10);
+    assert_eq!(t.processes()[0].pid, 10);
     assert_eq!(
-        (t.processes[0].rank, t.processes[0].world_size),
+        (t.processes()[0].rank, t.processes()[0].world_size),
         (Some(3), Some(4))
     );
-    assert_eq!(t.slices.len(), 7);
+    assert_eq!(t.slices().len(), 7);
     use streamscope_core::diagnostic::Kind;
     let has = |kind: Kind, count: u64| {
-        t.diagnostics
+        t.diagnostics()
             .iter()
             .any(|d| d.kind == kind && d.count == count && d.file.as_deref() == Some("mini.json"))
     };
-    assert!(has(Kind::UnknownCategories, 1), "{:?}", t.diagnostics);
-    assert!(has(Kind::MissingTimestamp, 1), "{:?}", t.diagnostics);
-    assert!(has(Kind::MalformedEvents, 3), "{:?}", t.diagnostics);
+    assert!(has(Kind::UnknownCategories, 1), "{:?}", t.diagnostics());
+    assert!(has(Kind::MissingTimestamp, 1), "{:?}", t.diagnostics());
+    assert!(has(Kind::MalformedEvents, 3), "{:?}", t.diagnostics());
     // The device is not in deviceProperties: it exists with an unknown name.
-    assert_eq!(t.devices.len(), 1);
+    assert_eq!(t.devices().len(), 1);
     assert_eq!(
-        (t.devices[0].ordinal, t.devices[0].name.as_str()),
+        (t.devices()[0].ordinal, t.devices()[0].name.as_str()),
         (2, "unknown")
     );
     let k = kernels_named(&t, "gemm")[0];
-    assert_eq!((t.slices.start_ns[k], t.slices.dur_ns[k]), (101_000, 1_250));
-    assert_eq!(t.arg(k, "flag"), Some(&ArgValue::Bool(true)));
-    assert!(t.arg(k, "note").is_none());
-    let lc = t.launch_of(k).expect("launch");
+    assert_eq!(
+        (t.slices().start_ns()[k], t.slices().dur_ns()[k]),
+        (101_000, 1_250)
+    );
+    assert_eq!(
+        t.arg(SliceId::from_index(k), "flag"),
+        Some(&ArgValue::Bool(true))
+    );
+    assert!(t.arg(SliceId::from_index(k), "note").is_none());
+    let lc = t.launch_of(SliceId::from_index(k)).expect("launch");
     assert_eq!(
         (lc.blocks(), lc.threads_per_block(), lc.static_smem_bytes),
         (8, 128, 1024)
     );
-    assert_eq!(t.flows.len(), 1);
+    assert_eq!(t.flows().len(), 1);
     assert_eq!(
-        t.str(t.slices.name[t.flows[0].from.0 as usize]),
+        t.str(t.slices().name()[t.flows()[0].from.0 as usize]),
         "cudaLaunchKernel"
     );
     // A context sync (no stream) lands on the thread that made the call.
     let find = |n: &str| {
-        (0..t.slices.len())
-            .find(|&i| t.str(t.slices.name[i]) == n)
+        (0..t.slices().len())
+            .find(|&i| t.str(t.slices().name()[i]) == n)
             .expect(n)
     };
     let cs = find("Context Sync");
-    assert_eq!(t.slices.kind[cs], SliceKind::Sync);
+    assert_eq!(t.slices().kind()[cs], SliceKind::Sync);
     assert_eq!(
-        t.track(t.slices.track[cs]).kind,
+        t.track(t.slices().track()[cs]).kind,
         TrackKind::Thread { tid: 11 }
     );
     let ss = find("Stream Sync");
     assert_eq!(
-        t.track(t.slices.track[ss]).kind,
+        t.track(t.slices().track()[ss]).kind,
         TrackKind::Stream {
-            device: 0,
+            device: DeviceId(0),
             stream: 7
         }
     );
-    assert_eq!(t.slices.start_ns[find("aten::mm")], 99_000);
+    assert_eq!(t.slices().start_ns()[find("aten::mm")], 99_000);
     // Unknown categories of the host process stay on their thread.
     let ov = find("CUPTI overhead");
-    assert_eq!(t.slices.kind[ov], SliceKind::Other);
+    assert_eq!(t.slices().kind()[ov], SliceKind::Other);
     assert_eq!(
-        t.track(t.slices.track[ov]).kind,
+        t.track(t.slices().track()[ov]).kind,
         TrackKind::Thread { tid: 11 }
     );
     // A GPU-side record of another category stays on its stream.
     let ev = find("cudaEventRecord");
-    assert_eq!(t.slices.kind[ev], SliceKind::Other);
+    assert_eq!(t.slices().kind()[ev], SliceKind::Other);
     assert_eq!(
-        t.track(t.slices.track[ev]).kind,
+        t.track(t.slices().track()[ev]).kind,
         TrackKind::Stream {
-            device: 0,
+            device: DeviceId(0),
             stream: 7
         }
     );
@@ -507,15 +550,15 @@ fn time_base_may_follow_the_events_and_is_not_added_twice() {
         {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 12.345, "dur": 0.001}
       ], "baseTimeNanoseconds": 1700000000000000000}"#;
     let t = read_bytes(Path::new("rel.json"), relative).expect("loads");
-    assert_eq!(t.slices.start_ns[0], 1_700_000_000_000_012_345);
-    assert_eq!(t.slices.dur_ns[0], 1);
+    assert_eq!(t.slices().start_ns()[0], 1_700_000_000_000_012_345);
+    assert_eq!(t.slices().dur_ns()[0], 1);
     assert_eq!(meta(&t, "baseTimeNanoseconds"), Some("1700000000000000000"));
     // Epoch µs next to a base: already absolute.
     let absolute = br#"{"baseTimeNanoseconds": 1700000000000000000, "traceEvents": [
         {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1700000000000012.5, "dur": 1}
       ]}"#;
     let t = read_bytes(Path::new("abs.json"), absolute).expect("loads");
-    assert_eq!(t.slices.start_ns[0], 1_700_000_000_000_012_500);
+    assert_eq!(t.slices().start_ns()[0], 1_700_000_000_000_012_500);
 }
 
 #[test]
@@ -528,11 +571,14 @@ fn gzip_is_detected_by_magic_not_by_name() {
     let plain = read_bytes(Path::new("zipped-name.json.gz"), json)
         .expect("plain JSON under a .json.gz name");
     for t in [&zipped, &plain] {
-        assert_eq!(t.slices.len(), 1);
-        assert_eq!(t.slices.kind[0], SliceKind::Range);
-        assert_eq!((t.slices.start_ns[0], t.slices.dur_ns[0]), (5_000, 3_000));
+        assert_eq!(t.slices().len(), 1);
+        assert_eq!(t.slices().kind()[0], SliceKind::Range);
+        assert_eq!(
+            (t.slices().start_ns()[0], t.slices().dur_ns()[0]),
+            (5_000, 3_000)
+        );
         // A text tid keeps its text as the thread name.
-        assert_eq!(t.track_name(t.slices.track[0]), "main loop");
+        assert_eq!(t.track_name(t.slices().track()[0]), "main loop");
     }
 }
 
@@ -548,15 +594,15 @@ fn negative_and_out_of_range_durations_are_counted() {
     ]}"#;
     let t =
         streamscope_core::kineto::read_bytes(std::path::Path::new("d.json"), json).expect("loads");
-    assert_eq!(t.slices.len(), 4);
+    assert_eq!(t.slices().len(), 4);
     assert!(
-        t.diagnostics.iter().any(|d| {
+        t.diagnostics().iter().any(|d| {
             d.kind == streamscope_core::diagnostic::Kind::BadDuration
                 && d.count == 3
                 && d.file.as_deref() == Some("d.json")
         }),
         "{:?}",
-        t.diagnostics
+        t.diagnostics()
     );
 }
 
@@ -576,7 +622,7 @@ fn timestamps_near_the_ends_of_i64_keep_a_non_negative_span() {
     let back =
         streamscope_core::perfetto::read_stream(std::path::Path::new("e.pftrace"), &bytes[..])
             .expect("read");
-    assert!(back.slices.dur_ns.iter().all(|d| *d >= 0));
+    assert!(back.slices().dur_ns().iter().all(|d| *d >= 0));
 }
 
 /// A large plain `.json` file is loaded piece by piece (`load::load_file`);
@@ -621,7 +667,7 @@ fn large_plain_json_streams_like_one_pass() {
         let _ = std::fs::remove_file(&p);
         match (streamed, one) {
             (Ok(s), Ok(o)) => {
-                assert!(o.slices.len() > 1000, "{name}");
+                assert!(o.slices().len() > 1000, "{name}");
                 assert_eq!(
                     streamscope_core::dump::dump(&s),
                     streamscope_core::dump::dump(&o),

@@ -35,14 +35,14 @@ fn check(file: &Path, what: &str, r: std::thread::Result<Result<Trace, TraceErro
         }
         Ok(Ok(t)) => {
             let bytes = perfetto::write_trace(&t, Vec::new()).expect("write to memory");
-            if !t.processes.is_empty() {
+            if !t.processes().is_empty() {
                 perfetto::read_stream(Path::new("again.pftrace"), &bytes[..])
                     .unwrap_or_else(|e| panic!("{what} {name}: written trace reads back: {e}"));
             }
             if let Some((a, b)) = t.time_span() {
                 assert!(b >= a, "{what} {name}");
             }
-            assert!(t.slices.dur_ns.iter().all(|d| *d >= 0), "{what} {name}");
+            assert!(t.slices().dur_ns().iter().all(|d| *d >= 0), "{what} {name}");
         }
     }
 }
@@ -118,16 +118,16 @@ fn regression_inputs_load_with_their_warnings() {
     ] {
         let t = load::load_file(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(
-            t.diagnostics
+            t.diagnostics()
                 .iter()
                 .any(|d| d.kind == kind && count.is_none_or(|c| d.count == c)),
             "{file}: {:?}",
-            t.diagnostics
+            t.diagnostics()
         );
     }
     let t = load::load_file(&dir.join("perfetto/regress-kinds-before-descriptors.pftrace"))
         .expect("loads");
-    let kinds: Vec<&str> = t.slices.kind.iter().map(|k| k.name()).collect();
+    let kinds: Vec<&str> = t.slices().kind().iter().map(|k| k.name()).collect();
     assert_eq!(kinds, ["driver", "runtime", "sync"]);
     let t = load::load_file(&dir.join("kineto/regress-edge-timestamps.json")).expect("loads");
     let (a, b) = t.time_span().expect("span");

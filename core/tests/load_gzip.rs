@@ -42,7 +42,7 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 /// The model without its warnings (which name the file they came from).
 fn model(t: &Trace) -> String {
     let mut t = t.clone();
-    t.diagnostics.clear();
+    t.take_diagnostics();
     dump(&t)
 }
 
@@ -59,14 +59,14 @@ fn a_gzipped_real_trace_loads_to_the_same_model_as_the_plain_file() {
             load_file(&gz).expect("gzip loads"),
             load_file(&plain).expect("plain loads"),
         );
-        assert!(a.slices.len() > 10_000, "{}", a.slices.len());
-        assert!(a.diagnostics.is_empty(), "{:?}", a.diagnostics);
+        assert!(a.slices().len() > 10_000, "{}", a.slices().len());
+        assert!(a.diagnostics().is_empty(), "{:?}", a.diagnostics());
         assert_eq!(dump(&a), dump(&b), "rank {rank}");
     }
     // The directory of plain files and the shipped one: one model.
     let shipped = load_paths(&[bundled("torch-fsdp2-h200x2")]).expect("shipped dir");
     let plain = load_paths(&[dir]).expect("plain dir");
-    assert_eq!(shipped.processes.len(), 2);
+    assert_eq!(shipped.processes().len(), 2);
     assert_eq!(model(&shipped), model(&plain));
 }
 
@@ -94,13 +94,13 @@ fn a_gzip_cut_part_way_loads_what_it_holds_with_a_warning() {
     let f = dir.join("rank-0.pftrace.gz");
     std::fs::write(&f, &gz[..gz.len() / 2]).expect("write");
     let cut = load_file(&f).expect("half a gzip stream loads");
-    assert!(cut.slices.len() > full.slices.len() / 5);
-    assert!(cut.slices.len() < full.slices.len());
+    assert!(cut.slices().len() > full.slices().len() / 5);
+    assert!(cut.slices().len() < full.slices().len());
     let warn = cut
-        .diagnostics
+        .diagnostics()
         .iter()
         .find(|d| d.kind == Kind::Truncated && d.detail.contains("gzip"))
-        .unwrap_or_else(|| panic!("{:?}", cut.diagnostics));
+        .unwrap_or_else(|| panic!("{:?}", cut.diagnostics()));
     assert_eq!(warn.file.as_deref(), Some(f.display().to_string().as_str()));
     // Damage inside the stream (bytes overwritten, not cut): what came
     // before it loads, with the same warning; no panic.
@@ -110,11 +110,11 @@ fn a_gzip_cut_part_way_loads_what_it_holds_with_a_warning() {
     let f = dir.join("damaged.pftrace.gz");
     std::fs::write(&f, &bad).expect("write");
     let t = load_file(&f).expect("loads up to the damage");
-    assert!(t.slices.len() < full.slices.len());
+    assert!(t.slices().len() < full.slices().len());
     assert!(
-        t.diagnostics.iter().any(|d| d.kind == Kind::Truncated),
+        t.diagnostics().iter().any(|d| d.kind == Kind::Truncated),
         "{:?}",
-        t.diagnostics
+        t.diagnostics()
     );
 }
 
@@ -169,10 +169,10 @@ fn a_directory_mixing_plain_and_gzip_ranks_loads_both() {
         .collect();
     assert_eq!(names, ["rank-0.pftrace", "rank-1.pftrace.gz"]);
     let t = load_paths(std::slice::from_ref(&dir)).expect("both load");
-    let mut ranks: Vec<_> = t.processes.iter().filter_map(|p| p.rank).collect();
+    let mut ranks: Vec<_> = t.processes().iter().filter_map(|p| p.rank).collect();
     ranks.sort_unstable();
     assert_eq!(ranks, [0, 1]);
-    assert!(t.diagnostics.is_empty(), "{:?}", t.diagnostics);
+    assert!(t.diagnostics().is_empty(), "{:?}", t.diagnostics());
     let shipped = load_paths(&[bundled("fsdp-ref-serial-h200x2")]).expect("shipped");
     assert_eq!(model(&t), model(&shipped));
     // Capture files and .perfetto-trace.gz are picked up like their plain names.
@@ -180,7 +180,7 @@ fn a_directory_mixing_plain_and_gzip_ranks_loads_both() {
     std::fs::copy(&gz1, caps.join("rank-1.capture-1.pftrace.gz")).expect("copy");
     std::fs::write(caps.join("rank-0.capture-1.perfetto-trace.gz"), &gz0).expect("write");
     let t = load_paths(&[caps]).expect("captures load");
-    assert_eq!(t.processes.len(), 2);
+    assert_eq!(t.processes().len(), 2);
 }
 
 #[test]
@@ -188,16 +188,16 @@ fn a_model_written_to_a_gz_name_is_gzip_and_reads_back_the_same() {
     let dir = tmp_dir("write");
     let t = load_paths(&[bundled("sync-zoo-h200")]).expect("loads");
     let out = dir.join("zoo.pftrace.gz");
-    perfetto::writer::write_new_file(&t, &out, false).expect("writes");
+    perfetto::write_new_file(&t, &out, false).expect("writes");
     let bytes = std::fs::read(&out).expect("read");
     assert!(bytes.starts_with(&[0x1f, 0x8b]), "gzip");
     let back = load_file(&out).expect("reads back");
     // The same as the plain export of the same model.
     let plain = dir.join("zoo.pftrace");
-    perfetto::writer::write_new_file(&t, &plain, false).expect("writes");
+    perfetto::write_new_file(&t, &plain, false).expect("writes");
     assert_eq!(inflate(&bytes), std::fs::read(&plain).expect("read"));
     assert_eq!(model(&back), model(&load_file(&plain).expect("plain")));
-    assert_eq!(back.slices.len(), t.slices.len());
+    assert_eq!(back.slices().len(), t.slices().len());
     // Chrome JSON to a .json.gz name too.
     let json = dir.join("zoo.json.gz");
     chrome::write_new_file(&t, &json, false).expect("writes");
@@ -205,8 +205,8 @@ fn a_model_written_to_a_gz_name_is_gzip_and_reads_back_the_same() {
         .expect("read")
         .starts_with(&[0x1f, 0x8b]));
     assert_eq!(
-        load_file(&json).expect("reads back").slices.len(),
-        t.slices.len()
+        load_file(&json).expect("reads back").slices().len(),
+        t.slices().len()
     );
     // No temporary file left.
     let left: Vec<_> = std::fs::read_dir(&dir)

@@ -33,7 +33,7 @@ fn synth(ranks: u32, n: usize) -> Trace {
 
 fn without_warnings(t: &Trace) -> String {
     let mut t = t.clone();
-    t.diagnostics.clear();
+    t.take_diagnostics();
     dump(&t)
 }
 
@@ -96,16 +96,16 @@ fn a_bad_empty_or_header_only_rank_in_a_directory_is_skipped_with_a_warning() {
     std::fs::write(dir.join("rank-1.pftrace"), b"\x00\x01 not a trace").expect("write");
     std::fs::write(dir.join("rank-2.pftrace"), b"").expect("write");
     // Header only: a process, no events (a collector that died at start).
-    let mut header = Trace::new();
+    let mut header = TraceBuilder::new();
     header.add_process(Process {
         pid: 9,
         rank: Some(3),
         ..Default::default()
     });
-    perfetto::write_file(&header, &dir.join("rank-3.pftrace")).expect("write");
+    perfetto::write_file(&header.clone().finish(), &dir.join("rank-3.pftrace")).expect("write");
     let t = load_paths(std::slice::from_ref(&dir)).expect("the good rank loads");
-    assert_eq!(t.processes.len(), 1);
-    assert_eq!(t.processes[0].rank, Some(0));
+    assert_eq!(t.processes().len(), 1);
+    assert_eq!(t.processes()[0].rank, Some(0));
     use streamscope_core::diagnostic::Kind;
     for (name, kind) in [
         ("rank-1.pftrace", Kind::UnreadableFile),
@@ -113,11 +113,11 @@ fn a_bad_empty_or_header_only_rank_in_a_directory_is_skipped_with_a_warning() {
         ("rank-3.pftrace", Kind::EmptyFile),
     ] {
         let hits: Vec<_> = t
-            .diagnostics
+            .diagnostics()
             .iter()
             .filter(|d| d.file.as_deref().is_some_and(|f| f.ends_with(name)))
             .collect();
-        assert_eq!(hits.len(), 1, "{name}: {:?}", t.diagnostics);
+        assert_eq!(hits.len(), 1, "{name}: {:?}", t.diagnostics());
         assert_eq!(hits[0].kind, kind, "{name}");
         let line = hits[0].to_string();
         assert!(line.contains(name) && line.ends_with("skipped") && !line.contains('\n'));
@@ -142,14 +142,14 @@ fn the_same_file_twice_is_an_error_and_one_rank_in_two_files_a_warning() {
     );
     let other = bundled("traces/fsdp-ref-overlap-h200x2/rank-0.pftrace.gz");
     let t = load_paths(&[dir.join("rank-0.pftrace.gz"), other]).expect("loads");
-    assert_eq!(t.processes.len(), 2);
+    assert_eq!(t.processes().len(), 2);
     assert!(
-        t.diagnostics.iter().any(|d| {
+        t.diagnostics().iter().any(|d| {
             d.kind == streamscope_core::diagnostic::Kind::DuplicateRank
                 && d.detail.contains("overlap")
         }),
         "{:?}",
-        t.diagnostics
+        t.diagnostics()
     );
 }
 
@@ -161,30 +161,30 @@ fn a_truncated_json_gz_loads_what_it_holds_and_warns() {
     let cut = kineto::read_bytes(Path::new("cut.json.gz"), &gz[..gz.len() / 2])
         .expect("half a gzip stream loads");
     assert!(
-        cut.slices.len() > full.slices.len() / 5,
+        cut.slices().len() > full.slices().len() / 5,
         "{}",
-        cut.slices.len()
+        cut.slices().len()
     );
-    assert!(cut.slices.len() < full.slices.len());
+    assert!(cut.slices().len() < full.slices().len());
     assert!(
-        cut.diagnostics.iter().any(|d| {
+        cut.diagnostics().iter().any(|d| {
             d.kind == streamscope_core::diagnostic::Kind::Truncated
                 && d.file.as_deref() == Some("cut.json.gz")
         }),
         "{:?}",
-        cut.diagnostics
+        cut.diagnostics()
     );
     // The same through a directory load.
     let dir = tmp_dir("gz");
     std::fs::write(dir.join("rank-0.json.gz"), &gz[..gz.len() / 2]).expect("write");
     let t = load_paths(&[dir]).expect("loads");
-    assert_eq!(t.slices.len(), cut.slices.len());
+    assert_eq!(t.slices().len(), cut.slices().len());
     // Plain JSON cut inside its events loads too.
     let json = br#"{"traceEvents":[{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":2},{"ph":"X","cat":"cpu_op","na"#;
     let t = kineto::read_bytes(Path::new("c.json"), json).expect("loads");
-    assert_eq!(t.slices.len(), 1);
+    assert_eq!(t.slices().len(), 1);
     assert!(t
-        .diagnostics
+        .diagnostics()
         .iter()
         .any(|d| d.kind == streamscope_core::diagnostic::Kind::Truncated));
 }
@@ -224,9 +224,9 @@ fn writes_are_atomic_and_refuse_to_clobber_without_overwrite() {
 fn an_empty_trace_is_not_written() {
     let dir = tmp_dir("empty");
     let f = dir.join("empty.pftrace");
-    let e = perfetto::write_file(&Trace::new(), &f).expect_err("nothing to write");
+    let e = perfetto::write_file(&Trace::default(), &f).expect_err("nothing to write");
     assert!(matches!(e, TraceError::NothingToWrite { .. }), "{e}");
-    let e = chrome::write_file(&Trace::new(), &dir.join("e.json")).expect_err("nothing");
+    let e = chrome::write_file(&Trace::default(), &dir.join("e.json")).expect_err("nothing");
     assert!(e.to_string().contains("e.json"), "{e}");
     assert_eq!(std::fs::read_dir(&dir).expect("ls").count(), 0);
 }
@@ -251,8 +251,8 @@ fn chrome_json_reads_back_as_the_model_it_was_written_from() {
         let f = dir.join(format!("{name}.json"));
         chrome::write_file(&t, &f).expect("export");
         let back = load_paths(std::slice::from_ref(&f)).expect("read back");
-        assert_eq!(back.processes.len(), t.processes.len(), "{name}");
-        assert_eq!(back.flows.len(), t.flows.len(), "{name}");
+        assert_eq!(back.processes().len(), t.processes().len(), "{name}");
+        assert_eq!(back.flows().len(), t.flows().len(), "{name}");
         assert_eq!(back.count_by_kind(), t.count_by_kind(), "{name}");
         assert_eq!(without_warnings(&back), without_warnings(&t), "{name}");
     }
@@ -267,7 +267,7 @@ fn progress_counts_bytes_as_a_file_is_read() {
         ..Default::default()
     });
     let path = tmp_dir("progress").join("big.pftrace");
-    streamscope_core::perfetto::writer::write_file(&t, &path).expect("write");
+    streamscope_core::perfetto::write_file(&t, &path).expect("write");
     let size = std::fs::metadata(&path).expect("size").len();
     assert!(size > 16 << 20, "{size} bytes: more than two 8 MiB chunks");
     let (calls, bytes) = (AtomicU64::new(0), AtomicU64::new(0));
@@ -276,7 +276,7 @@ fn progress_counts_bytes_as_a_file_is_read() {
         bytes.fetch_add(n, Ordering::Relaxed);
     })
     .expect("loads");
-    assert_eq!(back.slices.len(), t.slices.len());
+    assert_eq!(back.slices().len(), t.slices().len());
     assert_eq!(
         bytes.load(Ordering::Relaxed),
         size,

@@ -29,7 +29,7 @@ fn from_bytes(b: &[u8]) -> Trace {
 /// stream, nested and zero-length ranges, copies, args of every type,
 /// counters, devices, metadata, a realtime clock, two processes.
 fn kitchen_sink() -> Trace {
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     for r in 0..2u32 {
         let p = t.add_process(Process {
             pid: 40 + r,
@@ -144,18 +144,17 @@ fn kitchen_sink() -> Trace {
         t.push_counter(ctr, 6_000, 132.0);
         t.push_counter(ctr, 16_000, 0.0);
     }
-    t.sort_slices();
     t.link_flows_by_correlation();
-    t
+    t.finish()
 }
 
 #[test]
 fn round_trip_kitchen_sink_is_identical() {
     let t = kitchen_sink();
     let back = from_bytes(&to_bytes(&t));
-    assert!(back.diagnostics.is_empty(), "{:?}", back.diagnostics);
+    assert!(back.diagnostics().is_empty(), "{:?}", back.diagnostics());
     assert_eq!(dump(&back), dump(&t));
-    assert_eq!(back.flows.len(), 2);
+    assert_eq!(back.flows().len(), 2);
 }
 
 #[test]
@@ -179,35 +178,38 @@ fn streaming_batches_give_the_same_trace_as_one_write() {
         target_slices: 4_000,
         ..Default::default()
     });
-    let mut batch = full.clone();
-    batch.clear_events();
+    // Processes, devices, tracks and strings of `full`, no events.
+    let mut batch = full.clone().into_builder();
+    batch.flush_events(|_| ());
     let mut w = PerfettoWriter::new(Vec::new());
-    let n = full.slices.len();
+    let n = full.slices().len();
     let chunk = 333;
     let mut i = 0;
     // Feed slices in time order, as CUPTI buffers arrive.
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| full.slices.start_ns[i]);
+    order.sort_by_key(|&i| full.slices().start_ns()[i]);
     while i < n {
         for &j in &order[i..(i + chunk).min(n)] {
-            let s = &full.slices;
-            batch.push_slice_raw(
-                s.track[j],
-                s.start_ns[j],
-                s.dur_ns[j],
-                s.name[j],
-                s.kind[j],
-                s.class[j],
-                s.correlation[j],
-                s.payload[j],
-                s.args[j],
+            let s = full.slices();
+            let id = SliceId::from_index(j);
+            let mut n = NewSlice::new(
+                s.track()[j],
+                s.kind()[j],
+                s.name()[j],
+                s.start_ns()[j],
+                s.dur_ns()[j],
             );
+            n.class = s.class()[j];
+            n.correlation = s.correlation()[j];
+            n.launch = full.launch_of(id).copied();
+            n.copy = full.copy_of(id).copied();
+            n.args = full.args_of(id).to_vec();
+            batch.push_slice(n);
         }
-        w.write_batch(&batch).expect("batch");
-        batch.clear_events();
+        batch.flush_events(|t| w.write_batch(t)).expect("batch");
         i += chunk;
     }
-    let bytes = w.finish(&batch).expect("finish");
+    let bytes = batch.flush_events(|t| w.finish(t)).expect("finish");
     let back = from_bytes(&bytes);
     assert_eq!(dump(&back), dump(&full));
 }
@@ -314,19 +316,19 @@ fn truncated_file_loads_every_whole_packet_with_a_warning() {
         ..Default::default()
     });
     let bytes = to_bytes(&t);
-    let full = from_bytes(&bytes).slices.len();
+    let full = from_bytes(&bytes).slices().len();
     let mut last = 0;
     for frac in [0.3, 0.6, 0.9] {
         let cut = (bytes.len() as f64 * frac) as usize;
         let back = read_stream(Path::new("cut.pftrace"), &bytes[..cut]).expect("truncated loads");
         assert!(
-            back.diagnostics.iter().any(|d| d.kind == Kind::Truncated),
+            back.diagnostics().iter().any(|d| d.kind == Kind::Truncated),
             "{:?}",
-            back.diagnostics
+            back.diagnostics()
         );
-        assert!(back.slices.len() >= last && back.slices.len() <= full);
-        assert!(back.slices.dur_ns.iter().all(|d| *d >= 0));
-        last = back.slices.len();
+        assert!(back.slices().len() >= last && back.slices().len() <= full);
+        assert!(back.slices().dur_ns().iter().all(|d| *d >= 0));
+        last = back.slices().len();
     }
     assert!(last > full / 2);
 }
@@ -355,7 +357,7 @@ fn bad_input_gives_clear_errors() {
     let back = read_file(&bad).expect("a damaged packet costs only itself");
     assert_eq!(dump_without_warnings(&back), dump(&kitchen_sink()));
     assert!(
-        back.diagnostics
+        back.diagnostics()
             .iter()
             .any(|d| d.kind == Kind::DamagedPackets
                 && d.count == 1
@@ -363,7 +365,7 @@ fn bad_input_gives_clear_errors() {
                     .as_deref()
                     .is_some_and(|f| f.ends_with("corrupt.pftrace"))),
         "{:?}",
-        back.diagnostics
+        back.diagnostics()
     );
 
     let missing = tmp("missing.pftrace");
@@ -442,13 +444,13 @@ fn timestamps_beyond_i64_are_damaged_packets() {
     slice_event(&mut e, 1, 1 << 63, Some(2), "x");
     slice_event(&mut e, 3, 5, Some(2), "y");
     let t = read_stream(Path::new("ovf.pftrace"), &e.buf[..]).expect("loads the rest");
-    assert_eq!(t.slices.len(), 1, "only the good instant");
+    assert_eq!(t.slices().len(), 1, "only the good instant");
     assert!(
-        t.diagnostics
+        t.diagnostics()
             .iter()
             .any(|d| d.kind == Kind::DamagedPackets && d.count == 1),
         "{:?}",
-        t.diagnostics
+        t.diagnostics()
     );
 }
 
@@ -474,13 +476,13 @@ fn a_counter_on_a_process_track_gets_a_real_track() {
         e.end(te);
     });
     let t = from_bytes(&e.buf);
-    assert_eq!(t.counters.len(), 1);
-    let track = t.counters.track[0];
-    assert!((track.0 as usize) < t.tracks.len());
-    assert_eq!(t.processes[t.track(track).process as usize].pid, 42);
+    assert_eq!(t.counters().len(), 1);
+    let track = t.counters().track()[0];
+    assert!((track.0 as usize) < t.tracks().len());
+    assert_eq!(t.processes()[t.track(track).process.index()].pid, 42);
     // Exporting it again works.
     let back = from_bytes(&to_bytes(&t));
-    assert_eq!(back.counters.value, vec![3.5]);
+    assert_eq!(back.counters().value(), vec![3.5]);
 }
 
 #[test]
@@ -493,11 +495,11 @@ fn threads_of_different_pids_without_process_descriptors_stay_apart() {
     slice_event(&mut e, 1, 10, Some(3), "y");
     slice_event(&mut e, 2, 30, Some(3), "");
     let t = from_bytes(&e.buf);
-    let mut pids: Vec<u32> = t.processes.iter().map(|p| p.pid).collect();
+    let mut pids: Vec<u32> = t.processes().iter().map(|p| p.pid).collect();
     pids.sort_unstable();
     assert_eq!(pids, vec![100, 200]);
-    assert_eq!(t.slices.len(), 2);
-    assert_ne!(t.slice_process(0), t.slice_process(1));
+    assert_eq!(t.slices().len(), 2);
+    assert_ne!(t.slice_process(SliceId(0)), t.slice_process(SliceId(1)));
 }
 
 #[test]
@@ -517,18 +519,18 @@ fn events_without_a_track_use_the_sequence_default() {
     slice_event(&mut e, 1, 100, None, "work");
     slice_event(&mut e, 2, 200, None, "");
     let t = from_bytes(&e.buf);
-    assert_eq!(t.slices.len(), 1);
+    assert_eq!(t.slices().len(), 1);
     assert_eq!(
-        t.track(t.slices.track[0]).kind,
+        t.track(t.slices().track()[0]).kind,
         TrackKind::Thread { tid: 11 }
     );
-    assert_eq!(t.slices.dur_ns[0], 100);
+    assert_eq!(t.slices().dur_ns()[0], 100);
 }
 
 #[test]
 fn hundreds_of_overlapping_slices_on_one_stream_round_trip() {
     // More lanes than 255 (lane uuids must never wrap onto a track's).
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     let p = t.add_process(Process {
         pid: 1,
         ..Default::default()
@@ -550,15 +552,14 @@ fn hundreds_of_overlapping_slices_on_one_stream_round_trip() {
         ns.class = SliceClass::Compute;
         t.push_slice(ns);
     }
-    t.sort_slices();
-    let bytes = to_bytes(&t);
+    let bytes = to_bytes(&t.clone().finish());
     check_perfetto_rules(&bytes);
-    assert_eq!(dump(&from_bytes(&bytes)), dump(&t));
+    assert_eq!(dump(&from_bytes(&bytes)), dump(&t.clone().finish()));
 }
 
 fn dump_without_warnings(t: &Trace) -> String {
     let mut t = t.clone();
-    t.diagnostics.clear();
+    t.take_diagnostics();
     dump(&t)
 }
 
@@ -605,10 +606,10 @@ fn kinds_are_decoded_from_the_first_slice_of_a_bundled_trace() {
         "{kinds:?}"
     );
     // No slice named like a CUDA API call is left "other".
-    for i in 0..t.slices.len() {
-        let name = t.str(t.slices.name[i]);
+    for i in 0..t.slices().len() {
+        let name = t.str(t.slices().name()[i]);
         if name.starts_with("cu") {
-            assert_ne!(t.slices.kind[i], SliceKind::Other, "{name}");
+            assert_ne!(t.slices().kind()[i], SliceKind::Other, "{name}");
         }
     }
 }
@@ -665,8 +666,8 @@ fn kinds_are_decoded_without_any_streamscope_descriptor_or_metadata() {
         slice_event(&mut e, 2, 100 * (i as u64 + 1) + 50, Some(2), "");
     }
     let t = read_stream(Path::new("cpu.pftrace"), &e.buf[..]).expect("loads");
-    let got: Vec<(SliceKind, u32)> = (0..t.slices.len())
-        .map(|i| (t.slices.kind[i], t.slices.correlation[i]))
+    let got: Vec<(SliceKind, u32)> = (0..t.slices().len())
+        .map(|i| (t.slices().kind()[i], t.slices().correlation()[i]))
         .collect();
     assert_eq!(
         got,
@@ -677,7 +678,7 @@ fn kinds_are_decoded_without_any_streamscope_descriptor_or_metadata() {
         ]
     );
     assert!(
-        t.slices.args.iter().all(|a| *a == NO_ARGS),
+        t.slices().args().iter().all(|a| *a == NO_ARGS),
         "no kind as an arg"
     );
 }
@@ -691,7 +692,7 @@ fn a_cpu_only_kineto_trace_keeps_its_kinds_through_perfetto() {
       {"ph":"X","cat":"user_annotation","name":"step","pid":5,"tid":6,"ts":0.5,"dur":10.0}
     ]}"#;
     let t = kineto::read_bytes(Path::new("cpu.json"), json).expect("kineto");
-    assert!(t.slices.kind.iter().all(|k| *k != SliceKind::Other));
+    assert!(t.slices().kind().iter().all(|k| *k != SliceKind::Other));
     let back = from_bytes(&to_bytes(&t));
     assert_eq!(back.count_by_kind(), t.count_by_kind());
     assert_eq!(dump(&back), dump(&t));
@@ -703,7 +704,7 @@ fn a_cpu_only_kineto_trace_keeps_its_kinds_through_perfetto() {
 fn single_bit_flips_never_make_a_file_unloadable() {
     let t = kitchen_sink();
     let bytes = to_bytes(&t);
-    let full = t.slices.len();
+    let full = t.slices().len();
     let mut damaged_warnings = 0;
     for k in 1..=120usize {
         let mut b = bytes.clone();
@@ -713,12 +714,12 @@ fn single_bit_flips_never_make_a_file_unloadable() {
         let back = read_stream(Path::new("flip.pftrace"), &b[..])
             .unwrap_or_else(|e| panic!("flip {k} (bit {bit}): {e}"));
         assert!(
-            back.slices.len() + 4 >= full,
+            back.slices().len() + 4 >= full,
             "flip {k}: {}",
-            back.slices.len()
+            back.slices().len()
         );
         damaged_warnings += back
-            .diagnostics
+            .diagnostics()
             .iter()
             .filter(|d| d.kind == Kind::DamagedPackets)
             .count();
@@ -743,24 +744,24 @@ fn broken_framing_skips_to_the_next_packet() {
     let back = read_stream(Path::new("junk.pftrace"), &b[..]).expect("loads");
     assert_eq!(dump_without_warnings(&back), dump(&t));
     assert!(
-        back.diagnostics
+        back.diagnostics()
             .iter()
             .any(|d| d.kind == Kind::DamagedPackets
                 && d.count == 1
                 && d.detail.contains("(3 bytes")),
         "{:?}",
-        back.diagnostics
+        back.diagnostics()
     );
     let mut b = bytes.clone();
     let p = starts[starts.len() / 3];
     b[p + 1] = 0x7f; // the packet's length, now longer than the packet
     let back = read_stream(Path::new("len.pftrace"), &b[..]).expect("loads");
-    assert!(back.slices.len() + 2 >= t.slices.len());
+    assert!(back.slices().len() + 2 >= t.slices().len());
     assert!(back
-        .diagnostics
+        .diagnostics()
         .iter()
         .any(|d| d.kind == Kind::DamagedPackets));
-    assert!(!back.diagnostics.iter().any(|d| d.kind == Kind::Truncated));
+    assert!(!back.diagnostics().iter().any(|d| d.kind == Kind::Truncated));
 }
 
 #[test]
@@ -778,21 +779,21 @@ fn track_parents_that_form_a_loop_are_broken_with_a_warning() {
     }
     slice_event(&mut e, 3, 10, Some(2), "x");
     let t = from_bytes(&e.buf);
-    assert_eq!(t.slices.len(), 1);
-    for i in 0..t.tracks.len() {
-        let mut at = t.tracks[i].parent;
+    assert_eq!(t.slices().len(), 1);
+    for i in 0..t.tracks().len() {
+        let mut at = t.tracks()[i].parent;
         let mut steps = 0;
         while let Some(p) = at {
             steps += 1;
-            assert!(steps <= t.tracks.len(), "track {i}: parents loop");
-            at = t.tracks[p.0 as usize].parent;
+            assert!(steps <= t.tracks().len(), "track {i}: parents loop");
+            at = t.tracks()[p.0 as usize].parent;
         }
     }
     assert!(
-        t.diagnostics
+        t.diagnostics()
             .iter()
             .any(|d| d.kind == Kind::TrackParentLoop),
         "{:?}",
-        t.diagnostics
+        t.diagnostics()
     );
 }

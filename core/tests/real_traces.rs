@@ -15,7 +15,7 @@ fn bundled(name: &str) -> PathBuf {
 #[test]
 fn fsdp_ref_planted_item_sync_is_found_in_every_step() {
     let t = load_paths(&[bundled("fsdp-ref-overlap-h200x2")]).expect("load");
-    assert_eq!(t.processes.len(), 2);
+    assert_eq!(t.processes().len(), 2);
     assert_eq!(t.dropped_records(), 0);
     let r = analyze(&t, &AnalysisOptions::default());
     for rank in &r.ranks {
@@ -85,7 +85,7 @@ fn torch_item_sync_points_at_the_python_line() {
         + 1;
     let item_line = format!("torch_fsdp2.py:{n}");
     let t = load_paths(&[bundled("torch-fsdp2-h200x2")]).expect("load");
-    assert_eq!(t.processes.len(), 2);
+    assert_eq!(t.processes().len(), 2);
     let r = analyze(&t, &AnalysisOptions::default());
     for rank in &r.ranks {
         let item = rank

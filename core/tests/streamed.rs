@@ -153,11 +153,12 @@ fn ranks_numbered_across_files_and_a_skipped_file() {
         ..Default::default()
     };
     for r in 0..2 {
-        let mut t = fsdp_like_rank(&o, r);
-        for p in &mut t.processes {
+        let mut b = fsdp_like_rank(&o, r).into_builder();
+        for p in b.processes_mut() {
             p.rank = None;
             p.local_rank = None;
         }
+        let t = b.finish();
         streamscope_core::perfetto::write_file(&t, &tmp.0.join(format!("rank-{r}.pftrace")))
             .expect("write");
     }

@@ -74,12 +74,12 @@ mod built {
     //! blocks in, then host time until the step ends. Rank 0 reaches the
     //! all-reduce at 200 µs, rank 1 at 500 µs; the transfer takes 400 µs.
     use streamscope_core::analysis::whatif::{whatif, Changes, WhatIfOptions, WhatIfReport};
-    use streamscope_core::model::*;
+    use streamscope_core::*;
 
     const US: i64 = 1000;
 
     pub fn trace(with_steps: bool, with_nccl: bool) -> Trace {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         for rank in 0..2u32 {
             let p = t.add_process(Process {
                 pid: 10 + rank,
@@ -109,7 +109,7 @@ mod built {
                 "s8",
             );
             let mut corr = 1u32;
-            let mut call = |t: &mut Trace, name: &str, s: i64, d: i64| {
+            let mut call = |t: &mut TraceBuilder, name: &str, s: i64, d: i64| {
                 let n = t.intern(name);
                 let mut a = NewSlice::new(host, SliceKind::Runtime, n, s * US, d * US);
                 a.correlation = corr;
@@ -117,7 +117,7 @@ mod built {
                 corr += 1;
                 corr - 1
             };
-            let kernel = |t: &mut Trace, tr: TrackId, name: &str, s: i64, d: i64, c: u32| {
+            let kernel = |t: &mut TraceBuilder, tr: TrackId, name: &str, s: i64, d: i64, c: u32| {
                 let n = t.intern(name);
                 let mut k = NewSlice::new(tr, SliceKind::Kernel, n, s * US, d * US);
                 k.class = SliceClass::of_gpu_name(SliceKind::Kernel, name);
@@ -141,8 +141,7 @@ mod built {
                 t.push_slice(NewSlice::new(host, SliceKind::Range, n, 0, 1300 * US));
             }
         }
-        t.sort_slices();
-        t
+        t.finish()
     }
 
     fn run(t: &Trace, changes: Changes, drops: &[&str]) -> Result<WhatIfReport, String> {

@@ -160,7 +160,7 @@ fn outcome(r: &Result<Trace, streamscope_core::TraceError>) -> String {
         }
         Ok(t) => {
             let mut w: Vec<String> = t
-                .diagnostics
+                .diagnostics()
                 .iter()
                 .map(|d| format!("{:?}", d.kind))
                 .collect();
@@ -169,11 +169,11 @@ fn outcome(r: &Result<Trace, streamscope_core::TraceError>) -> String {
             let b = |n: usize| (usize::BITS - n.leading_zeros()) as usize;
             format!(
                 "ok:{}:{}:{}:{}:{}:{:?}",
-                b(t.slices.len()),
-                b(t.processes.len()),
-                b(t.tracks.len()),
-                b(t.counters.len()),
-                b(t.flows.len()),
+                b(t.slices().len()),
+                b(t.processes().len()),
+                b(t.tracks().len()),
+                b(t.counters().len()),
+                b(t.flows().len()),
                 w
             )
         }
@@ -245,7 +245,7 @@ fn main() {
             let t0 = Instant::now();
             let back = perfetto::read_stream(Path::new("bench.pftrace"), &bytes[..]);
             let s = t0.elapsed().as_secs_f64();
-            let k = back.map(|b| b.slices.len()).unwrap_or(0);
+            let k = back.map(|b| b.slices().len()).unwrap_or(0);
             println!("read {k} slices in {s:.3} s: {:.2} M/s", k as f64 / s / 1e6);
         }
         return;

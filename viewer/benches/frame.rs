@@ -67,9 +67,9 @@ fn sweep(name: &str, ranks: u32, target: usize, size: Vec2, metrics_ns: Option<i
     });
     if let Some(every) = metrics_ns {
         streamscope_core::synth::add_gpu_metrics(&mut trace, every);
-        println!("{name}: {} counter samples", trace.counters.len());
+        println!("{name}: {} counter samples", trace.counters().len());
     }
-    let n = trace.slices.len();
+    let n = trace.slices().len();
     let gen = t0.elapsed();
     let t1 = Instant::now();
     let mut app = ViewerApp::from_trace(trace);
@@ -138,8 +138,8 @@ fn first_frame(slices: usize, size: Vec2) {
         target_slices: slices,
         ..Default::default()
     });
-    let n = trace.slices.len();
-    if let Err(e) = streamscope_core::perfetto::writer::write_file(&trace, &file) {
+    let n = trace.slices().len();
+    if let Err(e) = streamscope_core::perfetto::write_file(&trace, &file) {
         eprintln!("cannot write {}: {e}", file.display());
         return;
     }

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
+use streamscope_core::SliceId;
 
 use egui::{RichText, Ui};
 use streamscope_core::Trace;
@@ -499,7 +500,7 @@ impl ViewerApp {
                 }
             }
             if let Some(model) = &self.model {
-                for w in model.trace.diagnostics.iter().take(3) {
+                for w in model.trace.diagnostics().iter().take(3) {
                     ui.colored_label(
                         ui.visuals().warn_fg_color,
                         RichText::new(w.to_string()).small(),
@@ -543,12 +544,12 @@ impl ViewerApp {
                 }
             }
             Tab::Syncs => {
-                let sl = &model.trace.slices;
-                let bounds = |s: u32| (sl.start_ns[s as usize], sl.end_ns(s as usize));
+                let sl = model.trace.slices();
+                let bounds = |s: u32| (sl.start_ns()[s as usize], sl.end_ns(SliceId(s)));
                 if let Some(t) = panels::syncs::syncs_ui(ui, &model.report, &mut self.syncs, bounds)
                 {
                     self.timeline.zoom_to(&model.index, t.start_ns, t.end_ns);
-                    let track = t.slice.map(|s| model.trace.slices.track[s as usize]);
+                    let track = t.slice.map(|s| model.trace.slices().track()[s as usize]);
                     self.timeline.highlight = Some(Highlight {
                         start_ns: t.start_ns,
                         end_ns: t.end_ns,

@@ -2,6 +2,7 @@
 //! for the window and for `--screenshot`).
 
 use streamscope_core::analysis::StepReport;
+use streamscope_core::ProcessId;
 
 use crate::model::Model;
 use crate::timeline::layout::GroupKey;
@@ -95,7 +96,7 @@ impl Framing {
             // have one each: the analysis numbers the second one apart,
             // the trace keeps its own rank); the first is scrolled to.
             let rank = self.rank;
-            let procs = &model.trace.processes;
+            let procs = model.trace.processes();
             for x in ranks {
                 let own = procs.get(x.process as usize).and_then(|p| p.rank);
                 if Some(x.rank) != rank && own != rank {
@@ -106,9 +107,9 @@ impl Framing {
             }
             st.scroll_y = 0.0;
             // Scroll the rank's first lane into view at the first frame.
-            if let Some(t) = (0..model.trace.tracks.len() as u32)
+            if let Some(t) = (0..model.trace.tracks().len() as u32)
                 .map(streamscope_core::TrackId)
-                .find(|&t| model.trace.track(t).process == p)
+                .find(|&t| model.trace.track(t).process == ProcessId(p))
             {
                 st.reveal = Some(t);
             }

@@ -100,7 +100,7 @@ pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, 
                             .map_err(|e| e.to_string());
                         if let Ok(t) = &r {
                             progress.events.fetch_add(
-                                (t.slices.len() + t.counters.len()) as u64,
+                                (t.slices().len() + t.counters().len()) as u64,
                                 Ordering::Relaxed,
                             );
                         }
@@ -153,7 +153,7 @@ pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, 
             Ok(t) => {
                 status.push(FileStatus {
                     path: p.clone(),
-                    result: Ok((t.processes.len(), t.slices.len())),
+                    result: Ok((t.processes().len(), t.slices().len())),
                 });
                 match &mut merged {
                     Some(m) => m.append(t),

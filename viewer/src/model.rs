@@ -1,9 +1,10 @@
 //! What the viewer shows of one loaded trace set: the trace (sorted), the
 //! analysis report, the drawing index and lane tree, and top kernels.
 
-use streamscope_core::analysis::xrank::{match_ranks, Instance, Matching, Part};
-use streamscope_core::analysis::{analyze, collectives::NcclNames, rank, AnalysisOptions, Report};
-use streamscope_core::{Trace, TrackKind};
+use streamscope_core::analysis::{
+    analyze, match_collectives, AnalysisOptions, Instance, Matching, Part, Report,
+};
+use streamscope_core::{DeviceId, Trace, TrackKind};
 
 use crate::panels::top_kernels::TopKernels;
 use crate::timeline::index::TimelineIndex;
@@ -32,19 +33,18 @@ pub struct Model {
 pub const EAGER_MATCHING_SLICES: usize = 2_000_000;
 
 impl Model {
-    /// Sorts the trace (slice ids are stable from here on, and the report's
-    /// slice ids refer to this order), analyzes it and preprocesses it.
+    /// Analyzes the trace (sorted, so slice ids are stable and the
+    /// report's slice ids refer to this order) and preprocesses it.
     pub fn new(mut trace: Trace) -> Self {
-        trace.sort_slices();
         let report = analyze(&trace, &AnalysisOptions::default());
         add_sm_counters(&mut trace, &report);
         let index = TimelineIndex::build(&trace);
         let lanes = LaneTree::build(&trace, &index);
         let top = TopKernels::compute(&trace);
-        let mut gpu_rows = vec![Vec::new(); trace.processes.len()];
+        let mut gpu_rows = vec![Vec::new(); trace.processes().len()];
         for (r, row) in index.rows.iter().enumerate() {
             if matches!(index.coverage.get(r), Some(Some(_))) {
-                let p = trace.track(row.track).process as usize;
+                let p = trace.track(row.track).process.index();
                 if let Some(v) = gpu_rows.get_mut(p) {
                     v.push(r as u32);
                 }
@@ -59,7 +59,7 @@ impl Model {
             gpu_rows,
             matching: std::sync::OnceLock::new(),
         };
-        if model.trace.slices.len() <= EAGER_MATCHING_SLICES {
+        if model.trace.slices().len() <= EAGER_MATCHING_SLICES {
             let _ = model.matching();
         }
         model
@@ -72,10 +72,7 @@ impl Model {
 
     fn matched(&self) -> &(Matching, std::collections::HashMap<u32, f32>) {
         self.matching.get_or_init(|| {
-            let ctxs = rank::build(&self.trace, None);
-            let names = NcclNames::new(&self.trace);
-            let m = match_ranks(&self.trace, &ctxs, &names);
-            drop(ctxs);
+            let m = match_collectives(&self.trace);
             let mut share = std::collections::HashMap::new();
             for inst in &m.instances {
                 for p in &inst.parts {
@@ -108,27 +105,22 @@ impl Model {
 /// Gives each device without a counter track the analysis's estimated
 /// "SMs in use" series as one (counters do not move slice ids).
 fn add_sm_counters(trace: &mut Trace, report: &Report) {
+    let mut b = std::mem::take(trace).into_builder();
     for occ in &report.occupancy {
-        let d = occ.device;
-        let Some(dev) = trace.devices.get(d as usize) else {
+        let d = DeviceId(occ.device);
+        let Some(dev) = b.devices().get(d.index()) else {
             continue;
         };
+        let counter = TrackKind::Counter { device: Some(d) };
         if occ.sms_in_use.iter().all(|&(_, sms)| sms == 0)
-            || trace
-                .find_track(dev.process, TrackKind::Counter { device: Some(d) })
-                .is_some()
+            || b.find_track(dev.process, counter).is_some()
         {
             continue;
         }
-        let process = dev.process;
-        let track = trace.add_track(
-            process,
-            None,
-            TrackKind::Counter { device: Some(d) },
-            "SMs in use (estimated)",
-        );
+        let track = b.add_track(dev.process, None, counter, "SMs in use (estimated)");
         for &(ts, sms) in &occ.sms_in_use {
-            trace.push_counter(track, ts, sms as f64);
+            b.push_counter(track, ts, sms as f64);
         }
     }
+    *trace = b.finish();
 }

@@ -2,6 +2,7 @@
 //! to the other ranks' kernels and the wait/transfer split in the details.
 
 use std::path::PathBuf;
+use streamscope_core::{ProcessId, SliceId};
 
 use egui_kittest::kittest::Queryable;
 use egui_kittest::Harness;
@@ -15,12 +16,12 @@ fn an_nccl_kernel_links_to_its_peers_on_the_other_rank() {
     let (s, peer_process) = {
         let m = app.model.as_ref().expect("loads");
         let t = &m.trace;
-        let s = (0..t.slices.len())
+        let s = (0..t.slices().len())
             .find(|&i| {
-                t.slices.kind[i] == SliceKind::Kernel
-                    && t.str(t.slices.name[i])
+                t.slices().kind()[i] == SliceKind::Kernel
+                    && t.str(t.slices().name()[i])
                         .starts_with("ncclDevKernel_AllGather")
-                    && t.tracks[t.slices.track[i].0 as usize].process == 0
+                    && t.tracks()[t.slices().track()[i].0 as usize].process == ProcessId(0)
             })
             .expect("an all-gather kernel on rank 0") as u32;
         let (inst, part) = m.collective_of(s).expect("matched across ranks");
@@ -29,10 +30,10 @@ fn an_nccl_kernel_links_to_its_peers_on_the_other_rank() {
         let peer = inst.parts.iter().find(|p| p.slice != s).expect("peer");
         (
             s,
-            t.tracks[t.slices.track[peer.slice as usize].0 as usize].process,
+            t.tracks()[t.slices().track()[peer.slice as usize].0 as usize].process,
         )
     };
-    assert_eq!(peer_process, 1);
+    assert_eq!(peer_process, ProcessId(1));
     {
         let m = app.model.as_ref().expect("model");
         let w = m.wait_share().expect("matched at load: a small trace");
@@ -47,12 +48,12 @@ fn an_nccl_kernel_links_to_its_peers_on_the_other_rank() {
             .timeline
             .links
             .iter()
-            .filter(|&&(a, b)| a == s && t.slices.kind[b as usize] == SliceKind::Kernel)
+            .filter(|&&(a, b)| a == s && t.slices().kind()[b as usize] == SliceKind::Kernel)
             .map(|&(_, b)| b)
             .collect();
         assert_eq!(peers.len(), 1, "{:?}", app.timeline.links);
         assert!(t
-            .str(t.slices.name[peers[0] as usize])
+            .str(t.slices().name()[peers[0] as usize])
             .starts_with("ncclDevKernel_AllGather"));
         app.model = Some(m);
     }
@@ -89,15 +90,15 @@ fn the_stragglers_tab_zooms_to_a_steps_worst_collective() {
     let m = app.model.as_ref().expect("model");
     let s = app.timeline.selected.expect("a kernel selected") as usize;
     let t = &m.trace;
-    assert_eq!(t.slices.kind[s], SliceKind::Kernel);
+    assert_eq!(t.slices().kind()[s], SliceKind::Kernel);
     assert!(
-        t.str(t.slices.name[s]).starts_with("ncclDevKernel"),
+        t.str(t.slices().name()[s]).starts_with("ncclDevKernel"),
         "{}",
-        t.str(t.slices.name[s])
+        t.str(t.slices().name()[s])
     );
     let (a, b) = app.timeline.window_ns(&m.index);
     assert!(
-        a <= t.slices.start_ns[s] && t.slices.end_ns(s) <= b,
+        a <= t.slices().start_ns()[s] && t.slices().end_ns(SliceId::from_index(s)) <= b,
         "the kernel is in view"
     );
     // Linked to the same collective on the other rank.
@@ -105,5 +106,5 @@ fn the_stragglers_tab_zooms_to_a_steps_worst_collective() {
         .timeline
         .links
         .iter()
-        .any(|&(x, y)| x as usize == s && t.slices.kind[y as usize] == SliceKind::Kernel));
+        .any(|&(x, y)| x as usize == s && t.slices().kind()[y as usize] == SliceKind::Kernel));
 }

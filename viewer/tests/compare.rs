@@ -24,8 +24,13 @@ fn two_runs_open_side_by_side_with_the_compare_tab() {
     let c = app.comparison.as_ref().expect("compared");
     assert_eq!(c.ranks.len(), 2);
     let m = app.model.as_ref().expect("one model over both runs");
-    assert_eq!(m.trace.processes.len(), 4);
-    let names: Vec<&str> = m.trace.processes.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(m.trace.processes().len(), 4);
+    let names: Vec<&str> = m
+        .trace
+        .processes()
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
     assert!(
         names[..2].iter().all(|n| n.starts_with("A · ")),
         "{names:?}"

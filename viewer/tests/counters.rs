@@ -3,8 +3,8 @@
 //! when zoomed out, and the value on hover. Headless (egui_kittest).
 
 use egui_kittest::Harness;
-use streamscope_core::model::TrackKind;
 use streamscope_core::synth::{add_gpu_metrics, fsdp_like, SynthOptions};
+use streamscope_core::{DeviceId, TrackKind};
 use streamscope_viewer::timeline::counters;
 use streamscope_viewer::timeline::layout::LineKind;
 use streamscope_viewer::ViewerApp;
@@ -45,7 +45,13 @@ fn metric_lanes_sit_under_their_gpu_with_units_and_values() {
         .rposition(|l| match l.kind {
             LineKind::Row { row, .. } => {
                 let tr = m.index.rows[row as usize].track;
-                matches!(t.track(tr).kind, TrackKind::Stream { device: 0, .. })
+                matches!(
+                    t.track(tr).kind,
+                    TrackKind::Stream {
+                        device: DeviceId(0),
+                        ..
+                    }
+                )
             }
             _ => false,
         })
@@ -53,13 +59,13 @@ fn metric_lanes_sit_under_their_gpu_with_units_and_values() {
     assert!(sm0 > last_stream_of_gpu0 && sm0 < pos("GPU 1 · SM active %"));
     // No estimated lane beside measured ones.
     assert!(!t
-        .tracks
+        .tracks()
         .iter()
         .any(|tr| t.str(tr.name).contains("estimated")));
     // Axis labels: percentages on 0–100, throughputs on 0–max.
     let track = |name: &str| {
-        (0..t.tracks.len() as u32)
-            .map(streamscope_core::model::TrackId)
+        (0..t.tracks().len() as u32)
+            .map(streamscope_core::TrackId)
             .find(|&k| t.track_name(k) == name)
             .expect("track")
     };
@@ -78,10 +84,10 @@ fn metric_lanes_sit_under_their_gpu_with_units_and_values() {
     assert!(text.starts_with("GPU 0 · SM active %\n"), "{text}");
     assert!(text.contains("0.00–100 %"), "{text}");
     // One sample's time: its value alone, no range.
-    let first = (0..t.counters.len())
-        .find(|&i| t.counters.track[i] == sm && t.counters.value[i] == 100.0)
+    let first = (0..t.counters().len())
+        .find(|&i| t.counters().track()[i] == sm && t.counters().value()[i] == 100.0)
         .expect("an active sample");
-    let ts = t.counters.ts_ns[first];
+    let ts = t.counters().ts_ns()[first];
     let text = counters::hover_text(t, &m.index, sm, ts, ts + 1_000).expect("hover");
     assert_eq!(text, "GPU 0 · SM active %\n100 %");
     assert_eq!(

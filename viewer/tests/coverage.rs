@@ -5,6 +5,8 @@
 use egui::epaint::{Mesh, Shape};
 use egui_kittest::Harness;
 use streamscope_core::synth::{fsdp_like, SynthOptions};
+use streamscope_core::TraceBuilder;
+use streamscope_core::{ProcessId, SliceId};
 use streamscope_core::{SliceClass, Trace, TrackKind};
 use streamscope_viewer::style;
 use streamscope_viewer::timeline::layout::{LineKind, ROW_H};
@@ -64,11 +66,14 @@ fn area_of(mesh: &Mesh, color: egui::Color32, y0: f32, y1: f32) -> f64 {
 /// Share of `[t0, t1)` covered by slices of `class` on `track`, counted
 /// here from the slice columns.
 fn share_in_trace(t: &Trace, track: u32, class: SliceClass, t0: i64, t1: i64) -> f64 {
-    let sl = &t.slices;
+    let sl = t.slices();
     let mut ns = 0i64;
     for i in 0..sl.len() {
-        if sl.track[i].0 == track && sl.class[i] == class {
-            let (a, b) = (sl.start_ns[i].max(t0), sl.end_ns(i).min(t1));
+        if sl.track()[i].0 == track && sl.class()[i] == class {
+            let (a, b) = (
+                sl.start_ns()[i].max(t0),
+                sl.end_ns(SliceId::from_index(i)).min(t1),
+            );
             ns += (b - a).max(0);
         }
     }
@@ -89,7 +94,7 @@ fn gpu_row(h: &Harness<'static, ViewerApp>, class: SliceClass) -> (u32, u32, f32
                 let is_stream = matches!(m.trace.track(track).kind, TrackKind::Stream { .. });
                 let r = &m.index.rows[row as usize];
                 let s = r.slice(0);
-                (is_stream && m.trace.slices.class[s] == class).then_some((
+                (is_stream && m.trace.slices().class()[s] == class).then_some((
                     row,
                     track.0,
                     lanes_top + l.y - app.timeline.scroll_y,
@@ -163,7 +168,10 @@ fn zoomed_in_gpu_lanes_draw_slices() {
         let m = app.model.as_ref().expect("loaded");
         let r = &m.index.rows[row as usize];
         let k = r.slice(r.len() / 2);
-        let (s, e) = (m.trace.slices.start_ns[k], m.trace.slices.end_ns(k));
+        let (s, e) = (
+            m.trace.slices().start_ns()[k],
+            m.trace.slices().end_ns(SliceId::from_index(k)),
+        );
         let index = m.index.clone();
         app.timeline.zoom_to(&index, s, e);
         k as u32
@@ -257,7 +265,7 @@ fn a_serial_stream_shows_its_compute_and_communication_mix() {
             LineKind::Row { row, .. } => {
                 let r = &m.index.rows[row as usize];
                 let stream = matches!(m.trace.track(r.track).kind, TrackKind::Stream { .. });
-                (stream && m.trace.track(r.track).process == 0)
+                (stream && m.trace.track(r.track).process == ProcessId(0))
                     .then_some((row, lanes.top() + l.y - app.timeline.scroll_y))
             }
             _ => None,
@@ -289,7 +297,7 @@ fn a_serial_stream_shows_its_compute_and_communication_mix() {
 fn a_counter_lane_shows_the_mean_of_each_column() {
     use streamscope_core::{NewSlice, Process, SliceKind};
     use streamscope_viewer::timeline::layout::COUNTER_H;
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     let p = t.add_process(Process::default());
     let c = t.add_track(p, None, TrackKind::Counter { device: None }, "SMs in use");
     let th = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
@@ -299,7 +307,7 @@ fn a_counter_lane_shows_the_mean_of_each_column() {
         t.push_counter(c, i * 100, 132.0);
         t.push_counter(c, i * 100 + 10, 0.0);
     }
-    let mut h = harness(t);
+    let mut h = harness(t.finish());
     h.run();
     let (mesh, lanes) = timeline_mesh(&h);
     let app = h.state();

@@ -20,15 +20,14 @@ fn temp_dir(name: &str) -> PathBuf {
 fn a_bad_file_shows_its_error_and_the_good_ones_stay_open() {
     let dir = temp_dir("files");
     let good = dir.join("ranks.pftrace");
-    streamscope_core::perfetto::writer::write_file(&common::two_rank_trace(), &good)
-        .expect("write trace");
+    streamscope_core::perfetto::write_file(&common::two_rank_trace(), &good).expect("write trace");
     let bad = dir.join("broken.json");
     std::fs::write(&bad, b"{\"traceEvents\": [ {\"ph\": ").expect("write bad file");
 
     let mut app = ViewerApp::empty();
     app.load(vec![good.clone(), bad.clone()]);
     let model = app.model.as_ref().expect("the good file is open");
-    assert_eq!(model.trace.processes.len(), 2);
+    assert_eq!(model.trace.processes().len(), 2);
     assert!(app.files[0].result.is_ok());
     let err = app.files[1]
         .result
@@ -82,8 +81,8 @@ fn dropping_a_file_adds_its_ranks() {
     let first = dir.join("a.pftrace");
     let second = dir.join("b.pftrace");
     let trace = common::two_rank_trace();
-    streamscope_core::perfetto::writer::write_file(&trace, &first).expect("write trace");
-    streamscope_core::perfetto::writer::write_file(&trace, &second).expect("write trace");
+    streamscope_core::perfetto::write_file(&trace, &first).expect("write trace");
+    streamscope_core::perfetto::write_file(&trace, &second).expect("write trace");
     let mut app = ViewerApp::empty();
     app.load(vec![first]);
     let mut h = Harness::builder()
@@ -91,7 +90,7 @@ fn dropping_a_file_adds_its_ranks() {
         .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app);
     h.run();
     assert_eq!(
-        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        h.state().model.as_ref().map(|m| m.trace.processes().len()),
         Some(2)
     );
     h.input_mut()
@@ -109,7 +108,7 @@ fn dropping_a_file_adds_its_ranks() {
     h.run();
     assert_eq!(h.state().files.len(), 2);
     assert_eq!(
-        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        h.state().model.as_ref().map(|m| m.trace.processes().len()),
         Some(4)
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -120,8 +119,7 @@ fn the_file_dialog_opens_a_picked_trace() {
     let dir = temp_dir("browse");
     std::fs::create_dir_all(dir.join("sub")).expect("mkdir");
     let file = dir.join("sub").join("ranks.pftrace");
-    streamscope_core::perfetto::writer::write_file(&common::two_rank_trace(), &file)
-        .expect("write trace");
+    streamscope_core::perfetto::write_file(&common::two_rank_trace(), &file).expect("write trace");
     std::fs::write(dir.join("sub").join("notes.txt"), b"not a trace").expect("write");
     let mut app = ViewerApp::empty();
     app.browse.show_dir(Some(&dir));
@@ -150,7 +148,7 @@ fn the_file_dialog_opens_a_picked_trace() {
     assert!(!h.state().browse.open, "the dialog closes");
     assert_eq!(h.state().paths, vec![file]);
     assert_eq!(
-        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        h.state().model.as_ref().map(|m| m.trace.processes().len()),
         Some(2)
     );
     let _ = std::fs::remove_dir_all(&dir);
@@ -164,7 +162,7 @@ fn big_trace(name: &str) -> (PathBuf, PathBuf) {
         target_slices: 300_000,
         ..Default::default()
     });
-    streamscope_core::perfetto::writer::write_file(&t, &file).expect("write trace");
+    streamscope_core::perfetto::write_file(&t, &file).expect("write trace");
     (dir, file)
 }
 
@@ -202,7 +200,7 @@ fn the_window_comes_first_and_the_trace_loads_behind_a_progress_bar() {
     h.run();
     assert!(h.query_by_label("Cancel").is_none());
     assert_eq!(
-        h.state().model.as_ref().map(|m| m.trace.processes.len()),
+        h.state().model.as_ref().map(|m| m.trace.processes().len()),
         Some(2)
     );
     assert!(h.state().timeline.painted_rows() > 0);

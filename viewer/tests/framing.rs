@@ -51,7 +51,7 @@ fn step_and_rank_frame_one_step_of_one_rank() {
         .iter()
         .filter_map(|l| match l.kind {
             LineKind::Row { row, .. } => {
-                Some(m.trace.track(m.index.rows[row as usize].track).process)
+                Some(m.trace.track(m.index.rows[row as usize].track).process.0)
             }
             _ => None,
         })

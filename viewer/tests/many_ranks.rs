@@ -13,16 +13,21 @@ fn sixteen_ranks(slow: u32) -> streamscope_core::Trace {
         ranks: 16,
         target_slices: 60_000,
         ..Default::default()
-    });
-    let t0 = *t.slices.start_ns.iter().min().expect("slices");
-    for i in 0..t.slices.len() {
-        let p = t.tracks[t.slices.track[i].0 as usize].process;
-        if t.processes[p as usize].rank == Some(slow) {
-            t.slices.start_ns[i] = t0 + (t.slices.start_ns[i] - t0) * 13 / 10;
-            t.slices.dur_ns[i] = t.slices.dur_ns[i] * 13 / 10;
+    })
+    .into_builder();
+    let t0 = *t.slices().start_ns().iter().min().expect("slices");
+    for id in t.slices().ids() {
+        let p = t.slice_process(id);
+        if t.processes()[p.index()].rank == Some(slow) {
+            let (s, d) = (
+                t.slices().start_ns()[id.index()],
+                t.slices().dur_ns()[id.index()],
+            );
+            t.set_slice_start(id, t0 + (s - t0) * 13 / 10);
+            t.set_slice_dur(id, d * 13 / 10);
         }
     }
-    t
+    t.finish()
 }
 
 #[test]
@@ -38,7 +43,7 @@ fn sixteen_ranks_open_collapsed_and_a_straggler_sorts_first() {
     assert!(procs.iter().all(|&p| !m.gpu_rows[p as usize].is_empty()));
     let order = RankOrder::StepTime.roots(m).expect("an order");
     let first = procs[order[0]];
-    assert_eq!(m.trace.processes[first as usize].rank, Some(11));
+    assert_eq!(m.trace.processes()[first as usize].rank, Some(11));
 
     let mut h = Harness::builder()
         .with_size([1400.0, 900.0])

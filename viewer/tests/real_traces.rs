@@ -29,7 +29,7 @@ fn a_folder_of_ranks_opens_with_labelled_lanes() {
         .build_ui_state(|ui, app: &mut ViewerApp| app.ui_root(ui), app());
     h.run();
     let m = h.state().model.as_ref().expect("both ranks load");
-    assert_eq!(m.trace.processes.len(), 2);
+    assert_eq!(m.trace.processes().len(), 2);
     for label in ["stream 7 · compute", "stream 84 · NCCL", "stream 25 · copy"] {
         assert_eq!(
             h.query_all_by_label(label).count(),
@@ -53,7 +53,7 @@ fn folding_accounts_for_every_slice_at_every_zoom() {
     let rows_total: usize = m.index.rows.iter().map(|r| r.len()).sum();
     assert_eq!(
         rows_total,
-        m.trace.slices.len(),
+        m.trace.slices().len(),
         "every slice sits on one row"
     );
     let (a, b) = m.index.span_ns;
@@ -69,7 +69,7 @@ fn folding_accounts_for_every_slice_at_every_zoom() {
         let mut items = Vec::new();
         for row in &m.index.rows {
             items.clear();
-            fold_row(&m.trace.slices, row, &map, &mut items);
+            fold_row(m.trace.slices(), row, &map, &mut items);
             let mut last_x1 = f32::MIN;
             for it in &items {
                 let (x0, x1, n) = match *it {

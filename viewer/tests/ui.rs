@@ -6,6 +6,7 @@ mod common;
 use egui_kittest::kittest::Queryable;
 use egui_kittest::Harness;
 use streamscope_core::analysis::{analyze, AnalysisOptions};
+use streamscope_core::{ProcessId, SliceId};
 use streamscope_viewer::app::Tab;
 use streamscope_viewer::timeline::layout::{GroupKey, LineKind};
 use streamscope_viewer::ViewerApp;
@@ -28,7 +29,7 @@ fn rows_of_process(app: &ViewerApp, process: u32) -> usize {
         .filter(|l| match l.kind {
             LineKind::Row { row, .. } => {
                 let track = model.index.rows[row as usize].track;
-                model.trace.track(track).process == process
+                model.trace.track(track).process == ProcessId(process)
             }
             _ => false,
         })
@@ -62,7 +63,10 @@ fn clicking_a_sync_warning_moves_the_view_onto_it() {
     let m = app.model.as_ref().expect("trace loaded");
     let (a, b) = app.timeline.window_ns(&m.index);
     let first = warning.slices[0] as usize;
-    let (s, e) = (m.trace.slices.start_ns[first], m.trace.slices.end_ns(first));
+    let (s, e) = (
+        m.trace.slices().start_ns()[first],
+        m.trace.slices().end_ns(SliceId::from_index(first)),
+    );
     assert!(
         a <= s && e <= b,
         "window {a}..{b} does not show the sync {s}..{e}"
@@ -89,10 +93,19 @@ fn search_finds_a_kernel_and_selects_it() {
     let app = h.state();
     let m = app.model.as_ref().expect("trace loaded");
     let sel = app.timeline.selected.expect("a match is selected") as usize;
-    assert_eq!(m.trace.str(m.trace.slices.name[sel]), common::UNIQUE_KERNEL);
+    assert_eq!(
+        m.trace.str(m.trace.slices().name()[sel]),
+        common::UNIQUE_KERNEL
+    );
     let (a, b) = app.timeline.window_ns(&m.index);
-    assert!(a <= m.trace.slices.start_ns[sel] && m.trace.slices.end_ns(sel) <= b);
-    assert_eq!(m.trace.slice_process(sel), 1);
+    assert!(
+        a <= m.trace.slices().start_ns()[sel]
+            && m.trace.slices().end_ns(SliceId::from_index(sel)) <= b
+    );
+    assert_eq!(
+        m.trace.slice_process(SliceId::from_index(sel)),
+        ProcessId(1)
+    );
     // The details panel names the selection and its launch call.
     assert!(h.query_by_label("launched by").is_some());
     assert!(h.query_by_label("1 of 1").is_some());
@@ -100,14 +113,7 @@ fn search_finds_a_kernel_and_selects_it() {
 
 #[test]
 fn overlap_panel_shows_the_analysis_numbers() {
-    let report = analyze(
-        &{
-            let mut t = common::two_rank_trace();
-            t.sort_slices();
-            t
-        },
-        &AnalysisOptions::default(),
-    );
+    let report = analyze(&common::two_rank_trace(), &AnalysisOptions::default());
     let mut h = harness(app());
     h.run();
     for r in &report.ranks {
@@ -194,8 +200,8 @@ fn keys_zoom_and_pan() {
     // F zooms to the selection.
     let sel = {
         let m = h.state().model.as_ref().expect("trace loaded");
-        let s = (0..m.trace.slices.len())
-            .find(|&i| m.trace.str(m.trace.slices.name[i]) == common::UNIQUE_KERNEL)
+        let s = (0..m.trace.slices().len())
+            .find(|&i| m.trace.str(m.trace.slices().name()[i]) == common::UNIQUE_KERNEL)
             .expect("the unique kernel");
         s as u32
     };
@@ -206,8 +212,8 @@ fn keys_zoom_and_pan() {
     let m = app.model.as_ref().expect("trace loaded");
     let (a, b) = app.timeline.window_ns(&m.index);
     let (s, e) = (
-        m.trace.slices.start_ns[sel as usize],
-        m.trace.slices.end_ns(sel as usize),
+        m.trace.slices().start_ns()[sel as usize],
+        m.trace.slices().end_ns(SliceId(sel)),
     );
     assert!(
         a <= s && e <= b && (b - a) < 4 * (e - s),

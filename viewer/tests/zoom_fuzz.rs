@@ -8,6 +8,7 @@
 
 use egui::{Event, Key, Modifiers, MouseWheelSource, MouseWheelUnit, PointerButton, Pos2, Vec2};
 use egui_kittest::Harness;
+use streamscope_core::TraceBuilder;
 use streamscope_core::{Device, NewSlice, Process, SliceClass, SliceKind, Trace, TrackKind};
 use streamscope_viewer::ViewerApp;
 
@@ -32,7 +33,7 @@ impl Rng {
 /// compute and a communication stream, `n` kernels spread over `span_ns`
 /// from `base_ns`.
 fn trace_at(base_ns: i64, span_ns: i64, n: usize) -> Trace {
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     let p = t.add_process(Process {
         pid: 1,
         name: "python".into(),
@@ -100,8 +101,7 @@ fn trace_at(base_ns: i64, span_ns: i64, n: usize) -> Trace {
         s.correlation = i as u32 + 1;
         t.push_slice(s);
     }
-    t.sort_slices();
-    t
+    t.finish()
 }
 
 fn wheel(delta: Vec2, modifiers: Modifiers) -> Event {
@@ -216,7 +216,7 @@ fn drive(trace: Trace, seed: u64, actions: usize, what: &str) {
                 // Programmatic jumps, as the panels make them.
                 let app = h.state_mut();
                 if let Some(m) = &app.model {
-                    let n = m.trace.slices.len() as u64;
+                    let n = m.trace.slices().len() as u64;
                     let s = rng.below(n) as u32;
                     let (model, st) = (m, &mut app.timeline);
                     st.select_and_show(model, s);

@@ -6,10 +6,10 @@ use std::ffi::{c_int, c_void};
 use std::path::Path;
 use std::sync::Arc;
 
-use streamscope_core::model::*;
-use streamscope_core::perfetto::reader::read_stream;
-use streamscope_core::perfetto::writer::PerfettoWriter;
+use streamscope_core::perfetto::read_stream;
+use streamscope_core::perfetto::PerfettoWriter;
 use streamscope_core::protocol;
+use streamscope_core::*;
 
 use super::trace::{dtype_size, keys, NcclWriter};
 use super::*;
@@ -207,23 +207,24 @@ fn nccl_calls_reach_the_trace() {
     nw.add(&mut conv, &ops);
     conv.set_process_metadata(protocol::NCCL_PLUGIN_KEY, "v5".into());
     let mut w = PerfettoWriter::new(Vec::new());
-    w.write_batch(&conv.trace).expect("batch");
-    conv.trace.clear_events();
-    let bytes = w.finish(&conv.trace).expect("finish");
+    conv.trace
+        .flush_events(|t| w.write_batch(t))
+        .expect("batch");
+    let bytes = conv.trace.flush_events(|t| w.finish(t)).expect("finish");
     let back = read_stream(Path::new("mem.pftrace"), bytes.as_slice()).expect("read back");
-    let nccl: Vec<usize> = (0..back.slices.len())
+    let nccl: Vec<usize> = (0..back.slices().len())
         .filter(|&i| {
-            back.str(back.slices.name[i])
+            back.str(back.slices().name()[i])
                 .starts_with(protocol::NCCL_SLICE_PREFIX)
         })
         .collect();
     assert_eq!(nccl.len(), 3);
     let i = nccl[0];
-    assert_eq!(back.str(back.slices.name[i]), "NCCL AllGather");
-    assert_eq!(back.slices.kind[i], SliceKind::Other);
-    let track = back.track_name(back.slices.track[i]);
+    assert_eq!(back.str(back.slices().name()[i]), "NCCL AllGather");
+    assert_eq!(back.slices().kind()[i], SliceKind::Other);
+    let track = back.track_name(back.slices().track()[i]);
     assert_eq!(track, "NCCL · comm 0x123456789abcdef0 (fsdp-pg) · rank 1/2");
-    let arg = |i: usize, k: &str| back.arg_string(i, k);
+    let arg = |i: usize, k: &str| back.arg_string(SliceId::from_index(i), k);
     assert_eq!(arg(i, keys::COMM).as_deref(), Some("0x123456789abcdef0"));
     assert_eq!(arg(i, keys::COMM_NAME).as_deref(), Some("fsdp-pg"));
     assert_eq!(arg(i, keys::SEQ).as_deref(), Some("41"));
@@ -234,16 +235,16 @@ fn nccl_calls_reach_the_trace() {
     assert_eq!(arg(i, keys::NRANKS).as_deref(), Some("2"));
     assert!(arg(i, keys::TID).is_some());
     let s = nccl[1];
-    assert_eq!(back.str(back.slices.name[s]), "NCCL Send");
+    assert_eq!(back.str(back.slices().name()[s]), "NCCL Send");
     assert_eq!(arg(s, keys::PEER).as_deref(), Some("0"));
     assert_eq!(arg(s, keys::BYTES).as_deref(), Some("1024"));
     assert_eq!(arg(s, keys::SEQ), None);
     // The v4 communicator had no name.
     assert_eq!(
-        back.track_name(back.slices.track[nccl[2]]),
+        back.track_name(back.slices().track()[nccl[2]]),
         "NCCL · comm 0x000000000000feed · rank 0/2"
     );
-    assert!(back.processes[0]
+    assert!(back.processes()[0]
         .metadata
         .iter()
         .any(|(k, v)| k == protocol::NCCL_PLUGIN_KEY && v == "v5"));

@@ -7,8 +7,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use streamscope_core::model::{ArgValue, NewSlice, SliceKind, TrackId, TrackKind};
 use streamscope_core::protocol;
+use streamscope_core::{ArgValue, NewSlice, SliceKind, TrackId, TrackKind};
 
 use super::{comms, plugin_status, take_ops, Comm, Op, OpKind};
 use crate::convert::Converter;
@@ -195,7 +195,7 @@ impl NcclWriter {
                 op.start_ns,
                 op.end_ns - op.start_ns,
             );
-            let mut str_arg = |t: &mut streamscope_core::model::Trace, k: &str, v: &str| {
+            let mut str_arg = |t: &mut streamscope_core::TraceBuilder, k: &str, v: &str| {
                 let (k, v) = (t.intern(k), t.intern(v));
                 s.args.push((k, ArgValue::Str(v)));
             };

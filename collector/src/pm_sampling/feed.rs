@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use streamscope_core::gpu_metrics::keys;
-use streamscope_core::model::TrackId;
+use streamscope_core::TrackId;
 use streamscope_core::protocol::{self, feed_meta, FeedPart};
 
 use super::FINISH_WAIT;

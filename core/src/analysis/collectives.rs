@@ -5,6 +5,7 @@
 //! "dtype" onto NCCL kernels) or from the record_param_comms op that
 //! encloses the kernel's launch call on its host thread.
 
+use crate::model::SliceId;
 use std::collections::HashMap;
 
 use super::nccl::{
@@ -23,7 +24,7 @@ impl NcclNames {
     /// Parses every string of the trace's pool that contains "nccl".
     pub fn new(t: &Trace) -> NcclNames {
         // Only names that contain "nccl" are parsed: a scan of the string pool, not of the slices.
-        let by_name = (0..t.strings.len())
+        let by_name = (0..t.strings().len())
             .map(|i| {
                 let n = t.str(crate::model::StrId(i as u32));
                 if n.contains("nccl") {
@@ -39,7 +40,7 @@ impl NcclNames {
     /// The parse of the name of slice `id`, if it is a NCCL kernel name.
     pub fn info(&self, t: &Trace, id: u32) -> Option<&NcclInfo> {
         self.by_name
-            .get(t.slices.name[id as usize].0 as usize)
+            .get(t.slices().name()[id as usize].0 as usize)
             .and_then(|o| o.as_ref())
     }
 
@@ -65,7 +66,7 @@ struct ArgKeys([Option<StrId>; 5]);
 
 impl ArgKeys {
     fn new(t: &Trace) -> ArgKeys {
-        let k = |s: &str| t.strings.lookup(s);
+        let k = |s: &str| t.strings().lookup(s);
         ArgKeys([
             k("Collective name"),
             k("In msg nelems"),
@@ -76,7 +77,7 @@ impl ArgKeys {
     }
 }
 
-fn comm_args(t: &Trace, keys: &ArgKeys, i: usize) -> CommArgs {
+fn comm_args(t: &Trace, keys: &ArgKeys, i: SliceId) -> CommArgs {
     let mut a = CommArgs::default();
     for (k, v) in t.args_of(i) {
         let Some(slot) = keys.0.iter().position(|x| *x == Some(*k)) else {
@@ -106,28 +107,24 @@ fn comm_args(t: &Trace, keys: &ArgKeys, i: usize) -> CommArgs {
 
 /// record_param_comms ops of each host thread, sorted by start.
 pub fn param_comms_by_track(t: &Trace, ctx: &RankCtx) -> HashMap<TrackId, Vec<u32>> {
-    let sl = &t.slices;
-    let Some(name) = t.strings.lookup("record_param_comms") else {
+    let sl = t.slices();
+    let Some(name) = t.strings().lookup("record_param_comms") else {
         return HashMap::new();
     };
     let mut m: HashMap<TrackId, Vec<u32>> = HashMap::new();
     for &h in &ctx.host {
-        if sl.name[h as usize] == name {
-            m.entry(sl.track[h as usize]).or_default().push(h);
+        if sl.name()[h as usize] == name {
+            m.entry(sl.track()[h as usize]).or_default().push(h);
         }
     }
     for v in m.values_mut() {
-        v.sort_by_key(|&h| sl.start_ns[h as usize]);
+        v.sort_by_key(|&h| sl.start_ns()[h as usize]);
     }
     m
 }
 
-/// Statistics per (collective, algorithm, protocol, dtype, op) over `events`.
-pub fn stats(t: &Trace, ctx: &RankCtx, events: &[&Ev], names: &NcclNames) -> Vec<CollectiveStats> {
-    stats_with(t, ctx, events, names, &param_comms_by_track(t, ctx))
-}
-
-/// [`stats`] with the rank's record_param_comms ops already indexed (one
+/// Statistics per (collective, algorithm, protocol, dtype, op) over
+/// `events`, with the rank's record_param_comms ops already indexed (one
 /// index serves every step of a rank).
 pub fn stats_with(
     t: &Trace,
@@ -136,18 +133,18 @@ pub fn stats_with(
     names: &NcclNames,
     param_comms: &HashMap<TrackId, Vec<u32>>,
 ) -> Vec<CollectiveStats> {
-    let sl = &t.slices;
+    let sl = t.slices();
     let world = t
-        .processes
-        .get(ctx.process as usize)
+        .processes()
+        .get(ctx.process.index())
         .and_then(|p| p.world_size);
     let keys = ArgKeys::new(t);
     let enclosing = |launch: u32| -> Option<u32> {
         let l = launch as usize;
-        let v = param_comms.get(&sl.track[l])?;
-        let k = v.partition_point(|&h| sl.start_ns[h as usize] <= sl.start_ns[l]);
+        let v = param_comms.get(&sl.track()[l])?;
+        let k = v.partition_point(|&h| sl.start_ns()[h as usize] <= sl.start_ns()[l]);
         let h = *v.get(k.checked_sub(1)?)?;
-        (sl.start_ns[h as usize] + sl.dur_ns[h as usize] >= sl.start_ns[l] + sl.dur_ns[l])
+        (sl.start_ns()[h as usize] + sl.dur_ns()[h as usize] >= sl.start_ns()[l] + sl.dur_ns()[l])
             .then_some(h)
     };
     /// Sums per cheap key (kernel name, collective arg, dtype arg, group size).
@@ -166,20 +163,20 @@ pub fn stats_with(
         .filter(|e| e.class == SliceClass::Communication)
     {
         let i = e.id as usize;
-        let mut args = comm_args(t, &keys, i);
+        let mut args = comm_args(t, &keys, SliceId::from_index(i));
         if args.in_nelems.is_none() && args.out_nelems.is_none() {
-            if let Some(h) = ctx.corr.get(sl.correlation[i]).and_then(enclosing) {
-                args = comm_args(t, &keys, h as usize);
+            if let Some(h) = ctx.corr.get(sl.correlation()[i]).and_then(enclosing) {
+                args = comm_args(t, &keys, SliceId(h));
             }
         }
         let key = (
-            sl.name[i].0,
+            sl.name()[i].0,
             id(args.collective),
             id(args.dtype),
             args.group_size.unwrap_or(0),
         );
         let a = by_id.entry(key).or_default();
-        let dur = sl.dur_ns[i];
+        let dur = sl.dur_ns()[i];
         a.count += 1;
         a.total_ns += dur;
         let elems = args

@@ -99,7 +99,7 @@ fn kernels_by_rank(t: &Trace, report: &Report, opts: &AnalysisOptions) -> BTreeM
         let Some(r) = report
             .ranks
             .iter()
-            .find(|r| r.process == ctx.process && r.rank == ctx.rank)
+            .find(|r| r.process == ctx.process.0 && r.rank == ctx.rank)
         else {
             continue;
         };
@@ -111,7 +111,7 @@ fn kernels_by_rank(t: &Trace, report: &Report, opts: &AnalysisOptions) -> BTreeM
             if ev.s < a || ev.s >= b || ev.class == SliceClass::None {
                 continue;
             }
-            let name = t.str(t.slices.name[ev.id as usize]).to_string();
+            let name = t.str(t.slices().name()[ev.id as usize]).to_string();
             let e = names.entry((name, ev.class.name())).or_default();
             e.0 += 1;
             e.1 = e.1.saturating_add(ev.e.saturating_sub(ev.s).max(0));
@@ -500,13 +500,8 @@ pub fn side_by_side(
     let mut b = test.clone();
     b.shift_time(shift.map_or(0, |s| s.0));
     c.aligned_step = shift.and_then(|s| s.1);
-    for (run, procs) in [("A", &mut merged.processes), ("B", &mut b.processes)] {
-        for p in procs.iter_mut() {
-            p.name = format!("{run} · {}", p.name);
-            p.metadata
-                .push((crate::model::COMPARE_RUN_KEY.to_string(), run.to_string()));
-        }
-    }
+    merged.mark_compare_run("A");
+    b.mark_compare_run("B");
     merged.append(b);
     (merged, c)
 }

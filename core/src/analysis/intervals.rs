@@ -84,19 +84,6 @@ pub fn contains(u: &[(i64, i64)], t: i64) -> bool {
     k > 0 && t < u[k - 1].1
 }
 
-/// The idle gap of `u` around `t`: `None` when `t` is inside a busy
-/// interval, else `(end of the busy interval before t, start of the one
-/// after t)`, either side `None` when there is none.
-pub fn gap_around(u: &[(i64, i64)], t: i64) -> Option<(Option<i64>, Option<i64>)> {
-    let k = u.partition_point(|&(s, _)| s <= t);
-    if k > 0 && t < u[k - 1].1 {
-        return None;
-    }
-    let before = if k > 0 { Some(u[k - 1].1) } else { None };
-    let after = u.get(k).map(|&(s, _)| s);
-    Some((before, after))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,10 +131,6 @@ mod tests {
     #[test]
     fn gaps() {
         let u = vec![(0, 10), (20, 30)];
-        assert_eq!(gap_around(&u, 5), None);
-        assert_eq!(gap_around(&u, 10), Some((Some(10), Some(20))));
-        assert_eq!(gap_around(&u, 35), Some((Some(30), None)));
-        assert_eq!(gap_around(&u, -1), Some((None, Some(0))));
         assert!(contains(&u, 0) && !contains(&u, 10));
     }
 }

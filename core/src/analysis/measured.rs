@@ -163,14 +163,14 @@ pub fn rank_series(t: &Trace, ctx: &RankCtx) -> Vec<(Metric, Series)> {
         .filter(|&d| d != u32::MAX)
         .collect();
     if let Some(d) = ctx.device {
-        devices = vec![d];
+        devices = vec![d.0];
     }
     let mut want: Vec<(u32, Metric)> = Vec::new();
-    for (i, tr) in t.tracks.iter().enumerate() {
+    for (i, tr) in t.tracks().iter().enumerate() {
         let TrackKind::Counter { device: Some(d) } = tr.kind else {
             continue;
         };
-        if tr.process != ctx.process || !devices.contains(&d) {
+        if tr.process != ctx.process || !devices.contains(&d.0) {
             continue;
         }
         if let Some((_, m)) = parse_track_name(t.str(tr.name)) {
@@ -181,10 +181,10 @@ pub fn rank_series(t: &Trace, ctx: &RankCtx) -> Vec<(Metric, Series)> {
         return Vec::new();
     }
     let mut pts: Vec<Vec<(i64, f64)>> = vec![Vec::new(); want.len()];
-    let c = &t.counters;
+    let c = t.counters();
     for k in 0..c.len() {
-        if let Some(j) = want.iter().position(|w| w.0 == c.track[k].0) {
-            pts[j].push((c.ts_ns[k], c.value[k]));
+        if let Some(j) = want.iter().position(|w| w.0 == c.track()[k].0) {
+            pts[j].push((c.ts_ns()[k], c.value()[k]));
         }
     }
     want.into_iter()
@@ -327,15 +327,15 @@ pub fn sm_contention(
             .map(|e| (e.s, e.e))
             .collect(),
     );
-    let sl = &t.slices;
+    let sl = t.slices();
     // (name, launch) -> (alone durations, overlapped (dur, in head)).
     type Group = (Vec<i64>, Vec<i64>);
     let key = |e: &Ev| {
         let i = e.id as usize;
-        (sl.name[i].0, sl.payload[i])
+        (sl.name()[i].0, sl.payload()[i])
     };
     let kind_ok = |e: &Ev| {
-        e.class == SliceClass::Compute && sl.kind[e.id as usize] == SliceKind::Kernel && e.e > e.s
+        e.class == SliceClass::Compute && sl.kind()[e.id as usize] == SliceKind::Kernel && e.e > e.s
     };
     let state = |e: &Ev| {
         let c = covered(&comm, e.s, e.e);
@@ -377,7 +377,7 @@ pub fn sm_contention(
         alone_n += alone.len() as u64;
         over_n += over.len() as u64;
         medians.insert(*k, am);
-        let lc = t.launch_configs.get(k.1 as usize);
+        let lc = t.launch_configs().get(k.1 as usize);
         rows.push(ContentionRow {
             name: t.str(crate::model::StrId(k.0)).to_string(),
             shape: lc

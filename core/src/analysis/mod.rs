@@ -5,24 +5,27 @@
 //! intervals. Definitions and windows: docs/METRICS.md.
 
 mod assemble;
-pub mod breakdown;
-pub mod collectives;
+mod breakdown;
+pub(crate) mod collectives;
 pub mod compare;
-pub mod intervals;
-pub mod measured;
-pub mod nccl;
-pub mod occupancy;
-pub mod rank;
+pub(crate) mod intervals;
+mod measured;
+pub(crate) mod nccl;
+mod occupancy;
+pub(crate) mod rank;
 pub mod render;
-pub mod report;
-pub mod steps;
+mod report;
+mod steps;
 pub mod streamed;
-pub mod sync;
-pub mod waits;
+pub(crate) mod sync;
+mod waits;
 pub mod whatif;
-pub mod xrank;
+mod xrank;
 
+pub use nccl::bus_factor;
 pub use report::*;
+pub use steps::is_step_name;
+pub use xrank::{Instance, Matching, Part};
 
 use crate::diagnostic::{Diagnostic, Kind};
 use serde::{Deserialize, Serialize};
@@ -73,7 +76,7 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     let hta_filter = hta_filter_active(trace);
     let mut report = Report {
         dropped_records: trace.dropped_records(),
-        diagnostics: trace.diagnostics.clone(),
+        diagnostics: trace.diagnostics().to_vec(),
         ..Default::default()
     };
     let mut ctxs = split_other_processes(trace, all, &mut report.other_processes);
@@ -130,6 +133,15 @@ pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: &(dyn Fn(T) -> R + Syn
     })
 }
 
+/// NCCL kernels matched across ranks, as [`analyze`] matches them: the
+/// processes with GPU work are the ranks, numbered as in its report.
+pub fn match_collectives(trace: &Trace) -> Matching {
+    let mut others = Vec::new();
+    let mut ctxs = split_other_processes(trace, rank::build(trace, None), &mut others);
+    rank::number_ranks(trace, &mut ctxs);
+    xrank::match_ranks(trace, &ctxs, &collectives::NcclNames::new(trace))
+}
+
 /// The diagnostic for `--rank R` naming no rank.
 pub(crate) fn no_such_rank(r: u32) -> Diagnostic {
     Diagnostic::new(Kind::NoSuchRank, 1, format!("no rank {r} in the trace"))
@@ -145,9 +157,9 @@ pub(crate) fn split_other_processes(
     let mut ctxs: Vec<RankCtx> = Vec::with_capacity(all.len());
     for c in all {
         if c.gpu.is_empty() && c.device.is_none() {
-            let p = &trace.processes[c.process as usize];
+            let p = &trace.processes()[c.process.index()];
             others.push(OtherProcess {
-                process: c.process,
+                process: c.process.0,
                 pid: p.pid,
                 rank: p.rank,
                 label: format!("pid {}", p.pid),
@@ -346,18 +358,18 @@ pub(crate) fn analyze_rank_alone(
     report
         .occupancy
         .extend(occupancy::devices(trace, &ctx, opts));
-    let p = &trace.processes[ctx.process as usize];
+    let p = &trace.processes()[ctx.process.index()];
     let mut device: Vec<String> = trace
         .devices_of(ctx.process)
         .filter(|d| ctx.device.is_none_or(|only| only == *d))
-        .map(|d| trace.devices[d as usize].name.clone())
+        .map(|d| trace.devices()[d.index()].name.clone())
         .collect();
     device.dedup();
     report.ranks.push(RankReport {
         rank: ctx.rank,
-        process: ctx.process,
+        process: ctx.process.0,
         label: match ctx.device {
-            Some(d) => format!("{} · GPU {}", p.label(), trace.devices[d as usize].ordinal),
+            Some(d) => format!("{} · GPU {}", p.label(), trace.devices()[d.index()].ordinal),
             None => p.label(),
         },
         device: device.join(", "),
@@ -398,14 +410,14 @@ fn hta_filter_active(t: &Trace) -> bool {
 /// (what [`hta_filter_active`] decides on).
 pub(crate) fn profiler_step_names(t: &Trace) -> Vec<String> {
     let mut names: Vec<u32> = Vec::new();
-    let sl = &t.slices;
-    let mut is_step = vec![None::<bool>; t.strings.len()];
+    let sl = t.slices();
+    let mut is_step = vec![None::<bool>; t.strings().len()];
     for i in 0..sl.len() {
-        if sl.kind[i].is_gpu_activity() {
+        if sl.kind()[i].is_gpu_activity() {
             continue;
         }
-        let n = sl.name[i].0 as usize;
-        let flag = *is_step[n].get_or_insert_with(|| t.str(sl.name[i]).contains("ProfilerStep"));
+        let n = sl.name()[i].0 as usize;
+        let flag = *is_step[n].get_or_insert_with(|| t.str(sl.name()[i]).contains("ProfilerStep"));
         if flag && !names.contains(&(n as u32)) {
             names.push(n as u32);
             if names.len() >= 2 {
@@ -431,8 +443,8 @@ fn assign_steps(t: &Trace, ctx: &mut RankCtx, steps: &[Step]) {
             .iter()
             .map(|e| {
                 ctx.corr
-                    .get(t.slices.correlation[e.id as usize])
-                    .map(|h| t.slices.start_ns[h as usize])
+                    .get(t.slices().correlation()[e.id as usize])
+                    .map(|h| t.slices().start_ns()[h as usize])
             })
             .collect()
     } else {
@@ -443,7 +455,7 @@ fn assign_steps(t: &Trace, ctx: &mut RankCtx, steps: &[Step]) {
             .get(k)
             .copied()
             .flatten()
-            .unwrap_or(t.slices.start_ns[e.id as usize]);
+            .unwrap_or(t.slices().start_ns()[e.id as usize]);
         e.step = steps::step_at(steps, at);
     }
 }
@@ -523,12 +535,12 @@ fn headline_window<'a>(
             range,
         );
     }
-    let sl = &t.slices;
+    let sl = t.slices();
     let last_step_start = if hta_filter && source == StepSource::ProfilerStep {
         ctx.host
             .iter()
-            .filter(|&&h| t.str(sl.name[h as usize]).contains("ProfilerStep"))
-            .map(|&h| sl.start_ns[h as usize])
+            .filter(|&&h| t.str(sl.name()[h as usize]).contains("ProfilerStep"))
+            .map(|&h| sl.start_ns()[h as usize])
             .max()
     } else {
         None
@@ -548,12 +560,12 @@ fn headline_window<'a>(
             label: format!("steps {} (HTA: last step dropped)", step_list(&kept)),
             steps: kept.clone(),
         };
-        let keep = move |e: &Ev| match sl.correlation[e.id as usize] {
+        let keep = move |e: &Ev| match sl.correlation()[e.id as usize] {
             0 => true,
             c => ctx
                 .corr
                 .get(c)
-                .is_some_and(|h| round(sl.start_ns[h as usize]) < last_r),
+                .is_some_and(|h| round(sl.start_ns()[h as usize]) < last_r),
         };
         return (w, Box::new(keep), 0..kept.len());
     }

@@ -9,6 +9,7 @@
 
 use super::rank::{IntMap, RankCtx};
 use super::report::{DeviceOccupancy, KernelOccupancy, WHOLE_TRACE};
+use crate::model::SliceId;
 use crate::model::{Device, LaunchConfig, SliceClass, SliceKind, Trace};
 
 /// Limits of one SM.
@@ -180,19 +181,19 @@ pub fn occupancy(lc: &LaunchConfig, l: &SmLimits) -> Occupancy {
 
 /// Occupancy per device of a rank (whole trace).
 pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<DeviceOccupancy> {
-    let sl = &t.slices;
+    let sl = t.slices();
     let mut out = Vec::new();
     for dev in t.devices_of(ctx.process) {
         if ctx.device.is_some_and(|only| only != dev) {
             continue;
         }
-        let d = &t.devices[dev as usize];
+        let d = &t.devices()[dev.index()];
         let limits = device_limits(d);
         let sm_count = d.sm_count;
         let mut occ = DeviceOccupancy {
             rank: ctx.rank,
             window: WHOLE_TRACE.to_string(),
-            device: dev,
+            device: dev.0,
             name: d.name.clone(),
             sm_count,
             compute_capability: format!("{}.{}", d.compute_major, d.compute_minor),
@@ -200,7 +201,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
         };
         // Occupancy per launch configuration, computed once each.
         let per_launch: Vec<Option<Occupancy>> = t
-            .launch_configs
+            .launch_configs()
             .iter()
             .map(|lc| limits.as_ref().map(|l| occupancy(lc, l)))
             .collect();
@@ -214,18 +215,18 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
         for e in ctx
             .gpu
             .iter()
-            .filter(|e| ctx.streams[e.stream as usize].device == dev)
+            .filter(|e| ctx.streams[e.stream as usize].device == dev.0)
         {
             let i = e.id as usize;
-            if sl.kind[i] != SliceKind::Kernel {
+            if sl.kind()[i] != SliceKind::Kernel {
                 continue;
             }
             // ctx.gpu is sorted by e.s (µs-rounded for Kineto ranks): keeps `starts` sorted.
             let (s, end) = (e.s, e.e);
             let compute = (e.class == SliceClass::Compute) as i32;
             let known = t
-                .launch_of(i)
-                .zip(per_launch.get(sl.payload[i] as usize).copied().flatten());
+                .launch_of(SliceId::from_index(i))
+                .zip(per_launch.get(sl.payload()[i] as usize).copied().flatten());
             let Some((lc, o)) = known else {
                 occ.kernels_unknown += 1;
                 starts.push((s, 0, 0, compute));
@@ -243,10 +244,10 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
             starts.push((s, touched, nccl, compute));
             ends.push((end, -touched, -nccl, -compute));
             if compute > 0 {
-                occ_weighted += o.occupancy_pct * sl.dur_ns[i] as f64;
-                occ_time += sl.dur_ns[i];
+                occ_weighted += o.occupancy_pct * sl.dur_ns()[i] as f64;
+                occ_time += sl.dur_ns()[i];
             }
-            let key = ((sl.name[i].0 as u64) << 32) | sl.payload[i] as u64;
+            let key = ((sl.name()[i].0 as u64) << 32) | sl.payload()[i] as u64;
             let r = *row_of.entry(key).or_insert_with(|| {
                 let filled = if o.blocks_per_sm == 0 {
                     0
@@ -254,7 +255,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
                     blocks.div_ceil(o.blocks_per_sm as u64).min(sm_count as u64) as u32
                 };
                 rows.push(KernelOccupancy {
-                    name: t.str(sl.name[i]).to_string(),
+                    name: t.str(sl.name()[i]).to_string(),
                     class: e.class.name().to_string(),
                     grid: lc.grid,
                     block: lc.block,
@@ -270,7 +271,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
                 rows.len() - 1
             });
             rows[r].count += 1;
-            rows[r].total_us += sl.dur_ns[i] as f64 / 1000.0;
+            rows[r].total_us += sl.dur_ns()[i] as f64 / 1000.0;
         }
         occ.mean_compute_occupancy_pct = (occ_time > 0).then(|| occ_weighted / occ_time as f64);
         ends.sort_unstable_by_key(|e| e.0);

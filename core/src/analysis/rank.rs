@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::model::{SliceClass, SliceKind, StrId, Trace, TrackKind};
+use crate::model::{DeviceId, ProcessId, SliceClass, SliceKind, StrId, Trace, TrackKind};
 
 /// No slice / no step.
 pub const NONE: u32 = u32::MAX;
@@ -106,7 +106,8 @@ pub struct Ev {
 /// A (device, stream) pair of a rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StreamKey {
-    /// Model device index (`u32::MAX` for a track not on a device).
+    /// Model device index, a [`DeviceId`]'s (`u32::MAX` for a track not
+    /// on a device).
     pub device: u32,
     /// CUDA stream id (`u32::MAX` for a GPU group track; the track id for a track not on a device).
     pub stream: u32,
@@ -114,13 +115,13 @@ pub struct StreamKey {
 
 /// Per-rank view of a trace: its GPU events and the index to their launch calls.
 pub struct RankCtx {
-    /// Index of the process in the trace.
-    pub process: u32,
+    /// The process in the trace.
+    pub process: ProcessId,
     /// Rank number.
     pub rank: u32,
     /// The one device this context covers when its process drives several
     /// GPUs (one context per device then); None when the process has one.
-    pub device: Option<u32>,
+    pub device: Option<DeviceId>,
     /// Host-side slices (everything that is not GPU activity), in slice order.
     pub host: Vec<u32>,
     /// GPU events sorted by (rounded) start.
@@ -136,8 +137,8 @@ pub struct RankCtx {
 impl RankCtx {
     /// Start of the host call that launched GPU slice `id`, rounded like the GPU times.
     pub fn launch_start(&self, t: &Trace, id: u32) -> Option<i64> {
-        let h = self.corr.get(t.slices.correlation[id as usize])?;
-        let s = t.slices.start_ns[h as usize];
+        let h = self.corr.get(t.slices().correlation()[id as usize])?;
+        let s = t.slices().start_ns()[h as usize];
         Some(if self.rounded { ceil_us(s) } else { s })
     }
 }
@@ -154,19 +155,19 @@ pub fn floor_us(ns: i64) -> i64 {
 
 /// HTA's class of a GPU slice: the stored class, or derived from its name.
 pub fn class_table(t: &Trace) -> impl Fn(usize) -> SliceClass + '_ {
-    let mut by_name: Vec<u8> = vec![u8::MAX; t.strings.len()];
-    let sl = &t.slices;
+    let mut by_name: Vec<u8> = vec![u8::MAX; t.strings().len()];
+    let sl = t.slices();
     for i in 0..sl.len() {
-        if sl.kind[i].is_gpu_activity() && sl.class[i] == SliceClass::None {
-            let n = sl.name[i].0 as usize;
+        if sl.kind()[i].is_gpu_activity() && sl.class()[i] == SliceClass::None {
+            let n = sl.name()[i].0 as usize;
             if by_name.get(n) == Some(&u8::MAX) {
-                by_name[n] = SliceClass::of_gpu_name(sl.kind[i], t.str(StrId(n as u32))) as u8;
+                by_name[n] = SliceClass::of_gpu_name(sl.kind()[i], t.str(StrId(n as u32))) as u8;
             }
         }
     }
-    move |i| match sl.class[i] {
+    move |i| match sl.class()[i] {
         SliceClass::None => {
-            SliceClass::from_u8(by_name.get(sl.name[i].0 as usize).copied().unwrap_or(0))
+            SliceClass::from_u8(by_name.get(sl.name()[i].0 as usize).copied().unwrap_or(0))
         }
         c => c,
     }
@@ -174,8 +175,8 @@ pub fn class_table(t: &Trace) -> impl Fn(usize) -> SliceClass + '_ {
 
 /// Whether a process's times came from a µs-resolution source (Kineto),
 /// where HTA rounds to whole µs.
-pub fn uses_hta_rounding(t: &Trace, process: u32) -> bool {
-    let Some(p) = t.processes.get(process as usize) else {
+pub fn uses_hta_rounding(t: &Trace, process: ProcessId) -> bool {
+    let Some(p) = t.processes().get(process.index()) else {
         return false;
     };
     let kineto = p.metadata.iter().any(|(k, v)| {
@@ -188,45 +189,48 @@ pub fn uses_hta_rounding(t: &Trace, process: u32) -> bool {
 
 /// Splits the trace into per-process contexts (one pass over the slices).
 pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
-    let np = t.processes.len();
-    let sl = &t.slices;
+    let np = t.processes().len();
+    let sl = t.slices();
     let class_of = class_table(t);
-    let track_proc: Vec<u32> = t.tracks.iter().map(|tr| tr.process).collect();
+    let track_proc: Vec<u32> = t.tracks().iter().map(|tr| tr.process.0).collect();
     let mut host: Vec<Vec<u32>> = vec![Vec::new(); np];
     let mut gpu_ids: Vec<Vec<u32>> = vec![Vec::new(); np];
     let mut corr_pairs: Vec<Vec<(u32, u32)>> = vec![Vec::new(); np];
     for i in 0..sl.len() {
         let p = track_proc
-            .get(sl.track[i].0 as usize)
+            .get(sl.track()[i].0 as usize)
             .copied()
             .unwrap_or(u32::MAX) as usize;
         if p >= np {
             continue;
         }
-        if sl.kind[i].is_gpu_activity() {
+        if sl.kind()[i].is_gpu_activity() {
             gpu_ids[p].push(i as u32);
         } else {
             host[p].push(i as u32);
-            if sl.correlation[i] != 0 {
-                corr_pairs[p].push((sl.correlation[i], i as u32));
+            if sl.correlation()[i] != 0 {
+                corr_pairs[p].push((sl.correlation()[i], i as u32));
             }
         }
     }
     let mut out = Vec::with_capacity(np);
     for p in 0..np {
-        let rounded = rounding.unwrap_or_else(|| uses_hta_rounding(t, p as u32));
+        let rounded = rounding.unwrap_or_else(|| uses_hta_rounding(t, ProcessId::from_index(p)));
         let mut streams: Vec<StreamKey> = Vec::new();
-        let mut stream_of_track: Vec<u16> = vec![u16::MAX; t.tracks.len()];
+        let mut stream_of_track: Vec<u16> = vec![u16::MAX; t.tracks().len()];
         let mut gpu: Vec<Ev> = Vec::with_capacity(gpu_ids[p].len());
         for &id in &gpu_ids[p] {
             let i = id as usize;
-            let tr = sl.track[i].0;
+            let tr = sl.track()[i].0;
             let mut stream = stream_of_track[tr as usize];
             if stream == u16::MAX {
-                let key = match t.tracks[tr as usize].kind {
-                    TrackKind::Stream { device, stream } => StreamKey { device, stream },
+                let key = match t.tracks()[tr as usize].kind {
+                    TrackKind::Stream { device, stream } => StreamKey {
+                        device: device.0,
+                        stream,
+                    },
                     TrackKind::Gpu { device } => StreamKey {
-                        device,
+                        device: device.0,
                         stream: u32::MAX,
                     },
                     _ => StreamKey {
@@ -243,7 +247,10 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
                 };
                 stream_of_track[tr as usize] = stream;
             }
-            let (mut s, mut e) = (sl.start_ns[i], sl.start_ns[i].saturating_add(sl.dur_ns[i]));
+            let (mut s, mut e) = (
+                sl.start_ns()[i],
+                sl.start_ns()[i].saturating_add(sl.dur_ns()[i]),
+            );
             if rounded {
                 s = ceil_us(s);
                 e = floor_us(e).max(s);
@@ -258,8 +265,8 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
             });
         }
         gpu.sort_by_key(|e| (e.s, e.id));
-        let corr = CorrIndex::build(&corr_pairs[p], &sl.kind);
-        let rank = t.processes[p].rank.unwrap_or(p as u32);
+        let corr = CorrIndex::build(&corr_pairs[p], sl.kind());
+        let rank = t.processes()[p].rank.unwrap_or(p as u32);
         let mut devices: Vec<u32> = streams
             .iter()
             .map(|k| k.device)
@@ -270,7 +277,7 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
         let host = std::mem::take(&mut host[p]);
         if devices.len() <= 1 {
             out.push(RankCtx {
-                process: p as u32,
+                process: ProcessId::from_index(p),
                 rank,
                 device: None,
                 host,
@@ -302,12 +309,12 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
                 })
                 .collect();
             out.push(RankCtx {
-                process: p as u32,
+                process: ProcessId::from_index(p),
                 // R·n + k: distinct across processes that each drive n GPUs.
                 rank: rank
                     .saturating_mul(devices.len() as u32)
                     .saturating_add(k as u32),
-                device: Some(dev),
+                device: Some(DeviceId(dev)),
                 host: host.clone(),
                 gpu: dev_gpu,
                 streams: dev_streams,
@@ -349,7 +356,7 @@ pub fn claims(t: &Trace, ctxs: &[RankCtx]) -> Vec<RankClaim> {
     ctxs.iter()
         .enumerate()
         .map(|(k, c)| {
-            let p = t.processes.get(c.process as usize);
+            let p = t.processes().get(c.process.index());
             let multi = c.device.map(|_| {
                 let same = |x: &RankCtx| x.process == c.process && x.device.is_some();
                 let first = (0..=k)
@@ -363,7 +370,7 @@ pub fn claims(t: &Trace, ctxs: &[RankCtx]) -> Vec<RankClaim> {
             RankClaim {
                 stated: p.and_then(stated_rank),
                 multi,
-                process: c.process,
+                process: c.process.0,
             }
         })
         .collect()

@@ -321,7 +321,7 @@ pub struct StepReport {
     /// Measured GPU metrics over the GPU span of the step's work.
     pub measured: super::measured::Measured,
     /// Compute time of the step beyond the alone medians of its kernels
-    /// (SM contention, [`super::measured::SmContention`]); `None` when no
+    /// (SM contention, `super::measured::SmContention`); `None` when no
     /// kernel of the step is in a group seen both alone and overlapped.
     pub sm_contention_cost_us: Option<f64>,
 }

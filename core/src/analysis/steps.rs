@@ -81,30 +81,32 @@ pub struct Detected {
 
 /// Finds the steps of a rank.
 pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
-    let sl = &t.slices;
+    let sl = t.slices();
     // Name ids that mark steps, decided once per distinct name.
     let mut decided: std::collections::HashMap<StrId, Option<(bool, Option<i64>)>> =
         Default::default();
     let re = nvtx_step_regex();
     let mut profiler: Vec<Step> = Vec::new();
     let mut nvtx: Vec<Step> = Vec::new();
-    let marker = t.strings.lookup(OPTIMIZER_STEP_RANGE);
+    let marker = t.strings().lookup(OPTIMIZER_STEP_RANGE);
     let mut marker_ends: Vec<i64> = Vec::new();
     let mut first_launch = i64::MAX;
     for &h in &ctx.host {
         let i = h as usize;
-        if sl.correlation[i] != 0 && matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
-            first_launch = first_launch.min(sl.start_ns[i]);
+        if sl.correlation()[i] != 0
+            && matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver)
+        {
+            first_launch = first_launch.min(sl.start_ns()[i]);
         }
-        if !matches!(sl.kind[i], SliceKind::CpuOp | SliceKind::Range) {
+        if !matches!(sl.kind()[i], SliceKind::CpuOp | SliceKind::Range) {
             continue;
         }
-        if sl.kind[i] == SliceKind::Range && Some(sl.name[i]) == marker {
-            marker_ends.push(sl.start_ns[i] + sl.dur_ns[i]);
+        if sl.kind()[i] == SliceKind::Range && Some(sl.name()[i]) == marker {
+            marker_ends.push(sl.start_ns()[i] + sl.dur_ns()[i]);
             continue;
         }
-        let d = *decided.entry(sl.name[i]).or_insert_with(|| {
-            let name = t.str(sl.name[i]);
+        let d = *decided.entry(sl.name()[i]).or_insert_with(|| {
+            let name = t.str(sl.name()[i]);
             if let Some(n) = profiler_step_number(name) {
                 return Some((true, Some(n)));
             }
@@ -116,14 +118,14 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
         };
         let step = Step {
             number: number.unwrap_or(-1),
-            name: t.str(sl.name[i]).to_string(),
-            start_ns: sl.start_ns[i],
-            end_ns: sl.start_ns[i] + sl.dur_ns[i],
+            name: t.str(sl.name()[i]).to_string(),
+            start_ns: sl.start_ns()[i],
+            end_ns: sl.start_ns()[i] + sl.dur_ns()[i],
             host_time: true,
         };
         if is_profiler {
             profiler.push(step);
-        } else if sl.kind[i] == SliceKind::Range {
+        } else if sl.kind()[i] == SliceKind::Range {
             nvtx.push(step);
         }
     }
@@ -218,17 +220,17 @@ pub struct Repeating {
 
 /// End times of the rank's blocking host synchronization calls, sorted.
 fn sync_call_ends(t: &Trace, ctx: &RankCtx) -> Vec<i64> {
-    let sl = &t.slices;
+    let sl = t.slices();
     let mut v: Vec<i64> = ctx
         .host
         .iter()
         .map(|&h| h as usize)
-        .filter(|&i| matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver))
+        .filter(|&i| matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver))
         .filter(|&i| {
-            let n = t.str(sl.name[i]);
+            let n = t.str(sl.name()[i]);
             n.contains("Synchronize") || n.starts_with("cuMemcpyDtoH") || n == "cudaMemcpy"
         })
-        .map(|i| sl.start_ns[i] + sl.dur_ns[i])
+        .map(|i| sl.start_ns()[i] + sl.dur_ns()[i])
         .collect();
     v.sort_unstable();
     v
@@ -381,7 +383,7 @@ pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeat
         .gpu
         .iter()
         .filter(|e| e.stream == main)
-        .map(|e| (t.slices.name[e.id as usize], e.s, e.e))
+        .map(|e| (t.slices().name()[e.id as usize], e.s, e.e))
         .collect();
     let main_ids: Vec<u32> = ctx
         .gpu

@@ -5,9 +5,9 @@
 //! time, dropped once analyzed), keeping per file only a [`FileSummary`]:
 //! its ranks' finished rows ([`RankPart`]: the rank's report rows, its
 //! exposed-communication intervals and step numbers) and their NCCL
-//! kernels as compact records ([`xrank::CommRec`]). Once every file is
+//! kernels as compact records (`xrank::CommRec`). Once every file is
 //! read, [`merge`] numbers the ranks across files, matches the records
-//! across ranks ([`xrank::match_records`]), finishes each rank's
+//! across ranks (`xrank::match_records`), finishes each rank's
 //! cross-rank figures and assembles the same [`Report`] the in-memory path
 //! gives for the same files (slice, process, device and track indices are
 //! moved by the counts of the files before, as `Trace::append` does).
@@ -144,13 +144,13 @@ pub fn summarize_trace(
     FileSummary {
         file: file.to_string(),
         skipped: None,
-        processes: trace.processes.len() as u32,
-        devices: trace.devices.len() as u32,
-        tracks: trace.tracks.len() as u32,
-        slices: trace.slices.len() as u32,
+        processes: trace.processes().len() as u32,
+        devices: trace.devices().len() as u32,
+        tracks: trace.tracks().len() as u32,
+        slices: trace.slices().len() as u32,
         dropped_records: trace.dropped_records(),
-        diagnostics: trace.diagnostics.clone(),
-        process_ranks: trace.processes.iter().filter_map(|p| p.rank).collect(),
+        diagnostics: trace.diagnostics().to_vec(),
+        process_ranks: trace.processes().iter().filter_map(|p| p.rank).collect(),
         other_processes,
         claims,
         numbered,

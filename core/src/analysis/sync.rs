@@ -8,6 +8,7 @@
 //! correlation or time), and device-to-host copies that block the host
 //! (pageable or synchronous) and are not already explained by a sync.
 
+use crate::model::SliceId;
 use std::collections::HashMap;
 
 use super::intervals::union;
@@ -16,7 +17,7 @@ use super::report::SyncGroup;
 use super::steps::{is_step_name, step_at, Step};
 use super::AnalysisOptions;
 use crate::model::{CopyKind, SliceKind, Trace, TrackId};
-use crate::protocol::OPTIMIZER_STEP_RANGE;
+use crate::protocol::{self, Blocks, OPTIMIZER_STEP_RANGE};
 
 /// Pattern labels.
 pub const ITEM_LIKE: &str = "item-like";
@@ -32,28 +33,18 @@ pub const EVENT_SYNC: &str = "event-sync";
 /// Largest D2H copy still read as a scalar (`.item()`).
 pub const ITEM_BYTES: u64 = 8;
 
+/// The pattern of a host-blocking sync call ([`protocol::BLOCKING_CALLS`]).
 fn api_pattern(name: &str) -> Option<&'static str> {
-    Some(match name {
-        "cudaStreamSynchronize"
-        | "cuStreamSynchronize"
-        | "cudaStreamSynchronize_ptsz"
-        | "cuStreamSynchronize_ptsz" => STREAM_SYNC,
-        "cudaDeviceSynchronize" | "cuCtxSynchronize" => DEVICE_SYNC,
-        "cudaEventSynchronize" | "cuEventSynchronize" => EVENT_SYNC,
-        _ => return None,
+    Some(match protocol::blocking_call(name)? {
+        Blocks::Stream => STREAM_SYNC,
+        Blocks::Device => DEVICE_SYNC,
+        Blocks::Event => EVENT_SYNC,
+        Blocks::Copy => return None,
     })
 }
 
 fn is_sync_memcpy_api(name: &str) -> bool {
-    matches!(
-        name,
-        "cudaMemcpy"
-            | "cuMemcpyDtoH"
-            | "cuMemcpyDtoH_v2"
-            | "cudaMemcpy_ptds"
-            | "cuMemcpy"
-            | "cuMemcpy_v2"
-    )
+    protocol::blocking_call(name) == Some(Blocks::Copy)
 }
 
 fn sync_slice_pattern(name: &str) -> Option<&'static str> {
@@ -129,23 +120,23 @@ pub fn find(
     window: &SyncWindow,
     opts: &AnalysisOptions,
 ) -> SyncFindings {
-    let sl = &t.slices;
-    let end = |i: usize| sl.start_ns[i] + sl.dur_ns[i];
+    let sl = t.slices();
+    let end = |i: usize| sl.start_ns()[i] + sl.dur_ns()[i];
     // Memcpy GPU slices by correlation, for synchronous copies and D2H lookups.
     let mut copy_by_corr: HashMap<u32, u32> = HashMap::new();
     let mut d2h: Vec<(u32, u32)> = Vec::new(); // (copy slice, launch host slice or NONE)
     for e in &ctx.gpu {
         let i = e.id as usize;
-        if sl.kind[i] != SliceKind::Memcpy {
+        if sl.kind()[i] != SliceKind::Memcpy {
             continue;
         }
-        if sl.correlation[i] != 0 {
-            copy_by_corr.insert(sl.correlation[i], e.id);
+        if sl.correlation()[i] != 0 {
+            copy_by_corr.insert(sl.correlation()[i], e.id);
         }
-        if t.copy_of(i)
+        if t.copy_of(SliceId::from_index(i))
             .is_some_and(|c| c.kind == CopyKind::DeviceToHost)
         {
-            d2h.push((e.id, ctx.corr.get(sl.correlation[i]).unwrap_or(NONE)));
+            d2h.push((e.id, ctx.corr.get(sl.correlation()[i]).unwrap_or(NONE)));
         }
     }
     let mut occs: Vec<Occ> = Vec::new();
@@ -154,16 +145,16 @@ pub fn find(
     let mut api_intervals: Vec<(i64, i64)> = Vec::new();
     for &h in &ctx.host {
         let i = h as usize;
-        if !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
+        if !matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver) {
             continue;
         }
-        let name = t.str(sl.name[i]);
+        let name = t.str(sl.name()[i]);
         let pattern = if let Some(p) = api_pattern(name) {
             p
         } else if is_sync_memcpy_api(name) {
             match copy_by_corr
-                .get(&sl.correlation[i])
-                .and_then(|&c| t.copy_of(c as usize).map(|ci| (c, *ci)))
+                .get(&sl.correlation()[i])
+                .and_then(|&c| t.copy_of(SliceId(c)).map(|ci| (c, *ci)))
             {
                 Some((c, ci)) if ci.kind == CopyKind::DeviceToHost => {
                     consumed.insert(c, ());
@@ -178,38 +169,41 @@ pub fn find(
         } else {
             continue;
         };
-        api_intervals.push((sl.start_ns[i], end(i)));
+        api_intervals.push((sl.start_ns()[i], end(i)));
         occs.push(Occ {
             slice: h,
             host: h,
             pattern,
             api: name.to_string(),
-            start_ns: sl.start_ns[i],
+            start_ns: sl.start_ns()[i],
             end_ns: end(i),
-            host_blocked_ns: sl.dur_ns[i],
+            host_blocked_ns: sl.dur_ns()[i],
         });
     }
     let api_union = union(api_intervals);
     for &h in &ctx.host {
         let i = h as usize;
-        if sl.kind[i] != SliceKind::Sync {
+        if sl.kind()[i] != SliceKind::Sync {
             continue;
         }
-        let name = t.str(sl.name[i]);
+        let name = t.str(sl.name()[i]);
         let Some(pattern) = sync_slice_pattern(name) else {
             continue;
         };
-        let launch = ctx.corr.get(sl.correlation[i]).filter(|&l| l != h);
+        let launch = ctx.corr.get(sl.correlation()[i]).filter(|&l| l != h);
         // With its API call in the trace, the call decides: a blocking sync
         // API was counted above, and anything else (cudaEventQuery, which
         // CUPTI also reports as an event synchronization, cudaStreamQuery,
         // cudaStreamWaitEvent) does not block the host.
-        if launch
-            .is_some_and(|l| matches!(sl.kind[l as usize], SliceKind::Runtime | SliceKind::Driver))
-        {
+        if launch.is_some_and(|l| {
+            matches!(
+                sl.kind()[l as usize],
+                SliceKind::Runtime | SliceKind::Driver
+            )
+        }) {
             continue;
         }
-        let mid = sl.start_ns[i] + sl.dur_ns[i] / 2;
+        let mid = sl.start_ns()[i] + sl.dur_ns()[i] / 2;
         if super::intervals::contains(&api_union, mid) {
             continue;
         }
@@ -218,9 +212,9 @@ pub fn find(
             host: launch.unwrap_or(h),
             pattern,
             api: name.to_string(),
-            start_ns: sl.start_ns[i],
+            start_ns: sl.start_ns()[i],
             end_ns: end(i),
-            host_blocked_ns: sl.dur_ns[i],
+            host_blocked_ns: sl.dur_ns()[i],
         });
     }
     refine_with_preceding_copies(t, &mut occs, &d2h, &mut consumed);
@@ -229,10 +223,10 @@ pub fn find(
         if consumed.contains_key(&c) {
             continue;
         }
-        let ci = t.copy_of(c as usize).copied();
+        let ci = t.copy_of(SliceId(c)).copied();
         let bytes = ci.map_or(0, |x| x.bytes);
         let pageable = ci.is_some_and(|x| x.pageable);
-        let async_launch = launch != NONE && t.str(sl.name[launch as usize]).contains("Async");
+        let async_launch = launch != NONE && t.str(sl.name()[launch as usize]).contains("Async");
         if async_launch && !pageable {
             continue;
         }
@@ -240,14 +234,20 @@ pub fn find(
             let l = launch as usize;
             (
                 launch,
-                sl.start_ns[l],
+                sl.start_ns()[l],
                 end(l),
-                sl.dur_ns[l],
-                t.str(sl.name[l]).to_string(),
+                sl.dur_ns()[l],
+                t.str(sl.name()[l]).to_string(),
             )
         } else {
             let k = c as usize;
-            (c, sl.start_ns[k], end(k), 0, t.str(sl.name[k]).to_string())
+            (
+                c,
+                sl.start_ns()[k],
+                end(k),
+                0,
+                t.str(sl.name()[k]).to_string(),
+            )
         };
         occs.push(Occ {
             slice: c,
@@ -271,7 +271,7 @@ fn refine_with_preceding_copies(
     d2h: &[(u32, u32)],
     consumed: &mut HashMap<u32, ()>,
 ) {
-    let sl = &t.slices;
+    let sl = t.slices();
     let mut launches: HashMap<TrackId, Vec<(i64, u32)>> = HashMap::new();
     for &(c, l) in d2h {
         // A copy whose launch call returned only after the copy finished
@@ -279,24 +279,24 @@ fn refine_with_preceding_copies(
         // host by itself: a later sync does not wait for it, and the copy
         // is its own occurrence.
         let (ci, li) = (c as usize, l as usize);
-        if l != NONE && sl.start_ns[li] + sl.dur_ns[li] >= sl.start_ns[ci] + sl.dur_ns[ci] {
+        if l != NONE && sl.start_ns()[li] + sl.dur_ns()[li] >= sl.start_ns()[ci] + sl.dur_ns()[ci] {
             continue;
         }
         if l != NONE && !consumed.contains_key(&c) {
             launches
-                .entry(sl.track[l as usize])
+                .entry(sl.track()[l as usize])
                 .or_default()
-                .push((sl.start_ns[l as usize], c));
+                .push((sl.start_ns()[l as usize], c));
         }
     }
     for v in launches.values_mut() {
         v.sort_unstable();
     }
     let mut order: Vec<usize> = (0..occs.len()).collect();
-    order.sort_by_key(|&k| (sl.track[occs[k].host as usize].0, occs[k].start_ns));
+    order.sort_by_key(|&k| (sl.track()[occs[k].host as usize].0, occs[k].start_ns));
     let mut prev: Option<(TrackId, i64)> = None;
     for k in order {
-        let track = sl.track[occs[k].host as usize];
+        let track = sl.track()[occs[k].host as usize];
         let since = match prev {
             Some((tr, s)) if tr == track => s,
             _ => i64::MIN,
@@ -312,7 +312,7 @@ fn refine_with_preceding_copies(
         let from = v.partition_point(|&(s, _)| s <= since);
         if upto > from {
             let c = v[upto - 1].1;
-            let bytes = t.copy_of(c as usize).map_or(u64::MAX, |ci| ci.bytes);
+            let bytes = t.copy_of(SliceId(c)).map_or(u64::MAX, |ci| ci.bytes);
             occs[k].pattern = copy_pattern(bytes);
             for &(_, cc) in &v[from..upto] {
                 consumed.insert(cc, ());
@@ -325,36 +325,36 @@ fn refine_with_preceding_copies(
 /// thread, outermost first: one sweep per thread with a stack (slices of
 /// one thread nest).
 fn enclosing(t: &Trace, ctx: &RankCtx, occs: &[Occ], kind: SliceKind) -> Vec<Vec<u32>> {
-    let sl = &t.slices;
-    let end = |r: u32| sl.start_ns[r as usize] + sl.dur_ns[r as usize];
+    let sl = t.slices();
+    let end = |r: u32| sl.start_ns()[r as usize] + sl.dur_ns()[r as usize];
     let mut by_track: HashMap<TrackId, (Vec<u32>, Vec<usize>)> = HashMap::new();
     for (k, o) in occs.iter().enumerate() {
         by_track
-            .entry(sl.track[o.host as usize])
+            .entry(sl.track()[o.host as usize])
             .or_default()
             .1
             .push(k);
     }
     for &h in &ctx.host {
-        if sl.kind[h as usize] == kind {
-            if let Some(e) = by_track.get_mut(&sl.track[h as usize]) {
+        if sl.kind()[h as usize] == kind {
+            if let Some(e) = by_track.get_mut(&sl.track()[h as usize]) {
                 e.0.push(h);
             }
         }
     }
     let mut out = vec![Vec::new(); occs.len()];
     for (mut ranges, mut at) in by_track.into_values() {
-        ranges.sort_by_key(|&r| (sl.start_ns[r as usize], std::cmp::Reverse(end(r))));
+        ranges.sort_by_key(|&r| (sl.start_ns()[r as usize], std::cmp::Reverse(end(r))));
         at.sort_by_key(|&k| occs[k].start_ns);
         let mut stack: Vec<u32> = Vec::new();
         let mut next = 0usize;
         for k in at {
             let t_ns = occs[k].start_ns;
-            while next < ranges.len() && sl.start_ns[ranges[next] as usize] <= t_ns {
+            while next < ranges.len() && sl.start_ns()[ranges[next] as usize] <= t_ns {
                 let r = ranges[next];
                 while stack
                     .last()
-                    .is_some_and(|&top| end(top) < sl.start_ns[r as usize])
+                    .is_some_and(|&top| end(top) < sl.start_ns()[r as usize])
                 {
                     stack.pop();
                 }
@@ -466,7 +466,7 @@ fn group(
     window: &SyncWindow,
     opts: &AnalysisOptions,
 ) -> SyncFindings {
-    let sl = &t.slices;
+    let sl = t.slices();
     // 0: start-up (before the window), 1: in the window, 2: after it.
     let region: Vec<u8> = occs
         .iter()
@@ -497,12 +497,12 @@ fn group(
         // python_function around the call (the innermost frame of user
         // code, else the innermost frame).
         let python = t
-            .arg_string(o.slice as usize, "python")
-            .or_else(|| t.arg_string(o.host as usize, "python"))
+            .arg_string(SliceId(o.slice), "python")
+            .or_else(|| t.arg_string(SliceId(o.host), "python"))
             .or_else(|| {
                 let frames: Vec<String> = ops[k]
                     .iter()
-                    .filter_map(|&r| python_location(t.str(sl.name[r as usize])))
+                    .filter_map(|&r| python_location(t.str(sl.name()[r as usize])))
                     .collect();
                 let user = frames.iter().rev().find(|f| !is_library_frame(f));
                 user.or(frames.last()).cloned()
@@ -510,14 +510,14 @@ fn group(
             .unwrap_or_default();
         let nvtx = ranges[k]
             .iter()
-            .map(|&r| t.str(sl.name[r as usize]))
+            .map(|&r| t.str(sl.name()[r as usize]))
             .filter(|n| !is_step_name(n) && *n != OPTIMIZER_STEP_RANGE)
             .collect::<Vec<_>>()
             .join(" > ");
         let op = ops[k]
             .iter()
             .rev()
-            .map(|&r| t.str(sl.name[r as usize]))
+            .map(|&r| t.str(sl.name()[r as usize]))
             .find(|n| python_location(n).is_none())
             .unwrap_or("")
             .to_string();
@@ -628,6 +628,24 @@ fn group(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_blocking_runtime_call_gets_its_python_line() {
+        let runtime: Vec<&str> = (protocol::BLOCKING_CALLS.iter())
+            .map(|(n, _)| *n)
+            .filter(|n| n.starts_with("cuda"))
+            .collect();
+        assert!(runtime.len() >= 6, "{runtime:?}");
+        for n in runtime {
+            assert!(
+                protocol::HOST_SYNC_APIS.contains(&n),
+                "{n} not hooked by the collector"
+            );
+        }
+        assert_eq!(api_pattern("cuCtxSynchronize"), Some(DEVICE_SYNC));
+        assert_eq!(api_pattern("cudaStreamQuery"), None);
+        assert!(is_sync_memcpy_api("cuMemcpyDtoH_v2") && !is_sync_memcpy_api("cudaMemcpyAsync"));
+    }
 
     #[test]
     fn kineto_python_function_names() {

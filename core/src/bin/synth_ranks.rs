@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             return Ok(());
                         }
                         let t = fsdp_like_rank(&o, r);
-                        total.fetch_add(t.slices.len() as u64, Ordering::Relaxed);
+                        total.fetch_add(t.slices().len() as u64, Ordering::Relaxed);
                         let path = dir.join(format!("rank-{r:04}.pftrace"));
                         streamscope_core::perfetto::write_file(&t, &path)
                             .map_err(|e| e.to_string())?;

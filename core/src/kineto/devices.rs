@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::model::Device;
+use crate::model::{Device, ProcessId};
 
 /// Properties of one GPU as Kineto lists them, keyed by CUDA ordinal.
 pub fn parse_device_properties(v: &Value) -> HashMap<u32, Device> {
@@ -34,7 +34,7 @@ pub fn parse_device_properties(v: &Value) -> HashMap<u32, Device> {
         out.insert(
             id,
             Device {
-                process: 0,
+                process: ProcessId(0),
                 ordinal: id,
                 name: d
                     .get("name")

@@ -27,8 +27,8 @@ use super::json::{ArgJson, Id};
 use super::time::us_text_to_ns;
 use crate::error::{Result, TraceError};
 use crate::model::{
-    ArgSet, ArgValue, ClockDomain, CopyInfo, NewSlice, Process, SliceClass, SliceKind, Trace,
-    TrackId, TrackKind,
+    ArgSet, ArgValue, ClockDomain, CopyInfo, DeviceId, NewSlice, Process, ProcessId, SliceClass,
+    SliceKind, Trace, TraceBuilder, TrackId, TrackKind,
 };
 
 /// Where an event goes: a host thread, a GPU's own track, or a stream
@@ -90,7 +90,7 @@ pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
         Err(e) if e.classify() == serde_json::error::Category::Eof && b.events > 0 => {
             let events = b.events;
             let mut t = b.finish(&info);
-            t.diagnostics.push(
+            t.add_diagnostics([
                 Diagnostic::new(
                     Kind::Truncated,
                     1,
@@ -101,7 +101,7 @@ pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
                     ),
                 )
                 .in_file(path.display()),
-            );
+            ]);
             return Ok(t);
         }
         Err(e) => {
@@ -295,8 +295,11 @@ fn json_error(path: &Path, e: serde_json::Error) -> TraceError {
     }
 }
 
+/// The one process of an import.
+const HOST: ProcessId = ProcessId(0);
+
 struct Builder {
-    trace: Trace,
+    trace: TraceBuilder,
     label: String,
     /// Host-side events per pid: the most frequent is the host process.
     host_events: HashMap<i64, usize>,
@@ -310,7 +313,7 @@ struct Builder {
     /// stream-less syncs (context/device synchronize) on the calling thread.
     corr_thread: HashMap<u32, u32>,
     /// CUDA ordinal → model device index.
-    devices: HashMap<u32, u32>,
+    devices: HashMap<u32, DeviceId>,
     tracks: HashMap<Place, TrackId>,
     counters: HashMap<(String, Option<u32>), TrackId>,
     /// Allocator counter tracks by (device, which total), so the tens of
@@ -353,7 +356,7 @@ impl Builder {
     }
 
     fn new(label: String) -> Builder {
-        let mut trace = Trace::new();
+        let mut trace = TraceBuilder::new();
         trace.add_process(Process {
             clock: ClockDomain::Realtime,
             ..Default::default()
@@ -533,7 +536,7 @@ impl Builder {
         None
     }
 
-    fn device(&mut self, ordinal: u32) -> u32 {
+    fn device(&mut self, ordinal: u32) -> DeviceId {
         if let Some(&d) = self.devices.get(&ordinal) {
             return d;
         }
@@ -548,17 +551,20 @@ impl Builder {
             return t;
         }
         let t = match place {
-            Place::Thread(tid) => self.trace.add_track(0, None, TrackKind::Thread { tid }, ""),
+            Place::Thread(tid) => self
+                .trace
+                .add_track(HOST, None, TrackKind::Thread { tid }, ""),
             Place::Gpu(o) => {
                 let device = self.device(o);
-                self.trace.add_track(0, None, TrackKind::Gpu { device }, "")
+                self.trace
+                    .add_track(HOST, None, TrackKind::Gpu { device }, "")
             }
             Place::Stream(o, stream) => {
                 let gpu = self.track(Place::Gpu(o));
                 let device = self.device(o);
                 let kind = TrackKind::Stream { device, stream };
                 self.trace
-                    .add_track(0, Some(gpu), kind, &format!("stream {stream}"))
+                    .add_track(HOST, Some(gpu), kind, &format!("stream {stream}"))
             }
         };
         self.tracks.insert(place, t);
@@ -628,7 +634,7 @@ impl Builder {
         let device = ordinal.map(|o| self.device(o));
         let t = self
             .trace
-            .add_track(0, parent, TrackKind::Counter { device }, &name);
+            .add_track(HOST, parent, TrackKind::Counter { device }, &name);
         self.counters.insert((name, ordinal), t);
         t
     }

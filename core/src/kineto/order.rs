@@ -5,77 +5,38 @@
 //! thread first, then by tid), then per device its GPU track, its streams by
 //! number and its counters, then counters of no device.
 
-use crate::model::{Trace, TrackId, TrackKind};
+use crate::model::{DeviceId, TraceBuilder, TrackId, TrackKind};
 
-pub fn reorder(trace: &mut Trace, main_tid: u32) {
+pub fn reorder(trace: &mut TraceBuilder, main_tid: u32) {
     reorder_devices(trace);
     reorder_tracks(trace, main_tid);
 }
 
-fn reorder_devices(trace: &mut Trace) {
-    let mut order: Vec<usize> = (0..trace.devices.len()).collect();
-    order.sort_by_key(|&i| (trace.devices[i].process, trace.devices[i].ordinal));
-    let mut new_of_old = vec![0u32; order.len()];
-    for (new, &old) in order.iter().enumerate() {
-        new_of_old[old] = new as u32;
-    }
-    trace.devices = order.iter().map(|&i| trace.devices[i].clone()).collect();
-    let map = |d: u32| new_of_old.get(d as usize).copied().unwrap_or(d);
-    for t in &mut trace.tracks {
-        t.kind = match t.kind {
-            TrackKind::Gpu { device } => TrackKind::Gpu {
-                device: map(device),
-            },
-            TrackKind::Stream { device, stream } => TrackKind::Stream {
-                device: map(device),
-                stream,
-            },
-            TrackKind::Counter { device } => TrackKind::Counter {
-                device: device.map(map),
-            },
-            k => k,
-        };
-    }
+fn reorder_devices(trace: &mut TraceBuilder) {
+    let devices = trace.devices();
+    let mut order: Vec<DeviceId> = (0..devices.len()).map(DeviceId::from_index).collect();
+    order.sort_by_key(|&i| (devices[i.index()].process, devices[i.index()].ordinal));
+    trace.reorder_devices(&order);
 }
 
-fn reorder_tracks(trace: &mut Trace, main_tid: u32) {
+fn reorder_tracks(trace: &mut TraceBuilder, main_tid: u32) {
     let key = |i: usize| {
-        let t = &trace.tracks[i];
+        let t = &trace.tracks()[i];
         let name = trace.str(t.name).to_string();
         match t.kind {
             TrackKind::Thread { tid } => (0, u32::from(tid != main_tid), 0, tid, String::new()),
-            TrackKind::Gpu { device } => (1, device, 0, 0, String::new()),
-            TrackKind::Stream { device, stream } => (1, device, 1, stream, String::new()),
+            TrackKind::Gpu { device } => (1, device.0, 0, 0, String::new()),
+            TrackKind::Stream { device, stream } => (1, device.0, 1, stream, String::new()),
             TrackKind::Counter {
                 device: Some(device),
-            } => (1, device, 2, 0, name),
+            } => (1, device.0, 2, 0, name),
             TrackKind::Counter { device: None } => (2, 0, 0, 0, name),
             TrackKind::Other => (3, 0, 0, i as u32, String::new()),
         }
     };
-    let mut order: Vec<usize> = (0..trace.tracks.len()).collect();
-    order.sort_by_cached_key(|&i| key(i));
-    let mut new_of_old = vec![TrackId(0); order.len()];
-    for (new, &old) in order.iter().enumerate() {
-        new_of_old[old] = TrackId(new as u32);
-    }
-    let map = |t: TrackId| new_of_old[t.0 as usize];
-    trace.tracks = order
-        .iter()
-        .map(|&i| {
-            let mut t = trace.tracks[i].clone();
-            t.parent = t.parent.map(map);
-            t
-        })
-        .collect();
-    for t in trace
-        .slices
-        .track
-        .iter_mut()
-        .chain(trace.counters.track.iter_mut())
-    {
-        *t = map(*t);
-    }
+    let mut order: Vec<TrackId> = (0..trace.tracks().len()).map(TrackId::from_index).collect();
+    order.sort_by_cached_key(|&i| key(i.index()));
+    trace.reorder_tracks(&order);
 }
 
 #[cfg(test)]
@@ -85,7 +46,7 @@ mod tests {
 
     #[test]
     fn devices_by_ordinal_tracks_grouped_and_remapped() {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process {
             pid: 5,
             ..Default::default()
@@ -134,11 +95,12 @@ mod tests {
         t.push_slice(NewSlice::new(main, SliceKind::Runtime, n, 1, 1));
         t.push_counter(worker, 1, 2.0);
         reorder(&mut t, 5);
+        let t = t.finish();
         assert_eq!(
-            t.devices.iter().map(|d| d.ordinal).collect::<Vec<_>>(),
+            t.devices().iter().map(|d| d.ordinal).collect::<Vec<_>>(),
             vec![1, 3]
         );
-        let names: Vec<&str> = t.tracks.iter().map(|tr| t.str(tr.name)).collect();
+        let names: Vec<&str> = t.tracks().iter().map(|tr| t.str(tr.name)).collect();
         assert_eq!(
             names,
             vec![
@@ -152,16 +114,17 @@ mod tests {
             ]
         );
         assert_eq!(
-            t.tracks[6].kind,
+            t.tracks()[6].kind,
             TrackKind::Stream {
-                device: 1,
+                device: DeviceId(1),
                 stream: 9
             }
         );
-        assert_eq!(t.tracks[6].parent, Some(TrackId(5)));
-        assert_eq!(t.tracks[3].parent, Some(TrackId(2)));
-        assert_eq!(t.track_name(t.slices.track[0]), "stream 9");
-        assert_eq!(t.track_name(t.slices.track[1]), "main");
-        assert_eq!(t.track_name(t.counters.track[0]), "worker");
+        assert_eq!(t.tracks()[6].parent, Some(TrackId(5)));
+        assert_eq!(t.tracks()[3].parent, Some(TrackId(2)));
+        // Slices follow their tracks (and sort by them).
+        assert_eq!(t.track_name(t.slices().track()[0]), "main");
+        assert_eq!(t.track_name(t.slices().track()[1]), "stream 9");
+        assert_eq!(t.track_name(t.counters().track()[0]), "worker");
     }
 }

@@ -58,7 +58,7 @@ pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
             };
             match import::import(path, &text) {
                 Ok(mut t) => {
-                    t.diagnostics.push(
+                    t.add_diagnostics([
                         Diagnostic::new(
                             Kind::Truncated,
                             1,
@@ -68,7 +68,7 @@ pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
                             ),
                         )
                         .in_file(path.display()),
-                    );
+                    ]);
                     Ok(t)
                 }
                 Err(_) => Err(e),
@@ -487,17 +487,17 @@ mod tests {
         assert_same_as_one_pass("synthetic.json.gz", &gz, Route::Pieces);
         let (t, _) =
             import_gzip_with(Path::new("s.json.gz"), &gz, Some(split(50))).expect("import");
-        assert_eq!(t.slices.len(), 10_000);
+        assert_eq!(t.slices().len(), 10_000);
         assert!(
-            t.diagnostics
+            t.diagnostics()
                 .iter()
                 .any(|d| d.kind == crate::diagnostic::Kind::MalformedEvents && d.count == 5000),
             "{:?}",
-            t.diagnostics
+            t.diagnostics()
         );
         assert!(t
-            .slices
-            .start_ns
+            .slices()
+            .start_ns()
             .iter()
             .all(|&s| s > 1_700_000_000_000_000_000));
     }
@@ -538,7 +538,7 @@ mod tests {
             import_gzip_with(Path::new("p.json.gz"), &gz, Some(split(30))).expect("rejoined");
         assert_eq!(route, Route::Again);
         assert!(cut == one);
-        assert_eq!(one.slices.len(), 200);
+        assert_eq!(one.slices().len(), 200);
     }
 
     #[test]
@@ -604,7 +604,7 @@ mod tests {
         let text = tricky(8);
         let path = Path::new("tricky.json");
         let one = import::import(path, text.as_bytes()).expect("one pass");
-        assert_eq!(one.slices.len(), 16);
+        assert_eq!(one.slices().len(), 16);
         let one_dump = dump(&one);
         let events_at = text.find("traceEvents").expect("events");
         // One cut, at every length of the first piece from inside the top
@@ -631,7 +631,7 @@ mod tests {
         // Many pieces, in rounds of every size: every cut is between events.
         let text = synthetic(30, "", "");
         let one = import::import(path, text.as_bytes()).expect("one pass");
-        assert_eq!(one.slices.len(), 60);
+        assert_eq!(one.slices().len(), 60);
         for round_bytes in 2..1200 {
             let split = Split {
                 main_percent: 50,

@@ -93,7 +93,7 @@ pub(crate) fn read_perfetto<R: Read>(path: &Path, input: R) -> Result<Trace> {
     match (read, s.error) {
         (Ok(t), None) => Ok(t),
         (Ok(mut t), Some(e)) => {
-            t.diagnostics.push(
+            t.add_diagnostics([
                 Diagnostic::new(
                     Kind::Truncated,
                     1,
@@ -103,7 +103,7 @@ pub(crate) fn read_perfetto<R: Read>(path: &Path, input: R) -> Result<Trace> {
                     ),
                 )
                 .in_file(path.display()),
-            );
+            ]);
             Ok(t)
         }
         (Err(_), Some(e)) => Err(gzip_error(path, e)),

@@ -5,10 +5,20 @@
 //! writes and `reader` for what it reads back; docs/TRACE-SCHEMA.md
 //! describes both for users.
 
-pub mod reader;
+mod reader;
+/// The field numbers and interned names streamscope writes: public with
+/// the `testing` feature, for tests that craft input.
+#[cfg(any(test, feature = "testing"))]
 pub mod schema;
+#[cfg(not(any(test, feature = "testing")))]
+mod schema;
+/// The protobuf wire format (varints, length-delimited fields): public
+/// with the `testing` feature, for tests that craft damaged input.
+#[cfg(any(test, feature = "testing"))]
 pub mod wire;
-pub mod writer;
+#[cfg(not(any(test, feature = "testing")))]
+mod wire;
+mod writer;
 
 pub use reader::{read_file, read_stream};
-pub use writer::{write_file, write_trace, PerfettoWriter};
+pub use writer::{write_file, write_new_file, write_trace, PerfettoWriter};

@@ -303,7 +303,7 @@ struct Slot {
 
 struct Reader {
     path: std::path::PathBuf,
-    trace: Trace,
+    trace: TraceBuilder,
     seqs: Vec<SeqState>,
     seq_index: HashMap<u32, usize>,
     last_seq: Option<(u32, usize)>,
@@ -335,7 +335,7 @@ impl Reader {
     fn new(path: &Path) -> Self {
         Reader {
             path: path.to_path_buf(),
-            trace: Trace::new(),
+            trace: TraceBuilder::new(),
             seqs: Vec::new(),
             seq_index: HashMap::default(),
             last_seq: None,
@@ -639,9 +639,7 @@ impl Reader {
         match ty {
             TE_TYPE_SLICE_END => match self.slots[slot].open.pop() {
                 Some(i) => {
-                    let i = i as usize;
-                    self.trace.slices.dur_ns[i] =
-                        ts.saturating_sub(self.trace.slices.start_ns[i]).max(0);
+                    self.trace.end_slice(SliceId(i), ts);
                 }
                 None => self.unmatched_ends += 1,
             },
@@ -698,12 +696,7 @@ impl Reader {
                     SliceKind::Memcpy | SliceKind::Memset => self.trace.intern_copy(g.copy),
                     _ => NO_PAYLOAD,
                 };
-                let args = if args.is_empty() {
-                    NO_ARGS
-                } else {
-                    self.trace.arg_sets.push(args);
-                    (self.trace.arg_sets.len() - 1) as u32
-                };
+                let args = self.trace.push_args(args);
                 let idx = self.uuid_idx(uuid);
                 let id = self.trace.push_slice_raw(
                     TrackId(idx),
@@ -903,7 +896,7 @@ impl Reader {
                     kv.push((self.trace.str(k).to_string(), v));
                 }
             }
-            let text = |v: &ArgValue, t: &Trace| match v {
+            let text = |v: &ArgValue, t: &TraceBuilder| match v {
                 ArgValue::Str(s) => t.str(*s).to_string(),
                 other => t.arg_value_string(other),
             };
@@ -982,9 +975,7 @@ impl Reader {
         for slot in std::mem::take(&mut self.slots) {
             let last = self.seqs[slot.seq].last_ts;
             for i in slot.open {
-                let i = i as usize;
-                self.trace.slices.dur_ns[i] =
-                    last.saturating_sub(self.trace.slices.start_ns[i]).max(0);
+                self.trace.end_slice(SliceId(i), last);
                 unterminated += 1;
             }
         }
@@ -1002,9 +993,9 @@ impl Reader {
         } else {
             proc_uuids.sort_by_key(|u| self.descs[u].seen_order);
         }
-        let mut proc_of_uuid: HashMap<u64, u32> = HashMap::default();
-        let mut proc_of_pid: HashMap<u32, u32> = HashMap::default();
-        let mut device_of: HashMap<(u32, u32), u32> = HashMap::default();
+        let mut proc_of_uuid: HashMap<u64, ProcessId> = HashMap::default();
+        let mut proc_of_pid: HashMap<u32, ProcessId> = HashMap::default();
+        let mut device_of: HashMap<(ProcessId, u32), DeviceId> = HashMap::default();
         for u in &proc_uuids {
             let d = &self.descs[u];
             let (mut p, devices) = self.process_meta.remove(u).unwrap_or_default();
@@ -1071,7 +1062,7 @@ impl Reader {
         let mut track_of_index: Vec<Option<TrackId>> = vec![None; self.uuids.len()];
         // Process tracks keep their events (metadata only for ours): foreign
         // events on a process track go to a track named after the process.
-        let find_process = |uuid: u64, descs: &HashMap<u64, Desc>| -> Option<u32> {
+        let find_process = |uuid: u64, descs: &HashMap<u64, Desc>| -> Option<ProcessId> {
             let mut u = uuid;
             for _ in 0..64 {
                 let d = descs.get(&u)?;
@@ -1087,7 +1078,7 @@ impl Reader {
             }
             None
         };
-        let mut fallback_process: Option<u32> = None;
+        let mut fallback_process: Option<ProcessId> = None;
         for &(_, i) in &order {
             let uuid = self.uuids[i as usize];
             let desc = self.descs.get(&uuid).cloned().unwrap_or_default();
@@ -1106,7 +1097,7 @@ impl Reader {
                     .find_map(|w| w.strip_prefix(key))
                     .and_then(|v| v.parse().ok())
             };
-            let mut dev = |ord: Option<u32>, t: &mut Trace| -> u32 {
+            let mut dev = |ord: Option<u32>, t: &mut TraceBuilder| -> DeviceId {
                 let ord = ord.unwrap_or(0);
                 *device_of.entry((process, ord)).or_insert_with(|| {
                     t.add_device(Device {
@@ -1154,13 +1145,13 @@ impl Reader {
             let parent = self.descs.get(&uuid).and_then(|d| d.parent);
             if let Some(pu) = parent {
                 if let Some(&pi) = self.uuid_index.get(&pu) {
-                    self.trace.tracks[id.0 as usize].parent = track_of_index[pi as usize];
+                    self.trace.set_track_parent(id, track_of_index[pi as usize]);
                 }
             }
         }
-        let loops = crate::load::break_parent_cycles(&mut self.trace);
+        let loops = self.trace.break_parent_cycles();
         if loops > 0 {
-            self.trace.diagnostics.push(
+            self.trace.push_diagnostic(
                 Diagnostic::new(
                     Kind::TrackParentLoop,
                     loops as u64,
@@ -1171,7 +1162,7 @@ impl Reader {
         }
         // Events on process tracks (foreign traces) or on uuids without a
         // descriptor: give them a track of their own.
-        let mut track_for = |i: usize, trace: &mut Trace| -> TrackId {
+        let mut track_for = |i: usize, trace: &mut TraceBuilder| -> TrackId {
             if let Some(t) = track_of_index[i] {
                 return t;
             }
@@ -1188,15 +1179,17 @@ impl Reader {
             track_of_index[i] = Some(t);
             t
         };
-        for s in 0..self.trace.slices.len() {
-            let i = self.trace.slices.track[s].0 as usize;
-            self.trace.slices.track[s] = track_for(i, &mut self.trace);
+        // Tracks for every uuid index an event uses, then the events onto them.
+        for s in 0..self.trace.slices().len() {
+            let i = self.trace.slices().track()[s].index();
+            track_for(i, &mut self.trace);
         }
-        for c in 0..self.trace.counters.len() {
-            let i = self.trace.counters.track[c].0 as usize;
-            self.trace.counters.track[c] = track_for(i, &mut self.trace);
+        for c in 0..self.trace.counters().len() {
+            let i = self.trace.counters().track()[c].index();
+            track_for(i, &mut self.trace);
         }
-        self.trace.sort_slices();
+        self.trace
+            .map_event_tracks(|t| track_of_index[t.index()].unwrap_or(t));
         self.trace.link_flows_by_correlation();
         // The NCCL profiler plugin's operations describe their kernels.
         crate::comms::attach_plugin_operations(&mut self.trace);
@@ -1251,10 +1244,9 @@ impl Reader {
         let path = self.path.display().to_string();
         for (kind, count, detail) in found {
             self.trace
-                .diagnostics
-                .push(Diagnostic::new(kind, count, detail).in_file(&path));
+                .push_diagnostic(Diagnostic::new(kind, count, detail).in_file(&path));
         }
-        self.trace
+        self.trace.finish()
     }
 }
 

@@ -18,8 +18,6 @@ pub const PKT_TRACK_EVENT: u32 = 11;
 pub const PKT_INTERNED_DATA: u32 = 12;
 /// `TracePacket.sequence_flags` field number.
 pub const PKT_SEQUENCE_FLAGS: u32 = 13;
-/// `TracePacket.timestamp_clock_id` field number.
-pub const PKT_TIMESTAMP_CLOCK_ID: u32 = 58;
 /// `TracePacket.trace_packet_defaults` field number.
 pub const PKT_DEFAULTS: u32 = 59;
 /// `TracePacket.track_descriptor` field number.
@@ -126,8 +124,6 @@ pub const DA_STRING: u32 = 6;
 pub const DA_NAME: u32 = 10;
 /// `DebugAnnotation.dict_entries` field number.
 pub const DA_DICT_ENTRIES: u32 = 11;
-/// `DebugAnnotation.array_values` field number.
-pub const DA_ARRAY_VALUES: u32 = 12;
 /// `DebugAnnotation.string_value_iid` field number.
 pub const DA_STRING_VALUE_IID: u32 = 17;
 

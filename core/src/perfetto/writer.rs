@@ -98,7 +98,6 @@ pub struct PerfettoWriter<W: Write> {
     tracks_written: usize,
     bytes_written: u64,
     packets_written: u64,
-    order: Vec<u32>,
     next_lane_uuid: u64,
 }
 
@@ -115,7 +114,6 @@ impl<W: Write> PerfettoWriter<W> {
             tracks_written: 0,
             bytes_written: 0,
             packets_written: 0,
-            order: Vec::new(),
             next_lane_uuid: 0,
         }
     }
@@ -131,35 +129,27 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     /// Writes everything of `trace` not written yet: new processes and tracks,
-    /// then all slices and counters it holds (the caller clears them after,
-    /// see [`Trace::clear_events`]). Slices of one track should come in start
-    /// order across batches; one that does not goes to a new lane.
+    /// then all slices and counters it holds (a streaming caller hands
+    /// batches from [`TraceBuilder::flush_events`]). Slices of one track
+    /// should come in start order across batches; one that does not goes
+    /// to a new lane.
     pub fn write_batch(&mut self, trace: &Trace) -> io::Result<()> {
-        while self.seqs.len() < trace.processes.len() {
+        while self.seqs.len() < trace.processes().len() {
             let p = self.seqs.len();
             self.seqs.push(Seq::new(p));
             self.start_sequence(trace, p);
         }
-        while self.tracks_written < trace.tracks.len() {
+        while self.tracks_written < trace.tracks().len() {
             let t = self.tracks_written;
             self.track_descriptor(trace, t);
             self.tracks.push(TrackState::default());
             self.tracks_written += 1;
         }
-        let sl = &trace.slices;
-        let mut order = std::mem::take(&mut self.order);
-        order.clear();
-        order.extend(0..sl.len() as u32);
-        let sorted = order
-            .windows(2)
-            .all(|w| slice_order_key(sl, w[0]) <= slice_order_key(sl, w[1]));
-        if !sorted {
-            order.sort_unstable_by_key(|&i| slice_order_key(sl, i));
-        }
+        // A trace's slices are sorted by track, then start.
+        let sl = trace.slices();
         let mut current_track = u32::MAX;
-        for &i in &order {
-            let i = i as usize;
-            let t = sl.track[i].0;
+        for i in 0..sl.len() {
+            let t = sl.track()[i].0;
             if t != current_track {
                 if current_track != u32::MAX {
                     self.close_all(trace, current_track as usize);
@@ -171,19 +161,18 @@ impl<W: Write> PerfettoWriter<W> {
         if current_track != u32::MAX {
             self.close_all(trace, current_track as usize);
         }
-        self.order = order;
-        for i in 0..trace.counters.len() {
+        for i in 0..trace.counters().len() {
             self.counter(trace, i);
             self.maybe_flush()?;
         }
-        for p in 0..trace.processes.len() {
+        for p in 0..trace.processes().len() {
             let state = (
                 trace
-                    .devices
+                    .devices()
                     .iter()
-                    .filter(|d| d.process == p as u32)
+                    .filter(|d| d.process.index() == p)
                     .count(),
-                trace.processes[p].dropped_records,
+                trace.processes()[p].dropped_records,
             );
             if self.seqs[p].meta_written != Some(state) {
                 self.process_metadata(trace, p);
@@ -197,7 +186,7 @@ impl<W: Write> PerfettoWriter<W> {
         for t in 0..self.tracks.len() {
             self.close_all(trace, t);
         }
-        for p in 0..self.seqs.len().min(trace.processes.len()) {
+        for p in 0..self.seqs.len().min(trace.processes().len()) {
             self.process_metadata(trace, p);
         }
         self.flush_buf()?;
@@ -236,7 +225,7 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     fn start_sequence(&mut self, trace: &Trace, p: usize) {
-        let proc_ = &trace.processes[p];
+        let proc_ = &trace.processes()[p];
         // First packet: clears incremental state, sets the clock for the
         // sequence's timestamps, and interns the fixed annotation names and values.
         let at = self.enc.begin(TRACE_PACKET);
@@ -326,8 +315,8 @@ impl<W: Write> PerfettoWriter<W> {
     /// Opens the packet and TrackDescriptor of `uuid`, a track (or lane)
     /// of model track `t`: under its parent track, else its process.
     fn open_descriptor(&mut self, trace: &Trace, t: usize, uuid: u64) -> (usize, usize) {
-        let track = &trace.tracks[t];
-        let p = track.process as usize;
+        let track = &trace.tracks()[t];
+        let p = track.process.index();
         let parent = match track.parent {
             Some(pt) => track_uuid(p, pt.0 as usize),
             None => self.seqs[p].uuid,
@@ -340,14 +329,15 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     fn track_descriptor(&mut self, trace: &Trace, t: usize) {
-        let track = &trace.tracks[t];
-        let p = track.process as usize;
+        let track = &trace.tracks()[t];
+        let p = track.process.index();
         let (at, td) = self.open_descriptor(trace, t, track_uuid(p, t));
         let name = trace.str(track.name);
         match track.kind {
             TrackKind::Thread { tid } => {
                 let th = self.enc.begin(TD_THREAD);
-                self.enc.int(THD_PID, trace.processes[p].pid as i32 as i64);
+                self.enc
+                    .int(THD_PID, trace.processes()[p].pid as i32 as i64);
                 // pid and tid are int32 in Perfetto: ids above 2^31 wrap, and the
                 // reader wraps them back.
                 self.enc.int(THD_TID, tid as i32 as i64);
@@ -356,12 +346,12 @@ impl<W: Write> PerfettoWriter<W> {
             }
             kind => {
                 self.enc.bytes(TD_NAME, name.as_bytes());
-                let ordinal = |d: u32| {
+                let ordinal = |d: DeviceId| {
                     trace
-                        .devices
-                        .get(d as usize)
+                        .devices()
+                        .get(d.index())
                         .map(|d| d.ordinal)
-                        .unwrap_or(d)
+                        .unwrap_or(d.0)
                 };
                 let desc = match kind {
                     TrackKind::Gpu { device } => {
@@ -397,8 +387,8 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     fn lane_descriptor(&mut self, trace: &Trace, t: usize, lane: usize, uuid: u64) {
-        let track = &trace.tracks[t];
-        let base = track_uuid(track.process as usize, t);
+        let track = &trace.tracks()[t];
+        let base = track_uuid(track.process.index(), t);
         let (at, td) = self.open_descriptor(trace, t, uuid);
         self.enc.bytes(
             TD_NAME,
@@ -414,7 +404,7 @@ impl<W: Write> PerfettoWriter<W> {
 
     /// Ends every open slice of track `t`.
     fn close_all(&mut self, trace: &Trace, t: usize) {
-        let p = trace.tracks[t].process as usize;
+        let p = trace.tracks()[t].process.index();
         let mut lanes = std::mem::take(&mut self.tracks[t].lanes);
         for lane in &mut lanes {
             while let Some(end) = lane.open_ends.pop() {
@@ -438,7 +428,7 @@ impl<W: Write> PerfettoWriter<W> {
 
     /// Picks the lane where slice (start, end) nests, ending what it follows.
     fn place(&mut self, trace: &Trace, t: usize, start: i64, end: i64) -> u64 {
-        let p = trace.tracks[t].process as usize;
+        let p = trace.tracks()[t].process.index();
         let base = track_uuid(p, t);
         let mut lanes = std::mem::take(&mut self.tracks[t].lanes);
         let mut chosen = None;
@@ -497,20 +487,20 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     fn slice(&mut self, trace: &Trace, i: usize) -> io::Result<()> {
-        let sl = &trace.slices;
-        let t = sl.track[i].0 as usize;
-        let p = trace.tracks[t].process as usize;
-        let start = sl.start_ns[i];
-        let end = start.saturating_add(sl.dur_ns[i]);
+        let sl = trace.slices();
+        let t = sl.track()[i].0 as usize;
+        let p = trace.tracks()[t].process.index();
+        let start = sl.start_ns()[i];
+        let end = start.saturating_add(sl.dur_ns()[i]);
         let uuid = self.place(trace, t, start, end);
-        let kind = sl.kind[i];
+        let kind = sl.kind()[i];
 
         // Intern what this event needs that the sequence has not seen.
-        let name = sl.name[i];
+        let name = sl.name()[i];
         let name_iid = self.intern_name(trace, p, name);
         let launch = trace
-            .launch_of(i)
-            .map(|lc| (lc, self.launch_iids(p, sl.payload[i] as usize, lc)));
+            .launch_of(SliceId::from_index(i))
+            .map(|lc| (lc, self.launch_iids(p, sl.payload()[i] as usize, lc)));
 
         let at = self.packet(p, Some(start), true);
         let te = self.enc.begin(PKT_TRACK_EVENT);
@@ -518,20 +508,20 @@ impl<W: Write> PerfettoWriter<W> {
         self.enc.uint(TE_TRACK_UUID, uuid);
         self.enc.uint(TE_NAME_IID, name_iid as u64);
         self.annotate_str_iid(AN_KIND, kind_value_iid(kind));
-        if sl.class[i] != SliceClass::None {
-            self.annotate_str_iid(AN_CLASS, class_value_iid(sl.class[i]));
+        if sl.class()[i] != SliceClass::None {
+            self.annotate_str_iid(AN_CLASS, class_value_iid(sl.class()[i]));
         }
-        let corr = sl.correlation[i];
+        let corr = sl.correlation()[i];
         if corr != 0 {
             self.annotate_uint(AN_CORRELATION, corr as u64);
         }
-        if let TrackKind::Stream { device, stream } = trace.tracks[t].kind {
+        if let TrackKind::Stream { device, stream } = trace.tracks()[t].kind {
             if kind.is_gpu_activity() || kind == SliceKind::Sync {
                 let ordinal = trace
-                    .devices
-                    .get(device as usize)
+                    .devices()
+                    .get(device.index())
                     .map(|d| d.ordinal)
-                    .unwrap_or(device);
+                    .unwrap_or(device.0);
                 self.annotate_uint(AN_DEVICE, ordinal as u64);
                 self.annotate_uint(AN_STREAM, stream as u64);
             }
@@ -543,14 +533,14 @@ impl<W: Write> PerfettoWriter<W> {
             self.annotate_uint(AN_STATIC_SMEM, lc.static_smem_bytes as u64);
             self.annotate_uint(AN_DYNAMIC_SMEM, lc.dynamic_smem_bytes as u64);
         }
-        if let Some(c) = trace.copy_of(i) {
+        if let Some(c) = trace.copy_of(SliceId::from_index(i)) {
             self.annotate_uint(AN_BYTES, c.bytes);
             self.annotate_str_iid(AN_COPY_KIND, copy_kind_value_iid(c.kind));
             if c.pageable {
                 self.annotate_bool(AN_PAGEABLE, true);
             }
         }
-        let args = trace.args_of(i);
+        let args = trace.args_of(SliceId::from_index(i));
         if !args.is_empty() {
             let d = self.enc.begin(TE_DEBUG_ANNOTATIONS);
             self.enc.uint(DA_NAME_IID, AN_ARGS as u64);
@@ -670,25 +660,25 @@ impl<W: Write> PerfettoWriter<W> {
     }
 
     fn counter(&mut self, trace: &Trace, i: usize) {
-        let c = &trace.counters;
-        let t = c.track[i].0 as usize;
-        let p = trace.tracks[t].process as usize;
-        let at = self.packet(p, Some(c.ts_ns[i]), true);
+        let c = trace.counters();
+        let t = c.track()[i].index();
+        let p = trace.tracks()[t].process.index();
+        let at = self.packet(p, Some(c.ts_ns()[i]), true);
         let te = self.enc.begin(PKT_TRACK_EVENT);
         self.enc.uint(TE_TYPE, TE_TYPE_COUNTER);
         self.enc.uint(TE_TRACK_UUID, track_uuid(p, t));
-        self.enc.double(TE_DOUBLE_COUNTER_VALUE, c.value[i]);
+        self.enc.double(TE_DOUBLE_COUNTER_VALUE, c.value()[i]);
         self.enc.end(te);
         self.enc.end(at);
     }
 
     /// The `streamscope.process` instant: process fields and devices.
     fn process_metadata(&mut self, trace: &Trace, p: usize) {
-        let pr = &trace.processes[p];
+        let pr = &trace.processes()[p];
         let devices: Vec<&Device> = trace
-            .devices
+            .devices()
             .iter()
-            .filter(|d| d.process == p as u32)
+            .filter(|d| d.process.index() == p)
             .collect();
         let ts = self.seqs[p].last_ts.max(pr.capture_start_ns.unwrap_or(0));
         let name_iid = {
@@ -808,15 +798,6 @@ impl<W: Write> PerfettoWriter<W> {
         self.enc.end(at);
         self.seqs[p].meta_written = Some((devices.len(), pr.dropped_records));
     }
-}
-
-fn slice_order_key(sl: &Slices, i: u32) -> (u32, i64, std::cmp::Reverse<i64>) {
-    let i = i as usize;
-    (
-        sl.track[i].0,
-        sl.start_ns[i],
-        std::cmp::Reverse(sl.dur_ns[i]),
-    )
 }
 
 /// Writes a whole model as a Perfetto trace.

@@ -3,6 +3,7 @@
 
 use egui::{Grid, RichText, Ui};
 use streamscope_core::analysis::KernelOccupancy;
+use streamscope_core::SliceId;
 use streamscope_core::{Trace, TrackKind};
 
 use crate::model::Model;
@@ -16,16 +17,16 @@ fn row(ui: &mut Ui, key: &str, value: impl Into<String>) {
 }
 
 fn location(trace: &Trace, s: usize) -> String {
-    let track = trace.slices.track[s];
+    let track = trace.slices().track()[s];
     let t = trace.track(track);
     let proc_ = trace
-        .processes
-        .get(t.process as usize)
+        .processes()
+        .get(t.process.index())
         .map(|p| p.label())
         .unwrap_or_default();
     let place = match t.kind {
         TrackKind::Stream { device, stream } => {
-            let dev = trace.devices.get(device as usize);
+            let dev = trace.devices().get(device.index());
             let name = dev
                 .map(|d| format!("GPU {} {}", d.ordinal, d.name))
                 .unwrap_or_default();
@@ -40,14 +41,14 @@ fn location(trace: &Trace, s: usize) -> String {
 /// The analysis's occupancy row of kernel `s` (same device, name, grid, block).
 fn occupancy_of(model: &Model, s: usize) -> Option<&KernelOccupancy> {
     let trace = &model.trace;
-    let lc = trace.launch_of(s)?;
-    let device = trace.track_device(trace.slices.track[s])?;
-    let name = trace.str(trace.slices.name[s]);
+    let lc = trace.launch_of(SliceId::from_index(s))?;
+    let device = trace.track_device(trace.slices().track()[s])?;
+    let name = trace.str(trace.slices().name()[s]);
     model
         .report
         .occupancy
         .iter()
-        .filter(|o| o.device == device)
+        .filter(|o| o.device == device.0)
         .flat_map(|o| o.kernels.iter())
         .find(|k| k.name == name && k.grid == lc.grid && k.block == lc.block)
 }
@@ -70,19 +71,19 @@ pub fn details_ui(ui: &mut Ui, model: &Model, st: &TimelineState) -> Option<u32>
     };
     let s = sel as usize;
     let trace = &model.trace;
-    let sl = &trace.slices;
+    let sl = trace.slices();
     let origin = model.index.span_ns.0;
     egui::ScrollArea::vertical().id_salt("details").show(ui, |ui| {
-        ui.heading(RichText::new(trace.str(sl.name[s])).strong());
+        ui.heading(RichText::new(trace.str(sl.name()[s])).strong());
         Grid::new("details_grid").num_columns(2).striped(true).show(ui, |ui| {
-            row(ui, "kind", format!("{} ({})", sl.kind[s].name(), sl.class[s].name()));
+            row(ui, "kind", format!("{} ({})", sl.kind()[s].name(), sl.class()[s].name()));
             row(ui, "where", location(trace, s));
-            row(ui, "start", format!("{} after trace start ({} ns)", fmt_ns((sl.start_ns[s] - origin) as f64), sl.start_ns[s]));
-            row(ui, "duration", fmt_ns(sl.dur_ns[s] as f64));
-            if sl.correlation[s] != 0 {
-                row(ui, "correlation", sl.correlation[s].to_string());
+            row(ui, "start", format!("{} after trace start ({} ns)", fmt_ns((sl.start_ns()[s] - origin) as f64), sl.start_ns()[s]));
+            row(ui, "duration", fmt_ns(sl.dur_ns()[s] as f64));
+            if sl.correlation()[s] != 0 {
+                row(ui, "correlation", sl.correlation()[s].to_string());
             }
-            if let Some(lc) = trace.launch_of(s) {
+            if let Some(lc) = trace.launch_of(SliceId::from_index(s)) {
                 row(ui, "grid", format!("{} × {} × {} ({} blocks)", lc.grid[0], lc.grid[1], lc.grid[2], lc.blocks()));
                 row(ui, "block", format!("{} × {} × {} ({} threads)", lc.block[0], lc.block[1], lc.block[2], lc.threads_per_block()));
                 row(ui, "registers / thread", lc.registers_per_thread.to_string());
@@ -98,11 +99,11 @@ pub fn details_ui(ui: &mut Ui, model: &Model, st: &TimelineState) -> Option<u32>
                     ),
                 );
             }
-            if let Some(c) = trace.copy_of(s) {
+            if let Some(c) = trace.copy_of(SliceId::from_index(s)) {
                 row(ui, "bytes", c.bytes.to_string());
                 row(ui, "copy", format!("{}{}", c.kind.name(), if c.pageable { ", pageable host memory" } else { "" }));
             }
-            for (k, v) in trace.args_of(s) {
+            for (k, v) in trace.args_of(SliceId::from_index(s)) {
                 row(ui, trace.str(*k), trace.arg_value_string(v));
             }
         });
@@ -124,21 +125,21 @@ pub fn details_ui(ui: &mut Ui, model: &Model, st: &TimelineState) -> Option<u32>
             let other = if from == sel { to } else { from } as usize;
             let what = if from != sel {
                 "launched by"
-            } else if model.collective_of(other as u32).is_some() && sl.kind[other] == sl.kind[s] {
+            } else if model.collective_of(other as u32).is_some() && sl.kind()[other] == sl.kind()[s] {
                 "same collective"
             } else {
                 "GPU work"
             };
             ui.horizontal(|ui| {
                 ui.label(RichText::new(what).weak());
-                if ui.link(trace.str(sl.name[other])).clicked() {
+                if ui.link(trace.str(sl.name()[other])).clicked() {
                     jump = Some(other as u32);
                 }
-                ui.label(format!("{} · {}", fmt_ns(sl.dur_ns[other] as f64), location(trace, other)));
+                ui.label(format!("{} · {}", fmt_ns(sl.dur_ns()[other] as f64), location(trace, other)));
             });
         }
         if let Some(call) = flows::launch_call(trace, &st.links, s) {
-            ui.label(format!("launch latency: {} (from call start to GPU start)", fmt_ns((sl.start_ns[s] - sl.start_ns[call]) as f64)));
+            ui.label(format!("launch latency: {} (from call start to GPU start)", fmt_ns((sl.start_ns()[s] - sl.start_ns()[call]) as f64)));
         }
     });
     jump

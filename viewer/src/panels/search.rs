@@ -31,7 +31,7 @@ impl SearchState {
         }
         let names: Vec<bool> = if self.regex {
             match Regex::new(&self.query) {
-                Ok(re) => (0..trace.strings.len())
+                Ok(re) => (0..trace.strings().len())
                     .map(|i| re.is_match(trace.str(streamscope_core::StrId(i as u32))))
                     .collect(),
                 Err(e) => {
@@ -41,7 +41,7 @@ impl SearchState {
             }
         } else {
             let q = self.query.to_lowercase();
-            (0..trace.strings.len())
+            (0..trace.strings().len())
                 .map(|i| {
                     trace
                         .str(streamscope_core::StrId(i as u32))
@@ -50,11 +50,11 @@ impl SearchState {
                 })
                 .collect()
         };
-        let sl = &trace.slices;
+        let sl = trace.slices();
         self.matches = (0..sl.len() as u32)
-            .filter(|&i| names[sl.name[i as usize].0 as usize])
+            .filter(|&i| names[sl.name()[i as usize].0 as usize])
             .collect();
-        self.matches.sort_by_key(|&i| sl.start_ns[i as usize]);
+        self.matches.sort_by_key(|&i| sl.start_ns()[i as usize]);
     }
 
     fn stale(&self) -> bool {
@@ -120,17 +120,22 @@ pub fn search_ui(ui: &mut Ui, trace: &Trace, st: &mut SearchState) -> Option<u32
 #[cfg(test)]
 mod tests {
     use super::*;
+    use streamscope_core::TraceBuilder;
     use streamscope_core::{NewSlice, Process, SliceKind, TrackKind};
 
     #[test]
     fn substring_and_regex_cycle_in_time_order() {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process::default());
+        let d0 = t.add_device(streamscope_core::Device {
+            process: p,
+            ..Default::default()
+        });
         let s = t.add_track(
             p,
             None,
             TrackKind::Stream {
-                device: 0,
+                device: d0,
                 stream: 7,
             },
             "s",
@@ -141,17 +146,20 @@ mod tests {
         t.push_slice(NewSlice::new(s, SliceKind::Kernel, g, 50, 5));
         t.push_slice(NewSlice::new(h, SliceKind::Range, g, 10, 5));
         t.push_slice(NewSlice::new(s, SliceKind::Kernel, n, 20, 5));
+        let t = t.finish();
         let mut st = SearchState {
             query: "SGEMM".into(),
             ..Default::default()
         };
+        // Slice ids in the trace's order (by track, then start): 0 is the
+        // nccl kernel at 20, 1 the gemm at 50, 2 the range at 10.
+        assert_eq!(st.step(&t, true), Some(2));
         assert_eq!(st.step(&t, true), Some(1));
-        assert_eq!(st.step(&t, true), Some(0));
-        assert_eq!(st.step(&t, true), Some(1));
-        assert_eq!(st.step(&t, false), Some(0));
+        assert_eq!(st.step(&t, true), Some(2));
+        assert_eq!(st.step(&t, false), Some(1));
         st.query = "^nccl.*Gather$".into();
         st.regex = true;
-        assert_eq!(st.step(&t, true), Some(2));
+        assert_eq!(st.step(&t, true), Some(0));
         st.query = "(".into();
         assert_eq!(st.step(&t, true), None);
         assert!(st.error.is_some());

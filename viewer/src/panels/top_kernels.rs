@@ -39,15 +39,15 @@ pub struct TopKernels {
 
 impl TopKernels {
     pub fn compute(trace: &Trace) -> Self {
-        let sl = &trace.slices;
-        let mut by_name: Vec<Option<KernelStat>> = vec![None; trace.strings.len()];
+        let sl = trace.slices();
+        let mut by_name: Vec<Option<KernelStat>> = vec![None; trace.strings().len()];
         for i in 0..sl.len() {
-            if sl.kind[i] != SliceKind::Kernel {
+            if sl.kind()[i] != SliceKind::Kernel {
                 continue;
             }
-            let d = sl.dur_ns[i];
-            let e = by_name[sl.name[i].0 as usize].get_or_insert(KernelStat {
-                name: sl.name[i],
+            let d = sl.dur_ns()[i];
+            let e = by_name[sl.name()[i].0 as usize].get_or_insert(KernelStat {
+                name: sl.name()[i],
                 count: 0,
                 total_ns: 0,
                 max_ns: -1,
@@ -148,17 +148,22 @@ pub fn top_kernels_ui(ui: &mut Ui, trace: &Trace, top: &mut TopKernels) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use streamscope_core::TraceBuilder;
     use streamscope_core::{NewSlice, Process, TrackKind};
 
     #[test]
     fn aggregates_and_sorts() {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process::default());
+        let d0 = t.add_device(streamscope_core::Device {
+            process: p,
+            ..Default::default()
+        });
         let s = t.add_track(
             p,
             None,
             TrackKind::Stream {
-                device: 0,
+                device: d0,
                 stream: 7,
             },
             "s",
@@ -168,6 +173,7 @@ mod tests {
         for (n, st, d) in [(a, 0, 10), (a, 20, 30), (b, 60, 35), (a, 100, 2)] {
             t.push_slice(NewSlice::new(s, SliceKind::Kernel, n, st, d));
         }
+        let t = t.finish();
         let mut top = TopKernels::compute(&t);
         assert_eq!(
             top.rows.iter().map(|r| r.name).collect::<Vec<_>>(),

@@ -5,7 +5,7 @@
 //! O(pixels · log samples) whatever the sampling rate.
 
 use streamscope_core::gpu_metrics::unit_of_track;
-use streamscope_core::model::{Trace, TrackId};
+use streamscope_core::{Trace, TrackId};
 
 use super::index::TimelineIndex;
 
@@ -190,7 +190,7 @@ pub fn label(trace: &Trace, index: &TimelineIndex, track: TrackId) -> String {
 /// Sample positions (in the track's time order) of the samples that hold
 /// some time in [t0, t1): the one holding at t0 and those starting inside.
 pub fn column_samples(trace: &Trace, samples: &[u32], t0: i64, t1: i64) -> (usize, usize) {
-    let ts = |k: &u32| trace.counters.ts_ns[*k as usize];
+    let ts = |k: &u32| trace.counters().ts_ns()[*k as usize];
     let a = samples.partition_point(|k| ts(k) <= t0).saturating_sub(1);
     let b = samples.partition_point(|k| ts(k) < t1);
     (a, b.max(a))
@@ -207,7 +207,7 @@ pub fn column_minmax(
     let samples = index.counter_samples.get(track)?;
     let env = index.counter_env.get(track)?;
     let (a, b) = column_samples(trace, samples, t0, t1);
-    env.range(a, b, |k| trace.counters.value[samples[k] as usize])
+    env.range(a, b, |k| trace.counters().value()[samples[k] as usize])
 }
 
 /// Walks a counter track's columns left to right: each column's mean and
@@ -243,7 +243,7 @@ impl<'a> Columns<'a> {
     }
 
     fn value(&self, k: usize) -> f64 {
-        self.trace.counters.value[self.samples[k] as usize]
+        self.trace.counters().value()[self.samples[k] as usize]
     }
 
     /// Samples with a time <= `t`, for `t` not below the previous call's.
@@ -336,6 +336,7 @@ pub fn hover_text(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use streamscope_core::TraceBuilder;
 
     #[test]
     fn the_pyramid_gives_the_min_and_max_of_any_range() {
@@ -363,8 +364,8 @@ mod tests {
 
     #[test]
     fn column_walks_agree_with_searches_from_scratch() {
-        use streamscope_core::model::{Process, TrackKind};
-        let mut t = Trace::new();
+        use streamscope_core::{Process, TrackKind};
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process::default());
         let tr = t.add_track(
             p,
@@ -375,6 +376,7 @@ mod tests {
         for i in 0..10_000i64 {
             t.push_counter(tr, i * 100, ((i * 37) % 101) as f64);
         }
+        let t = t.finish();
         let index = TimelineIndex::build(&t);
         let mut w = Columns::new(&t, &index, tr.0 as usize).expect("samples");
         let mut t0 = -500;

@@ -14,6 +14,7 @@
 //! that a column holds a few slices) are computed from the slices
 //! themselves, with a cap on the slices visited per column.
 
+use streamscope_core::SliceId;
 use streamscope_core::{SliceClass, SliceKind, Slices};
 
 use super::index::Row;
@@ -80,10 +81,10 @@ impl Coverage {
         if n == 0 {
             return None;
         }
-        let origin = slices.start_ns[row.slice(0)];
+        let origin = slices.start_ns()[row.slice(0)];
         let mut end = origin;
         for p in 0..n {
-            end = end.max(slices.end_ns(row.slice(p)));
+            end = end.max(slices.end_ns(SliceId::from_index(row.slice(p))));
         }
         let span = (end as i128 - origin as i128).max(1);
         let target = (n / SLICES_PER_BUCKET).max(1).next_power_of_two() as i128;
@@ -94,9 +95,9 @@ impl Coverage {
         let mut acc = vec![[0f32; SLOTS]; count];
         for p in 0..n {
             let s = row.slice(p);
-            let slot = slot_of(slices.kind[s], slices.class[s]);
-            let a = rel(slices.start_ns[s], origin);
-            let b = rel(slices.end_ns(s), origin);
+            let slot = slot_of(slices.kind()[s], slices.class()[s]);
+            let a = rel(slices.start_ns()[s], origin);
+            let b = rel(slices.end_ns(SliceId::from_index(s)), origin);
             if b <= a {
                 continue;
             }
@@ -204,8 +205,8 @@ impl Coverage {
         origin: i64,
     ) -> Option<Shares> {
         let n = row.len();
-        let end = |p: usize| rel(slices.end_ns(row.slice(p)), origin) as f64;
-        let start = |p: usize| rel(slices.start_ns[row.slice(p)], origin) as f64;
+        let end = |p: usize| rel(slices.end_ns(SliceId::from_index(row.slice(p))), origin) as f64;
+        let start = |p: usize| rel(slices.start_ns()[row.slice(p)], origin) as f64;
         let mut steps = 0;
         while *from < n && end(*from) <= t0 {
             *from += 1;
@@ -226,7 +227,7 @@ impl Coverage {
             let lo = start(q).max(t0);
             let hi = end(q).min(t1);
             if hi > lo {
-                out[slot_of(slices.kind[s], slices.class[s])] += hi - lo;
+                out[slot_of(slices.kind()[s], slices.class()[s])] += hi - lo;
             }
             visited += 1;
             q += 1;
@@ -284,7 +285,9 @@ impl Columns<'_> {
             self.primed = true;
             let n = self.row.len();
             let (sl, row) = (self.slices, self.row);
-            self.from = partition_point(0, n, |q| rel(sl.end_ns(row.slice(q)), origin) as f64 <= a);
+            self.from = partition_point(0, n, |q| {
+                rel(sl.end_ns(SliceId::from_index(row.slice(q))), origin) as f64 <= a
+            });
         }
         match Coverage::exact_covered(self.slices, self.row, &mut self.from, a, b, origin) {
             Some(c) => c,
@@ -303,18 +306,23 @@ fn rel(t: i64, origin: i64) -> i64 {
 mod tests {
     use super::*;
     use crate::timeline::index::RowSlices;
+    use streamscope_core::TraceBuilder;
     use streamscope_core::{NewSlice, Process, Trace, TrackKind};
 
     /// A row of alternating compute (60 ns) and communication (20 ns)
     /// kernels, every 100 ns.
     fn row_trace(n: i64) -> (Trace, Row) {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process::default());
+        let d0 = t.add_device(streamscope_core::Device {
+            process: p,
+            ..Default::default()
+        });
         let st = t.add_track(
             p,
             None,
             TrackKind::Stream {
-                device: 0,
+                device: d0,
                 stream: 7,
             },
             "s",
@@ -333,13 +341,13 @@ mod tests {
             depth: 0,
             slices: RowSlices::Range(0..(2 * n) as u32),
         };
-        (t, row)
+        (t.finish(), row)
     }
 
     #[test]
     fn shares_match_at_every_level_and_exactly_when_fine() {
         let (t, row) = row_trace(10_000);
-        let cov = Coverage::build(&t.slices, &row).expect("non-empty");
+        let cov = Coverage::build(t.slices(), &row).expect("non-empty");
         assert!(cov.levels.len() > 5);
         assert_eq!(cov.levels.last().map(|l| l.len()), Some(1));
         // Whole row, a coarse window, then single columns finer than a bucket.
@@ -349,7 +357,7 @@ mod tests {
             (5_000, 5_100, 1e-9),
             (5_000, 5_070, 1e-9),
         ] {
-            let s = cov.shares(&t.slices, &row, t0, t1);
+            let s = cov.shares(t.slices(), &row, t0, t1);
             let (c, m) = if t1 - t0 == 70 {
                 (60.0 / 70.0, 0.0)
             } else {
@@ -360,14 +368,14 @@ mod tests {
             assert_eq!(s[2], 0.0);
         }
         // Outside the row: idle.
-        assert_eq!(cov.shares(&t.slices, &row, 0, 900), [0.0; SLOTS]);
+        assert_eq!(cov.shares(t.slices(), &row, 0, 900), [0.0; SLOTS]);
     }
 
     #[test]
     fn memory_is_a_few_bytes_per_slice() {
         for n in [1i64, 3, 50, 10_000, 100_000] {
             let (t, row) = row_trace(n);
-            let cov = Coverage::build(&t.slices, &row).expect("non-empty");
+            let cov = Coverage::build(t.slices(), &row).expect("non-empty");
             let per = cov.bytes() as f64 / (2 * n) as f64;
             assert!(cov.finest_buckets() <= ((2 * n) as usize / 4).max(1), "{n}");
             if n >= 10_000 {

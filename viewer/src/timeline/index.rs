@@ -87,18 +87,18 @@ pub struct TimelineIndex {
 impl TimelineIndex {
     /// Builds the index. `trace` must be sorted ([`Trace::sort_slices`]).
     pub fn build(trace: &Trace) -> Self {
-        let sl = &trace.slices;
+        let sl = trace.slices();
         let n = sl.len();
-        let ntracks = trace.tracks.len();
+        let ntracks = trace.tracks().len();
         let mut depth = vec![0u8; n];
         let mut rows = Vec::new();
         let mut track_rows = vec![0..0; ntracks];
         let mut stack: Vec<i64> = Vec::new();
         let mut i = 0usize;
         while i < n {
-            let track = sl.track[i];
+            let track = sl.track()[i];
             let mut j = i;
-            while j < n && sl.track[j] == track {
+            while j < n && sl.track()[j] == track {
                 j += 1;
             }
             // Stack sweep: a slice sits one deeper than the slices still open
@@ -107,7 +107,7 @@ impl TimelineIndex {
             stack.clear();
             let mut max_depth = 0u8;
             for (k, dk) in depth.iter_mut().enumerate().take(j).skip(i) {
-                let start = sl.start_ns[k];
+                let start = sl.start_ns()[k];
                 while stack.last().is_some_and(|&end| end <= start) {
                     stack.pop();
                 }
@@ -118,10 +118,10 @@ impl TimelineIndex {
                 // overlap); the deepest open end grows instead of the stack.
                 if stack.len() > MAX_DEPTH as usize {
                     if let Some(top) = stack.last_mut() {
-                        *top = (*top).max(start + sl.dur_ns[k]);
+                        *top = (*top).max(start + sl.dur_ns()[k]);
                     }
                 } else {
-                    stack.push(start + sl.dur_ns[k]);
+                    stack.push(start + sl.dur_ns()[k]);
                 }
             }
             let first_row = rows.len() as u32;
@@ -152,16 +152,16 @@ impl TimelineIndex {
 
         let mut counter_samples: Vec<Vec<u32>> = vec![Vec::new(); ntracks];
         let mut counter_max = vec![0f64; ntracks];
-        let c = &trace.counters;
+        let c = trace.counters();
         for k in 0..c.len() {
-            let t = c.track[k].0 as usize;
+            let t = c.track()[k].0 as usize;
             if let Some(list) = counter_samples.get_mut(t) {
                 list.push(k as u32);
-                counter_max[t] = counter_max[t].max(c.value[k]);
+                counter_max[t] = counter_max[t].max(c.value()[k]);
             }
         }
         for list in &mut counter_samples {
-            list.sort_by_key(|&k| c.ts_ns[k as usize]);
+            list.sort_by_key(|&k| c.ts_ns()[k as usize]);
         }
         let counter_integral = counter_samples
             .iter()
@@ -171,8 +171,9 @@ impl TimelineIndex {
                 for (j, &k) in list.iter().enumerate() {
                     out.push(acc);
                     if let Some(&next) = list.get(j + 1) {
-                        let dt = super::lod::rel_ns(c.ts_ns[next as usize], c.ts_ns[k as usize]);
-                        acc += c.value[k as usize] * dt;
+                        let dt =
+                            super::lod::rel_ns(c.ts_ns()[next as usize], c.ts_ns()[k as usize]);
+                        acc += c.value()[k as usize] * dt;
                     }
                 }
                 out
@@ -180,11 +181,11 @@ impl TimelineIndex {
             .collect();
         let counter_ts = counter_samples
             .iter()
-            .map(|list| list.iter().map(|&k| c.ts_ns[k as usize]).collect())
+            .map(|list| list.iter().map(|&k| c.ts_ns()[k as usize]).collect())
             .collect();
         let counter_env = counter_samples
             .iter()
-            .map(|list| super::counters::MinMax::build(list.iter().map(|&k| c.value[k as usize])))
+            .map(|list| super::counters::MinMax::build(list.iter().map(|&k| c.value()[k as usize])))
             .collect();
         let coverage = rows
             .iter()
@@ -195,7 +196,7 @@ impl TimelineIndex {
             .collect();
 
         let mut span = trace.time_span().unwrap_or((0, 0));
-        if let (Some(lo), Some(hi)) = (c.ts_ns.iter().min(), c.ts_ns.iter().max()) {
+        if let (Some(lo), Some(hi)) = (c.ts_ns().iter().min(), c.ts_ns().iter().max()) {
             if sl.is_empty() {
                 span = (*lo, *hi);
             } else {
@@ -205,7 +206,7 @@ impl TimelineIndex {
         if span.1 <= span.0 {
             span.1 = span.0 + 1;
         }
-        let sync_name = (0..trace.strings.len())
+        let sync_name = (0..trace.strings().len())
             .map(|i| {
                 trace
                     .str(streamscope_core::StrId(i as u32))
@@ -233,24 +234,24 @@ impl TimelineIndex {
         let samples = self.counter_samples.get(track)?;
         let integral = self.counter_integral.get(track)?;
         samples.first()?;
-        let c = &trace.counters;
+        let c = trace.counters();
         // Integral from the first sample up to t.
         let upto = |t: i64| -> f64 {
-            let k = samples.partition_point(|&s| c.ts_ns[s as usize] <= t);
+            let k = samples.partition_point(|&s| c.ts_ns()[s as usize] <= t);
             if k == 0 {
                 return 0.0;
             }
             let s = samples[k - 1] as usize;
-            integral[k - 1] + c.value[s] * super::lod::rel_ns(t, c.ts_ns[s])
+            integral[k - 1] + c.value()[s] * super::lod::rel_ns(t, c.ts_ns()[s])
         };
         let dt = super::lod::rel_ns(t1, t0);
         if dt <= 0.0 {
             // A point: the value held at t0.
-            let k = samples.partition_point(|&s| c.ts_ns[s as usize] <= t0);
+            let k = samples.partition_point(|&s| c.ts_ns()[s as usize] <= t0);
             return Some(if k == 0 {
                 0.0
             } else {
-                c.value[samples[k - 1] as usize]
+                c.value()[samples[k - 1] as usize]
             });
         }
         Some((upto(t1) - upto(t0)) / dt)
@@ -258,7 +259,7 @@ impl TimelineIndex {
 
     /// Row holding slice `i`.
     pub fn row_of(&self, trace: &Trace, i: usize) -> Option<u32> {
-        let r = self.track_rows.get(trace.slices.track[i].0 as usize)?;
+        let r = self.track_rows.get(trace.slices().track()[i].0 as usize)?;
         let row = r.start + self.depth[i] as u32;
         (row < r.end).then_some(row)
     }
@@ -267,18 +268,23 @@ impl TimelineIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use streamscope_core::TraceBuilder;
     use streamscope_core::{NewSlice, Process, SliceKind, TrackKind};
 
     #[test]
     fn nested_slices_get_depths_and_disjoint_rows() {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process::default());
         let th = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
+        let d0 = t.add_device(streamscope_core::Device {
+            process: p,
+            ..Default::default()
+        });
         let st = t.add_track(
             p,
             None,
             TrackKind::Stream {
-                device: 0,
+                device: d0,
                 stream: 7,
             },
             "stream 7",
@@ -290,7 +296,7 @@ mod tests {
         for s in 0..5 {
             t.push_slice(NewSlice::new(st, SliceKind::Kernel, n, s * 10, 5));
         }
-        t.sort_slices();
+        let t = t.finish();
         let ix = TimelineIndex::build(&t);
         assert_eq!(&ix.depth[..5], &[0, 1, 2, 1, 0]);
         assert_eq!(ix.track_rows[th.0 as usize], 0..3);
@@ -303,7 +309,7 @@ mod tests {
 
     #[test]
     fn counter_mean_is_time_weighted() {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process::default());
         let c = t.add_track(p, None, TrackKind::Counter { device: None }, "SMs");
         // 132 for 10 ns of every 100 ns: the peak is 132, the mean 13.2.
@@ -311,6 +317,7 @@ mod tests {
             t.push_counter(c, i * 100, 132.0);
             t.push_counter(c, i * 100 + 10, 0.0);
         }
+        let t = t.finish();
         let ix = TimelineIndex::build(&t);
         let m = |a, b| ix.counter_mean(&t, c.0 as usize, a, b).expect("samples");
         assert!((m(0, 50_000) - 13.2).abs() < 1e-9, "{}", m(0, 50_000));

@@ -4,6 +4,7 @@
 //! on a folded block zooms into it), F zooms to the selection.
 
 use egui::{Key, PointerButton, Rect, Response, Ui};
+use streamscope_core::SliceId;
 
 use super::layout::LineKind;
 use super::lod::Item;
@@ -78,8 +79,12 @@ pub(super) fn handle(
             }
             if i.key_pressed(Key::F) {
                 if let Some(sel) = st.selected.map(|s| s as usize) {
-                    let sl = &model.trace.slices;
-                    st.zoom_to(index, sl.start_ns[sel], sl.end_ns(sel));
+                    let sl = model.trace.slices();
+                    st.zoom_to(
+                        index,
+                        sl.start_ns()[sel],
+                        sl.end_ns(SliceId::from_index(sel)),
+                    );
                 }
             }
             if i.key_pressed(Key::Escape) {

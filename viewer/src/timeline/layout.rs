@@ -2,6 +2,7 @@
 //! flattening into screen lines given which groups are collapsed.
 
 use std::collections::HashSet;
+use streamscope_core::ProcessId;
 
 use streamscope_core::{SliceClass, Trace, TrackId, TrackKind};
 
@@ -81,7 +82,7 @@ fn stream_label(trace: &Trace, index: &TimelineIndex, track: TrackId) -> String 
             let row = &index.rows[r as usize];
             for p in 0..row.len() {
                 let s = row.slice(p);
-                ns[trace.slices.class[s] as usize] += trace.slices.dur_ns[s];
+                ns[trace.slices().class()[s] as usize] += trace.slices().dur_ns()[s];
             }
         }
     }
@@ -121,15 +122,17 @@ impl LaneTree {
                 .is_some_and(|v| !v.is_empty())
         };
         let mut roots = Vec::new();
-        for (p, proc_) in trace.processes.iter().enumerate() {
+        for (p, proc_) in trace.processes().iter().enumerate() {
             let p = p as u32;
-            let tracks: Vec<TrackId> = (0..trace.tracks.len() as u32)
+            let tracks: Vec<TrackId> = (0..trace.tracks().len() as u32)
                 .map(TrackId)
-                .filter(|&t| trace.track(t).process == p && (has_slices(t) || has_counter(t)))
+                .filter(|&t| {
+                    trace.track(t).process == ProcessId(p) && (has_slices(t) || has_counter(t))
+                })
                 .collect();
             let mut children = Vec::new();
-            for d in trace.devices_of(p) {
-                let dev = &trace.devices[d as usize];
+            for d in trace.devices_of(ProcessId(p)) {
+                let dev = &trace.devices()[d.index()];
                 let mut streams: Vec<(u32, TrackId)> = tracks
                     .iter()
                     .filter_map(|&t| match trace.track(t).kind {
@@ -161,7 +164,7 @@ impl LaneTree {
                         format!("GPU {} · {}", dev.ordinal, dev.name)
                     };
                     children.push(Node::Group {
-                        key: GroupKey::Device(d),
+                        key: GroupKey::Device(d.0),
                         label,
                         children: lanes,
                     });
@@ -197,15 +200,15 @@ impl LaneTree {
             let placed = |t: TrackId| match trace.track(t).kind {
                 TrackKind::Thread { .. } => true,
                 TrackKind::Stream { device, .. } | TrackKind::Gpu { device } => trace
-                    .devices
-                    .get(device as usize)
-                    .is_some_and(|d| d.process == p),
+                    .devices()
+                    .get(device.index())
+                    .is_some_and(|d| d.process == ProcessId(p)),
                 TrackKind::Counter {
                     device: Some(device),
                 } => trace
-                    .devices
-                    .get(device as usize)
-                    .is_some_and(|d| d.process == p),
+                    .devices()
+                    .get(device.index())
+                    .is_some_and(|d| d.process == ProcessId(p)),
                 _ => false,
             };
             let other: Vec<Node> = tracks

@@ -114,11 +114,11 @@ impl Item {
                 last_slice,
                 ..
             } => {
-                let k = slices.kind[first_slice as usize];
-                (slices.kind[mid_slice as usize] == k && slices.kind[last_slice as usize] == k)
+                let k = slices.kind()[first_slice as usize];
+                (slices.kind()[mid_slice as usize] == k && slices.kind()[last_slice as usize] == k)
                     .then_some(k)
             }
-            Item::Slice { slice, .. } => Some(slices.kind[slice as usize]),
+            Item::Slice { slice, .. } => Some(slices.kind()[slice as usize]),
         }
     }
 }
@@ -130,10 +130,10 @@ pub fn fold_row(slices: &Slices, row: &Row, map: &TimeMap, out: &mut Vec<Item>) 
         return;
     }
     let (t0, t1) = map.window_ns();
-    let start = |p: usize| slices.start_ns[row.slice(p)];
+    let start = |p: usize| slices.start_ns()[row.slice(p)];
     let end = |p: usize| {
         let s = row.slice(p);
-        slices.start_ns[s].saturating_add(slices.dur_ns[s])
+        slices.start_ns()[s].saturating_add(slices.dur_ns()[s])
     };
     let min_ns = MIN_SLICE_PX * map.ns_per_px;
     // First slice ending inside or after the window (ends increase along a row).
@@ -201,16 +201,21 @@ pub fn fold_row(slices: &Slices, row: &Row, map: &TimeMap, out: &mut Vec<Item>) 
 mod tests {
     use super::*;
     use crate::timeline::index::RowSlices;
+    use streamscope_core::TraceBuilder;
     use streamscope_core::{NewSlice, Process, SliceKind, Trace, TrackKind};
 
     fn trace_with(slices: &[(i64, i64)]) -> Trace {
-        let mut t = Trace::new();
+        let mut t = TraceBuilder::new();
         let p = t.add_process(Process::default());
+        let d0 = t.add_device(streamscope_core::Device {
+            process: p,
+            ..Default::default()
+        });
         let st = t.add_track(
             p,
             None,
             TrackKind::Stream {
-                device: 0,
+                device: d0,
                 stream: 7,
             },
             "s",
@@ -219,7 +224,7 @@ mod tests {
         for &(s, d) in slices {
             t.push_slice(NewSlice::new(st, SliceKind::Kernel, n, s, d));
         }
-        t
+        t.finish()
     }
 
     fn map(start: f64, ns_per_px: f64, width: f64) -> TimeMap {
@@ -236,12 +241,12 @@ mod tests {
     fn wide_slices_are_kept_and_off_screen_culled() {
         let t = trace_with(&[(0, 100), (200, 100), (1000, 100)]);
         let row = Row {
-            track: t.slices.track[0],
+            track: t.slices().track()[0],
             depth: 0,
             slices: RowSlices::Range(0..3),
         };
         let mut out = Vec::new();
-        fold_row(&t.slices, &row, &map(150.0, 1.0, 500.0), &mut out);
+        fold_row(t.slices(), &row, &map(150.0, 1.0, 500.0), &mut out);
         assert_eq!(
             out,
             vec![Item::Slice {
@@ -258,12 +263,12 @@ mod tests {
         let v: Vec<(i64, i64)> = (0..100_000).map(|i| (i * 2, 1)).collect();
         let t = trace_with(&v);
         let row = Row {
-            track: t.slices.track[0],
+            track: t.slices().track()[0],
             depth: 0,
             slices: RowSlices::Range(0..100_000),
         };
         let mut out = Vec::new();
-        fold_row(&t.slices, &row, &map(0.0, 1000.0, 200.0), &mut out);
+        fold_row(t.slices(), &row, &map(0.0, 1000.0, 200.0), &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         match out[0] {
             Item::Folded {
@@ -284,12 +289,12 @@ mod tests {
         v.push((5000, 1000));
         let t = trace_with(&v);
         let row = Row {
-            track: t.slices.track[0],
+            track: t.slices().track()[0],
             depth: 0,
             slices: RowSlices::Range(0..101),
         };
         let mut out = Vec::new();
-        fold_row(&t.slices, &row, &map(0.0, 100.0, 100.0), &mut out);
+        fold_row(t.slices(), &row, &map(0.0, 100.0, 100.0), &mut out);
         let counts: Vec<u32> = out
             .iter()
             .map(|it| match it {

@@ -16,6 +16,7 @@ pub mod paint;
 mod interact;
 
 use std::collections::HashSet;
+use streamscope_core::SliceId;
 
 use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, StrokeKind, Ui, UiBuilder, Vec2};
 use streamscope_core::TrackId;
@@ -225,7 +226,7 @@ impl TimelineState {
                         .map(|p| (s, p.slice)),
                 );
             }
-            let track = model.trace.slices.track[s as usize];
+            let track = model.trace.slices().track()[s as usize];
             for g in model.lanes.groups_of(track) {
                 self.collapsed.remove(&g);
             }
@@ -237,8 +238,8 @@ impl TimelineState {
     /// narrower than a few pixels).
     pub fn select_and_show(&mut self, model: &Model, s: u32) {
         self.select(model, Some(s));
-        let sl = &model.trace.slices;
-        let (st, dur) = (sl.start_ns[s as usize], sl.dur_ns[s as usize]);
+        let sl = model.trace.slices();
+        let (st, dur) = (sl.start_ns()[s as usize], sl.dur_ns()[s as usize]);
         let width = self.last_width_px.max(200.0) as f64;
         if self.view_dur_ns <= 0.0
             || (dur as f64) < self.view_dur_ns / width * 20.0
@@ -400,7 +401,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
                 row_y[row as usize] = y;
                 let first = st.items.len();
                 let r = &model.index.rows[row as usize];
-                lod::fold_row(&model.trace.slices, r, &map, &mut st.items);
+                lod::fold_row(model.trace.slices(), r, &map, &mut st.items);
                 st.row_items
                     .push((row, first as u32, st.items.len() as u32, y));
                 match model
@@ -525,15 +526,15 @@ fn scrollbar_ui(ui: &Ui, st: &mut TimelineState, lanes: Rect, total_h: f32) -> O
 }
 
 fn hover_text(model: &Model, it: Item, map: &TimeMap) -> String {
-    let sl = &model.trace.slices;
+    let sl = model.trace.slices();
     match it {
         Item::Slice { slice, .. } => {
             let s = slice as usize;
             format!(
                 "{}\n{} · {}",
-                model.trace.str(sl.name[s]),
-                sl.kind[s].name(),
-                crate::style::fmt_ns(sl.dur_ns[s] as f64)
+                model.trace.str(sl.name()[s]),
+                sl.kind()[s].name(),
+                crate::style::fmt_ns(sl.dur_ns()[s] as f64)
             )
         }
         Item::Folded {
@@ -607,15 +608,15 @@ fn overlays_ui(
     row_y: &[f32],
 ) {
     let painter = ui.painter_at(lanes);
-    let sl = &model.trace.slices;
+    let sl = model.trace.slices();
     let slice_rect = |s: usize| -> Option<Rect> {
         let row = model.index.row_of(&model.trace, s)?;
         let y = *row_y.get(row as usize)?;
         if y.is_nan() {
             return None;
         }
-        let x0 = (map.x(sl.start_ns[s]) as f32).clamp(lanes.left() - 5.0, lanes.right() + 5.0);
-        let x1 = (map.x(sl.end_ns(s)) as f32)
+        let x0 = (map.x(sl.start_ns()[s]) as f32).clamp(lanes.left() - 5.0, lanes.right() + 5.0);
+        let x1 = (map.x(sl.end_ns(SliceId::from_index(s))) as f32)
             .clamp(lanes.left() - 5.0, lanes.right() + 5.0)
             .max(x0 + 2.0);
         Some(Rect::from_min_max(

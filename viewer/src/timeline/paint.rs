@@ -26,16 +26,16 @@ fn clamp_x(x: f32, left: f32, right: f32) -> f32 {
 /// (cudaStreamSynchronize, ...) in the sync colour like sync records.
 #[inline]
 pub fn color_of(trace: &Trace, index: &TimelineIndex, s: usize) -> Color32 {
-    let sl = &trace.slices;
+    let sl = trace.slices();
     if index
         .sync_name
-        .get(sl.name[s].0 as usize)
+        .get(sl.name()[s].0 as usize)
         .copied()
         .unwrap_or(false)
     {
         return crate::style::SYNC;
     }
-    slice_color(sl.kind[s], sl.class[s])
+    slice_color(sl.kind()[s], sl.class()[s])
 }
 
 /// Adds the rectangles of one row's items to `mesh`.
@@ -148,7 +148,7 @@ pub fn mesh_row_coverage(
     right: f32,
 ) -> usize {
     let npp = map.ns_per_px;
-    let mut cols = cov.columns(&trace.slices, row, npp);
+    let mut cols = cov.columns(trace.slices(), row, npp);
     // Time at screen x, relative to the pyramid's origin.
     let off = cov.rel_f64(map.origin_ns) + map.start_rel_ns;
     let at = |x: f32| off + (x as f64 - map.left_px) * npp;
@@ -237,7 +237,7 @@ pub fn rank_summary(
             let row = index.rows.get(r as usize)?;
             let cov = index.coverage.get(r as usize)?.as_ref()?;
             let off = cov.rel_f64(map.origin_ns) + map.start_rel_ns;
-            Some((off, cov.columns(&trace.slices, row, col_ns)))
+            Some((off, cov.columns(trace.slices(), row, col_ns)))
         })
         .collect();
     let mut run: Option<SummaryRun> = None;
@@ -320,12 +320,12 @@ pub fn label_items(
     left: f32,
     right: f32,
 ) {
-    let sl = &trace.slices;
+    let sl = trace.slices();
     let font = FontId::proportional(SLICE_FONT);
     for it in items {
         let (x0, x1, text) = match *it {
             Item::Slice { slice, x0, x1 } if x1 - x0 >= MIN_TEXT_PX => {
-                (x0, x1, trace.str(sl.name[slice as usize]).to_string())
+                (x0, x1, trace.str(sl.name()[slice as usize]).to_string())
             }
             Item::Folded { count, x0, x1, .. } if fold_labels && x1 - x0 >= MIN_TEXT_PX => (
                 x0,
@@ -365,7 +365,7 @@ pub fn mesh_counter(
     let Some(samples) = index.counter_samples.get(track as usize) else {
         return;
     };
-    let (max, _) = super::counters::scale(trace, index, streamscope_core::model::TrackId(track));
+    let (max, _) = super::counters::scale(trace, index, streamscope_core::TrackId(track));
     if samples.is_empty() || max <= 0.0 {
         return;
     }

@@ -7,7 +7,7 @@
 
 use streamscope_core::{
     CopyInfo, CopyKind, Device, Flow, LaunchConfig, NewSlice, Process, SliceClass, SliceKind,
-    Trace, TrackKind,
+    Trace, TraceBuilder, TrackKind,
 };
 
 pub const STEPS: i64 = 4;
@@ -15,14 +15,14 @@ pub const STEP_NS: i64 = 10_000_000;
 pub const UNIQUE_KERNEL: &str = "my_unique_softmax_kernel";
 
 pub fn two_rank_trace() -> Trace {
-    let mut t = Trace::new();
+    let mut t = TraceBuilder::new();
     for rank in 0..2u32 {
         rank_into(&mut t, rank);
     }
-    t
+    t.finish()
 }
 
-fn rank_into(t: &mut Trace, rank: u32) {
+fn rank_into(t: &mut TraceBuilder, rank: u32) {
     let p = t.add_process(Process {
         pid: 1000 + rank,
         name: "python".into(),
@@ -115,7 +115,7 @@ fn rank_into(t: &mut Trace, rank: u32) {
             kern.correlation = corr;
             kern.launch = Some(lc);
             let to = t.push_slice(kern);
-            t.flows.push(Flow {
+            t.add_flow(Flow {
                 id: corr as u64,
                 from,
                 to,
@@ -135,7 +135,7 @@ fn rank_into(t: &mut Trace, rank: u32) {
                     ..Default::default()
                 });
                 let to = t.push_slice(kern);
-                t.flows.push(Flow {
+                t.add_flow(Flow {
                     id: corr as u64,
                     from,
                     to,
@@ -158,7 +158,7 @@ fn rank_into(t: &mut Trace, rank: u32) {
             pageable: false,
         });
         let to = t.push_slice(cp);
-        t.flows.push(Flow {
+        t.add_flow(Flow {
             id: corr as u64,
             from,
             to,

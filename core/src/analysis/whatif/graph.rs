@@ -24,6 +24,7 @@
 
 use super::super::rank::{IntMap, RankCtx};
 use super::super::xrank::Matching;
+use crate::model::SliceId;
 use crate::model::{SliceClass, SliceKind, Trace};
 
 /// No node / vertex.
@@ -50,13 +51,6 @@ pub enum NodeKind {
     Host,
     /// A host API call that blocks until GPU work ends.
     Sync,
-}
-
-impl NodeKind {
-    /// A GPU activity.
-    pub fn is_gpu(self) -> bool {
-        matches!(self, NodeKind::Compute | NodeKind::Memory | NodeKind::Comm)
-    }
 }
 
 /// One node: a GPU activity or a host API call.
@@ -130,18 +124,12 @@ impl Graph {
     }
 }
 
-/// Whether an API name blocks the host until GPU work ends.
+/// Whether an API name blocks the host until GPU work ends: any
+/// "Synchronize" call that is not a query, and the calls of
+/// [`BLOCKING_CALLS`](crate::protocol::BLOCKING_CALLS).
 pub fn is_sync_api(name: &str) -> bool {
     (name.contains("Synchronize") && !name.contains("Query"))
-        || matches!(
-            name,
-            "cudaMemcpy"
-                | "cudaMemcpy_ptds"
-                | "cuMemcpyDtoH"
-                | "cuMemcpyDtoH_v2"
-                | "cuMemcpy"
-                | "cuMemcpy_v2"
-        )
+        || crate::protocol::blocking_call(name).is_some()
 }
 
 /// Whether a `--drop-syncs` spec matches a sync: `FILE:LINE` against the end
@@ -181,7 +169,7 @@ impl Builder {
 
 /// Builds the graph of `ctxs` (rank contexts, in the order `matching` was made from).
 pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[String]) -> Graph {
-    let sl = &t.slices;
+    let sl = t.slices();
     let mut b = Builder {
         nodes: Vec::new(),
         edges: Vec::new(),
@@ -190,10 +178,10 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
     };
     let mut spec_hits = vec![0u64; drop_specs.len()];
     // Decided once per name: whether it is a sync API.
-    let sync_name: Vec<bool> = (0..t.strings.len())
+    let sync_name: Vec<bool> = (0..t.strings().len())
         .map(|k| is_sync_api(t.str(crate::model::StrId(k as u32))))
         .collect();
-    let python_key = t.strings.lookup("python");
+    let python_key = t.strings().lookup("python");
     let gpu_total: usize = ctxs.iter().map(|c| c.gpu.len()).sum();
     let host_total: usize = ctxs.iter().map(|c| c.host.len()).sum();
     b.edges.reserve(gpu_total * 4 + host_total * 2);
@@ -210,21 +198,30 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
             .host
             .iter()
             .copied()
-            .filter(|&h| matches!(sl.kind[h as usize], SliceKind::Runtime | SliceKind::Driver))
+            .filter(|&h| {
+                matches!(
+                    sl.kind()[h as usize],
+                    SliceKind::Runtime | SliceKind::Driver
+                )
+            })
             .collect();
         calls.sort_by_key(|&h| {
             let i = h as usize;
             (
-                sl.track[i].0,
-                sl.start_ns[i],
-                std::cmp::Reverse(sl.dur_ns[i]),
+                sl.track()[i].0,
+                sl.start_ns()[i],
+                std::cmp::Reverse(sl.dur_ns()[i]),
             )
         });
         let mut threads: Vec<(u32, Vec<u32>)> = Vec::new();
         let mut open: Option<(u32, u32, i64)> = None; // (track, node, end)
         for &h in &calls {
             let i = h as usize;
-            let (tr, s, e) = (sl.track[i].0, sl.start_ns[i], sl.end_ns(i));
+            let (tr, s, e) = (
+                sl.track()[i].0,
+                sl.start_ns()[i],
+                sl.end_ns(SliceId::from_index(i)),
+            );
             if let Some((otr, on, oe)) = open {
                 if otr == tr && e <= oe {
                     host_of.insert(h, on);
@@ -249,7 +246,7 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
         let mut nodes_of_gpu = Vec::with_capacity(ctx.gpu.len());
         for e in &ctx.gpu {
             let i = e.id as usize;
-            let kind = match (sl.kind[i], e.class) {
+            let kind = match (sl.kind()[i], e.class) {
                 (SliceKind::Kernel, SliceClass::Communication) => NodeKind::Comm,
                 (SliceKind::Kernel, _) => NodeKind::Compute,
                 _ => NodeKind::Memory,
@@ -285,8 +282,8 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
             .map(|(e, &n)| {
                 let launched = ctx
                     .corr
-                    .get(sl.correlation[e.id as usize])
-                    .map_or(e.s, |h| sl.start_ns[h as usize]);
+                    .get(sl.correlation()[e.id as usize])
+                    .map_or(e.s, |h| sl.start_ns()[h as usize]);
                 (e.e, launched, n)
             })
             .collect();
@@ -294,10 +291,10 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
         // Copies by the host node that launched them.
         let mut copy_of_call: IntMap<u32, u32> = IntMap::default();
         for (e, &n) in ctx.gpu.iter().zip(gpu) {
-            if sl.kind[e.id as usize] != SliceKind::Memcpy {
+            if sl.kind()[e.id as usize] != SliceKind::Memcpy {
                 continue;
             }
-            if let Some(h) = ctx.corr.get(sl.correlation[e.id as usize]) {
+            if let Some(h) = ctx.corr.get(sl.correlation()[e.id as usize]) {
                 if let Some(&hn) = host_of.get(&h) {
                     copy_of_call.insert(hn, n);
                 }
@@ -308,12 +305,12 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
         let mut names: IntMap<u32, (bool, String, String)> = IntMap::default();
         for &h in &ctx.host {
             let i = h as usize;
-            if !matches!(sl.kind[i], SliceKind::Runtime | SliceKind::Driver) {
+            if !matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver) {
                 continue;
             }
-            let sync = sync_name[sl.name[i].0 as usize];
+            let sync = sync_name[sl.name()[i].0 as usize];
             let python = python_key.and_then(|k| {
-                t.args_of(i)
+                t.args_of(SliceId::from_index(i))
                     .iter()
                     .find(|(n, _)| *n == k)
                     .map(|(_, v)| t.arg_value_string(v))
@@ -328,7 +325,7 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
             if sync {
                 entry.0 = true;
                 if entry.1.is_empty() {
-                    entry.1 = t.str(sl.name[i]).to_string();
+                    entry.1 = t.str(sl.name()[i]).to_string();
                 }
             }
             if entry.2.is_empty() {
@@ -366,7 +363,7 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
                         .map(|x| x.2)
                 });
                 let api = if api.is_empty() {
-                    t.str(sl.name[node.slice as usize]).to_string()
+                    t.str(sl.name()[node.slice as usize]).to_string()
                 } else {
                     api
                 };
@@ -409,7 +406,7 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
                 ready = ready.max(b.nodes[prev as usize].e);
             }
             last_on_stream[e.stream as usize] = n;
-            if let Some(h) = ctx.corr.get(sl.correlation[e.id as usize]) {
+            if let Some(h) = ctx.corr.get(sl.correlation()[e.id as usize]) {
                 if let Some(&hn) = host_of.get(&h) {
                     b.edges.push((v, 2 * hn));
                     ready = ready.max(b.nodes[hn as usize].s);

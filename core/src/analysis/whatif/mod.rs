@@ -1,14 +1,14 @@
 //! What-if replay of the steps of a trace: the dependency graph of every
-//! rank ([`graph`]) replayed with changed durations ([`replay`]): NCCL
+//! rank (`graph`) replayed with changed durations (`replay`): NCCL
 //! transfers scaled or recomputed at another bus bandwidth, compute
 //! kernels scaled, host syncs dropped. Per rank and step: the measured and
 //! predicted step time, overlap and exposed communication, the critical
 //! path's share and the communication regime per collective
 //! (t_comm / t_compute). Definitions and limits: docs/METRICS.md, "What-if".
 
-pub mod graph;
+mod graph;
 pub mod render;
-pub mod replay;
+mod replay;
 
 use serde::Serialize;
 
@@ -266,7 +266,7 @@ pub fn whatif(t: &Trace, opts: &WhatIfOptions) -> Result<WhatIfReport, Refusal> 
         }
         report.ranks.push(RankWhatIf {
             rank: ctx.rank,
-            label: t.processes[ctx.process as usize].label(),
+            label: t.processes()[ctx.process.index()].label(),
             step_source: d.source.name().to_string(),
             measured_median_step_us: median(&|r| r.measured_step_us),
             predicted_median_step_us: median(&|r| r.predicted_step_us),
@@ -345,14 +345,14 @@ fn step_rows(
     pred: &Replayed,
     nccl: &NcclNames,
 ) -> Vec<StepWhatIf> {
-    let sl = &t.slices;
+    let sl = t.slices();
     // The step thread: where the step markers are, else the busiest thread.
     let marker_track = ctx.host.iter().find_map(|&h| {
         let i = h as usize;
-        let n = t.str(sl.name[i]);
-        (matches!(sl.kind[i], SliceKind::CpuOp | SliceKind::Range)
+        let n = t.str(sl.name()[i]);
+        (matches!(sl.kind()[i], SliceKind::CpuOp | SliceKind::Range)
             && (steps::is_step_name(n) || n == crate::protocol::OPTIMIZER_STEP_RANGE))
-            .then_some(sl.track[i].0)
+            .then_some(sl.track()[i].0)
     });
     let threads = &g.host_threads[ci];
     let thread = marker_track
@@ -539,20 +539,20 @@ fn regimes(
     ci: usize,
     nccl: &NcclNames,
 ) -> Vec<Regime> {
-    let sl = &t.slices;
+    let sl = t.slices();
     let gpu = &g.gpu_nodes[ci];
     // (kind, stream, position in idx) of the step's NCCL kernels.
     let mut comm: Vec<(String, u16, usize)> = Vec::new();
     for (pos, &i) in idx.iter().enumerate() {
         let e = &ctx.gpu[i];
-        if e.class != SliceClass::Communication || sl.kind[e.id as usize] != SliceKind::Kernel {
+        if e.class != SliceClass::Communication || sl.kind()[e.id as usize] != SliceKind::Kernel {
             continue;
         }
         let kind = nccl
             .info(t, e.id)
             .map(|n| n.collective.clone())
             .filter(|k| !k.is_empty())
-            .unwrap_or_else(|| t.str(sl.name[e.id as usize]).to_string());
+            .unwrap_or_else(|| t.str(sl.name()[e.id as usize]).to_string());
         comm.push((kind, e.stream, pos));
     }
     // Transfer: the kernel from the last rank's arrival (what bound its end) to its end.

@@ -18,9 +18,10 @@
 //! streamed report (`analysis::streamed`) keeps those records across rank
 //! files and matches them once every file was read.
 
-pub mod clocks;
-pub mod summary;
+pub(crate) mod clocks;
+pub(crate) mod summary;
 
+use crate::model::SliceId;
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
@@ -40,7 +41,7 @@ pub struct Part {
     /// The NCCL kernel slice.
     pub slice: u32,
     /// Start of the host call that launched it, when present (filled by
-    /// [`match_ranks`], which has the trace; `None` from [`match_records`]).
+    /// `match_ranks`, which has the trace; `None` from `match_records`).
     pub launch_ns: Option<i64>,
     /// Kernel start and end (as the rank's analysis sees them).
     pub start_ns: i64,
@@ -96,10 +97,10 @@ impl Instance {
 pub struct Matching {
     /// Matched instances, in the order of the first rank's kernels per group.
     pub instances: Vec<Instance>,
-    /// Slice id -> (instance, part); filled by [`match_ranks`] (one trace),
-    /// empty from [`match_records`] alone.
+    /// Slice id -> (instance, part); filled by `match_ranks` (one trace),
+    /// empty from `match_records` alone.
     pub by_slice: IntMap<u32, (u32, u32)>,
-    /// Per rank (in the order given), per record: its instance, or [`NONE`].
+    /// Per rank (in the order given), per record: its instance, or `NONE`.
     /// The part of rank `r` in an instance is `parts[r]`.
     pub of_rec: Vec<Vec<u32>>,
     /// Why something was not matched (one line each).
@@ -201,7 +202,7 @@ impl RankComms {
 
 /// Whether GPU event `e` is a communication kernel (what is matched).
 pub fn is_comm_kernel(t: &Trace, e: &Ev) -> bool {
-    e.class == SliceClass::Communication && t.slices.kind[e.id as usize] == SliceKind::Kernel
+    e.class == SliceClass::Communication && t.slices().kind()[e.id as usize] == SliceKind::Kernel
 }
 
 /// The records of `ctx`'s communication kernels; `head` says which are in
@@ -213,11 +214,11 @@ pub fn collect(
     keys: &CommKeys,
     head: &dyn Fn(&Ev) -> bool,
 ) -> RankComms {
-    let sl = &t.slices;
-    let p = t.processes.get(ctx.process as usize);
+    let sl = t.slices();
+    let p = t.processes().get(ctx.process.index());
     let mut out = RankComms {
         rank: ctx.rank,
-        process: ctx.process,
+        process: ctx.process.0,
         world_size: p.and_then(|p| p.world_size),
         clock: p.map(|p| p.clock).unwrap_or_default(),
         host: p.map(|p| p.hostname.clone()).unwrap_or_default(),
@@ -239,15 +240,15 @@ pub fn collect(
         let mut rec = if keys.none() {
             CollectiveRecord::default()
         } else {
-            CollectiveRecord::of_slice(t, keys, i)
+            CollectiveRecord::of_slice(t, keys, SliceId::from_index(i))
         };
         if !keys.none() {
             if let Some(h) = ctx
                 .corr
-                .get(sl.correlation[i])
+                .get(sl.correlation()[i])
                 .and_then(|l| enclosing(t, &pc, l))
             {
-                rec.fill_from(t, keys, h as usize);
+                rec.fill_from(t, keys, SliceId(h));
             }
         }
         let kind = names
@@ -258,11 +259,11 @@ pub fn collect(
             .unwrap_or("unknown")
             .to_string();
         let kind = out.intern(&mut map, &kind);
-        let n = sl.name[i].0;
+        let n = sl.name()[i].0;
         let name = match name_of.get(&n) {
             Some(&x) => x,
             None => {
-                let x = out.intern(&mut map, t.str(sl.name[i]));
+                let x = out.intern(&mut map, t.str(sl.name()[i]));
                 name_of.insert(n, x);
                 x
             }
@@ -644,10 +645,10 @@ fn enclosing(
     pc: &std::collections::HashMap<crate::model::TrackId, Vec<u32>>,
     launch: u32,
 ) -> Option<u32> {
-    let sl = &t.slices;
+    let sl = t.slices();
     let l = launch as usize;
-    let v = pc.get(&sl.track[l])?;
-    let k = v.partition_point(|&h| sl.start_ns[h as usize] <= sl.start_ns[l]);
+    let v = pc.get(&sl.track()[l])?;
+    let k = v.partition_point(|&h| sl.start_ns()[h as usize] <= sl.start_ns()[l]);
     let h = *v.get(k.checked_sub(1)?)?;
-    (sl.end_ns(h as usize) >= sl.end_ns(l)).then_some(h)
+    (sl.end_ns(SliceId(h)) >= sl.end_ns(SliceId::from_index(l))).then_some(h)
 }

@@ -11,7 +11,9 @@ use crate::kineto::document::TopInfo;
 use crate::kineto::order::reorder;
 use crate::kineto::process::describe_process;
 use crate::kineto::time::ns_text_to_ns;
-use crate::model::{Trace, TrackKind};
+use crate::model::{Device, Trace, TrackId, TrackKind};
+
+use super::HOST;
 
 impl Builder {
     /// The host process: the pid most host-side events carry (GPU rows use
@@ -41,8 +43,7 @@ impl Builder {
         reorder(&mut self.trace, host_pid as u32);
         self.warn();
         self.trace.link_flows_by_correlation();
-        self.trace.sort_slices();
-        self.trace
+        self.trace.finish()
     }
 
     /// Newer traces give ts relative to `baseTimeNanoseconds`; older ones
@@ -56,26 +57,14 @@ impl Builder {
         else {
             return;
         };
-        let first = self
-            .trace
-            .slices
-            .start_ns
-            .iter()
+        let first = (self.trace.slices().start_ns().iter())
             .min()
             .copied()
             .unwrap_or(0);
         if base <= 0 || first >= base / 2 {
             return;
         }
-        for t in self
-            .trace
-            .slices
-            .start_ns
-            .iter_mut()
-            .chain(self.trace.counters.ts_ns.iter_mut())
-        {
-            *t = t.saturating_add(base);
-        }
+        self.trace.shift_events(base);
         if let Some((s, e)) = self.capture.as_mut() {
             *s = s.saturating_add(base);
             *e = e.saturating_add(base);
@@ -83,7 +72,7 @@ impl Builder {
     }
 
     fn fill_process(&mut self, info: &TopInfo, host_pid: i64) {
-        let p = &mut self.trace.processes[0];
+        let p = self.trace.process_mut(HOST);
         p.pid = host_pid as u32;
         p.name = self
             .process_names
@@ -104,7 +93,7 @@ impl Builder {
         let props = match serde_json::from_str::<Value>(raw.get()) {
             Ok(v) => parse_device_properties(&v),
             Err(e) => {
-                self.trace.diagnostics.push(
+                self.trace.push_diagnostic(
                     Diagnostic::new(
                         Kind::UnreadableMetadata,
                         1,
@@ -117,14 +106,18 @@ impl Builder {
         };
         for (ordinal, &d) in &self.devices {
             if let Some(p) = props.get(ordinal) {
-                self.trace.devices[d as usize] = p.clone();
+                let dev = self.trace.device_mut(d);
+                *dev = Device {
+                    process: dev.process,
+                    ..p.clone()
+                };
             }
         }
     }
 
     fn name_tracks(&mut self, host_pid: i64) {
-        for i in 0..self.trace.tracks.len() {
-            let name = match self.trace.tracks[i].kind {
+        for i in 0..self.trace.tracks().len() {
+            let name = match self.trace.tracks()[i].kind {
                 TrackKind::Thread { tid } => match self.thread_names.get(&(host_pid, tid)) {
                     Some(n) => n.clone(),
                     None => match self.text_tids.iter().find(|(_, &t)| t == tid) {
@@ -133,12 +126,12 @@ impl Builder {
                     },
                 },
                 TrackKind::Gpu { device } => {
-                    let d = &self.trace.devices[device as usize];
+                    let d = &self.trace.devices()[device.index()];
                     format!("GPU {} · {}", d.ordinal, d.name)
                 }
                 _ => continue,
             };
-            self.trace.tracks[i].name = self.trace.intern(&name);
+            self.trace.set_track_name(TrackId::from_index(i), &name);
         }
     }
 
@@ -190,9 +183,9 @@ impl Builder {
         }
         for (kind, count, detail) in list {
             if count > 0 {
-                self.trace
-                    .diagnostics
-                    .push(Diagnostic::new(kind, count as u64, detail).in_file(&self.label));
+                self.trace.push_diagnostic(
+                    Diagnostic::new(kind, count as u64, detail).in_file(&self.label),
+                );
             }
         }
     }
