@@ -81,9 +81,9 @@ pub struct RecordArgs {
     #[arg(long)]
     pub no_nccl_plugin: bool,
     /// Experimental, off the help: sample GPU metrics (CUPTI PM sampling)
-    /// on every GPU used. Refused unless STREAMSCOPE_EXPERIMENTAL_GPU_METRICS=1:
-    /// on the H200 (CUDA 13.0, driver 580) it crashed or hung the recorded
-    /// program (docs/GPU.md).
+    /// on every GPU, in a sampler process beside the job. Refused unless
+    /// STREAMSCOPE_EXPERIMENTAL_GPU_METRICS=1: on the H200 (CUDA 13.0,
+    /// driver 580) CUPTI's decode fails or faults in it (docs/GPU.md).
     #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "default",
           value_name = "LIST", value_parser = parse_gpu_metrics)]
     pub gpu_metrics: Option<String>,

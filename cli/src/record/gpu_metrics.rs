@@ -14,13 +14,14 @@ use streamscope_core::protocol::{GPU_METRICS_FEED_PREFIX, GPU_SAMPLER_EXE};
 pub const ENV_EXPERIMENTAL: &str = "STREAMSCOPE_EXPERIMENTAL_GPU_METRICS";
 
 /// `--gpu-metrics` is refused unless [`ENV_EXPERIMENTAL`] is 1: on the
-/// H200 (CUDA 13.0, driver 580) CUPTI PM sampling crashed or hung the
-/// recorded program.
+/// H200 (CUDA 13.0, driver 580) CUPTI's PM sampling decode fails or faults
+/// (in the sampler process; the recorded job is unaffected).
 pub fn allowed(requested: bool) -> anyhow::Result<()> {
     if requested && std::env::var(ENV_EXPERIMENTAL).as_deref() != Ok("1") {
         anyhow::bail!(
-            "--gpu-metrics is experimental: on the H200 (CUDA 13.0, driver 580) CUPTI PM sampling \
-             crashed or hung the recorded program; set {ENV_EXPERIMENTAL}=1 to use it anyway"
+            "--gpu-metrics is experimental: on the H200 (CUDA 13.0, driver 580) CUPTI's PM sampling \
+             decode fails or faults in the sampler process (the job is unaffected); set \
+             {ENV_EXPERIMENTAL}=1 to try it anyway"
         );
     }
     Ok(())
