@@ -74,6 +74,8 @@ pub(super) struct DeviceSampler {
     image: Vec<u8>,
     pristine: Option<Vec<u8>>,
     evaluate: bool,
+    /// Stop for each decode, start again after.
+    cycle: bool,
     /// Keeps the names `name_ptrs` points into alive.
     _names: Vec<CString>,
     name_ptrs: Vec<*const c_char>,
@@ -334,6 +336,7 @@ impl DeviceSampler {
             image: Vec::new(),
             pristine: None,
             evaluate: !c.settings.tuning.no_eval,
+            cycle: c.settings.tuning.cycle,
             _names: names,
             name_ptrs,
             series,
@@ -532,6 +535,19 @@ impl DeviceSampler {
         }
     }
 
+    /// cuptiPmSamplingStop, once.
+    fn stop(&mut self) {
+        if self.started {
+            // SAFETY: zeroed plain C struct.
+            let mut st: cs::CUpti_PmSampling_Stop_Params = unsafe { std::mem::zeroed() };
+            st.structSize = cs::PmSampling_Stop_Params_STRUCT_SIZE as usize;
+            st.pPmSamplingObject = self.pm;
+            // SAFETY: a params struct we own; the sampler was started.
+            let _ = unsafe { (self.api.stop)(&mut st) };
+            self.started = false;
+        }
+    }
+
     /// The CUDA device ordinal.
     pub(super) fn ordinal(&self) -> u32 {
         self.ordinal
@@ -587,6 +603,12 @@ impl DeviceSampler {
             return;
         }
         self.make_current();
+        // STREAMSCOPE_PM_CYCLE=1: stopped for the decode and started again
+        // after it (samples are lost while stopped).
+        let cycle = self.cycle && self.started;
+        if cycle {
+            self.stop();
+        }
         let now = monotonic_ns();
         let nvalues = self.name_ptrs.len();
         let mut pts = Vec::new();
@@ -617,6 +639,12 @@ impl DeviceSampler {
         }
         self.stats = stats;
         self.unplaced += unplaced;
+        if cycle {
+            if let Err(e) = self.begin() {
+                self.last_error = Some(e);
+                self.given_up = true;
+            }
+        }
         match r {
             Ok(()) => self.decode_failures = 0,
             Err(rc) => {

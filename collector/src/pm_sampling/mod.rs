@@ -76,6 +76,9 @@ pub struct Tuning {
     /// Each GPU's primary context current for all its calls
     /// (`STREAMSCOPE_PM_CONTEXT=current`).
     pub context_current: bool,
+    /// Stop sampling for each decode and start again after it
+    /// (`STREAMSCOPE_PM_CYCLE=1`).
+    pub cycle: bool,
 }
 
 impl Tuning {
@@ -91,6 +94,7 @@ impl Tuning {
             config_first: is("STREAMSCOPE_PM_ORDER", "config-first"),
             decode_ms: env("STREAMSCOPE_PM_DECODE_MS").and_then(|v| v.parse().ok()),
             context_current: is("STREAMSCOPE_PM_CONTEXT", "current"),
+            cycle: is("STREAMSCOPE_PM_CYCLE", "1"),
         }
     }
 }
