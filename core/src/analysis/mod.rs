@@ -69,7 +69,10 @@ impl Default for AnalysisOptions {
 
 /// Analyzes every rank of `trace`.
 pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
-    let all = rank::build(trace, opts.hta_rounding);
+    // Planned first (slice ids only), each rank's events gathered by the
+    // thread that analyzes it: the events of every rank never coexist.
+    let all = rank::plan(trace, opts.hta_rounding);
+    let classes = rank::ClassTable::new(trace);
     let hta_filter = hta_filter_active(trace);
     let mut report = Report {
         dropped_records: trace.dropped_records(),
@@ -81,14 +84,15 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     let nccl = collectives::NcclNames::new(trace);
     let keys = crate::comms::CommKeys::new(trace);
     if let Some(r) = opts.rank {
-        if !ctxs.iter().any(|c| c.rank == r) {
+        if !ctxs.iter().any(|c| c.ctx.rank == r) {
             report.diagnostics.push(no_such_rank(r));
         }
     }
     // Ranks are independent: analyze them on all cores, in rank order so
     // the report does not depend on the thread count. Collectives across
     // ranks are matched over every rank, before `--rank` narrows them.
-    let parts = par_map(ctxs, &|ctx| {
+    let parts = par_map(ctxs, &|planned| {
+        let ctx = planned.fill(trace, &classes);
         if opts.rank.is_none_or(|r| r == ctx.rank) {
             analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys)
         } else {
@@ -137,14 +141,15 @@ pub(crate) fn no_such_rank(r: u32) -> Diagnostic {
 
 /// Rank contexts of `all`, the processes without GPU work (a launcher is
 /// not a rank) moved to `others`.
-pub(crate) fn split_other_processes(
+pub(crate) fn split_other_processes<C: rank::RankLike>(
     trace: &Trace,
-    all: Vec<RankCtx>,
+    all: Vec<C>,
     others: &mut Vec<OtherProcess>,
-) -> Vec<RankCtx> {
-    let mut ctxs: Vec<RankCtx> = Vec::with_capacity(all.len());
-    for c in all {
-        if c.gpu.is_empty() && c.device.is_none() {
+) -> Vec<C> {
+    let mut ctxs: Vec<C> = Vec::with_capacity(all.len());
+    for planned in all {
+        let c = planned.as_ref();
+        if planned.gpu_events() == 0 && c.device.is_none() {
             let p = &trace.processes[c.process as usize];
             others.push(OtherProcess {
                 process: c.process,
@@ -155,7 +160,7 @@ pub(crate) fn split_other_processes(
                 host_slices: c.host.len() as u64,
             });
         } else {
-            ctxs.push(c);
+            ctxs.push(planned);
         }
     }
     ctxs

@@ -208,8 +208,17 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
         // sorted by start), end edges are sorted once.
         let mut row_of: IntMap<u64, usize> = IntMap::default();
         let mut rows: Vec<KernelOccupancy> = Vec::new();
-        let mut starts: Vec<Edge> = Vec::new();
-        let mut ends: Vec<Edge> = Vec::new();
+        // Sized once (no doubling copies left behind in the allocator).
+        let kernels = ctx
+            .gpu
+            .iter()
+            .filter(|e| {
+                ctx.streams[e.stream as usize].device == dev
+                    && sl.kind[e.id as usize] == SliceKind::Kernel
+            })
+            .count();
+        let mut starts: Vec<Edge> = Vec::with_capacity(kernels);
+        let mut ends: Vec<Edge> = Vec::with_capacity(kernels);
         let (mut occ_weighted, mut occ_time) = (0.0f64, 0i64);
         for e in ctx
             .gpu
