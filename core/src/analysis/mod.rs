@@ -119,18 +119,23 @@ pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: &(dyn Fn(T) -> R + Syn
     while it.peek().is_some() {
         chunks.push(it.by_ref().take(per_thread).collect());
     }
+    // The first chunk runs on the calling thread: what its allocator keeps
+    // of the work's memory is reused by the caller afterwards, where a
+    // spawned thread's would stay with that thread's arena.
+    let mut chunks = chunks.into_iter();
+    let first = chunks.next();
     std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
-            .into_iter()
             .map(|chunk| scope.spawn(move || chunk.into_iter().map(f).collect::<Vec<R>>()))
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
+        let mut out: Vec<R> = first.into_iter().flatten().map(f).collect();
+        for h in handles {
+            out.extend(
                 h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        out
     })
 }
 

@@ -233,7 +233,8 @@ pub struct PlannedRank {
 }
 
 impl PlannedRank {
-    /// The context with its GPU events, sorted by (rounded) start.
+    /// The context with its GPU events, sorted by (rounded) start, and its
+    /// correlation index.
     pub fn fill(self, t: &Trace, classes: &ClassTable) -> RankCtx {
         let PlannedRank {
             mut ctx,
@@ -266,6 +267,7 @@ impl PlannedRank {
         // Ids are distinct: the order is total, no stable sort needed.
         gpu.sort_unstable_by_key(|e| (e.s, e.id));
         ctx.gpu = gpu;
+        ctx.corr = CorrIndex::build(&ctx.host, sl);
         ctx
     }
 }
@@ -313,7 +315,7 @@ impl AsMut<RankCtx> for PlannedRank {
 }
 
 /// The contexts [`build`] makes, planned (one pass over the slices): each
-/// with its host slices, streams and correlation index, its GPU events
+/// with its host slices and streams, its GPU events and correlation index
 /// left to [`PlannedRank::fill`].
 pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
     let np = t.processes.len();
@@ -387,7 +389,8 @@ pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
             stream_of_track[tr as usize] = u16::MAX;
         }
         let host = std::mem::take(&mut host[p]);
-        let corr = CorrIndex::build(&host, sl);
+        // Built by `fill`, with the events.
+        let corr = CorrIndex::Dense(Vec::new());
         let rank = t.processes[p].rank.unwrap_or(p as u32);
         let mut devices: Vec<u32> = streams
             .iter()
