@@ -254,14 +254,13 @@ pub(crate) fn analyze_rank_alone(
     };
     let idle_by_stream =
         waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
-    let (comm_stalls, _) = waits::comm_stalls(trace, &ctx, &head, opts.stall_tolerance_ns);
-    let prefetch = waits::prefetch_slack(
-        trace,
-        &ctx,
-        &head,
-        |id| nccl.is_all_gather(trace, id),
-        opts.stall_tolerance_ns,
-    );
+    // One search for the stalls of the window, for both figures (and for
+    // the steps' when the window holds every event).
+    let head_hits = waits::stall_hits(trace, &ctx, &head, opts.stall_tolerance_ns);
+    let (comm_stalls, _) = waits::comm_stalls_of(&ctx, &head, &head_hits);
+    let prefetch =
+        waits::prefetch_slack_of(&ctx, &head, &head_hits, |id| nccl.is_all_gather(trace, id));
+    let all_hits = (head.len() == all.len()).then_some(head_hits);
     let gpu_span = head
         .iter()
         .map(|e| e.s)
@@ -286,6 +285,7 @@ pub(crate) fn analyze_rank_alone(
         &all,
         &found.per_step,
         &|id| nccl.is_all_gather(trace, id),
+        all_hits,
         opts,
     );
     let (sm_contention, contention_per_step) =
@@ -674,6 +674,7 @@ fn step_rows(
     all: &[&Ev],
     syncs_per_step: &[(u64, i64)],
     is_all_gather: &dyn Fn(u32) -> bool,
+    all_hits: Option<Vec<waits::StallHit>>,
     opts: &AnalysisOptions,
 ) -> Vec<StepReport> {
     if steps.is_empty() {
@@ -685,7 +686,10 @@ fn step_rows(
             buckets[e.step as usize].push(e);
         }
     }
-    let (_, stalls) = waits::comm_stalls(t, ctx, all, opts.stall_tolerance_ns);
+    let all_hits =
+        all_hits.unwrap_or_else(|| waits::stall_hits(t, ctx, all, opts.stall_tolerance_ns));
+    let (_, stalls) = waits::comm_stalls_of(ctx, all, &all_hits);
+    drop(all_hits);
     let mut stall_ns = vec![0i64; steps.len()];
     for (pos, gap) in stalls {
         let s = all[pos].step;
