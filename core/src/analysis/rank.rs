@@ -264,8 +264,10 @@ impl PlannedRank {
             });
         }
         drop(ids);
-        // Ids are distinct: the order is total, no stable sort needed.
-        gpu.sort_unstable_by_key(|e| (e.s, e.id));
+        // Ids come track by track, each track in start order: the stable
+        // sort merges those runs (keys are distinct, so the order is the
+        // same as any sort's).
+        gpu.sort_by_key(|e| (e.s, e.id));
         ctx.gpu = gpu;
         ctx.corr = CorrIndex::build(&ctx.host, sl);
         ctx

@@ -85,12 +85,24 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
     }
     // Every event by (device, end), to find what ended just before a kernel
     // (16 bytes an event: positions fit in u32, a rank's events are slices).
-    let mut by_end: Vec<(u32, i64, u32)> = events
-        .iter()
-        .enumerate()
-        .map(|(pos, e)| (device_of(e), e.e, pos as u32))
-        .collect();
-    by_end.sort_unstable();
+    // Laid out stream by stream first: a stream's kernels run one after the
+    // other, so each stream is one run of ascending ends, and the sort only
+    // merges the runs.
+    let mut next: Vec<usize> = vec![0; ctx.streams.len() + 1];
+    for e in events {
+        next[e.stream as usize + 1] += 1;
+    }
+    for k in 1..next.len() {
+        next[k] += next[k - 1];
+    }
+    let mut by_end: Vec<(u32, i64, u32)> = vec![(0, 0, 0); events.len()];
+    for (pos, e) in events.iter().enumerate() {
+        let at = &mut next[e.stream as usize];
+        by_end[*at] = (device_of(e), e.e, pos as u32);
+        *at += 1;
+    }
+    // Keys are distinct (positions): the stable sort gives the same order.
+    by_end.sort();
     // What released the event at `pos`: of the event just before it on its
     // stream (when it ended within the tolerance of its start: it was
     // queued behind it) and the events of other streams of the device that
