@@ -323,7 +323,7 @@ fn sweep(
     let mut k = 0usize;
     sweep_points(starts, ends, sm_count, &mut |ts, v| {
         // The maximum of each bucket of `per` points, at its first time.
-        if k % per == 0 {
+        if k.is_multiple_of(per) {
             series.push((ts, v));
         } else if let Some(last) = series.last_mut() {
             last.1 = last.1.max(v);
