@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use streamscope_core::gpu_metrics::keys;
-use streamscope_core::TrackId;
 use streamscope_core::protocol::{self, feed_meta, FeedPart};
+use streamscope_core::TrackId;
 
 use super::FINISH_WAIT;
 use crate::convert::Converter;
