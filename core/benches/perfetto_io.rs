@@ -5,6 +5,8 @@
 //! with the streaming writer, reads it back with the streaming reader, and
 //! prints slices/s for each plus the file size. Peak memory of a full load
 //! is measured separately on the written file (see docs/PERFORMANCE.md).
+//! With `write-only` among the arguments it writes the file once and stops
+//! (the file the memory measurements of `info` and `view` load).
 
 use std::time::Instant;
 
@@ -30,6 +32,11 @@ fn main() {
         "generated {slices} slices in {:.2} s",
         t0.elapsed().as_secs_f64()
     );
+    if std::env::args().any(|a| a == "write-only") {
+        write_file(&trace, &path).expect("write");
+        println!("wrote {}", path.display());
+        return;
+    }
 
     let mut write_s = Vec::new();
     let mut read_s = Vec::new();

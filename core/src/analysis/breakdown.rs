@@ -25,15 +25,18 @@ pub struct Unions {
 }
 
 impl Unions {
-    /// Merges the intervals of `events`.
+    /// Merges the intervals of `events`. Events in start order (a rank's
+    /// events are) merge as they come, so only the unions are stored.
     pub fn of<'a>(events: impl Iterator<Item = &'a Ev>) -> Unions {
         let mut u = Unions::default();
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        let (mut all, mut compute, mut comm) =
+            (Merging::default(), Merging::default(), Merging::default());
         for e in events {
-            u.all.push((e.s, e.e));
+            all.push(e.s, e.e);
             match e.class {
-                SliceClass::Compute => u.compute.push((e.s, e.e)),
-                SliceClass::Communication => u.comm.push((e.s, e.e)),
+                SliceClass::Compute => compute.push(e.s, e.e),
+                SliceClass::Communication => comm.push(e.s, e.e),
                 _ => {}
             }
             lo = lo.min(e.s);
@@ -44,9 +47,9 @@ impl Unions {
             u.first_start = Some(lo);
             u.last_end = Some(hi);
         }
-        union_in_place(&mut u.all);
-        union_in_place(&mut u.compute);
-        union_in_place(&mut u.comm);
+        u.all = all.finish();
+        u.compute = compute.finish();
+        u.comm = comm.finish();
         u
     }
 
@@ -82,6 +85,43 @@ impl Unions {
     }
 }
 
+/// An interval union built as intervals arrive: merged on the fly while
+/// they come in start order, sorted and merged at the end otherwise.
+#[derive(Default)]
+struct Merging {
+    v: Vec<(i64, i64)>,
+    in_order: bool,
+    last_start: Option<i64>,
+}
+
+impl Merging {
+    fn push(&mut self, s: i64, e: i64) {
+        let e = e.max(s);
+        if self.last_start.is_none() {
+            self.in_order = true;
+        }
+        if self.in_order && self.last_start.is_some_and(|l| s < l) {
+            self.in_order = false;
+        }
+        self.last_start = Some(s);
+        if self.in_order {
+            if let Some(top) = self.v.last_mut().filter(|top| s <= top.1) {
+                top.1 = top.1.max(e);
+                return;
+            }
+        }
+        self.v.push((s, e));
+    }
+
+    fn finish(mut self) -> Vec<(i64, i64)> {
+        if !self.in_order {
+            union_in_place(&mut self.v);
+        }
+        self.v.shrink_to_fit();
+        self.v
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +136,30 @@ mod tests {
             class,
             step: NONE,
         }
+    }
+
+    #[test]
+    fn unions_do_not_depend_on_the_order_of_events() {
+        use SliceClass::*;
+        let evs = [
+            ev(0, 100, Compute),
+            ev(50, 150, Communication),
+            ev(100, 120, Compute),
+            ev(130, 130, Compute),
+            ev(200, 210, Memory),
+            ev(205, 260, Compute),
+        ];
+        let sorted = Unions::of(evs.iter());
+        assert_eq!(sorted.all, vec![(0, 150), (200, 260)]);
+        assert_eq!(sorted.compute, vec![(0, 120), (130, 130), (205, 260)]);
+        let mut shuffled = evs;
+        shuffled.swap(0, 4);
+        shuffled.swap(1, 5);
+        let u = Unions::of(shuffled.iter());
+        assert_eq!(u.all, sorted.all);
+        assert_eq!(u.compute, sorted.compute);
+        assert_eq!(u.comm, sorted.comm);
+        assert_eq!((u.first_start, u.last_end), (Some(0), Some(260)));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::intervals;
-use super::rank::{Ev, RankCtx, NONE};
+use super::rank::{Ev, IntMap, RankCtx, NONE};
 use crate::gpu_metrics::{parse_track_name, Metric};
 use crate::model::{SliceClass, SliceKind, Trace, TrackKind};
 
@@ -330,9 +330,10 @@ pub fn sm_contention(
     let sl = t.slices();
     // (name, launch) -> (alone durations, overlapped (dur, in head)).
     type Group = (Vec<i64>, Vec<i64>);
+    // (name, launch configuration) in one integer key, for the fast hasher.
     let key = |e: &Ev| {
         let i = e.id as usize;
-        (sl.name()[i].0, sl.payload()[i])
+        ((sl.name()[i].0 as u64) << 32) | sl.payload()[i] as u64
     };
     let kind_ok = |e: &Ev| {
         e.class == SliceClass::Compute && sl.kind()[e.id as usize] == SliceKind::Kernel && e.e > e.s
@@ -347,7 +348,7 @@ pub fn sm_contention(
             None
         }
     };
-    let mut groups: std::collections::HashMap<(u32, u32), Group> = Default::default();
+    let mut groups: IntMap<u64, Group> = Default::default();
     for e in head.iter().filter(|e| kind_ok(e)) {
         if let Some(over) = state(e) {
             let g = groups.entry(key(e)).or_default();
@@ -358,7 +359,7 @@ pub fn sm_contention(
             }
         }
     }
-    let mut medians: std::collections::HashMap<(u32, u32), f64> = Default::default();
+    let mut medians: IntMap<u64, f64> = Default::default();
     let mut rows = Vec::new();
     let (mut num, mut den) = (0.0f64, 0.0f64);
     let (mut alone_n, mut over_n) = (0u64, 0u64);
@@ -377,9 +378,10 @@ pub fn sm_contention(
         alone_n += alone.len() as u64;
         over_n += over.len() as u64;
         medians.insert(*k, am);
-        let lc = t.launch_configs().get(k.1 as usize);
+        let (name, launch) = ((k >> 32) as u32, *k as u32);
+        let lc = t.launch_configs().get(launch as usize);
         rows.push(ContentionRow {
-            name: t.str(crate::model::StrId(k.0)).to_string(),
+            name: t.str(crate::model::StrId(name)).to_string(),
             shape: lc
                 .map(|l| {
                     format!(

@@ -72,7 +72,10 @@ impl Default for AnalysisOptions {
 
 /// Analyzes every rank of `trace`.
 pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
-    let all = rank::build(trace, opts.hta_rounding);
+    // Planned first (slice ids only), each rank's events gathered by the
+    // thread that analyzes it: the events of every rank never coexist.
+    let all = rank::plan(trace, opts.hta_rounding);
+    let classes = rank::ClassTable::new(trace);
     let hta_filter = hta_filter_active(trace);
     let mut report = Report {
         dropped_records: trace.dropped_records(),
@@ -84,14 +87,15 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     let nccl = collectives::NcclNames::new(trace);
     let keys = crate::comms::CommKeys::new(trace);
     if let Some(r) = opts.rank {
-        if !ctxs.iter().any(|c| c.rank == r) {
+        if !ctxs.iter().any(|c| c.ctx.rank == r) {
             report.diagnostics.push(no_such_rank(r));
         }
     }
     // Ranks are independent: analyze them on all cores, in rank order so
     // the report does not depend on the thread count. Collectives across
     // ranks are matched over every rank, before `--rank` narrows them.
-    let parts = par_map(ctxs, &|ctx| {
+    let parts = par_map(ctxs, &|planned| {
+        let ctx = planned.fill(trace, &classes);
         if opts.rank.is_none_or(|r| r == ctx.rank) {
             analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys)
         } else {
@@ -118,18 +122,23 @@ pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: &(dyn Fn(T) -> R + Syn
     while it.peek().is_some() {
         chunks.push(it.by_ref().take(per_thread).collect());
     }
+    // The first chunk runs on the calling thread: what its allocator keeps
+    // of the work's memory is reused by the caller afterwards, where a
+    // spawned thread's would stay with that thread's arena.
+    let mut chunks = chunks.into_iter();
+    let first = chunks.next();
     std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
-            .into_iter()
             .map(|chunk| scope.spawn(move || chunk.into_iter().map(f).collect::<Vec<R>>()))
             .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
+        let mut out: Vec<R> = first.into_iter().flatten().map(f).collect();
+        for h in handles {
+            out.extend(
                 h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            );
+        }
+        out
     })
 }
 
@@ -149,14 +158,15 @@ pub(crate) fn no_such_rank(r: u32) -> Diagnostic {
 
 /// Rank contexts of `all`, the processes without GPU work (a launcher is
 /// not a rank) moved to `others`.
-pub(crate) fn split_other_processes(
+pub(crate) fn split_other_processes<C: rank::RankLike>(
     trace: &Trace,
-    all: Vec<RankCtx>,
+    all: Vec<C>,
     others: &mut Vec<OtherProcess>,
-) -> Vec<RankCtx> {
-    let mut ctxs: Vec<RankCtx> = Vec::with_capacity(all.len());
-    for c in all {
-        if c.gpu.is_empty() && c.device.is_none() {
+) -> Vec<C> {
+    let mut ctxs: Vec<C> = Vec::with_capacity(all.len());
+    for planned in all {
+        let c = planned.as_ref();
+        if planned.gpu_events() == 0 && c.device.is_none() {
             let p = &trace.processes()[c.process.index()];
             others.push(OtherProcess {
                 process: c.process.0,
@@ -167,7 +177,7 @@ pub(crate) fn split_other_processes(
                 host_slices: c.host.len() as u64,
             });
         } else {
-            ctxs.push(c);
+            ctxs.push(planned);
         }
     }
     ctxs
@@ -256,14 +266,13 @@ pub(crate) fn analyze_rank_alone(
     };
     let idle_by_stream =
         waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
-    let (comm_stalls, _) = waits::comm_stalls(trace, &ctx, &head, opts.stall_tolerance_ns);
-    let prefetch = waits::prefetch_slack(
-        trace,
-        &ctx,
-        &head,
-        |id| nccl.is_all_gather(trace, id),
-        opts.stall_tolerance_ns,
-    );
+    // One search for the stalls of the window, for both figures (and for
+    // the steps' when the window holds every event).
+    let head_hits = waits::stall_hits(trace, &ctx, &head, opts.stall_tolerance_ns);
+    let (comm_stalls, _) = waits::comm_stalls_of(&ctx, &head, &head_hits);
+    let prefetch =
+        waits::prefetch_slack_of(&ctx, &head, &head_hits, |id| nccl.is_all_gather(trace, id));
+    let all_hits = (head.len() == all.len()).then_some(head_hits);
     let gpu_span = head
         .iter()
         .map(|e| e.s)
@@ -288,6 +297,7 @@ pub(crate) fn analyze_rank_alone(
         &all,
         &found.per_step,
         &|id| nccl.is_all_gather(trace, id),
+        all_hits,
         opts,
     );
     let (sm_contention, contention_per_step) =
@@ -676,6 +686,7 @@ fn step_rows(
     all: &[&Ev],
     syncs_per_step: &[(u64, i64)],
     is_all_gather: &dyn Fn(u32) -> bool,
+    all_hits: Option<Vec<waits::StallHit>>,
     opts: &AnalysisOptions,
 ) -> Vec<StepReport> {
     if steps.is_empty() {
@@ -687,7 +698,10 @@ fn step_rows(
             buckets[e.step as usize].push(e);
         }
     }
-    let (_, stalls) = waits::comm_stalls(t, ctx, all, opts.stall_tolerance_ns);
+    let all_hits =
+        all_hits.unwrap_or_else(|| waits::stall_hits(t, ctx, all, opts.stall_tolerance_ns));
+    let (_, stalls) = waits::comm_stalls_of(ctx, all, &all_hits);
+    drop(all_hits);
     let mut stall_ns = vec![0i64; steps.len()];
     for (pos, gap) in stalls {
         let s = all[pos].step;

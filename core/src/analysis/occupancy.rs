@@ -209,8 +209,17 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
         // sorted by start), end edges are sorted once.
         let mut row_of: IntMap<u64, usize> = IntMap::default();
         let mut rows: Vec<KernelOccupancy> = Vec::new();
-        let mut starts: Vec<Edge> = Vec::new();
-        let mut ends: Vec<Edge> = Vec::new();
+        // Sized once (no doubling copies left behind in the allocator).
+        let kernels = ctx
+            .gpu
+            .iter()
+            .filter(|e| {
+                ctx.streams[e.stream as usize].device == dev.0
+                    && sl.kind()[e.id as usize] == SliceKind::Kernel
+            })
+            .count();
+        let mut starts: Vec<Edge> = Vec::with_capacity(kernels);
+        let mut ends: Vec<Edge> = Vec::with_capacity(kernels);
         let (mut occ_weighted, mut occ_time) = (0.0f64, 0i64);
         for e in ctx
             .gpu
@@ -223,7 +232,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
             }
             // ctx.gpu is sorted by e.s (µs-rounded for Kineto ranks): keeps `starts` sorted.
             let (s, end) = (e.s, e.e);
-            let compute = (e.class == SliceClass::Compute) as i32;
+            let compute = (e.class == SliceClass::Compute) as i8;
             let known = t
                 .launch_of(SliceId::from_index(i))
                 .zip(per_launch.get(sl.payload()[i] as usize).copied().flatten());
@@ -237,7 +246,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
             let blocks = lc.blocks();
             let touched = blocks.min(sm_count as u64) as i32;
             let nccl = if e.class == SliceClass::Communication {
-                touched
+                touched.min(i16::MAX as i32) as i16
             } else {
                 0
             };
@@ -289,8 +298,9 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
     out
 }
 
-/// (ts, change of SMs held, change of SMs held by NCCL, change of running compute kernels).
-type Edge = (i64, i32, i32, i32);
+/// (ts, change of SMs held, change of SMs held by NCCL, change of running
+/// compute kernels): 16 bytes.
+type Edge = (i64, i32, i16, i8);
 
 /// Sweeps start and end edges (each sorted by time; ends first at equal
 /// times) into the SMs-in-use series, capped at the SM count, and the NCCL
@@ -301,8 +311,39 @@ fn sweep(
     sm_count: u32,
     max_points: usize,
 ) -> (Vec<(i64, u32)>, Option<f64>) {
+    // Two sweeps: the first counts the points, so that the second keeps
+    // only the downsampled ones (the full series is never stored).
+    let mut points = 0usize;
+    let share = sweep_points(starts, ends, sm_count, &mut |_, _| points += 1);
+    let per = if max_points == 0 || points <= max_points {
+        1
+    } else {
+        points.div_ceil(max_points)
+    };
+    let mut series: Vec<(i64, u32)> = Vec::with_capacity(points.div_ceil(per));
+    let mut k = 0usize;
+    sweep_points(starts, ends, sm_count, &mut |ts, v| {
+        // The maximum of each bucket of `per` points, at its first time.
+        if k.is_multiple_of(per) {
+            series.push((ts, v));
+        } else if let Some(last) = series.last_mut() {
+            last.1 = last.1.max(v);
+        }
+        k += 1;
+    });
+    (series, share)
+}
+
+/// The sweep of [`sweep`]: each change of the SMs in use to `point`, and
+/// the NCCL share.
+fn sweep_points(
+    starts: &[Edge],
+    ends: &[Edge],
+    sm_count: u32,
+    point: &mut dyn FnMut(i64, u32),
+) -> Option<f64> {
     let (mut sms, mut nccl, mut compute) = (0i64, 0i64, 0i64);
-    let mut series: Vec<(i64, u32)> = Vec::new();
+    let mut last: Option<u32> = None;
     let (mut nccl_area, mut compute_time) = (0f64, 0i64);
     let mut prev_t: Option<i64> = None;
     let cap = |v: i64| v.clamp(0, sm_count as i64);
@@ -334,26 +375,14 @@ fn sweep(
             a += 1;
         }
         let v = cap(sms) as u32;
-        if series.last().is_none_or(|&(_, last)| last != v) {
-            series.push((ts, v));
+        if last != Some(v) {
+            point(ts, v);
+            last = Some(v);
         }
         prev_t = Some(ts);
     }
-    let share = (compute_time > 0 && sm_count > 0)
-        .then(|| 100.0 * nccl_area / (compute_time as f64 * sm_count as f64));
-    (downsample(series, max_points), share)
-}
-
-/// Keeps at most `max_points` points: the maximum of each time bucket.
-fn downsample(series: Vec<(i64, u32)>, max_points: usize) -> Vec<(i64, u32)> {
-    if max_points == 0 || series.len() <= max_points {
-        return series;
-    }
-    let per = series.len().div_ceil(max_points);
-    series
-        .chunks(per)
-        .map(|c| (c[0].0, c.iter().map(|p| p.1).max().unwrap_or(0)))
-        .collect()
+    (compute_time > 0 && sm_count > 0)
+        .then(|| 100.0 * nccl_area / (compute_time as f64 * sm_count as f64))
 }
 
 #[cfg(test)]
@@ -432,5 +461,10 @@ mod tests {
         assert_eq!(series, vec![(0, 100), (50, 132), (100, 32), (150, 0)]);
         let expect = 100.0 * (32.0 * 50.0) / (100.0 * 132.0);
         assert!((share.unwrap_or(0.0) - expect).abs() < 1e-9);
+        // At most 2 points: the maximum of each pair, at the pair's first time.
+        let (series, _) = sweep(&starts, &ends, 132, 2);
+        assert_eq!(series, vec![(0, 132), (100, 32)]);
+        let (series, _) = sweep(&starts, &ends, 132, 3);
+        assert_eq!(series, vec![(0, 132), (100, 32)]);
     }
 }

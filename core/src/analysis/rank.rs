@@ -44,17 +44,34 @@ pub enum CorrIndex {
 }
 
 impl CorrIndex {
-    fn build(pairs: &[(u32, u32)], sl_kind: &[SliceKind]) -> CorrIndex {
-        let max = pairs.iter().map(|&(c, _)| c).max().unwrap_or(0) as usize;
+    /// The index of the host slices `host` that carry a correlation id.
+    fn build(host: &[u32], sl: &crate::model::Slices) -> CorrIndex {
+        let corr = &sl.correlation();
+        let (mut max, mut n) = (0u32, 0usize);
+        for &i in host {
+            let c = corr[i as usize];
+            if c != 0 {
+                max = max.max(c);
+                n += 1;
+            }
+        }
+        let pairs = host
+            .iter()
+            .map(|&i| (corr[i as usize], i))
+            .filter(|&(c, _)| c != 0);
         // Runtime/driver calls win over other host slices with the same id.
         let better = |old: u32, new: u32| {
-            let launch =
-                |i: u32| matches!(sl_kind[i as usize], SliceKind::Runtime | SliceKind::Driver);
+            let launch = |i: u32| {
+                matches!(
+                    sl.kind()[i as usize],
+                    SliceKind::Runtime | SliceKind::Driver
+                )
+            };
             old == NONE || (!launch(old) && launch(new))
         };
-        if max <= pairs.len() * 4 + 1024 {
-            let mut v = vec![NONE; max + 1];
-            for &(c, i) in pairs {
+        if max as usize <= n * 4 + 1024 {
+            let mut v = vec![NONE; max as usize + 1];
+            for (c, i) in pairs {
                 if better(v[c as usize], i) {
                     v[c as usize] = i;
                 }
@@ -62,8 +79,8 @@ impl CorrIndex {
             CorrIndex::Dense(v)
         } else {
             let mut m = IntMap::default();
-            m.reserve(pairs.len());
-            for &(c, i) in pairs {
+            m.reserve(n);
+            for (c, i) in pairs {
                 let e = m.entry(c).or_insert(NONE);
                 if better(*e, i) {
                     *e = i;
@@ -106,8 +123,7 @@ pub struct Ev {
 /// A (device, stream) pair of a rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StreamKey {
-    /// Model device index, a [`DeviceId`]'s (`u32::MAX` for a track not
-    /// on a device).
+    /// Model device index (`u32::MAX` for a track not on a device).
     pub device: u32,
     /// CUDA stream id (`u32::MAX` for a GPU group track; the track id for a track not on a device).
     pub stream: u32,
@@ -153,23 +169,35 @@ pub fn floor_us(ns: i64) -> i64 {
     ns.div_euclid(1000) * 1000
 }
 
-/// HTA's class of a GPU slice: the stored class, or derived from its name.
-pub fn class_table(t: &Trace) -> impl Fn(usize) -> SliceClass + '_ {
-    let mut by_name: Vec<u8> = vec![u8::MAX; t.strings().len()];
-    let sl = t.slices();
-    for i in 0..sl.len() {
-        if sl.kind()[i].is_gpu_activity() && sl.class()[i] == SliceClass::None {
-            let n = sl.name()[i].0 as usize;
-            if by_name.get(n) == Some(&u8::MAX) {
-                by_name[n] = SliceClass::of_gpu_name(sl.kind()[i], t.str(StrId(n as u32))) as u8;
+/// HTA's class of GPU slices stored without one, per name (string id).
+pub struct ClassTable(Vec<u8>);
+
+impl ClassTable {
+    /// The classes derived from the names of `t`'s unclassified GPU slices.
+    pub fn new(t: &Trace) -> Self {
+        let mut by_name: Vec<u8> = vec![u8::MAX; t.strings().len()];
+        let sl = t.slices();
+        for i in 0..sl.len() {
+            if sl.kind()[i].is_gpu_activity() && sl.class()[i] == SliceClass::None {
+                let n = sl.name()[i].0 as usize;
+                if by_name.get(n) == Some(&u8::MAX) {
+                    by_name[n] =
+                        SliceClass::of_gpu_name(sl.kind()[i], t.str(StrId(n as u32))) as u8;
+                }
             }
         }
+        ClassTable(by_name)
     }
-    move |i| match sl.class()[i] {
-        SliceClass::None => {
-            SliceClass::from_u8(by_name.get(sl.name()[i].0 as usize).copied().unwrap_or(0))
+
+    /// HTA's class of slice `i` of `t`: the stored class, or derived from its name.
+    pub fn of(&self, t: &Trace, i: usize) -> SliceClass {
+        let sl = t.slices();
+        match sl.class()[i] {
+            SliceClass::None => {
+                SliceClass::from_u8(self.0.get(sl.name()[i].0 as usize).copied().unwrap_or(0))
+            }
+            c => c,
         }
-        c => c,
     }
 }
 
@@ -189,69 +217,48 @@ pub fn uses_hta_rounding(t: &Trace, process: ProcessId) -> bool {
 
 /// Splits the trace into per-process contexts (one pass over the slices).
 pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
-    let np = t.processes().len();
-    let sl = t.slices();
-    let class_of = class_table(t);
-    let track_proc: Vec<u32> = t.tracks().iter().map(|tr| tr.process.0).collect();
-    let mut host: Vec<Vec<u32>> = vec![Vec::new(); np];
-    let mut gpu_ids: Vec<Vec<u32>> = vec![Vec::new(); np];
-    let mut corr_pairs: Vec<Vec<(u32, u32)>> = vec![Vec::new(); np];
-    for i in 0..sl.len() {
-        let p = track_proc
-            .get(sl.track()[i].0 as usize)
-            .copied()
-            .unwrap_or(u32::MAX) as usize;
-        if p >= np {
-            continue;
+    let classes = ClassTable::new(t);
+    plan(t, rounding)
+        .into_iter()
+        .map(|p| p.fill(t, &classes))
+        .collect()
+}
+
+/// A rank context whose GPU events are not gathered yet: its slice ids
+/// only (4 bytes a GPU slice instead of an [`Ev`]'s 32), so that the
+/// contexts of every rank can be numbered and split before any is
+/// analyzed, and each rank's events exist only while it is analyzed.
+pub struct PlannedRank {
+    /// The context; `gpu` is empty until [`PlannedRank::fill`].
+    pub ctx: RankCtx,
+    /// Its GPU slice ids, in slice order.
+    ids: Vec<u32>,
+    /// (track, index into `ctx.streams`) of the tracks of `ids`.
+    track_streams: Vec<(u32, u16)>,
+}
+
+impl PlannedRank {
+    /// The context with its GPU events, sorted by (rounded) start, and its
+    /// correlation index.
+    pub fn fill(self, t: &Trace, classes: &ClassTable) -> RankCtx {
+        let PlannedRank {
+            mut ctx,
+            ids,
+            track_streams,
+        } = self;
+        let sl = t.slices();
+        let mut stream_of_track = vec![u16::MAX; t.tracks().len()];
+        for &(tr, s) in &track_streams {
+            stream_of_track[tr as usize] = s;
         }
-        if sl.kind()[i].is_gpu_activity() {
-            gpu_ids[p].push(i as u32);
-        } else {
-            host[p].push(i as u32);
-            if sl.correlation()[i] != 0 {
-                corr_pairs[p].push((sl.correlation()[i], i as u32));
-            }
-        }
-    }
-    let mut out = Vec::with_capacity(np);
-    for p in 0..np {
-        let rounded = rounding.unwrap_or_else(|| uses_hta_rounding(t, ProcessId::from_index(p)));
-        let mut streams: Vec<StreamKey> = Vec::new();
-        let mut stream_of_track: Vec<u16> = vec![u16::MAX; t.tracks().len()];
-        let mut gpu: Vec<Ev> = Vec::with_capacity(gpu_ids[p].len());
-        for &id in &gpu_ids[p] {
+        let mut gpu: Vec<Ev> = Vec::with_capacity(ids.len());
+        for &id in &ids {
             let i = id as usize;
-            let tr = sl.track()[i].0;
-            let mut stream = stream_of_track[tr as usize];
-            if stream == u16::MAX {
-                let key = match t.tracks()[tr as usize].kind {
-                    TrackKind::Stream { device, stream } => StreamKey {
-                        device: device.0,
-                        stream,
-                    },
-                    TrackKind::Gpu { device } => StreamKey {
-                        device: device.0,
-                        stream: u32::MAX,
-                    },
-                    _ => StreamKey {
-                        device: u32::MAX,
-                        stream: tr,
-                    },
-                };
-                stream = match streams.iter().position(|k| *k == key) {
-                    Some(x) => x as u16,
-                    None => {
-                        streams.push(key);
-                        (streams.len() - 1).min(u16::MAX as usize - 1) as u16
-                    }
-                };
-                stream_of_track[tr as usize] = stream;
-            }
             let (mut s, mut e) = (
                 sl.start_ns()[i],
                 sl.start_ns()[i].saturating_add(sl.dur_ns()[i]),
             );
-            if rounded {
+            if ctx.rounded {
                 s = ceil_us(s);
                 e = floor_us(e).max(s);
             }
@@ -259,13 +266,144 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
                 s,
                 e,
                 id,
-                stream,
-                class: class_of(i),
+                stream: stream_of_track[sl.track()[i].0 as usize],
+                class: classes.of(t, i),
                 step: NONE,
             });
         }
+        drop(ids);
+        // Ids come track by track, each track in start order: the stable
+        // sort merges those runs (keys are distinct, so the order is the
+        // same as any sort's).
         gpu.sort_by_key(|e| (e.s, e.id));
-        let corr = CorrIndex::build(&corr_pairs[p], sl.kind());
+        ctx.gpu = gpu;
+        ctx.corr = CorrIndex::build(&ctx.host, sl);
+        ctx
+    }
+}
+
+/// A rank context, with its GPU events gathered or only planned.
+pub trait RankLike: AsRef<RankCtx> + AsMut<RankCtx> {
+    /// Its number of GPU events.
+    fn gpu_events(&self) -> usize;
+}
+
+impl RankLike for RankCtx {
+    fn gpu_events(&self) -> usize {
+        self.gpu.len()
+    }
+}
+
+impl RankLike for PlannedRank {
+    fn gpu_events(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+impl AsRef<RankCtx> for RankCtx {
+    fn as_ref(&self) -> &RankCtx {
+        self
+    }
+}
+
+impl AsMut<RankCtx> for RankCtx {
+    fn as_mut(&mut self) -> &mut RankCtx {
+        self
+    }
+}
+
+impl AsRef<RankCtx> for PlannedRank {
+    fn as_ref(&self) -> &RankCtx {
+        &self.ctx
+    }
+}
+
+impl AsMut<RankCtx> for PlannedRank {
+    fn as_mut(&mut self) -> &mut RankCtx {
+        &mut self.ctx
+    }
+}
+
+/// The contexts [`build`] makes, planned (one pass over the slices): each
+/// with its host slices and streams, its GPU events and correlation index
+/// left to [`PlannedRank::fill`].
+pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
+    let np = t.processes().len();
+    let sl = t.slices();
+    let track_proc: Vec<u32> = t.tracks().iter().map(|tr| tr.process.0).collect();
+    let process_of = |i: usize| {
+        track_proc
+            .get(sl.track()[i].0 as usize)
+            .copied()
+            .unwrap_or(u32::MAX) as usize
+    };
+    // Counted first, so that each list is allocated once at its size (no
+    // doubling, no freed smaller copies left in the allocator).
+    let mut counts = vec![(0usize, 0usize); np];
+    for i in 0..sl.len() {
+        if let Some(c) = counts.get_mut(process_of(i)) {
+            if sl.kind()[i].is_gpu_activity() {
+                c.0 += 1;
+            } else {
+                c.1 += 1;
+            }
+        }
+    }
+    let mut gpu_ids: Vec<Vec<u32>> = counts.iter().map(|c| Vec::with_capacity(c.0)).collect();
+    let mut host: Vec<Vec<u32>> = counts.iter().map(|c| Vec::with_capacity(c.1)).collect();
+    for i in 0..sl.len() {
+        let p = process_of(i);
+        if p >= np {
+            continue;
+        }
+        if sl.kind()[i].is_gpu_activity() {
+            gpu_ids[p].push(i as u32);
+        } else {
+            host[p].push(i as u32);
+        }
+    }
+    let mut out = Vec::with_capacity(np);
+    let mut stream_of_track: Vec<u16> = vec![u16::MAX; t.tracks().len()];
+    for p in 0..np {
+        let rounded = rounding.unwrap_or_else(|| uses_hta_rounding(t, ProcessId::from_index(p)));
+        let mut streams: Vec<StreamKey> = Vec::new();
+        let mut track_streams: Vec<(u32, u16)> = Vec::new();
+        let ids = std::mem::take(&mut gpu_ids[p]);
+        for &id in &ids {
+            let tr = sl.track()[id as usize].0;
+            if stream_of_track[tr as usize] != u16::MAX {
+                continue;
+            }
+            let key = match t.tracks()[tr as usize].kind {
+                TrackKind::Stream { device, stream } => StreamKey {
+                    device: device.0,
+                    stream,
+                },
+                TrackKind::Gpu { device } => StreamKey {
+                    device: device.0,
+                    stream: u32::MAX,
+                },
+                _ => StreamKey {
+                    device: u32::MAX,
+                    stream: tr,
+                },
+            };
+            let stream = match streams.iter().position(|k| *k == key) {
+                Some(x) => x as u16,
+                None => {
+                    streams.push(key);
+                    (streams.len() - 1).min(u16::MAX as usize - 1) as u16
+                }
+            };
+            stream_of_track[tr as usize] = stream;
+            track_streams.push((tr, stream));
+        }
+        for &(tr, _) in &track_streams {
+            stream_of_track[tr as usize] = u16::MAX;
+        }
+        let host = std::mem::take(&mut host[p]);
+        // Built by `fill`, with the events.
+        let corr = CorrIndex::Dense(Vec::new());
         let rank = t.processes()[p].rank.unwrap_or(p as u32);
         let mut devices: Vec<u32> = streams
             .iter()
@@ -274,17 +412,20 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
             .collect();
         devices.sort_unstable();
         devices.dedup();
-        let host = std::mem::take(&mut host[p]);
         if devices.len() <= 1 {
-            out.push(RankCtx {
-                process: ProcessId::from_index(p),
-                rank,
-                device: None,
-                host,
-                gpu,
-                streams,
-                corr,
-                rounded,
+            out.push(PlannedRank {
+                ctx: RankCtx {
+                    process: ProcessId::from_index(p),
+                    rank,
+                    device: None,
+                    host,
+                    gpu: Vec::new(),
+                    streams,
+                    corr,
+                    rounded,
+                },
+                ids,
+                track_streams,
             });
             continue;
         }
@@ -300,26 +441,35 @@ pub fn build(t: &Trace, rounding: Option<bool>) -> Vec<RankCtx> {
                     dev_streams.push(*key);
                 }
             }
-            let dev_gpu: Vec<Ev> = gpu
+            let dev_tracks: Vec<(u32, u16)> = track_streams
                 .iter()
-                .filter(|e| remap.get(e.stream as usize).is_some_and(|&r| r != u16::MAX))
-                .map(|e| Ev {
-                    stream: remap[e.stream as usize],
-                    ..*e
+                .filter(|&&(_, s)| remap[s as usize] != u16::MAX)
+                .map(|&(tr, s)| (tr, remap[s as usize]))
+                .collect();
+            let dev_ids: Vec<u32> = ids
+                .iter()
+                .copied()
+                .filter(|&id| {
+                    let tr = sl.track()[id as usize].0;
+                    dev_tracks.iter().any(|&(x, _)| x == tr)
                 })
                 .collect();
-            out.push(RankCtx {
-                process: ProcessId::from_index(p),
-                // R·n + k: distinct across processes that each drive n GPUs.
-                rank: rank
-                    .saturating_mul(devices.len() as u32)
-                    .saturating_add(k as u32),
-                device: Some(DeviceId(dev)),
-                host: host.clone(),
-                gpu: dev_gpu,
-                streams: dev_streams,
-                corr: corr.clone(),
-                rounded,
+            out.push(PlannedRank {
+                ctx: RankCtx {
+                    process: ProcessId::from_index(p),
+                    // R·n + k: distinct across processes that each drive n GPUs.
+                    rank: rank
+                        .saturating_mul(devices.len() as u32)
+                        .saturating_add(k as u32),
+                    device: Some(DeviceId(dev)),
+                    host: host.clone(),
+                    gpu: Vec::new(),
+                    streams: dev_streams,
+                    corr: corr.clone(),
+                    rounded,
+                },
+                ids: dev_ids,
+                track_streams: dev_tracks,
             });
         }
     }
@@ -352,13 +502,17 @@ pub struct RankClaim {
 }
 
 /// The claims of the contexts `build` made of `t` (a process's GPUs in a row).
-pub fn claims(t: &Trace, ctxs: &[RankCtx]) -> Vec<RankClaim> {
+pub fn claims<C: AsRef<RankCtx>>(t: &Trace, ctxs: &[C]) -> Vec<RankClaim> {
     ctxs.iter()
+        .map(AsRef::as_ref)
         .enumerate()
         .map(|(k, c)| {
             let p = t.processes().get(c.process.index());
             let multi = c.device.map(|_| {
-                let same = |x: &RankCtx| x.process == c.process && x.device.is_some();
+                let same = |x: &C| {
+                    let x = x.as_ref();
+                    x.process == c.process && x.device.is_some()
+                };
                 let first = (0..=k)
                     .rev()
                     .take_while(|&i| same(&ctxs[i]))
@@ -413,10 +567,10 @@ pub fn number(claims: &[RankClaim]) -> Vec<u32> {
 }
 
 /// [`number`] applied to the contexts of `t`.
-pub fn number_ranks(t: &Trace, ctxs: &mut [RankCtx]) {
+pub fn number_ranks<C: AsRef<RankCtx> + AsMut<RankCtx>>(t: &Trace, ctxs: &mut [C]) {
     let claims = claims(t, ctxs);
     for (c, r) in ctxs.iter_mut().zip(number(&claims)) {
-        c.rank = r;
+        c.as_mut().rank = r;
     }
 }
 

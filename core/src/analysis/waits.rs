@@ -77,19 +77,32 @@ pub struct StallHit {
 pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -> Vec<StallHit> {
     let device_of = |e: &Ev| ctx.streams[e.stream as usize].device;
     // Previous event on the same stream (positions), for walking back a queue.
-    let mut last_pos: Vec<usize> = vec![usize::MAX; ctx.streams.len()];
-    let mut prev_on_stream: Vec<usize> = vec![usize::MAX; events.len()];
+    let mut last_pos: Vec<u32> = vec![u32::MAX; ctx.streams.len()];
+    let mut prev_on_stream: Vec<u32> = vec![u32::MAX; events.len()];
     for (pos, e) in events.iter().enumerate() {
         prev_on_stream[pos] = last_pos[e.stream as usize];
-        last_pos[e.stream as usize] = pos;
+        last_pos[e.stream as usize] = pos as u32;
     }
-    // Every event by (device, end), to find what ended just before a kernel.
-    let mut by_end: Vec<(u32, i64, usize)> = events
-        .iter()
-        .enumerate()
-        .map(|(pos, e)| (device_of(e), e.e, pos))
-        .collect();
-    by_end.sort_unstable();
+    // Every event by (device, end), to find what ended just before a kernel
+    // (16 bytes an event: positions fit in u32, a rank's events are slices).
+    // Laid out stream by stream first: a stream's kernels run one after the
+    // other, so each stream is one run of ascending ends, and the sort only
+    // merges the runs.
+    let mut next: Vec<usize> = vec![0; ctx.streams.len() + 1];
+    for e in events {
+        next[e.stream as usize + 1] += 1;
+    }
+    for k in 1..next.len() {
+        next[k] += next[k - 1];
+    }
+    let mut by_end: Vec<(u32, i64, u32)> = vec![(0, 0, 0); events.len()];
+    for (pos, e) in events.iter().enumerate() {
+        let at = &mut next[e.stream as usize];
+        by_end[*at] = (device_of(e), e.e, pos as u32);
+        *at += 1;
+    }
+    // Keys are distinct (positions): the stable sort gives the same order.
+    by_end.sort();
     // What released the event at `pos`: of the event just before it on its
     // stream (when it ended within the tolerance of its start: it was
     // queued behind it) and the events of other streams of the device that
@@ -109,8 +122,8 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
                 best = Some((end, p));
             }
         };
-        let prev = prev_on_stream[pos];
-        if prev != usize::MAX
+        let prev = prev_on_stream[pos] as usize;
+        if prev != u32::MAX as usize
             && events[prev].e <= e.s
             && events[prev].e >= e.s.saturating_sub(tolerance_ns)
         {
@@ -119,8 +132,8 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
         let dev = device_of(e);
         let lo = by_end.partition_point(|c| (c.0, c.1) < (dev, e.s.saturating_sub(tolerance_ns)));
         for c in by_end[lo..].iter().take_while(|c| c.0 == dev && c.1 <= e.s) {
-            if events[c.2].stream != e.stream {
-                offer(c.1, c.2);
+            if events[c.2 as usize].stream != e.stream {
+                offer(c.1, c.2 as usize);
             }
         }
         best.map(|b| b.1)
@@ -194,18 +207,17 @@ fn previous_end_on_stream(ctx: &RankCtx, e: &Ev) -> i64 {
         .map_or(i64::MIN, |g| g.e)
 }
 
-/// Communication stalls of compute streams (see [`stall_hits`]). Also
+/// Communication stalls of compute streams from the [`stall_hits`] of
+/// `events` (computed once for this and [`prefetch_slack_of`]). Also
 /// returns (position in `events`, stall ns) of every stall.
-pub fn comm_stalls(
-    t: &Trace,
+pub fn comm_stalls_of(
     ctx: &RankCtx,
     events: &[&Ev],
-    tolerance_ns: i64,
+    hits: &[StallHit],
 ) -> (CommStalls, Vec<(usize, i64)>) {
-    let hits = stall_hits(t, ctx, events, tolerance_ns);
     let mut per_stream: Vec<(u64, i64)> = vec![(0, 0); ctx.streams.len()];
     let mut stalls: Vec<Stall> = Vec::with_capacity(hits.len());
-    for h in &hits {
+    for h in hits {
         let e = events[h.pos];
         per_stream[e.stream as usize].0 += 1;
         per_stream[e.stream as usize].1 += h.ns;
@@ -251,9 +263,20 @@ pub fn prefetch_slack(
     is_all_gather: impl Fn(u32) -> bool,
     tolerance_ns: i64,
 ) -> PrefetchSlack {
+    let hits = stall_hits(t, ctx, events, tolerance_ns);
+    prefetch_slack_of(ctx, events, &hits, is_all_gather)
+}
+
+/// [`prefetch_slack`] from the [`stall_hits`] of `events`.
+pub fn prefetch_slack_of(
+    ctx: &RankCtx,
+    events: &[&Ev],
+    hits: &[StallHit],
+    is_all_gather: impl Fn(u32) -> bool,
+) -> PrefetchSlack {
     let device_of = |e: &Ev| ctx.streams[e.stream as usize].device;
     let mut waited: std::collections::HashMap<u32, i64> = Default::default();
-    for h in stall_hits(t, ctx, events, tolerance_ns) {
+    for h in hits {
         *waited.entry(h.comm).or_insert(0) += h.ns;
     }
     let mut compute_starts: Vec<(u32, i64)> = events
