@@ -496,10 +496,13 @@ fn groups_by_order(ranks: &[RankComms], pool: &Pool) -> Vec<Groups> {
         .collect()
 }
 
+/// A group's key and each rank's record list.
+type Lists<'a> = (&'a (String, String), Vec<&'a Vec<u32>>);
+
 /// The groups matched across ranks: each one's key and each rank's
 /// record list, and (group, index in the lists) of each matched instance.
 struct Matched<'a> {
-    groups: Vec<(&'a (String, String), Vec<&'a Vec<u32>>)>,
+    groups: Vec<Lists<'a>>,
     instances: Vec<(usize, usize)>,
 }
 
