@@ -279,16 +279,8 @@ fn create_new(dir: &Path, name: &str) -> std::io::Result<(PathBuf, File)> {
 fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest) -> bool {
     // Wait for the start instant (shared by the node's processes).
     if let Some(t) = req.start_ns {
-        let t = t.min(monotonic_ns() + proto::MAX_START_AHEAD_NS);
-        loop {
-            if idle_flushes(s) {
-                return true;
-            }
-            let left = t - monotonic_ns();
-            if left <= 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_nanos(left.min(20_000_000) as u64));
+        if wait_until(s, t) {
+            return true;
         }
     }
     let _ = python::take_optimizer_steps();
@@ -302,16 +294,8 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
             return false;
         }
     };
-    let env = |k: &str| std::env::var(k).ok();
     let mut meta = p.metadata.clone();
-    let kinds = match setup::enable_activity(&s.cupti, &env, &mut meta) {
-        Ok(k) => k,
-        Err(e) => {
-            crate::warn!("streamscope: capture {k}: {e}");
-            Vec::new()
-        }
-    };
-    let lines = setup::armed_callbacks(&s.cupti, &s.sync_cbids, true);
+    let (kinds, lines) = start_recording(s, k, &mut meta);
     let start = monotonic_ns();
     if !s.sync_cbids.is_empty() {
         meta.retain(|(k, _)| k != "python_callsites");
@@ -324,31 +308,7 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         "capture".into(),
         format!("armed capture {k}: {}", req.to_line().trim_end()),
     ));
-    let window = Arc::new(CaptureWindow::new(
-        CaptureSpec {
-            trigger: Trigger::ProfilerApi,
-            delay_ns: 0,
-            duration_ns: None,
-        },
-        start,
-    ));
-    window.open(start);
-    let driver = Driver::open();
-    if let Some(v) = driver.as_ref().and_then(Driver::version) {
-        meta.push(("cuda_driver_version".into(), v.to_string()));
-    }
-    let mut process = p.clone();
-    process.metadata = meta;
-    process.clock_snapshot = crate::process_info::clock_snapshot();
-    let host = RealHost {
-        cupti: &s.cupti,
-        driver,
-    };
-    let mut conv = Converter::new(process, Box::new(host), window.clone(), s.python.clone());
-    conv.ts_offset_ns = ctx.ts_offset_ns;
-    conv.own_tid = Some(crate::session::gettid());
-    let mut w = PerfettoWriter::new(out);
-    let mut nccl = crate::nccl_plugin::trace::NcclWriter::default();
+    let mut cw = CaptureWriter::new(s, ctx, k, meta, start, out);
     let (deadline, steps_wanted) = match req.length {
         CaptureLength::Millis(ms) => (start + ms as i64 * 1_000_000, None),
         // N whole steps: from the start to the end of the (N+1)-th step
@@ -357,15 +317,11 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
             (start + max_ms as i64 * 1_000_000, Some(steps as usize + 1))
         }
     };
-    let mut step_ends: Vec<i64> = Vec::new();
-    // Drops counted before this capture are not its own.
-    let dropped_before = s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records();
     let mut last_flush = Instant::now();
     let flush_every = crate::session::flush_period();
-    let mut write_failed = false;
     let mut stop;
     loop {
-        crate::session::drain(s, &mut conv, Duration::from_millis(20));
+        crate::session::drain(s, &mut cw.conv, Duration::from_millis(20));
         if !s.sync.may_call_cupti() {
             stop = true;
             break;
@@ -374,36 +330,17 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         let flush_now = requested > s.sync.done.load(Ordering::SeqCst);
         stop = s.sync.stop.load(Ordering::SeqCst);
         let now = monotonic_ns();
-        let steps_done = steps_wanted.is_some_and(|n| step_ends.len() >= n);
+        let steps_done = steps_wanted.is_some_and(|n| cw.step_ends.len() >= n);
         let ending = stop || now >= deadline || steps_done;
         if !(ending || flush_now || last_flush.elapsed() >= flush_every) {
             continue;
         }
         if ending {
             let end = match steps_wanted {
-                Some(n) if steps_done => step_ends[n - 1],
+                Some(n) if steps_done => cw.step_ends[n - 1],
                 _ => now.min(deadline),
             };
-            window.close(end);
-            setup::armed_callbacks(&s.cupti, &s.sync_cbids, false);
-            if !stop {
-                // The GPU runs behind the host: work launched inside the
-                // window may still be queued or running. Activity records
-                // stay on for a grace period so it completes (what it
-                // records after the window is dropped by the window).
-                let grace = Instant::now();
-                while grace.elapsed() < CAPTURE_END_GRACE && s.sync.may_call_cupti() {
-                    crate::session::drain(s, &mut conv, Duration::from_millis(20));
-                    // SAFETY: plain flag (0: completed buffers only).
-                    let rc = unsafe { (s.cupti.flush_all)(0) };
-                    let _ = s.cupti.check("cuptiActivityFlushAll", rc);
-                }
-            }
-            for &kind in &kinds {
-                // SAFETY: plain enum argument (a kind enabled above).
-                let rc = unsafe { (s.cupti.activity_disable)(kind) };
-                let _ = s.cupti.check("cuptiActivityDisable", rc);
-            }
+            cw.end_window(s, &kinds, end, stop);
         }
         // SAFETY: plain flag; completed buffers come back through the
         // buffer callback into the queue.
@@ -411,27 +348,166 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         let _ = s.cupti.check("cuptiActivityFlushAll", rc);
         s.count_global_drops();
         last_flush = Instant::now();
-        while !s.queue.is_empty() {
-            crate::session::drain(s, &mut conv, Duration::ZERO);
+        cw.write_batch(s, ending);
+        if ending {
+            break;
         }
-        nccl.write(&mut conv, ending);
+        s.sync.mark_done(requested);
+    }
+    if stop {
+        // Exiting mid-capture: the window ends now.
+        cw.window.close(monotonic_ns());
+        cw.set_bounds();
+    }
+    cw.finish();
+    stop
+}
+
+/// Waits for the monotonic instant `t` (at most
+/// [`proto::MAX_START_AHEAD_NS`] ahead), answering flush requests; true
+/// when the process is ending.
+fn wait_until(s: &Session, t: i64) -> bool {
+    let t = t.min(monotonic_ns() + proto::MAX_START_AHEAD_NS);
+    loop {
+        if idle_flushes(s) {
+            return true;
+        }
+        let left = t - monotonic_ns();
+        if left <= 0 {
+            return false;
+        }
+        std::thread::sleep(Duration::from_nanos(left.min(20_000_000) as u64));
+    }
+}
+
+/// Enables the activity kinds and the sync API callback for capture `k`
+/// (what was enabled goes into `meta`); returns the kinds (disabled at
+/// the end) and how many runtime functions the callback watches.
+fn start_recording(s: &Session, k: u32, meta: &mut Vec<(String, String)>) -> (Vec<u32>, usize) {
+    let env = |k: &str| std::env::var(k).ok();
+    let kinds = match setup::enable_activity(&s.cupti, &env, meta) {
+        Ok(k) => k,
+        Err(e) => {
+            crate::warn!("streamscope: capture {k}: {e}");
+            Vec::new()
+        }
+    };
+    let lines = setup::armed_callbacks(&s.cupti, &s.sync_cbids, true);
+    (kinds, lines)
+}
+
+/// One capture's file and what goes into it.
+struct CaptureWriter {
+    k: u32,
+    start: i64,
+    window: Arc<CaptureWindow>,
+    conv: Converter,
+    w: PerfettoWriter<File>,
+    nccl: crate::nccl_plugin::trace::NcclWriter,
+    /// Ends of the optimizer steps since the start.
+    step_ends: Vec<i64>,
+    /// Drops counted before this capture (not its own).
+    dropped_before: u64,
+    write_failed: bool,
+}
+
+impl CaptureWriter {
+    /// The capture's window (open from `start`) and converter, for the
+    /// process with `meta`, writing into `out`.
+    fn new(
+        s: &'static Session,
+        ctx: &ArmedCtx,
+        k: u32,
+        mut meta: Vec<(String, String)>,
+        start: i64,
+        out: File,
+    ) -> Self {
+        let window = Arc::new(CaptureWindow::new(
+            CaptureSpec {
+                trigger: Trigger::ProfilerApi,
+                delay_ns: 0,
+                duration_ns: None,
+            },
+            start,
+        ));
+        window.open(start);
+        let driver = Driver::open();
+        if let Some(v) = driver.as_ref().and_then(Driver::version) {
+            meta.push(("cuda_driver_version".into(), v.to_string()));
+        }
+        let mut process = ctx.process.clone();
+        process.metadata = meta;
+        process.clock_snapshot = crate::process_info::clock_snapshot();
+        let host = RealHost {
+            cupti: &s.cupti,
+            driver,
+        };
+        let mut conv = Converter::new(process, Box::new(host), window.clone(), s.python.clone());
+        conv.ts_offset_ns = ctx.ts_offset_ns;
+        conv.own_tid = Some(crate::session::gettid());
+        CaptureWriter {
+            k,
+            start,
+            window,
+            conv,
+            w: PerfettoWriter::new(out),
+            nccl: crate::nccl_plugin::trace::NcclWriter::default(),
+            step_ends: Vec::new(),
+            dropped_before: s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records(),
+            write_failed: false,
+        }
+    }
+
+    /// Closes the window at `end`, switches the callback off and, unless
+    /// the process is ending (`stop`), keeps the activity records on for
+    /// [`CAPTURE_END_GRACE`]; then disables `kinds`.
+    fn end_window(&mut self, s: &Session, kinds: &[u32], end: i64, stop: bool) {
+        self.window.close(end);
+        setup::armed_callbacks(&s.cupti, &s.sync_cbids, false);
+        if !stop {
+            // The GPU runs behind the host: work launched inside the
+            // window may still be queued or running. Activity records
+            // stay on for a grace period so it completes (what it
+            // records after the window is dropped by the window).
+            let grace = Instant::now();
+            while grace.elapsed() < CAPTURE_END_GRACE && s.sync.may_call_cupti() {
+                crate::session::drain(s, &mut self.conv, Duration::from_millis(20));
+                // SAFETY: plain flag (0: completed buffers only).
+                let rc = unsafe { (s.cupti.flush_all)(0) };
+                let _ = s.cupti.check("cuptiActivityFlushAll", rc);
+            }
+        }
+        for &kind in kinds {
+            // SAFETY: plain enum argument (a kind enabled above).
+            let rc = unsafe { (s.cupti.activity_disable)(kind) };
+            let _ = s.cupti.check("cuptiActivityDisable", rc);
+        }
+    }
+
+    /// Converts what the queue holds, the NCCL operations and the
+    /// optimizer steps, and writes the batch (`ending`: the last).
+    fn write_batch(&mut self, s: &Session, ending: bool) {
+        let k = self.k;
+        let conv = &mut self.conv;
+        while !s.queue.is_empty() {
+            crate::session::drain(s, conv, Duration::ZERO);
+        }
+        self.nccl.write(conv, ending);
         let (steps, _) = python::take_optimizer_steps();
         for (tid, a, b) in steps {
-            if b >= start {
-                step_ends.push(b);
+            if b >= self.start {
+                self.step_ends.push(b);
                 conv.host_range(tid, a, b, protocol::OPTIMIZER_STEP_RANGE);
             }
         }
         conv.finish_batch(ending);
-        let (cs, ce) = window.bounds();
         let dropped = (s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records())
-            .saturating_sub(dropped_before)
+            .saturating_sub(self.dropped_before)
             + conv.incomplete_records;
-        let pm = conv.process_mut();
-        pm.capture_start_ns = cs;
-        pm.capture_end_ns = ce;
-        pm.dropped_records = dropped;
-        let written = conv.trace.flush_events(|t| {
+        self.set_bounds();
+        self.conv.process_mut().dropped_records = dropped;
+        let (w, write_failed) = (&mut self.w, self.write_failed);
+        let written = self.conv.trace.flush_events(|t| {
             if write_failed {
                 Ok(())
             } else {
@@ -440,27 +516,33 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         });
         if let Err(e) = written {
             crate::warn!("streamscope: capture {k}: writing failed: {e}");
-            write_failed = true;
+            self.write_failed = true;
         }
-        if ending {
-            break;
-        }
-        s.sync.mark_done(requested);
     }
-    if stop {
-        // Exiting mid-capture: the window ends now.
-        window.close(monotonic_ns());
-        let (cs, ce) = window.bounds();
-        let pm = conv.process_mut();
+
+    /// The process's capture bounds from the window.
+    fn set_bounds(&mut self) {
+        let (cs, ce) = self.window.bounds();
+        let pm = self.conv.process_mut();
         pm.capture_start_ns = cs;
         pm.capture_end_ns = ce;
     }
-    if !write_failed {
-        if let Err(e) = conv.trace.flush_events(|t| w.finish(t)) {
-            crate::warn!("streamscope: capture {k}: finishing the trace failed: {e}");
+
+    /// Ends the file (unless writing failed before).
+    fn finish(self) {
+        let CaptureWriter {
+            k,
+            mut conv,
+            w,
+            write_failed,
+            ..
+        } = self;
+        if !write_failed {
+            if let Err(e) = conv.trace.flush_events(|t| w.finish(t)) {
+                crate::warn!("streamscope: capture {k}: finishing the trace failed: {e}");
+            }
         }
     }
-    stop
 }
 
 #[cfg(test)]

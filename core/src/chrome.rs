@@ -60,16 +60,35 @@ pub(crate) fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W
         trace.processes().first().map_or(0, |p| p.pid),
         model_json(trace)
     )?;
-    let mut first = false;
-    let mut sep = |w: &mut io::BufWriter<W>| -> io::Result<()> {
-        if !first {
-            w.write_all(b",\n")?;
-        }
-        first = false;
-        Ok(())
-    };
+    write_process_names(&mut w, trace)?;
+    write_track_names(&mut w, trace)?;
+    for i in 0..trace.slices().len() {
+        write_slice(&mut w, trace, i)?;
+    }
+    write_flows(&mut w, trace)?;
+    write_counters(&mut w, trace)?;
+    writeln!(w, "\n]}}")?;
+    w.into_inner().map_err(|e| e.into_error())
+}
+
+/// Ends the event before (the first is the `streamscope` metadata event).
+fn sep(w: &mut impl Write) -> io::Result<()> {
+    w.write_all(b",\n")
+}
+
+/// The pid of the process of `track` (0 when it has none).
+fn pid_of(trace: &Trace, track: TrackId) -> u32 {
+    trace
+        .processes()
+        .get(trace.track(track).process.index())
+        .map(|p| p.pid)
+        .unwrap_or(0)
+}
+
+/// `process_name` (and `process_labels` for a rank) metadata events.
+fn write_process_names(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
     for p in trace.processes() {
-        sep(&mut w)?;
+        sep(w)?;
         let name = if p.name.is_empty() {
             p.label()
         } else {
@@ -82,117 +101,135 @@ pub(crate) fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W
             json_str(&name)
         )?;
         if let Some(r) = p.rank {
-            sep(&mut w)?;
+            sep(w)?;
             write!(w, "{{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":{},\"args\":{{\"labels\":\"rank {r}\"}}}}", p.pid)?;
         }
     }
+    Ok(())
+}
+
+/// `thread_name` and `thread_sort_index` metadata events, one pair per track.
+fn write_track_names(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
     for (i, tr) in trace.tracks().iter().enumerate() {
-        let pid = trace
-            .processes()
-            .get(tr.process.index())
-            .map(|p| p.pid)
-            .unwrap_or(0);
+        let pid = pid_of(trace, TrackId(i as u32));
         let tid = tid_of(trace, TrackId(i as u32));
         let mut name = trace.str(tr.name).to_string();
         if let Some(parent) = tr.parent {
             name = format!("{} / {name}", trace.track_name(parent));
         }
-        sep(&mut w)?;
+        sep(w)?;
         write!(w, "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":{}}}}}", json_str(&name))?;
-        sep(&mut w)?;
+        sep(w)?;
         write!(w, "{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{i}}}}}")?;
     }
+    Ok(())
+}
+
+/// Slice `i` as a complete ("X") event.
+fn write_slice(w: &mut impl Write, trace: &Trace, i: usize) -> io::Result<()> {
     let sl = trace.slices();
-    for i in 0..sl.len() {
-        let tr = trace.track(sl.track()[i]);
-        let pid = trace
-            .processes()
-            .get(tr.process.index())
-            .map(|p| p.pid)
-            .unwrap_or(0);
-        let tid = tid_of(trace, sl.track()[i]);
-        sep(&mut w)?;
+    let tr = trace.track(sl.track()[i]);
+    let pid = pid_of(trace, sl.track()[i]);
+    let tid = tid_of(trace, sl.track()[i]);
+    sep(w)?;
+    write!(
+        w,
+        "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"sst\":{},\"ts\":{},\"dur\":{},\"args\":{{\"class\":\"{}\"",
+        sl.kind()[i].name(),
+        json_str(trace.str(sl.name()[i])),
+        sl.track()[i].0,
+        us(sl.start_ns()[i]),
+        us(sl.dur_ns()[i]),
+        sl.class()[i].name()
+    )?;
+    if sl.correlation()[i] != 0 {
+        write!(w, ",\"correlation\":{}", sl.correlation()[i])?;
+    }
+    if let TrackKind::Stream { device, stream } = tr.kind {
+        let ord = trace
+            .devices()
+            .get(device.index())
+            .map(|d| d.ordinal)
+            .unwrap_or(device.0);
+        write!(w, ",\"device\":{ord},\"stream\":{stream}")?;
+    }
+    write_typed_fields(w, trace, SliceId::from_index(i))?;
+    write_args(w, trace, SliceId::from_index(i))?;
+    w.write_all(b"}")?;
+    write_typed_args(w, trace, SliceId::from_index(i))?;
+    w.write_all(b"}")
+}
+
+/// The launch configuration and copy of a slice, inside its `args`.
+fn write_typed_fields(w: &mut impl Write, trace: &Trace, id: SliceId) -> io::Result<()> {
+    if let Some(lc) = trace.launch_of(id) {
         write!(
             w,
-            "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"sst\":{},\"ts\":{},\"dur\":{},\"args\":{{\"class\":\"{}\"",
-            sl.kind()[i].name(),
-            json_str(trace.str(sl.name()[i])),
-            sl.track()[i].0,
-            us(sl.start_ns()[i]),
-            us(sl.dur_ns()[i]),
-            sl.class()[i].name()
+            ",\"grid\":[{},{},{}],\"block\":[{},{},{}],\"registers per thread\":{},\"static shared memory\":{},\"dynamic shared memory\":{}",
+            lc.grid[0], lc.grid[1], lc.grid[2], lc.block[0], lc.block[1], lc.block[2],
+            lc.registers_per_thread, lc.static_smem_bytes, lc.dynamic_smem_bytes
         )?;
-        if sl.correlation()[i] != 0 {
-            write!(w, ",\"correlation\":{}", sl.correlation()[i])?;
-        }
-        if let TrackKind::Stream { device, stream } = tr.kind {
-            let ord = trace
-                .devices()
-                .get(device.index())
-                .map(|d| d.ordinal)
-                .unwrap_or(device.0);
-            write!(w, ",\"device\":{ord},\"stream\":{stream}")?;
-        }
-        if let Some(lc) = trace.launch_of(SliceId::from_index(i)) {
-            write!(
-                w,
-                ",\"grid\":[{},{},{}],\"block\":[{},{},{}],\"registers per thread\":{},\"static shared memory\":{},\"dynamic shared memory\":{}",
-                lc.grid[0], lc.grid[1], lc.grid[2], lc.block[0], lc.block[1], lc.block[2],
-                lc.registers_per_thread, lc.static_smem_bytes, lc.dynamic_smem_bytes
-            )?;
-        }
-        if let Some(c) = trace.copy_of(SliceId::from_index(i)) {
-            write!(
-                w,
-                ",\"bytes\":{},\"copy kind\":\"{}\",\"pageable\":{}",
-                c.bytes,
-                c.kind.name(),
-                c.pageable
-            )?;
-        }
-        for (k, v) in trace.args_of(SliceId::from_index(i)) {
-            let v = match v {
-                ArgValue::Int(x) => x.to_string(),
-                ArgValue::UInt(x) => x.to_string(),
-                ArgValue::Double(x) if x.is_finite() => x.to_string(),
-                ArgValue::Double(x) => json_str(&x.to_string()),
-                ArgValue::Bool(x) => x.to_string(),
-                ArgValue::Str(s) => json_str(trace.str(*s)),
-            };
-            write!(w, ",{}:{v}", json_str(trace.str(*k)))?;
-        }
-        w.write_all(b"}")?;
-        let args = trace.args_of(SliceId::from_index(i));
-        if !args.is_empty() {
-            // Typed, in order: what the flat args above cannot say.
-            let typed: Vec<Value> = args
-                .iter()
-                .map(|(k, v)| {
-                    let k = trace.str(*k);
-                    match v {
-                        ArgValue::Int(x) => json!([k, "i", x]),
-                        ArgValue::UInt(x) => json!([k, "u", x]),
-                        ArgValue::Double(x) if x.is_finite() => json!([k, "d", x]),
-                        ArgValue::Double(x) => json!([k, "d", x.to_string()]),
-                        ArgValue::Bool(x) => json!([k, "b", x]),
-                        ArgValue::Str(s) => json!([k, "s", trace.str(*s)]),
-                    }
-                })
-                .collect();
-            write!(w, ",\"ssargs\":{}", Value::Array(typed))?;
-        }
-        w.write_all(b"}")?;
     }
+    if let Some(c) = trace.copy_of(id) {
+        write!(
+            w,
+            ",\"bytes\":{},\"copy kind\":\"{}\",\"pageable\":{}",
+            c.bytes,
+            c.kind.name(),
+            c.pageable
+        )?;
+    }
+    Ok(())
+}
+
+/// The free-form arguments of a slice, flat inside its `args`.
+fn write_args(w: &mut impl Write, trace: &Trace, id: SliceId) -> io::Result<()> {
+    for (k, v) in trace.args_of(id) {
+        let v = match v {
+            ArgValue::Int(x) => x.to_string(),
+            ArgValue::UInt(x) => x.to_string(),
+            ArgValue::Double(x) if x.is_finite() => x.to_string(),
+            ArgValue::Double(x) => json_str(&x.to_string()),
+            ArgValue::Bool(x) => x.to_string(),
+            ArgValue::Str(s) => json_str(trace.str(*s)),
+        };
+        write!(w, ",{}:{v}", json_str(trace.str(*k)))?;
+    }
+    Ok(())
+}
+
+/// `ssargs`: the free-form arguments typed, in order (what the flat args
+/// cannot say); nothing without arguments.
+fn write_typed_args(w: &mut impl Write, trace: &Trace, id: SliceId) -> io::Result<()> {
+    let args = trace.args_of(id);
+    if args.is_empty() {
+        return Ok(());
+    }
+    let typed: Vec<Value> = args
+        .iter()
+        .map(|(k, v)| {
+            let k = trace.str(*k);
+            match v {
+                ArgValue::Int(x) => json!([k, "i", x]),
+                ArgValue::UInt(x) => json!([k, "u", x]),
+                ArgValue::Double(x) if x.is_finite() => json!([k, "d", x]),
+                ArgValue::Double(x) => json!([k, "d", x.to_string()]),
+                ArgValue::Bool(x) => json!([k, "b", x]),
+                ArgValue::Str(s) => json!([k, "s", trace.str(*s)]),
+            }
+        })
+        .collect();
+    write!(w, ",\"ssargs\":{}", Value::Array(typed))
+}
+
+/// Each flow as a start ("s") and finish ("f") event.
+fn write_flows(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
+    let sl = trace.slices();
     for f in trace.flows() {
         for (ph, s, extra) in [("s", f.from, ""), ("f", f.to, ",\"bp\":\"e\"")] {
             let s = s.index();
-            let tr = trace.track(sl.track()[s]);
-            let pid = trace
-                .processes()
-                .get(tr.process.index())
-                .map(|p| p.pid)
-                .unwrap_or(0);
-            sep(&mut w)?;
+            let pid = pid_of(trace, sl.track()[s]);
+            sep(w)?;
             write!(
                 w,
                 "{{\"ph\":\"{ph}\",\"cat\":\"flow\",\"name\":\"launch\",\"id\":{},\"pid\":{pid},\"tid\":{},\"ts\":{}{extra}}}",
@@ -202,20 +239,22 @@ pub(crate) fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W
             )?;
         }
     }
+    Ok(())
+}
+
+/// Counter samples as "C" events (a value that is not finite: 0, with the
+/// value as text in `ssvalue`).
+fn write_counters(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
     let c = trace.counters();
     for i in 0..c.len() {
         let tr = trace.track(c.track()[i]);
-        let pid = trace
-            .processes()
-            .get(tr.process.index())
-            .map(|p| p.pid)
-            .unwrap_or(0);
+        let pid = pid_of(trace, c.track()[i]);
         let v = if c.value()[i].is_finite() {
             c.value()[i]
         } else {
             0.0
         };
-        sep(&mut w)?;
+        sep(w)?;
         write!(
             w,
             "{{\"ph\":\"C\",\"name\":{},\"pid\":{pid},\"sst\":{},\"ts\":{},\"args\":{{\"value\":{v}}}{}}}",
@@ -229,8 +268,7 @@ pub(crate) fn write_chrome_json<W: Write>(trace: &Trace, out: W) -> io::Result<W
             }
         )?;
     }
-    writeln!(w, "\n]}}")?;
-    w.into_inner().map_err(|e| e.into_error())
+    Ok(())
 }
 
 /// Processes, devices and tracks of the model, for the `streamscope`
@@ -351,205 +389,19 @@ pub(crate) fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
         .and_then(|e| e.streamscope.as_ref())
         .ok_or_else(|| bad("no streamscope metadata event".into()))?;
     let mut t = TraceBuilder::new();
-    let u32_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).map(|x| x as u32);
-    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let list = |k: &str| {
-        model
-            .get(k)
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    for p in list("processes") {
-        let pairs = |k: &str| {
-            p.get(k)
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        };
-        t.add_process(Process {
-            pid: u32_of(&p, "pid").unwrap_or(0),
-            name: str_of(&p, "name"),
-            rank: u32_of(&p, "rank"),
-            local_rank: u32_of(&p, "local_rank"),
-            world_size: u32_of(&p, "world_size"),
-            hostname: str_of(&p, "hostname"),
-            cmdline: str_of(&p, "cmdline"),
-            clock: match str_of(&p, "clock").as_str() {
-                "realtime" => ClockDomain::Realtime,
-                "monotonic" => ClockDomain::Monotonic,
-                _ => ClockDomain::Boottime,
-            },
-            dropped_records: p
-                .get("dropped_records")
-                .and_then(Value::as_u64)
-                .unwrap_or(0),
-            capture_start_ns: p.get("capture_start_ns").and_then(Value::as_i64),
-            capture_end_ns: p.get("capture_end_ns").and_then(Value::as_i64),
-            clock_snapshot: pairs("clock_snapshot")
-                .iter()
-                .filter_map(|c| Some((c.get(0)?.as_u64()? as u32, c.get(1)?.as_i64()?)))
-                .collect(),
-            metadata: pairs("metadata")
-                .iter()
-                .filter_map(|c| {
-                    Some((
-                        c.get(0)?.as_str()?.to_string(),
-                        c.get(1)?.as_str()?.to_string(),
-                    ))
-                })
-                .collect(),
-        });
+    for p in list(model, "processes") {
+        t.add_process(read_process(&p));
     }
-    let nproc = t.processes().len() as u32;
-    for d in list("devices") {
-        let n = |k: &str| u32_of(&d, k).unwrap_or(0);
-        let n64 = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let process = n("process");
-        if process >= nproc {
-            return Err(bad(format!("device of process {process}, beyond {nproc}")));
-        }
-        t.add_device(Device {
-            process: ProcessId(process),
-            ordinal: n("ordinal"),
-            name: str_of(&d, "name"),
-            compute_major: n("compute_major"),
-            compute_minor: n("compute_minor"),
-            sm_count: n("sm_count"),
-            warp_size: n("warp_size"),
-            max_threads_per_block: n("max_threads_per_block"),
-            max_threads_per_sm: n("max_threads_per_sm"),
-            max_blocks_per_sm: n("max_blocks_per_sm"),
-            regs_per_sm: n("regs_per_sm"),
-            regs_per_block: n("regs_per_block"),
-            smem_per_sm_bytes: n64("smem_per_sm_bytes"),
-            smem_per_block_bytes: n64("smem_per_block_bytes"),
-            global_mem_bytes: n64("global_mem_bytes"),
-        });
+    for d in list(model, "devices") {
+        let device = read_device(&d, t.processes().len() as u32).map_err(bad)?;
+        t.add_device(device);
     }
-    let ndev = t.devices().len() as u32;
-    let tracks = list("tracks");
+    let tracks = list(model, "tracks");
     let ntracks = tracks.len() as u32;
     for tr in &tracks {
-        let process = u32_of(tr, "process").unwrap_or(u32::MAX);
-        let parent = u32_of(tr, "parent");
-        let device = u32_of(tr, "device");
-        if process >= nproc
-            || parent.is_some_and(|p| p >= ntracks)
-            || device.is_some_and(|d| d >= ndev)
-        {
-            return Err(bad(
-                "a track names a process, parent or device it lacks".into()
-            ));
-        }
-        let dev = device.unwrap_or(0);
-        let kind = match str_of(tr, "kind").as_str() {
-            "thread" => TrackKind::Thread {
-                tid: u32_of(tr, "tid").unwrap_or(0),
-            },
-            "gpu" if device.is_some() => TrackKind::Gpu {
-                device: DeviceId(dev),
-            },
-            "stream" if device.is_some() => TrackKind::Stream {
-                device: DeviceId(dev),
-                stream: u32_of(tr, "stream").unwrap_or(0),
-            },
-            "counter" => TrackKind::Counter {
-                device: device.map(DeviceId),
-            },
-            _ => TrackKind::Other,
-        };
-        t.add_track(
-            ProcessId(process),
-            parent.map(TrackId),
-            kind,
-            &str_of(tr, "name"),
-        );
+        add_track(&mut t, tr, ntracks).map_err(bad)?;
     }
-    let time = |r: Option<&serde_json::value::RawValue>| {
-        r.and_then(|r| crate::kineto::us_text_to_ns(r.get()))
-    };
-    let mut bad_events = 0usize;
-    for e in &doc.traceEvents {
-        let Some(track) = e.sst.filter(|&s| s < ntracks).map(TrackId) else {
-            if e.sst.is_some() {
-                bad_events += 1;
-            }
-            continue;
-        };
-        let Some(ts) = time(e.ts) else {
-            bad_events += 1;
-            continue;
-        };
-        match e.ph.as_str() {
-            "X" => {
-                let kind = SliceKind::from_name(&e.cat).unwrap_or(SliceKind::Other);
-                let name = t.intern(&e.name);
-                let mut s = NewSlice::new(track, kind, name, ts, time(e.dur).unwrap_or(0));
-                let a = &e.args;
-                let num = |k: &str| a.get(k).and_then(Value::as_u64);
-                s.class = a
-                    .get("class")
-                    .and_then(Value::as_str)
-                    .and_then(SliceClass::from_name)
-                    .unwrap_or(SliceClass::None);
-                s.correlation = num("correlation").unwrap_or(0) as u32;
-                let dims = |k: &str| {
-                    let v = a.get(k)?.as_array()?;
-                    let d = |i: usize| v.get(i).and_then(Value::as_u64).unwrap_or(0) as u32;
-                    Some([d(0), d(1), d(2)])
-                };
-                if kind == SliceKind::Kernel {
-                    if let (Some(grid), Some(block)) = (dims("grid"), dims("block")) {
-                        s.launch = Some(LaunchConfig {
-                            grid,
-                            block,
-                            registers_per_thread: num("registers per thread").unwrap_or(0) as u32,
-                            static_smem_bytes: num("static shared memory").unwrap_or(0) as u32,
-                            dynamic_smem_bytes: num("dynamic shared memory").unwrap_or(0) as u32,
-                        });
-                    }
-                }
-                if matches!(kind, SliceKind::Memcpy | SliceKind::Memset) {
-                    if let Some(ck) = a.get("copy kind").and_then(Value::as_str) {
-                        s.copy = Some(CopyInfo {
-                            bytes: num("bytes").unwrap_or(0),
-                            kind: CopyKind::from_name(ck),
-                            pageable: a.get("pageable").and_then(Value::as_bool).unwrap_or(false),
-                        });
-                    }
-                }
-                for (k, ty, v) in &e.ssargs {
-                    let value = match ty.as_str() {
-                        "i" => v.as_i64().map(ArgValue::Int),
-                        "u" => v.as_u64().map(ArgValue::UInt),
-                        "d" => v
-                            .as_f64()
-                            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-                            .map(ArgValue::Double),
-                        "b" => v.as_bool().map(ArgValue::Bool),
-                        "s" => v.as_str().map(|s| ArgValue::Str(t.intern(s))),
-                        _ => None,
-                    };
-                    match value {
-                        Some(v) => s.args.push((t.intern(k), v)),
-                        None => bad_events += 1,
-                    }
-                }
-                t.push_slice(s);
-            }
-            "C" => {
-                let v = e
-                    .ssvalue
-                    .as_deref()
-                    .and_then(|s| s.parse().ok())
-                    .or_else(|| e.args.get("value").and_then(Value::as_f64))
-                    .unwrap_or(0.0);
-                t.push_counter(track, ts, v);
-            }
-            _ => {}
-        }
-    }
+    let mut bad_events = read_events(&mut t, &doc.traceEvents, ntracks);
     bad_events += t.break_parent_cycles();
     if bad_events > 0 {
         t.push_diagnostic(
@@ -563,6 +415,226 @@ pub(crate) fn read_json(path: &Path, json: &[u8]) -> Result<Trace> {
     }
     t.link_flows_by_correlation();
     Ok(t.finish())
+}
+
+fn u32_of(v: &Value, k: &str) -> Option<u32> {
+    v.get(k).and_then(Value::as_u64).map(|x| x as u32)
+}
+
+fn str_of(v: &Value, k: &str) -> String {
+    v.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// The array `k` of `v` (empty when absent).
+fn list(v: &Value, k: &str) -> Vec<Value> {
+    v.get(k)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A process of the `streamscope` metadata event.
+fn read_process(p: &Value) -> Process {
+    Process {
+        pid: u32_of(p, "pid").unwrap_or(0),
+        name: str_of(p, "name"),
+        rank: u32_of(p, "rank"),
+        local_rank: u32_of(p, "local_rank"),
+        world_size: u32_of(p, "world_size"),
+        hostname: str_of(p, "hostname"),
+        cmdline: str_of(p, "cmdline"),
+        clock: match str_of(p, "clock").as_str() {
+            "realtime" => ClockDomain::Realtime,
+            "monotonic" => ClockDomain::Monotonic,
+            _ => ClockDomain::Boottime,
+        },
+        dropped_records: p
+            .get("dropped_records")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+        capture_start_ns: p.get("capture_start_ns").and_then(Value::as_i64),
+        capture_end_ns: p.get("capture_end_ns").and_then(Value::as_i64),
+        clock_snapshot: list(p, "clock_snapshot")
+            .iter()
+            .filter_map(|c| Some((c.get(0)?.as_u64()? as u32, c.get(1)?.as_i64()?)))
+            .collect(),
+        metadata: list(p, "metadata")
+            .iter()
+            .filter_map(|c| {
+                Some((
+                    c.get(0)?.as_str()?.to_string(),
+                    c.get(1)?.as_str()?.to_string(),
+                ))
+            })
+            .collect(),
+    }
+}
+
+/// A device of the `streamscope` metadata event, of one of the `nproc`
+/// processes.
+fn read_device(d: &Value, nproc: u32) -> std::result::Result<Device, String> {
+    let n = |k: &str| u32_of(d, k).unwrap_or(0);
+    let n64 = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let process = n("process");
+    if process >= nproc {
+        return Err(format!("device of process {process}, beyond {nproc}"));
+    }
+    Ok(Device {
+        process: ProcessId(process),
+        ordinal: n("ordinal"),
+        name: str_of(d, "name"),
+        compute_major: n("compute_major"),
+        compute_minor: n("compute_minor"),
+        sm_count: n("sm_count"),
+        warp_size: n("warp_size"),
+        max_threads_per_block: n("max_threads_per_block"),
+        max_threads_per_sm: n("max_threads_per_sm"),
+        max_blocks_per_sm: n("max_blocks_per_sm"),
+        regs_per_sm: n("regs_per_sm"),
+        regs_per_block: n("regs_per_block"),
+        smem_per_sm_bytes: n64("smem_per_sm_bytes"),
+        smem_per_block_bytes: n64("smem_per_block_bytes"),
+        global_mem_bytes: n64("global_mem_bytes"),
+    })
+}
+
+/// Adds a track of the `streamscope` metadata event (one of `ntracks`);
+/// its process, parent and device must exist.
+fn add_track(t: &mut TraceBuilder, tr: &Value, ntracks: u32) -> std::result::Result<(), String> {
+    let nproc = t.processes().len() as u32;
+    let ndev = t.devices().len() as u32;
+    let process = u32_of(tr, "process").unwrap_or(u32::MAX);
+    let parent = u32_of(tr, "parent");
+    let device = u32_of(tr, "device");
+    if process >= nproc || parent.is_some_and(|p| p >= ntracks) || device.is_some_and(|d| d >= ndev)
+    {
+        return Err("a track names a process, parent or device it lacks".into());
+    }
+    let dev = device.unwrap_or(0);
+    let kind = match str_of(tr, "kind").as_str() {
+        "thread" => TrackKind::Thread {
+            tid: u32_of(tr, "tid").unwrap_or(0),
+        },
+        "gpu" if device.is_some() => TrackKind::Gpu {
+            device: DeviceId(dev),
+        },
+        "stream" if device.is_some() => TrackKind::Stream {
+            device: DeviceId(dev),
+            stream: u32_of(tr, "stream").unwrap_or(0),
+        },
+        "counter" => TrackKind::Counter {
+            device: device.map(DeviceId),
+        },
+        _ => TrackKind::Other,
+    };
+    t.add_track(
+        ProcessId(process),
+        parent.map(TrackId),
+        kind,
+        &str_of(tr, "name"),
+    );
+    Ok(())
+}
+
+fn time(r: Option<&serde_json::value::RawValue>) -> Option<i64> {
+    r.and_then(|r| crate::kineto::us_text_to_ns(r.get()))
+}
+
+/// The slices ("X") and counter samples ("C") of the events that name one
+/// of the `ntracks` tracks; returns how many events or arguments were bad.
+fn read_events(t: &mut TraceBuilder, events: &[Ev], ntracks: u32) -> usize {
+    let mut bad_events = 0usize;
+    for e in events {
+        let Some(track) = e.sst.filter(|&s| s < ntracks).map(TrackId) else {
+            if e.sst.is_some() {
+                bad_events += 1;
+            }
+            continue;
+        };
+        let Some(ts) = time(e.ts) else {
+            bad_events += 1;
+            continue;
+        };
+        match e.ph.as_str() {
+            "X" => bad_events += read_slice(t, e, track, ts),
+            "C" => {
+                let v = e
+                    .ssvalue
+                    .as_deref()
+                    .and_then(|s| s.parse().ok())
+                    .or_else(|| e.args.get("value").and_then(Value::as_f64))
+                    .unwrap_or(0.0);
+                t.push_counter(track, ts, v);
+            }
+            _ => {}
+        }
+    }
+    bad_events
+}
+
+/// Adds the slice of an "X" event; returns how many of its typed
+/// arguments were bad (skipped).
+fn read_slice(t: &mut TraceBuilder, e: &Ev, track: TrackId, ts: i64) -> usize {
+    let kind = SliceKind::from_name(&e.cat).unwrap_or(SliceKind::Other);
+    let name = t.intern(&e.name);
+    let mut s = NewSlice::new(track, kind, name, ts, time(e.dur).unwrap_or(0));
+    let a = &e.args;
+    let num = |k: &str| a.get(k).and_then(Value::as_u64);
+    s.class = a
+        .get("class")
+        .and_then(Value::as_str)
+        .and_then(SliceClass::from_name)
+        .unwrap_or(SliceClass::None);
+    s.correlation = num("correlation").unwrap_or(0) as u32;
+    let dims = |k: &str| {
+        let v = a.get(k)?.as_array()?;
+        let d = |i: usize| v.get(i).and_then(Value::as_u64).unwrap_or(0) as u32;
+        Some([d(0), d(1), d(2)])
+    };
+    if kind == SliceKind::Kernel {
+        if let (Some(grid), Some(block)) = (dims("grid"), dims("block")) {
+            s.launch = Some(LaunchConfig {
+                grid,
+                block,
+                registers_per_thread: num("registers per thread").unwrap_or(0) as u32,
+                static_smem_bytes: num("static shared memory").unwrap_or(0) as u32,
+                dynamic_smem_bytes: num("dynamic shared memory").unwrap_or(0) as u32,
+            });
+        }
+    }
+    if matches!(kind, SliceKind::Memcpy | SliceKind::Memset) {
+        if let Some(ck) = a.get("copy kind").and_then(Value::as_str) {
+            s.copy = Some(CopyInfo {
+                bytes: num("bytes").unwrap_or(0),
+                kind: CopyKind::from_name(ck),
+                pageable: a.get("pageable").and_then(Value::as_bool).unwrap_or(false),
+            });
+        }
+    }
+    let mut bad_args = 0;
+    for (k, ty, v) in &e.ssargs {
+        match typed_arg(t, ty, v) {
+            Some(v) => s.args.push((t.intern(k), v)),
+            None => bad_args += 1,
+        }
+    }
+    t.push_slice(s);
+    bad_args
+}
+
+/// One `ssargs` value of type `ty` (`i`, `u`, `d`, `b` or `s`).
+fn typed_arg(t: &mut TraceBuilder, ty: &str, v: &Value) -> Option<ArgValue> {
+    match ty {
+        "i" => v.as_i64().map(ArgValue::Int),
+        "u" => v.as_u64().map(ArgValue::UInt),
+        "d" => v
+            .as_f64()
+            .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            .map(ArgValue::Double),
+        "b" => v.as_bool().map(ArgValue::Bool),
+        "s" => v.as_str().map(|s| ArgValue::Str(t.intern(s))),
+        _ => None,
+    }
 }
 
 /// Writes `trace` as Trace Event Format JSON to `path`, replacing it.

@@ -24,8 +24,21 @@ pub(super) fn opt1(v: Option<f64>) -> String {
 }
 
 fn tables(r: &Report) -> Vec<Table> {
-    let mut out = Vec::new();
-    out.push(Table {
+    let mut out = vec![breakdown_table(r)];
+    out.extend(steps_table(r));
+    out.extend(idle_table(r));
+    out.push(stalls_table(r));
+    out.extend(collectives_table(r));
+    out.extend(cross_rank_tables(r));
+    out.extend(occupancy_table(r));
+    out.extend(measured_tables(r));
+    out.extend(syncs_table(r));
+    out
+}
+
+/// Per rank: overlap and the temporal breakdown of the headline window.
+fn breakdown_table(r: &Report) -> Table {
+    Table {
         title: "Overlap and temporal breakdown (HTA definitions)".into(),
         headers: vec![
             "rank",
@@ -70,47 +83,56 @@ fn tables(r: &Report) -> Vec<Table> {
                 ]
             })
             .collect(),
-    });
-    if !r.steps.is_empty() {
-        out.push(Table {
-            title: "Per step (GPU work launched in the step)".into(),
-            headers: vec![
-                "rank",
-                "step",
-                "source",
-                "duration us",
-                "overlap %",
-                "exposed comm us",
-                "compute us",
-                "comm us",
-                "idle %",
-                "comm stall us",
-                "late prefetches",
-                "syncs",
-            ],
-            rows: r
-                .steps
-                .iter()
-                .map(|s| {
-                    let b = &s.breakdown;
-                    vec![
-                        s.rank.to_string(),
-                        s.step.to_string(),
-                        s.source.clone(),
-                        f1(s.duration_us),
-                        pct(b.overlap_pct),
-                        f1(b.exposed_comm_us),
-                        f1(b.compute_us),
-                        f1(b.comm_us),
-                        pct(b.idle_pct),
-                        f1(s.comm_stall_us),
-                        s.prefetch.late.to_string(),
-                        s.syncs.to_string(),
-                    ]
-                })
-                .collect(),
-        });
     }
+}
+
+/// Per step and rank (none without steps).
+fn steps_table(r: &Report) -> Option<Table> {
+    if r.steps.is_empty() {
+        return None;
+    }
+    Some(Table {
+        title: "Per step (GPU work launched in the step)".into(),
+        headers: vec![
+            "rank",
+            "step",
+            "source",
+            "duration us",
+            "overlap %",
+            "exposed comm us",
+            "compute us",
+            "comm us",
+            "idle %",
+            "comm stall us",
+            "late prefetches",
+            "syncs",
+        ],
+        rows: r
+            .steps
+            .iter()
+            .map(|s| {
+                let b = &s.breakdown;
+                vec![
+                    s.rank.to_string(),
+                    s.step.to_string(),
+                    s.source.clone(),
+                    f1(s.duration_us),
+                    pct(b.overlap_pct),
+                    f1(b.exposed_comm_us),
+                    f1(b.compute_us),
+                    f1(b.comm_us),
+                    pct(b.idle_pct),
+                    f1(s.comm_stall_us),
+                    s.prefetch.late.to_string(),
+                    s.syncs.to_string(),
+                ]
+            })
+            .collect(),
+    })
+}
+
+/// Idle time per stream, by cause (none without idle streams).
+fn idle_table(r: &Report) -> Option<Table> {
     let idle_rows: Vec<Vec<String>> = r
         .ranks
         .iter()
@@ -128,22 +150,27 @@ fn tables(r: &Report) -> Vec<Table> {
             })
         })
         .collect();
-    if !idle_rows.is_empty() {
-        out.push(Table {
-            title: "Idle time per stream (headline window)".into(),
-            headers: vec![
-                "rank",
-                "device",
-                "stream",
-                "host wait us",
-                "kernel wait us",
-                "other us",
-                "total us",
-            ],
-            rows: idle_rows,
-        });
+    if idle_rows.is_empty() {
+        return None;
     }
-    out.push(Table {
+    Some(Table {
+        title: "Idle time per stream (headline window)".into(),
+        headers: vec![
+            "rank",
+            "device",
+            "stream",
+            "host wait us",
+            "kernel wait us",
+            "other us",
+            "total us",
+        ],
+        rows: idle_rows,
+    })
+}
+
+/// Per rank: communication stalls and all-gather prefetch slack.
+fn stalls_table(r: &Report) -> Table {
+    Table {
         title: "Communication stalls and all-gather prefetch (headline window)".into(),
         headers: vec![
             "rank",
@@ -171,91 +198,103 @@ fn tables(r: &Report) -> Vec<Table> {
                 ]
             })
             .collect(),
-    });
-    if !r.collectives.is_empty() {
-        out.push(Table {
-            title: "Collectives (headline window)".into(),
-            headers: vec![
-                "rank",
-                "collective",
-                "algo",
-                "proto",
-                "dtype",
-                "count",
-                "total us",
-                "mean us",
-                "bytes",
-                "algbw GB/s",
-                "busbw GB/s",
-            ],
-            rows: r
-                .collectives
-                .iter()
-                .map(|c| {
-                    vec![
-                        c.rank.to_string(),
-                        c.collective.clone(),
-                        c.algorithm.clone(),
-                        c.protocol.clone(),
-                        c.dtype.clone(),
-                        c.count.to_string(),
-                        f1(c.total_us),
-                        f1(c.mean_us),
-                        c.bytes.map_or("-".into(), |b| b.to_string()),
-                        c.alg_bw_gbps.map_or("-".into(), |b| format!("{b:.2}")),
-                        c.bus_bw_gbps.map_or("-".into(), |b| format!("{b:.2}")),
-                    ]
-                })
-                .collect(),
-        });
     }
-    out.extend(cross_rank_tables(r));
-    if !r.occupancy.is_empty() {
-        out.push(Table {
-            title: if r.ranks.iter().any(|k| k.measured.any()) {
-                "SM occupancy, estimated from launch configurations (whole trace; measured figures below)"
+}
+
+/// Per rank and collective kind (none without collectives).
+fn collectives_table(r: &Report) -> Option<Table> {
+    if r.collectives.is_empty() {
+        return None;
+    }
+    Some(Table {
+        title: "Collectives (headline window)".into(),
+        headers: vec![
+            "rank",
+            "collective",
+            "algo",
+            "proto",
+            "dtype",
+            "count",
+            "total us",
+            "mean us",
+            "bytes",
+            "algbw GB/s",
+            "busbw GB/s",
+        ],
+        rows: r
+            .collectives
+            .iter()
+            .map(|c| {
+                vec![
+                    c.rank.to_string(),
+                    c.collective.clone(),
+                    c.algorithm.clone(),
+                    c.protocol.clone(),
+                    c.dtype.clone(),
+                    c.count.to_string(),
+                    f1(c.total_us),
+                    f1(c.mean_us),
+                    c.bytes.map_or("-".into(), |b| b.to_string()),
+                    c.alg_bw_gbps.map_or("-".into(), |b| format!("{b:.2}")),
+                    c.bus_bw_gbps.map_or("-".into(), |b| format!("{b:.2}")),
+                ]
+            })
+            .collect(),
+    })
+}
+
+/// Estimated SM occupancy per device (none without launch configurations).
+fn occupancy_table(r: &Report) -> Option<Table> {
+    if r.occupancy.is_empty() {
+        return None;
+    }
+    Some(Table {
+        title: if r.ranks.iter().any(|k| k.measured.any()) {
+            "SM occupancy, estimated from launch configurations (whole trace; measured figures below)"
                     .into()
-            } else {
-                "SM occupancy, estimated from launch configurations (whole trace)".into()
-            },
-            headers: vec![
-                "rank",
-                "device",
-                "name",
-                "SMs",
-                "cc",
-                "kernels known",
-                "unknown",
-                "mean compute occupancy %",
-                "NCCL SM share while computing %",
-                "peak SMs in use",
-            ],
-            rows: r
-                .occupancy
-                .iter()
-                .map(|o| {
-                    vec![
-                        o.rank.to_string(),
-                        o.device.to_string(),
-                        o.name.clone(),
-                        o.sm_count.to_string(),
-                        o.compute_capability.clone(),
-                        o.kernels_known.to_string(),
-                        o.kernels_unknown.to_string(),
-                        pct(o.mean_compute_occupancy_pct),
-                        pct(o.nccl_sm_share_pct),
-                        o.sms_in_use
-                            .iter()
-                            .map(|p| p.1)
-                            .max()
-                            .unwrap_or(0)
-                            .to_string(),
-                    ]
-                })
-                .collect(),
-        });
-    }
-    out.extend(measured_tables(r));
+        } else {
+            "SM occupancy, estimated from launch configurations (whole trace)".into()
+        },
+        headers: vec![
+            "rank",
+            "device",
+            "name",
+            "SMs",
+            "cc",
+            "kernels known",
+            "unknown",
+            "mean compute occupancy %",
+            "NCCL SM share while computing %",
+            "peak SMs in use",
+        ],
+        rows: r
+            .occupancy
+            .iter()
+            .map(|o| {
+                vec![
+                    o.rank.to_string(),
+                    o.device.to_string(),
+                    o.name.clone(),
+                    o.sm_count.to_string(),
+                    o.compute_capability.clone(),
+                    o.kernels_known.to_string(),
+                    o.kernels_unknown.to_string(),
+                    pct(o.mean_compute_occupancy_pct),
+                    pct(o.nccl_sm_share_pct),
+                    o.sms_in_use
+                        .iter()
+                        .map(|p| p.1)
+                        .max()
+                        .unwrap_or(0)
+                        .to_string(),
+                ]
+            })
+            .collect(),
+    })
+}
+
+/// Host synchronizations of every window (none without syncs).
+fn syncs_table(r: &Report) -> Option<Table> {
     let sync_rows: Vec<Vec<String>> = r
         .ranks
         .iter()
@@ -280,8 +319,10 @@ fn tables(r: &Report) -> Vec<Table> {
             ]
         })
         .collect();
-    if !sync_rows.is_empty() {
-        out.push(Table {
+    if sync_rows.is_empty() {
+        return None;
+    }
+    Some(Table {
             title: "Host synchronizations (GPU idle charged inside each window; warnings only in the headline window)".into(),
             headers: vec![
                 "rank",
@@ -296,9 +337,7 @@ fn tables(r: &Report) -> Vec<Table> {
                 "warning",
             ],
             rows: sync_rows,
-        });
-    }
-    out
+    })
 }
 
 /// Measured GPU metrics (when sampled) and SM contention (when seen).
@@ -404,11 +443,24 @@ fn measured_tables(r: &Report) -> Vec<Table> {
 
 /// Who waits for whom: collectives matched across ranks (empty when none were).
 fn cross_rank_tables(r: &Report) -> Vec<Table> {
-    let x = &r.cross_rank;
-    if x.instances == 0 {
+    if r.cross_rank.instances == 0 {
         return Vec::new();
     }
-    let mut out = Vec::new();
+    [
+        straggler_table(r),
+        clock_offsets_table(r),
+        exposed_wait_table(r),
+        skew_table(r),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// Per step: the straggler and each rank's wait for its peers (none
+/// without a step with a matched wait).
+fn straggler_table(r: &Report) -> Option<Table> {
+    let x = &r.cross_rank;
     let mut ranks: Vec<u32> = r.steps.iter().map(|s| s.rank).collect();
     ranks.sort_unstable();
     ranks.dedup();
@@ -440,23 +492,32 @@ fn cross_rank_tables(r: &Report) -> Vec<Table> {
             ])
         })
         .collect();
-    if !step_rows.is_empty() {
-        out.push(Table {
-            title: format!(
-                "Who waits for whom, per step (NCCL kernels matched across ranks by {}; clocks: {})",
-                x.method, x.clocks
-            ),
-            headers: vec![
-                "step",
-                "straggler",
-                "longest wait for it us",
-                "each rank's wait for peers us",
-            ],
-            rows: step_rows,
-        });
+    if step_rows.is_empty() {
+        return None;
     }
-    if !x.clock_offsets.is_empty() {
-        out.push(Table {
+    Some(Table {
+        title: format!(
+            "Who waits for whom, per step (NCCL kernels matched across ranks by {}; clocks: {})",
+            x.method, x.clocks
+        ),
+        headers: vec![
+            "step",
+            "straggler",
+            "longest wait for it us",
+            "each rank's wait for peers us",
+        ],
+        rows: step_rows,
+    })
+}
+
+/// The offset of each host's clock to the first rank's (none when all
+/// ranks share one clock).
+fn clock_offsets_table(r: &Report) -> Option<Table> {
+    let x = &r.cross_rank;
+    if x.clock_offsets.is_empty() {
+        return None;
+    }
+    Some(Table {
             title: "Clock offsets to the first rank's clock (median of matched collectives' end differences)".into(),
             headers: vec!["host", "clock", "ranks", "offset us", "residual us", "instances"],
             rows: x
@@ -477,9 +538,14 @@ fn cross_rank_tables(r: &Report) -> Vec<Table> {
                     ]
                 })
                 .collect(),
-        });
-    }
-    let mut rows: Vec<Vec<String>> = r
+    })
+}
+
+/// Per rank: exposed communication split into waiting for peers and
+/// transfer (none without the split).
+fn exposed_wait_table(r: &Report) -> Option<Table> {
+    let x = &r.cross_rank;
+    let rows: Vec<Vec<String>> = r
         .ranks
         .iter()
         .filter(|k| k.exposed_wait_us.is_some())
@@ -499,23 +565,29 @@ fn cross_rank_tables(r: &Report) -> Vec<Table> {
             ]
         })
         .collect();
-    if !rows.is_empty() {
-        out.push(Table {
-            title: format!(
-                "Exposed communication: waiting for peers vs transfer ({})",
-                x.window
-            ),
-            headers: vec![
-                "rank",
-                "exposed comm us",
-                "exposed wait us",
-                "exposed transfer us",
-                "waited for (kernel time)",
-            ],
-            rows: std::mem::take(&mut rows),
-        });
+    if rows.is_empty() {
+        return None;
     }
-    rows = x
+    Some(Table {
+        title: format!(
+            "Exposed communication: waiting for peers vs transfer ({})",
+            x.window
+        ),
+        headers: vec![
+            "rank",
+            "exposed comm us",
+            "exposed wait us",
+            "exposed transfer us",
+            "waited for (kernel time)",
+        ],
+        rows,
+    })
+}
+
+/// Per collective kind: arrival skew across ranks, wait and transfer.
+fn skew_table(r: &Report) -> Option<Table> {
+    let x = &r.cross_rank;
+    let rows: Vec<Vec<String>> = x
         .kinds
         .iter()
         .map(|c| {
@@ -538,26 +610,26 @@ fn cross_rank_tables(r: &Report) -> Vec<Table> {
             ]
         })
         .collect();
-    if !rows.is_empty() {
-        out.push(Table {
-            title: format!("Collective skew across ranks ({})", x.window),
-            headers: vec![
-                "collective",
-                "group",
-                "count",
-                "skew p50 us",
-                "skew p95 us",
-                "skew max us",
-                "wait us",
-                "transfer us",
-                "last to arrive (rank: count)",
-                "bytes",
-                "busbw GB/s (transfer)",
-            ],
-            rows,
-        });
+    if rows.is_empty() {
+        return None;
     }
-    out
+    Some(Table {
+        title: format!("Collective skew across ranks ({})", x.window),
+        headers: vec![
+            "collective",
+            "group",
+            "count",
+            "skew p50 us",
+            "skew p95 us",
+            "skew max us",
+            "wait us",
+            "transfer us",
+            "last to arrive (rank: count)",
+            "bytes",
+            "busbw GB/s (transfer)",
+        ],
+        rows,
+    })
 }
 
 fn header_lines(r: &Report) -> Vec<String> {

@@ -156,6 +156,14 @@ struct Builder {
     edges: Vec<(u32, u32)>,
     instance: Vec<u32>,
     droppable: Vec<bool>,
+    ctx_offset: Vec<i64>,
+    gpu_nodes: Vec<Vec<u32>>,
+    host_threads: Vec<Vec<(u32, Vec<u32>)>>,
+    spec_hits: Vec<u64>,
+    /// Slice -> node of the outermost host call containing it, per rank.
+    host_of: IntMap<u32, u32>,
+    /// NCCL slice -> node, for the coupling edges.
+    comm_node: IntMap<u32, u32>,
 }
 
 impl Builder {
@@ -167,33 +175,58 @@ impl Builder {
     }
 }
 
+/// What marks a host call as a sync or droppable: per string, whether it
+/// names a sync API; the `python` argument's key.
+struct SyncKeys {
+    sync_name: Vec<bool>,
+    python_key: Option<crate::model::StrId>,
+}
+
 /// Builds the graph of `ctxs` (rank contexts, in the order `matching` was made from).
 pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[String]) -> Graph {
-    let sl = t.slices();
     let mut b = Builder {
         nodes: Vec::new(),
         edges: Vec::new(),
         instance: Vec::new(),
         droppable: Vec::new(),
+        ctx_offset: vec![0i64; ctxs.len()],
+        gpu_nodes: Vec::with_capacity(ctxs.len()),
+        host_threads: Vec::with_capacity(ctxs.len()),
+        spec_hits: vec![0u64; drop_specs.len()],
+        host_of: IntMap::default(),
+        comm_node: IntMap::default(),
     };
-    let mut spec_hits = vec![0u64; drop_specs.len()];
     // Decided once per name: whether it is a sync API.
-    let sync_name: Vec<bool> = (0..t.strings().len())
-        .map(|k| is_sync_api(t.str(crate::model::StrId(k as u32))))
-        .collect();
-    let python_key = t.strings().lookup("python");
+    let keys = SyncKeys {
+        sync_name: (0..t.strings().len())
+            .map(|k| is_sync_api(t.str(crate::model::StrId(k as u32))))
+            .collect(),
+        python_key: t.strings().lookup("python"),
+    };
     let gpu_total: usize = ctxs.iter().map(|c| c.gpu.len()).sum();
     let host_total: usize = ctxs.iter().map(|c| c.host.len()).sum();
     b.edges.reserve(gpu_total * 4 + host_total * 2);
-    let mut gpu_nodes = Vec::with_capacity(ctxs.len());
-    let mut host_threads = Vec::with_capacity(ctxs.len());
-    let mut ctx_offset = vec![0i64; ctxs.len()];
-    // Slice -> node of the outermost host call containing it, per rank.
-    let mut host_of: IntMap<u32, u32> = IntMap::default();
-    // NCCL slice -> node, for the coupling edges.
-    let mut comm_node: IntMap<u32, u32> = IntMap::default();
     for (ci, ctx) in ctxs.iter().enumerate() {
-        // Host calls by thread, outermost only.
+        let threads = b.add_host_nodes(t, ci, ctx);
+        let gpu = b.add_gpu_nodes(t, ci, ctx, matching);
+        b.gpu_nodes.push(gpu);
+        b.host_threads.push(threads);
+    }
+    for (ci, ctx) in ctxs.iter().enumerate() {
+        b.mark_syncs(t, ci, ctx, &keys, drop_specs);
+        b.host_order_edges(ci);
+        b.gpu_edges(t, ci, ctx);
+        b.host_end_edges(ci);
+    }
+    b.collective_edges(matching);
+    finish(b)
+}
+
+impl Builder {
+    /// Host calls of rank `ci`, by thread, outermost only: a node each;
+    /// returns the nodes by thread.
+    fn add_host_nodes(&mut self, t: &Trace, ci: usize, ctx: &RankCtx) -> Vec<(u32, Vec<u32>)> {
+        let sl = t.slices();
         let mut calls: Vec<u32> = ctx
             .host
             .iter()
@@ -224,25 +257,38 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
             );
             if let Some((otr, on, oe)) = open {
                 if otr == tr && e <= oe {
-                    host_of.insert(h, on);
+                    self.host_of.insert(h, on);
                     continue;
                 }
             }
-            let n = b.push(Node {
+            let n = self.push(Node {
                 kind: NodeKind::Host,
                 ctx: ci as u32,
                 slice: h,
                 s,
                 e: e.max(s),
             });
-            host_of.insert(h, n);
+            self.host_of.insert(h, n);
             open = Some((tr, n, e));
             match threads.last_mut() {
                 Some((ltr, v)) if *ltr == tr => v.push(n),
                 _ => threads.push((tr, vec![n])),
             }
         }
-        // GPU activities.
+        threads
+    }
+
+    /// GPU activities of rank `ci`: a node each (matched NCCL kernels
+    /// with their instance, which also gives the rank's clock offset);
+    /// returns the nodes in `ctx.gpu` order.
+    fn add_gpu_nodes(
+        &mut self,
+        t: &Trace,
+        ci: usize,
+        ctx: &RankCtx,
+        matching: &Matching,
+    ) -> Vec<u32> {
+        let sl = t.slices();
         let mut nodes_of_gpu = Vec::with_capacity(ctx.gpu.len());
         for e in &ctx.gpu {
             let i = e.id as usize;
@@ -251,7 +297,7 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
                 (SliceKind::Kernel, _) => NodeKind::Compute,
                 _ => NodeKind::Memory,
             };
-            let n = b.push(Node {
+            let n = self.push(Node {
                 kind,
                 ctx: ci as u32,
                 slice: e.id,
@@ -259,84 +305,36 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
                 e: e.e.max(e.s),
             });
             if kind == NodeKind::Comm {
-                comm_node.insert(e.id, n);
+                self.comm_node.insert(e.id, n);
                 if let Some(&(inst, part)) = matching.by_slice.get(&e.id) {
-                    b.instance[n as usize] = inst;
+                    self.instance[n as usize] = inst;
                     let p = &matching.instances[inst as usize].parts[part as usize];
-                    ctx_offset[ci] = p.start_ns - e.s;
+                    self.ctx_offset[ci] = p.start_ns - e.s;
                 }
             }
             nodes_of_gpu.push(n);
         }
-        gpu_nodes.push(nodes_of_gpu);
-        host_threads.push(threads);
+        nodes_of_gpu
     }
-    // Syncs: which host nodes block, on which GPU activity; drop marks.
-    for (ci, ctx) in ctxs.iter().enumerate() {
-        let gpu = &gpu_nodes[ci];
-        // The rank's GPU activities by end, with the time they were launched.
-        let mut by_end: Vec<(i64, i64, u32)> = ctx
-            .gpu
-            .iter()
-            .zip(gpu)
-            .map(|(e, &n)| {
-                let launched = ctx
-                    .corr
-                    .get(sl.correlation()[e.id as usize])
-                    .map_or(e.s, |h| sl.start_ns()[h as usize]);
-                (e.e, launched, n)
-            })
-            .collect();
-        by_end.sort_unstable();
-        // Copies by the host node that launched them.
-        let mut copy_of_call: IntMap<u32, u32> = IntMap::default();
-        for (e, &n) in ctx.gpu.iter().zip(gpu) {
-            if sl.kind()[e.id as usize] != SliceKind::Memcpy {
-                continue;
-            }
-            if let Some(h) = ctx.corr.get(sl.correlation()[e.id as usize]) {
-                if let Some(&hn) = host_of.get(&h) {
-                    copy_of_call.insert(hn, n);
-                }
-            }
-        }
-        // Sync API names and Python locations of the calls nested in a
-        // host node (most calls have neither: no entry).
-        let mut names: IntMap<u32, (bool, String, String)> = IntMap::default();
-        for &h in &ctx.host {
-            let i = h as usize;
-            if !matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver) {
-                continue;
-            }
-            let sync = sync_name[sl.name()[i].0 as usize];
-            let python = python_key.and_then(|k| {
-                t.args_of(SliceId::from_index(i))
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| t.arg_value_string(v))
-            });
-            if !sync && python.is_none() {
-                continue;
-            }
-            let Some(&hn) = host_of.get(&h) else { continue };
-            let entry = names
-                .entry(hn)
-                .or_insert((false, String::new(), String::new()));
-            if sync {
-                entry.0 = true;
-                if entry.1.is_empty() {
-                    entry.1 = t.str(sl.name()[i]).to_string();
-                }
-            }
-            if entry.2.is_empty() {
-                if let Some(p) = python {
-                    entry.2 = p;
-                }
-            }
-        }
-        for (_, thread) in &host_threads[ci] {
+
+    /// Syncs: which host nodes of rank `ci` block, on which GPU activity
+    /// (an edge from the call's end to its end); drop marks.
+    fn mark_syncs(
+        &mut self,
+        t: &Trace,
+        ci: usize,
+        ctx: &RankCtx,
+        keys: &SyncKeys,
+        drop_specs: &[String],
+    ) {
+        let sl = t.slices();
+        let gpu = &self.gpu_nodes[ci];
+        let by_end = gpu_by_end(t, ctx, gpu);
+        let copy_of_call = self.copies_by_call(t, ctx, gpu);
+        let names = self.sync_names(t, ctx, keys);
+        for (_, thread) in &self.host_threads[ci] {
             for &hn in thread {
-                let node = b.nodes[hn as usize];
+                let node = self.nodes[hn as usize];
                 let (by_name, api, python) =
                     names
                         .get(&hn)
@@ -344,7 +342,7 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
                         .unwrap_or((false, String::new(), String::new()));
                 // A copy the call waited for: it ended inside the call.
                 let copy = copy_of_call.get(&hn).copied().filter(|&c| {
-                    let cn = &b.nodes[c as usize];
+                    let cn = &self.nodes[c as usize];
                     cn.e > node.s && cn.e <= node.e + SYNC_TOLERANCE_NS
                 });
                 if !by_name && copy.is_none() {
@@ -370,24 +368,96 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
                 let mut drop = false;
                 for (k, spec) in drop_specs.iter().enumerate() {
                     if spec_matches(spec, &api, &python) {
-                        spec_hits[k] += 1;
+                        self.spec_hits[k] += 1;
                         drop = true;
                     }
                 }
-                b.nodes[hn as usize].kind = NodeKind::Sync;
-                b.droppable[hn as usize] = drop;
+                self.nodes[hn as usize].kind = NodeKind::Sync;
+                self.droppable[hn as usize] = drop;
                 if let Some(w) = waited {
-                    b.edges.push((2 * hn + 1, 2 * w + 1));
+                    self.edges.push((2 * hn + 1, 2 * w + 1));
                 }
             }
         }
-        // Host order.
-        for (_, thread) in &host_threads[ci] {
-            for w in thread.windows(2) {
-                b.edges.push((2 * w[1], 2 * w[0] + 1));
+    }
+
+    /// Copies (their nodes) by the host node that launched them.
+    fn copies_by_call(&self, t: &Trace, ctx: &RankCtx, gpu: &[u32]) -> IntMap<u32, u32> {
+        let sl = t.slices();
+        let mut copy_of_call: IntMap<u32, u32> = IntMap::default();
+        for (e, &n) in ctx.gpu.iter().zip(gpu) {
+            if sl.kind()[e.id as usize] != SliceKind::Memcpy {
+                continue;
+            }
+            if let Some(h) = ctx.corr.get(sl.correlation()[e.id as usize]) {
+                if let Some(&hn) = self.host_of.get(&h) {
+                    copy_of_call.insert(hn, n);
+                }
             }
         }
-        // GPU: stream order, launch, cross-stream waits.
+        copy_of_call
+    }
+
+    /// Sync API names and Python locations of the calls nested in a host
+    /// node: (any sync, the first sync's name, the first Python location);
+    /// most calls have neither: no entry.
+    fn sync_names(
+        &self,
+        t: &Trace,
+        ctx: &RankCtx,
+        keys: &SyncKeys,
+    ) -> IntMap<u32, (bool, String, String)> {
+        let sl = t.slices();
+        let mut names: IntMap<u32, (bool, String, String)> = IntMap::default();
+        for &h in &ctx.host {
+            let i = h as usize;
+            if !matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver) {
+                continue;
+            }
+            let sync = keys.sync_name[sl.name()[i].0 as usize];
+            let python = keys.python_key.and_then(|k| {
+                t.args_of(SliceId::from_index(i))
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| t.arg_value_string(v))
+            });
+            if !sync && python.is_none() {
+                continue;
+            }
+            let Some(&hn) = self.host_of.get(&h) else {
+                continue;
+            };
+            let entry = names
+                .entry(hn)
+                .or_insert((false, String::new(), String::new()));
+            if sync {
+                entry.0 = true;
+                if entry.1.is_empty() {
+                    entry.1 = t.str(sl.name()[i]).to_string();
+                }
+            }
+            if entry.2.is_empty() {
+                if let Some(p) = python {
+                    entry.2 = p;
+                }
+            }
+        }
+        names
+    }
+
+    /// Host order: each call of a thread starts after the previous ends.
+    fn host_order_edges(&mut self, ci: usize) {
+        for (_, thread) in &self.host_threads[ci] {
+            for w in thread.windows(2) {
+                self.edges.push((2 * w[1], 2 * w[0] + 1));
+            }
+        }
+    }
+
+    /// GPU: stream order, launch, cross-stream waits; end after start.
+    fn gpu_edges(&mut self, t: &Trace, ci: usize, ctx: &RankCtx) {
+        let sl = t.slices();
+        let gpu = &self.gpu_nodes[ci];
         let mut last_on_stream: Vec<u32> = vec![NONE; ctx.streams.len()];
         // Per device: (end, stream, node) of every activity, by end.
         let mut ends: Vec<(u32, i64, u16, u32)> = ctx
@@ -402,14 +472,14 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
             let mut ready = i64::MIN;
             let prev = last_on_stream[e.stream as usize];
             if prev != NONE {
-                b.edges.push((v, 2 * prev + 1));
-                ready = ready.max(b.nodes[prev as usize].e);
+                self.edges.push((v, 2 * prev + 1));
+                ready = ready.max(self.nodes[prev as usize].e);
             }
             last_on_stream[e.stream as usize] = n;
             if let Some(h) = ctx.corr.get(sl.correlation()[e.id as usize]) {
-                if let Some(&hn) = host_of.get(&h) {
-                    b.edges.push((v, 2 * hn));
-                    ready = ready.max(b.nodes[hn as usize].s);
+                if let Some(&hn) = self.host_of.get(&h) {
+                    self.edges.push((v, 2 * hn));
+                    ready = ready.max(self.nodes[hn as usize].s);
                 }
             }
             let dev = ctx.streams[e.stream as usize].device;
@@ -422,47 +492,65 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
                 .find(|x| x.2 != e.stream && x.3 != n)
                 .map(|x| x.3);
             if let Some(r) = release {
-                b.edges.push((v, 2 * r + 1));
+                self.edges.push((v, 2 * r + 1));
             }
             // End after start.
-            b.edges.push((v + 1, v));
+            self.edges.push((v + 1, v));
         }
-        // Host end after start.
-        for (_, thread) in &host_threads[ci] {
+    }
+
+    /// Host end after start.
+    fn host_end_edges(&mut self, ci: usize) {
+        for (_, thread) in &self.host_threads[ci] {
             for &hn in thread {
-                b.edges.push((2 * hn + 1, 2 * hn));
+                self.edges.push((2 * hn + 1, 2 * hn));
             }
         }
     }
-    // Collective coupling: each part's end waits for every part's start.
-    for inst in &matching.instances {
-        let nodes: Vec<u32> = inst
-            .parts
-            .iter()
-            .filter_map(|p| comm_node.get(&p.slice).copied())
-            .collect();
-        if nodes.len() != inst.parts.len() {
-            continue;
-        }
-        for &a in &nodes {
-            for &q in &nodes {
-                if q != a {
-                    b.edges.push((2 * a + 1, 2 * q));
+
+    /// Collective coupling: each part's end waits for every part's start.
+    fn collective_edges(&mut self, matching: &Matching) {
+        for inst in &matching.instances {
+            let nodes: Vec<u32> = inst
+                .parts
+                .iter()
+                .filter_map(|p| self.comm_node.get(&p.slice).copied())
+                .collect();
+            if nodes.len() != inst.parts.len() {
+                continue;
+            }
+            for &a in &nodes {
+                for &q in &nodes {
+                    if q != a {
+                        self.edges.push((2 * a + 1, 2 * q));
+                    }
                 }
             }
         }
     }
-    finish(b, ctx_offset, gpu_nodes, host_threads, spec_hits)
+}
+
+/// The rank's GPU activities by end: (end, launch time, node).
+fn gpu_by_end(t: &Trace, ctx: &RankCtx, gpu: &[u32]) -> Vec<(i64, i64, u32)> {
+    let sl = t.slices();
+    let mut by_end: Vec<(i64, i64, u32)> = ctx
+        .gpu
+        .iter()
+        .zip(gpu)
+        .map(|(e, &n)| {
+            let launched = ctx
+                .corr
+                .get(sl.correlation()[e.id as usize])
+                .map_or(e.s, |h| sl.start_ns()[h as usize]);
+            (e.e, launched, n)
+        })
+        .collect();
+    by_end.sort_unstable();
+    by_end
 }
 
 /// Sorts the edges into CSR (an end vertex's own start first) and computes the residuals.
-fn finish(
-    b: Builder,
-    ctx_offset: Vec<i64>,
-    gpu_nodes: Vec<Vec<u32>>,
-    host_threads: Vec<Vec<(u32, Vec<u32>)>>,
-    spec_hits: Vec<u64>,
-) -> Graph {
+fn finish(b: Builder) -> Graph {
     let nv = b.nodes.len() * 2;
     // Counting sort by vertex (linear), then each vertex's few predecessors
     // sorted and deduplicated, an end vertex's own start first.
@@ -519,10 +607,10 @@ fn finish(
         residual: vec![0; nv],
         instance: b.instance,
         droppable: b.droppable,
-        ctx_offset,
-        gpu_nodes,
-        host_threads,
-        spec_hits,
+        ctx_offset: b.ctx_offset,
+        gpu_nodes: b.gpu_nodes,
+        host_threads: b.host_threads,
+        spec_hits: b.spec_hits,
     };
     for v in 0..nv as u32 {
         let ps = g.preds_of(v);

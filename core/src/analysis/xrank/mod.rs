@@ -333,117 +333,208 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
     let comm: usize = ranks.iter().map(|r| r.recs.len()).sum();
     m.comm_kernels = comm as u64;
     let any_comm = comm > 0;
-    // A rank of the job missing from the trace: its peers' kernels cannot be paired.
-    let mut procs: Vec<u32> = ranks.iter().map(|c| c.process).collect();
-    procs.dedup();
-    let world = ranks.iter().filter_map(|r| r.world_size).max().unwrap_or(0);
-    if any_comm && world as usize > procs.len() {
-        let list: Vec<String> = ranks.iter().map(|c| c.rank.to_string()).collect();
-        m.notes.push(format!(
-            "collectives not matched across ranks: the trace holds {} of the job's {world} ranks ({})",
-            procs.len(),
-            list.join(", ")
-        ));
-        return m;
+    if any_comm {
+        if let Some(note) = missing_ranks_note(ranks) {
+            m.notes.push(note);
+            return m;
+        }
     }
     if ranks.len() < 2 || !any_comm {
         return m;
     }
-    // The ranks' strings in one pool, so that ids compare across ranks.
-    let mut pool: HashMap<&str, u32> = HashMap::new();
-    let mut text: Vec<&str> = Vec::new();
-    let gid: Vec<Vec<u32>> = ranks
-        .iter()
-        .map(|r| {
-            r.names
-                .iter()
-                .map(|s| {
-                    *pool.entry(s.as_str()).or_insert_with(|| {
-                        text.push(s.as_str());
-                        text.len() as u32 - 1
-                    })
-                })
-                .collect()
-        })
-        .collect();
-    let g = |r: usize, local: u32| gid[r].get(local as usize).copied().unwrap_or(NONE);
+    let pool = Pool::of(ranks);
     let cg = clocks::ClockGroups::of(ranks.iter().map(|r| (r.clock, r.host.clone())));
     m.clocks = cg.phrase();
-    let rank_nums: Vec<u32> = ranks.iter().map(|c| c.rank).collect();
-    let rank_list = |v: &[u32]| {
-        v.iter()
-            .map(|r| r.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
     let by_seq = ranks
         .iter()
         .all(|r| r.recs.iter().all(|k| k.seq != NO_U64 && k.pg != NONE));
-    // Per rank: matching key -> record indices, in matching order.
-    type Groups = BTreeMap<(String, String), Vec<u32>>;
     let groups: Vec<Groups> = if by_seq {
         m.method = "sequence".into();
-        ranks
-            .iter()
-            .enumerate()
-            .map(|(ri, r)| {
-                let mut gr: Groups = group_by(&r.recs, |rec| g(ri, rec.pg))
-                    .into_iter()
-                    .map(|(pg, v)| ((format!("pg {}", text[pg as usize]), String::new()), v))
-                    .collect();
-                for v in gr.values_mut() {
-                    v.sort_by_key(|&k| (r.recs[k as usize].seq, r.recs[k as usize].s));
-                }
-                gr
-            })
-            .collect()
+        groups_by_sequence(ranks, &pool)
     } else {
         m.method = "order".into();
-        // NCCL streams are paired by stream id when every rank uses the same
-        // ids, else by the order of their first NCCL kernel.
-        let ids: Vec<Vec<u32>> = ranks
+        groups_by_order(ranks, &pool)
+    };
+    let matched = match_groups(ranks, &groups, &pool, by_seq, &mut m.notes);
+    let Some(off) = align_clocks(&mut m, &cg, ranks, &pool, &matched) else {
+        return m;
+    };
+    m.comparable = true;
+    // Instances are independent: built on all cores, kept in order.
+    m.instances = crate::analysis::par_map((0..matched.instances.len()).collect(), &|o: usize| {
+        let (gi, i) = matched.instances[o];
+        let ks: Vec<(u32, &CommRec)> = (0..ranks.len())
+            .map(|r| matched.rec(ranks, gi, i, r))
+            .collect();
+        let kind = pool.text(pool.g(0, ks[0].1.kind)).to_string();
+        instance(ranks, matched.groups[gi].0, kind, &ks, &off)
+    });
+    for (o, &(gi, i)) in matched.instances.iter().enumerate() {
+        for (r, of) in m.of_rec.iter_mut().enumerate() {
+            of[matched.rec(ranks, gi, i, r).0 as usize] = o as u32;
+        }
+    }
+    m
+}
+
+/// A rank of the job missing from the trace: its peers' kernels cannot be
+/// paired. The note saying so, if one is.
+fn missing_ranks_note(ranks: &[RankComms]) -> Option<String> {
+    let mut procs: Vec<u32> = ranks.iter().map(|c| c.process).collect();
+    procs.dedup();
+    let world = ranks.iter().filter_map(|r| r.world_size).max().unwrap_or(0);
+    if world as usize <= procs.len() {
+        return None;
+    }
+    let list: Vec<String> = ranks.iter().map(|c| c.rank.to_string()).collect();
+    Some(format!(
+        "collectives not matched across ranks: the trace holds {} of the job's {world} ranks ({})",
+        procs.len(),
+        list.join(", ")
+    ))
+}
+
+/// The ranks' strings in one pool, so that ids compare across ranks.
+struct Pool<'a> {
+    /// Per rank: local string id -> pooled id.
+    gid: Vec<Vec<u32>>,
+    text: Vec<&'a str>,
+}
+
+impl<'a> Pool<'a> {
+    fn of(ranks: &'a [RankComms]) -> Self {
+        let mut pool: HashMap<&str, u32> = HashMap::new();
+        let mut text: Vec<&str> = Vec::new();
+        let gid: Vec<Vec<u32>> = ranks
             .iter()
             .map(|r| {
-                let mut out: Vec<u32> = Vec::new();
-                for k in &r.recs {
-                    if !out.contains(&k.stream) {
-                        out.push(k.stream);
-                    }
-                }
-                out
+                r.names
+                    .iter()
+                    .map(|s| {
+                        *pool.entry(s.as_str()).or_insert_with(|| {
+                            text.push(s.as_str());
+                            text.len() as u32 - 1
+                        })
+                    })
+                    .collect()
             })
             .collect();
-        let sorted = |v: &Vec<u32>| {
-            let mut v = v.clone();
-            v.sort_unstable();
-            v
-        };
-        let same_ids = ids.windows(2).all(|w| sorted(&w[0]) == sorted(&w[1]));
-        ranks
-            .iter()
-            .enumerate()
-            .zip(&ids)
-            .map(|((ri, r), first_use)| {
-                group_by(&r.recs, |rec| (rec.stream, g(ri, rec.kind)))
-                    .into_iter()
-                    .map(|((id, kind), v)| {
-                        let label = if same_ids {
-                            format!("stream {id}")
-                        } else {
-                            let ord = first_use.iter().position(|&x| x == id).unwrap_or(0);
-                            format!("NCCL stream #{ord}")
-                        };
-                        ((label, text[kind as usize].to_string()), v)
-                    })
-                    .collect::<Groups>()
-            })
-            .collect()
+        Pool { gid, text }
+    }
+
+    /// The pooled id of rank `r`'s string `local` (NONE when unknown).
+    fn g(&self, r: usize, local: u32) -> u32 {
+        self.gid[r].get(local as usize).copied().unwrap_or(NONE)
+    }
+
+    fn text(&self, id: u32) -> &'a str {
+        self.text[id as usize]
+    }
+}
+
+/// Per rank: matching key -> record indices, in matching order.
+type Groups = BTreeMap<(String, String), Vec<u32>>;
+
+/// With sequence numbers: one group per process group, by sequence number.
+fn groups_by_sequence(ranks: &[RankComms], pool: &Pool) -> Vec<Groups> {
+    ranks
+        .iter()
+        .enumerate()
+        .map(|(ri, r)| {
+            let mut gr: Groups = group_by(&r.recs, |rec| pool.g(ri, rec.pg))
+                .into_iter()
+                .map(|(pg, v)| ((format!("pg {}", pool.text(pg)), String::new()), v))
+                .collect();
+            for v in gr.values_mut() {
+                v.sort_by_key(|&k| (r.recs[k as usize].seq, r.recs[k as usize].s));
+            }
+            gr
+        })
+        .collect()
+}
+
+/// Without: one group per NCCL stream and collective, in record order.
+fn groups_by_order(ranks: &[RankComms], pool: &Pool) -> Vec<Groups> {
+    // NCCL streams are paired by stream id when every rank uses the same
+    // ids, else by the order of their first NCCL kernel.
+    let ids: Vec<Vec<u32>> = ranks
+        .iter()
+        .map(|r| {
+            let mut out: Vec<u32> = Vec::new();
+            for k in &r.recs {
+                if !out.contains(&k.stream) {
+                    out.push(k.stream);
+                }
+            }
+            out
+        })
+        .collect();
+    let sorted = |v: &Vec<u32>| {
+        let mut v = v.clone();
+        v.sort_unstable();
+        v
     };
-    // The matched groups (key, each rank's list), and (group, index in the
-    // lists) of each matched instance.
-    type Lists<'a> = (&'a (String, String), Vec<&'a Vec<u32>>);
-    let mut matched_groups: Vec<Lists> = Vec::new();
-    let mut matched: Vec<(usize, usize)> = Vec::new();
+    let same_ids = ids.windows(2).all(|w| sorted(&w[0]) == sorted(&w[1]));
+    ranks
+        .iter()
+        .enumerate()
+        .zip(&ids)
+        .map(|((ri, r), first_use)| {
+            group_by(&r.recs, |rec| (rec.stream, pool.g(ri, rec.kind)))
+                .into_iter()
+                .map(|((id, kind), v)| {
+                    let label = if same_ids {
+                        format!("stream {id}")
+                    } else {
+                        let ord = first_use.iter().position(|&x| x == id).unwrap_or(0);
+                        format!("NCCL stream #{ord}")
+                    };
+                    ((label, pool.text(kind).to_string()), v)
+                })
+                .collect::<Groups>()
+        })
+        .collect()
+}
+
+/// A group's key and each rank's record list.
+type Lists<'a> = (&'a (String, String), Vec<&'a Vec<u32>>);
+
+/// The groups matched across ranks: each one's key and each rank's
+/// record list, and (group, index in the lists) of each matched instance.
+struct Matched<'a> {
+    groups: Vec<Lists<'a>>,
+    instances: Vec<(usize, usize)>,
+}
+
+impl Matched<'_> {
+    /// Rank `r`'s record (index, record) of instance `i` of group `gi`.
+    fn rec<'r>(&self, ranks: &'r [RankComms], gi: usize, i: usize, r: usize) -> (u32, &'r CommRec) {
+        let k = self.groups[gi].1[r][i];
+        (k, &ranks[r].recs[k as usize])
+    }
+}
+
+fn rank_list(v: &[u32]) -> String {
+    v.iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Pairs the groups every rank has with the same kernels; a note in
+/// `notes` for each group that cannot be.
+fn match_groups<'a>(
+    ranks: &[RankComms],
+    groups: &'a [Groups],
+    pool: &Pool,
+    by_seq: bool,
+    notes: &mut Vec<String>,
+) -> Matched<'a> {
+    let rank_nums: Vec<u32> = ranks.iter().map(|c| c.rank).collect();
+    let mut matched = Matched {
+        groups: Vec::new(),
+        instances: Vec::new(),
+    };
     let mut all_keys: Vec<&(String, String)> = groups.iter().flat_map(|g| g.keys()).collect();
     all_keys.sort();
     all_keys.dedup();
@@ -461,7 +552,7 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
             .map(|(_, r)| *r)
             .collect();
         if !missing.is_empty() {
-            m.notes.push(format!(
+            notes.push(format!(
                 "{what} not matched across ranks: rank(s) {} have none",
                 rank_list(&missing)
             ));
@@ -475,7 +566,7 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
                 .zip(&rank_nums)
                 .map(|(c, r)| format!("rank {r}: {c}"))
                 .collect();
-            m.notes.push(format!(
+            notes.push(format!(
                 "{what} not matched across ranks: kernel counts differ ({})",
                 list.join(", ")
             ));
@@ -488,14 +579,14 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
             (0..lists.len()).all(|r| {
                 let b = rec(r, i);
                 if by_seq {
-                    b.seq == a.seq && g(r, b.kind) == g(0, a.kind)
+                    b.seq == a.seq && pool.g(r, b.kind) == pool.g(0, a.kind)
                 } else {
-                    g(r, b.name) == g(0, a.name)
+                    pool.g(r, b.name) == pool.g(0, a.name)
                 }
             })
         };
         if let Some(i) = (0..n).find(|&i| !same(i)) {
-            m.notes.push(format!(
+            notes.push(format!(
                 "{what} not matched across ranks: kernel {} differs between ranks ({})",
                 i + 1,
                 if by_seq {
@@ -506,62 +597,59 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
             ));
             continue;
         }
-        let gi = matched_groups.len();
-        matched.extend((0..n).map(|i| (gi, i)));
-        matched_groups.push((key, lists));
+        let gi = matched.groups.len();
+        matched.instances.extend((0..n).map(|i| (gi, i)));
+        matched.groups.push((key, lists));
     }
-    let rec_of = |gi: usize, i: usize, r: usize| -> (u32, &CommRec) {
-        let k = matched_groups[gi].1[r][i];
-        (k, &ranks[r].recs[k as usize])
-    };
-    // Ranks on other clocks (another host, another domain): put them on the
-    // first rank's clock by the offset the instances' ends say.
+    matched
+}
+
+/// Ranks on other clocks (another host, another domain): put them on the
+/// first rank's clock by the offset the instances' ends say. Returns each
+/// rank's offset, or None (with a note in `m`) when a clock cannot be
+/// aligned.
+fn align_clocks(
+    m: &mut Matching,
+    cg: &clocks::ClockGroups,
+    ranks: &[RankComms],
+    pool: &Pool,
+    matched: &Matched,
+) -> Option<Vec<i64>> {
     let mut off = vec![0i64; ranks.len()];
-    if cg.groups.len() > 1 {
-        let kind_of = |o: usize| {
-            let (key, i) = matched[o];
-            text[g(0, rec_of(key, i, 0).1.kind) as usize]
-        };
-        let se_of = |o: usize, r: usize| {
-            let (key, i) = matched[o];
-            let k = rec_of(key, i, r).1;
-            (k.s, k.e)
-        };
-        let est = clocks::estimate(&cg, &rank_nums, matched.len(), &kind_of, &se_of);
-        if est.len() + 1 < cg.groups.len() {
-            m.notes.push(format!(
-                "collectives not compared across ranks: their clocks differ ({}) and no matched collective aligns them",
-                m.clocks
-            ));
-            return m;
-        }
-        for (gi, o, ns) in est {
-            for (c, x) in off.iter_mut().enumerate() {
-                if cg.of[c] == gi {
-                    *x = ns;
-                }
+    if cg.groups.len() <= 1 {
+        return Some(off);
+    }
+    let rank_nums: Vec<u32> = ranks.iter().map(|c| c.rank).collect();
+    let kind_of = |o: usize| {
+        let (key, i) = matched.instances[o];
+        pool.text(pool.g(0, matched.rec(ranks, key, i, 0).1.kind))
+    };
+    let se_of = |o: usize, r: usize| {
+        let (key, i) = matched.instances[o];
+        let k = matched.rec(ranks, key, i, r).1;
+        (k.s, k.e)
+    };
+    let est = clocks::estimate(cg, &rank_nums, matched.instances.len(), &kind_of, &se_of);
+    if est.len() + 1 < cg.groups.len() {
+        m.notes.push(format!(
+            "collectives not compared across ranks: their clocks differ ({}) and no matched collective aligns them",
+            m.clocks
+        ));
+        return None;
+    }
+    for (gi, o, ns) in est {
+        for (c, x) in off.iter_mut().enumerate() {
+            if cg.of[c] == gi {
+                *x = ns;
             }
-            m.clock_offsets.push(o);
         }
-        m.clocks = format!(
-            "{}; aligned to rank {}'s clock by collective ends",
-            m.clocks, rank_nums[0]
-        );
+        m.clock_offsets.push(o);
     }
-    m.comparable = true;
-    // Instances are independent: built on all cores, kept in order.
-    m.instances = crate::analysis::par_map((0..matched.len()).collect(), &|o: usize| {
-        let (gi, i) = matched[o];
-        let ks: Vec<(u32, &CommRec)> = (0..ranks.len()).map(|r| rec_of(gi, i, r)).collect();
-        let kind = text[g(0, ks[0].1.kind) as usize].to_string();
-        instance(ranks, matched_groups[gi].0, kind, &ks, &off)
-    });
-    for (o, &(gi, i)) in matched.iter().enumerate() {
-        for (r, of) in m.of_rec.iter_mut().enumerate() {
-            of[rec_of(gi, i, r).0 as usize] = o as u32;
-        }
-    }
-    m
+    m.clocks = format!(
+        "{}; aligned to rank {}'s clock by collective ends",
+        m.clocks, rank_nums[0]
+    );
+    Some(off)
 }
 
 /// Record indices grouped by `key`, each group in record order.

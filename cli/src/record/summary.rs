@@ -1,0 +1,207 @@
+//! The end of `streamscope record`: the trace files written and a few
+//! lines per rank from the analysis of them.
+
+use std::path::Path;
+
+use streamscope_core::analysis::{analyze, AnalysisOptions, Report};
+use streamscope_core::load::load_paths;
+
+use super::files;
+use super::progress::human_bytes;
+
+/// Lists the traces in `out` and prints their summary; says why when
+/// there are none (`collector_found`: whether the collector was injected).
+/// Returns `code`.
+pub fn print(out: &Path, collector_found: bool, code: i32, dropped: u64) -> i32 {
+    let traces = files(out, |n| n.ends_with(".pftrace"));
+    if traces.is_empty() {
+        let why = if collector_found {
+            "the command did not use CUDA (or the collector could not start: see the lines above)"
+        } else {
+            "the collector library was not found"
+        };
+        eprintln!("streamscope: no trace was written: {why}. Exit code {code}.");
+        return code;
+    }
+    eprintln!(
+        "streamscope: {} trace file(s) in {}:",
+        traces.len(),
+        out.display()
+    );
+    for t in &traces {
+        let size = std::fs::metadata(t).map(|m| m.len()).unwrap_or(0);
+        eprintln!(
+            "  {} ({})",
+            t.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            human_bytes(size)
+        );
+    }
+    print_analysis(out);
+    if dropped > 0 {
+        eprintln!(
+            "streamscope: {} records were dropped (see each trace's dropped_records)",
+            dropped
+        );
+    }
+    eprintln!(
+        "Next: streamscope report {0}   |   streamscope view {0}",
+        out.display()
+    );
+    code
+}
+
+/// The summary of the traces in `out`, and the processes that ran
+/// torch.profiler.
+fn print_analysis(out: &Path) {
+    match load_paths(&[out.to_path_buf()]) {
+        Ok(trace) => {
+            let report = analyze(&trace, &AnalysisOptions::default());
+            eprint!("{}", summary(&report));
+            let profiler = torch_profiler_lines(&trace);
+            if !profiler.is_empty() {
+                eprintln!("streamscope: torch.profiler ran inside the recorded job:");
+                for l in profiler {
+                    eprintln!("{l}");
+                }
+            }
+        }
+        Err(e) => eprintln!("streamscope: could not read the traces back: {e}"),
+    }
+}
+
+/// Host-sync warnings listed in the end-of-record summary.
+pub const SUMMARY_WARNINGS: usize = 10;
+
+/// The processes in which torch.profiler was started while recorded
+/// (process metadata `core::protocol::TORCH_PROFILER_KEY`).
+pub fn torch_profiler_lines(trace: &streamscope_core::Trace) -> Vec<String> {
+    trace
+        .processes()
+        .iter()
+        .filter_map(|p| {
+            p.metadata
+                .iter()
+                .find(|(k, _)| k == streamscope_core::protocol::TORCH_PROFILER_KEY)
+                .map(|(_, v)| format!("  {}: {v}", p.name))
+        })
+        .collect()
+}
+
+/// A few lines per rank: overlap, exposed communication, sync warnings.
+pub fn summary(r: &Report) -> String {
+    let mut s = String::new();
+    for rank in &r.ranks {
+        if !rank.has_gpu_events {
+            s += &format!("  {}: no GPU activity\n", rank.label);
+            continue;
+        }
+        let pct = |v: Option<f64>| {
+            v.map(|x| format!("{x:.1}%"))
+                .unwrap_or_else(|| "n/a".into())
+        };
+        s += &format!(
+            "  {}: {} GPU events · overlap {} · exposed comm {:.0} µs · compute {:.0} µs · comm {:.0} µs · idle {}\n",
+            rank.label,
+            rank.breakdown.gpu_events,
+            pct(rank.breakdown.overlap_pct),
+            rank.breakdown.exposed_comm_us,
+            rank.breakdown.compute_us,
+            rank.breakdown.comm_us,
+            pct(rank.breakdown.idle_pct)
+        );
+    }
+    if !r.sync_warnings.is_empty() {
+        let n = r.sync_warnings.len();
+        s += &format!("  {n} host-sync warning(s):\n");
+        for w in r.sync_warnings.iter().take(SUMMARY_WARNINGS) {
+            s += &format!(
+                "    rank {} · {} · {} at {} · {}× · host blocked {:.0} µs · GPU idle {:.0} µs\n",
+                w.rank, w.pattern, w.api, w.where_, w.count, w.host_blocked_us, w.gpu_idle_us
+            );
+        }
+        if n > SUMMARY_WARNINGS {
+            s += &format!(
+                "    ... and {} more (all of them: streamscope report)\n",
+                n - SUMMARY_WARNINGS
+            );
+        }
+    }
+    if r.dropped_records > 0 {
+        s += &format!("  dropped records: {}\n", r.dropped_records);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_has_a_line_per_rank() {
+        use streamscope_core::synth::{fsdp_like, SynthOptions};
+        let t = fsdp_like(&SynthOptions {
+            ranks: 2,
+            target_slices: 4_000,
+            ..Default::default()
+        });
+        let s = summary(&analyze(&t, &AnalysisOptions::default()));
+        let ranks: Vec<&str> = s
+            .lines()
+            .filter(|l| l.contains("GPU events · overlap"))
+            .collect();
+        assert_eq!(ranks.len(), 2, "{s}");
+        assert!(ranks.iter().all(|l| l.contains('%')), "{s}");
+    }
+
+    #[test]
+    fn the_warning_count_matches_the_lines() {
+        let warning = |i: u64| streamscope_core::analysis::SyncGroup {
+            pattern: "item-like".into(),
+            api: "cudaStreamSynchronize".into(),
+            where_: format!("train.py:{i} (step)"),
+            count: 1,
+            warning: Some("blocks".into()),
+            ..Default::default()
+        };
+        for n in [1usize, 6, SUMMARY_WARNINGS, SUMMARY_WARNINGS + 3] {
+            let r = Report {
+                sync_warnings: (0..n as u64).map(warning).collect(),
+                ..Default::default()
+            };
+            let s = summary(&r);
+            assert!(s.contains(&format!("  {n} host-sync warning(s):")), "{s}");
+            let listed = s.lines().filter(|l| l.starts_with("    rank ")).count();
+            let more: usize = s
+                .lines()
+                .find_map(|l| l.strip_prefix("    ... and "))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            assert_eq!(listed + more, n, "{s}");
+            assert_eq!(listed, n.min(SUMMARY_WARNINGS), "{s}");
+        }
+    }
+
+    #[test]
+    fn torch_profiler_runs_are_named() {
+        let mut t = streamscope_core::TraceBuilder::new();
+        assert!(torch_profiler_lines(&t.clone().finish()).is_empty());
+        let mut p = streamscope_core::Process {
+            name: "rank 1 · node · 12".into(),
+            ..Default::default()
+        };
+        p.metadata.push((
+            streamscope_core::protocol::TORCH_PROFILER_KEY.into(),
+            "torch.profiler was started while recorded".into(),
+        ));
+        t.add_process(p);
+        t.add_process(Default::default());
+        let lines = torch_profiler_lines(&t.clone().finish());
+        assert_eq!(
+            lines,
+            vec!["  rank 1 · node · 12: torch.profiler was started while recorded".to_string()]
+        );
+    }
+}
