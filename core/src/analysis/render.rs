@@ -342,8 +342,15 @@ fn syncs_table(r: &Report) -> Option<Table> {
 
 /// Measured GPU metrics (when sampled) and SM contention (when seen).
 fn measured_tables(r: &Report) -> Vec<Table> {
+    [measured_table(r), contention_table(r)]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Measured GPU metrics per rank and step (none when not sampled).
+fn measured_table(r: &Report) -> Option<Table> {
     use crate::gpu_metrics::Metric;
-    let mut out = Vec::new();
     let v = |m: &super::measured::Measured, k: Metric| {
         m.get(k).map_or("-".into(), |x| format!("{x:.1}"))
     };
@@ -371,26 +378,30 @@ fn measured_tables(r: &Report) -> Vec<Table> {
         row.push(m.samples.to_string());
         row
     };
-    if r.ranks.iter().any(|k| k.measured.any()) {
-        let mut rows: Vec<Vec<String>> = r
-            .ranks
-            .iter()
-            .map(|k| row(k.rank, k.window.label.clone(), &k.measured))
-            .collect();
-        rows.extend(
-            r.steps
-                .iter()
-                .filter(|s| s.measured.any())
-                .map(|s| row(s.rank, format!("step {}", s.step), &s.measured)),
-        );
-        out.push(Table {
-            title:
-                "Measured GPU metrics (CUPTI PM sampling; time-weighted means over the GPU span)"
-                    .into(),
-            headers,
-            rows,
-        });
+    if !r.ranks.iter().any(|k| k.measured.any()) {
+        return None;
     }
+    let mut rows: Vec<Vec<String>> = r
+        .ranks
+        .iter()
+        .map(|k| row(k.rank, k.window.label.clone(), &k.measured))
+        .collect();
+    rows.extend(
+        r.steps
+            .iter()
+            .filter(|s| s.measured.any())
+            .map(|s| row(s.rank, format!("step {}", s.step), &s.measured)),
+    );
+    Some(Table {
+        title: "Measured GPU metrics (CUPTI PM sampling; time-weighted means over the GPU span)"
+            .into(),
+        headers,
+        rows,
+    })
+}
+
+/// SM contention per rank, with its top kernels (none when not seen).
+fn contention_table(r: &Report) -> Option<Table> {
     let rows: Vec<Vec<String>> = r
         .ranks
         .iter()
@@ -423,8 +434,10 @@ fn measured_tables(r: &Report) -> Vec<Table> {
             rows
         })
         .collect();
-    if !rows.is_empty() {
-        out.push(Table {
+    if rows.is_empty() {
+        return None;
+    }
+    Some(Table {
             title: "SM contention: compute kernels under NCCL kernels against the same kernels alone (headline window)".into(),
             headers: vec![
                 "rank",
@@ -436,9 +449,7 @@ fn measured_tables(r: &Report) -> Vec<Table> {
                 "per step us (median alone -> overlapped)",
             ],
             rows,
-        });
-    }
-    out
+        })
 }
 
 /// Who waits for whom: collectives matched across ranks (empty when none were).
