@@ -306,7 +306,7 @@ impl Builder {
             });
             if kind == NodeKind::Comm {
                 self.comm_node.insert(e.id, n);
-                if let Some(&(inst, part)) = matching.by_slice.get(&e.id) {
+                if let Some(&(inst, part)) = matching.by_slice.get(&SliceId(e.id)) {
                     self.instance[n as usize] = inst;
                     let p = &matching.instances[inst as usize].parts[part as usize];
                     self.ctx_offset[ci] = p.start_ns - e.s;
@@ -514,7 +514,7 @@ impl Builder {
             let nodes: Vec<u32> = inst
                 .parts
                 .iter()
-                .filter_map(|p| self.comm_node.get(&p.slice).copied())
+                .filter_map(|p| self.comm_node.get(&p.slice.0).copied())
                 .collect();
             if nodes.len() != inst.parts.len() {
                 continue;
