@@ -279,7 +279,7 @@ pub struct PrefetchSlack {
     /// Mean slack; `None` without all-gathers.
     pub mean_us: Option<f64>,
     /// (all-gather slice id, slack µs), in time order.
-    pub per_all_gather: Vec<(u32, f64)>,
+    pub per_all_gather: Vec<(SliceId, f64)>,
 }
 
 /// One step of one rank.

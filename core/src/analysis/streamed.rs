@@ -539,7 +539,7 @@ fn relocate(r: &mut Report, s0: u32, p0: u32, d0: u32, t0: u32) {
     let prefetch = |p: &mut super::PrefetchSlack| {
         p.per_all_gather
             .iter_mut()
-            .for_each(|x| x.0 = x.0.saturating_add(s0));
+            .for_each(|x| x.0 = SliceId(x.0 .0.saturating_add(s0)));
     };
     for k in &mut r.ranks {
         k.process = k.process.saturating_add(p0);

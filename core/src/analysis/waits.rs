@@ -308,7 +308,7 @@ pub fn prefetch_slack_of(
         };
         let slack = slack_ns as f64 / 1000.0;
         slacks.push(slack);
-        out.per_all_gather.push((e.id, slack));
+        out.per_all_gather.push((SliceId(e.id), slack));
     }
     out.late_us = late_ns as f64 / 1000.0;
     if !slacks.is_empty() {
