@@ -241,7 +241,7 @@ fn patterns_call_sites_and_costs() {
     assert_eq!(item_g[0].where_, "train.py:42 (step)");
     assert_eq!(item_g[0].python, "train.py:42 (step)");
     assert_eq!(item_g[0].nvtx, "train > loss");
-    assert_eq!(item_g[0].slices, vec![item.0]);
+    assert_eq!(item_g[0].slices, vec![item]);
     assert_eq!(item_g[0].host_blocked_us, 0.8);
     assert_eq!(
         item_g[0].gpu_idle_us, 5.09,

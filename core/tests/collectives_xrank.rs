@@ -57,8 +57,8 @@ fn check_invariants(t: &Trace, m: &Matching, r: &Report) {
             assert_eq!(p.wait_ns + p.transfer_ns(), p.end_ns - p.start_ns, "{p:?}");
             // Every part is the same kernel name as the first rank's.
             assert_eq!(
-                t.slices().name()[p.slice as usize],
-                t.slices().name()[inst.parts[0].slice as usize]
+                t.slices().name()[p.slice.index()],
+                t.slices().name()[inst.parts[0].slice.index()]
             );
         }
     }
@@ -519,7 +519,7 @@ fn sequence_numbers_match_by_process_group() {
         let seqs: Vec<u64> = i
             .parts
             .iter()
-            .map(|p| match t.arg(SliceId(p.slice), "Seq") {
+            .map(|p| match t.arg(p.slice, "Seq") {
                 Some(ArgValue::UInt(s)) => *s,
                 other => panic!("{other:?}"),
             })

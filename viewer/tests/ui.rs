@@ -62,7 +62,7 @@ fn clicking_a_sync_warning_moves_the_view_onto_it() {
     let app = h.state();
     let m = app.model.as_ref().expect("trace loaded");
     let (a, b) = app.timeline.window_ns(&m.index);
-    let first = warning.slices[0] as usize;
+    let first = warning.slices[0].index();
     let (s, e) = (
         m.trace.slices().start_ns()[first],
         m.trace.slices().end_ns(SliceId::from_index(first)),

@@ -5,6 +5,7 @@
 //! where a value locates something on the timeline. A percentage whose
 //! denominator is zero is `None` (JSON `null`), never NaN.
 
+use crate::model::SliceId;
 use serde::{Deserialize, Serialize};
 
 /// Everything `analyze` found, over all ranks of a trace.
@@ -250,9 +251,9 @@ pub struct StreamStall {
 /// One communication stall.
 pub struct Stall {
     /// The compute kernel that started once the communication ended.
-    pub slice: u32,
+    pub slice: SliceId,
     /// The communication kernel it waited for.
-    pub comm_slice: u32,
+    pub comm_slice: SliceId,
     /// Start of the wait (ns).
     pub start_ns: i64,
     /// End of the wait: the compute kernel's start (ns).
@@ -278,7 +279,7 @@ pub struct PrefetchSlack {
     /// Mean slack; `None` without all-gathers.
     pub mean_us: Option<f64>,
     /// (all-gather slice id, slack µs), in time order.
-    pub per_all_gather: Vec<(u32, f64)>,
+    pub per_all_gather: Vec<(SliceId, f64)>,
 }
 
 /// One step of one rank.
@@ -453,7 +454,7 @@ pub struct SyncGroup {
     /// Why it is a warning; `None` when it is not.
     pub warning: Option<String>,
     /// Slice ids of the occurrences (first 256).
-    pub slices: Vec<u32>,
+    pub slices: Vec<SliceId>,
     /// First occurrence bounds.
     pub start_ns: i64,
     /// See `start_ns`.

@@ -38,7 +38,7 @@ use super::{
 use crate::diagnostic::Diagnostic;
 use crate::error::{Result, TraceError};
 use crate::load::{self, Outcome, Source};
-use crate::model::Trace;
+use crate::model::{SliceId, Trace};
 
 /// The `format` field of a summary file.
 pub const SUMMARY_FORMAT: &str = "streamscope-summary";
@@ -432,7 +432,7 @@ impl Merger {
             let mut part = part.clone();
             part.comms.process = part.comms.process.saturating_add(p0);
             for r in &mut part.comms.recs {
-                r.slice = r.slice.saturating_add(s0);
+                r.slice = SliceId(r.slice.0.saturating_add(s0));
             }
             self.asm.push(part, &|r| relocate(r, s0, p0, d0, t0));
         }
@@ -531,13 +531,15 @@ fn relocate(r: &mut Report, s0: u32, p0: u32, d0: u32, t0: u32) {
     };
     let syncs = |v: &mut Vec<super::SyncGroup>| {
         for g in v {
-            g.slices.iter_mut().for_each(|s| *s = s.saturating_add(s0));
+            g.slices
+                .iter_mut()
+                .for_each(|s| *s = SliceId(s.0.saturating_add(s0)));
         }
     };
     let prefetch = |p: &mut super::PrefetchSlack| {
         p.per_all_gather
             .iter_mut()
-            .for_each(|x| x.0 = x.0.saturating_add(s0));
+            .for_each(|x| x.0 = SliceId(x.0 .0.saturating_add(s0)));
     };
     for k in &mut r.ranks {
         k.process = k.process.saturating_add(p0);
@@ -550,8 +552,8 @@ fn relocate(r: &mut Report, s0: u32, p0: u32, d0: u32, t0: u32) {
             }
         }
         for s in &mut k.comm_stalls.worst {
-            s.slice = s.slice.saturating_add(s0);
-            s.comm_slice = s.comm_slice.saturating_add(s0);
+            s.slice = SliceId(s.slice.0.saturating_add(s0));
+            s.comm_slice = SliceId(s.comm_slice.0.saturating_add(s0));
         }
         prefetch(&mut k.prefetch);
         syncs(&mut k.syncs);

@@ -567,7 +567,7 @@ fn group(
         acc.blocked_ns += o.host_blocked_ns;
         acc.idle_ns += idle_ns;
         if acc.g.slices.len() < 256 {
-            acc.g.slices.push(o.slice);
+            acc.g.slices.push(SliceId(o.slice));
         }
         if o.start_ns < acc.g.start_ns {
             acc.g.start_ns = o.start_ns;

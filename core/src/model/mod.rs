@@ -544,8 +544,22 @@ pub enum ArgValue {
 pub type ArgSet = Vec<(StrId, ArgValue)>;
 
 /// Index of a slice in a [`Trace`]'s [`Slices`]. (A builder's slice ids
-/// are its own: [`TraceBuilder::finish`] reorders slices.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// are its own: [`TraceBuilder::finish`] reorders slices.) Serialized as
+/// the bare number.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
 pub struct SliceId(pub u32);
 
 /// A flow arrow (launch call -> GPU work), keyed by an id.

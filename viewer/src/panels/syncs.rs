@@ -35,11 +35,11 @@ fn target(
 ) -> SyncTarget {
     match g.slices.get(occurrence) {
         Some(&s) => {
-            let (a, b) = slice_bounds(s);
+            let (a, b) = slice_bounds(s.0);
             SyncTarget {
                 start_ns: a,
                 end_ns: b,
-                slice: Some(s),
+                slice: Some(s.0),
             }
         }
         None => SyncTarget {

@@ -222,8 +222,8 @@ impl TimelineState {
                 self.links.extend(
                     inst.parts
                         .iter()
-                        .filter(|p| p.slice != s)
-                        .map(|p| (s, p.slice)),
+                        .filter(|p| p.slice.0 != s)
+                        .map(|p| (s, p.slice.0)),
                 );
             }
             let track = model.trace.slices().track()[s as usize];

@@ -61,7 +61,7 @@ pub struct Node {
     /// Index of its rank context.
     pub ctx: u32,
     /// The slice (for a host call, the outermost call).
-    pub slice: u32,
+    pub slice: SliceId,
     /// Measured start (ns; the rank's own clock, rounded as the rank's analysis rounds).
     pub s: i64,
     /// Measured end.
@@ -264,7 +264,7 @@ impl Builder {
             let n = self.push(Node {
                 kind: NodeKind::Host,
                 ctx: ci as u32,
-                slice: h,
+                slice: SliceId(h),
                 s,
                 e: e.max(s),
             });
@@ -300,13 +300,13 @@ impl Builder {
             let n = self.push(Node {
                 kind,
                 ctx: ci as u32,
-                slice: e.id,
+                slice: SliceId(e.id),
                 s: e.s,
                 e: e.e.max(e.s),
             });
             if kind == NodeKind::Comm {
                 self.comm_node.insert(e.id, n);
-                if let Some(&(inst, part)) = matching.by_slice.get(&e.id) {
+                if let Some(&(inst, part)) = matching.by_slice.get(&SliceId(e.id)) {
                     self.instance[n as usize] = inst;
                     let p = &matching.instances[inst as usize].parts[part as usize];
                     self.ctx_offset[ci] = p.start_ns - e.s;
@@ -361,7 +361,7 @@ impl Builder {
                         .map(|x| x.2)
                 });
                 let api = if api.is_empty() {
-                    t.str(sl.name()[node.slice as usize]).to_string()
+                    t.str(sl.name()[node.slice.index()]).to_string()
                 } else {
                     api
                 };
@@ -514,7 +514,7 @@ impl Builder {
             let nodes: Vec<u32> = inst
                 .parts
                 .iter()
-                .filter_map(|p| self.comm_node.get(&p.slice).copied())
+                .filter_map(|p| self.comm_node.get(&p.slice.0).copied())
                 .collect();
             if nodes.len() != inst.parts.len() {
                 continue;

@@ -39,7 +39,7 @@ pub struct Part {
     /// The rank.
     pub rank: u32,
     /// The NCCL kernel slice.
-    pub slice: u32,
+    pub slice: SliceId,
     /// Start of the host call that launched it, when present (filled by
     /// `match_ranks`, which has the trace; `None` from `match_records`).
     pub launch_ns: Option<i64>,
@@ -99,7 +99,7 @@ pub struct Matching {
     pub instances: Vec<Instance>,
     /// Slice id -> (instance, part); filled by `match_ranks` (one trace),
     /// empty from `match_records` alone.
-    pub by_slice: IntMap<u32, (u32, u32)>,
+    pub by_slice: IntMap<SliceId, (u32, u32)>,
     /// Per rank (in the order given), per record: its instance, or `NONE`.
     /// The part of rank `r` in an instance is `parts[r]`.
     pub of_rec: Vec<Vec<u32>>,
@@ -136,7 +136,7 @@ pub const NO_U64: u64 = u64::MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommRec {
     /// The kernel's slice id in its trace.
-    pub slice: u32,
+    pub slice: SliceId,
     /// Kernel start, as the rank's analysis sees it (µs-rounded for HTA ranks).
     pub s: i64,
     /// Kernel end.
@@ -277,7 +277,7 @@ pub fn collect(
             .get(e.stream as usize)
             .map_or(u32::MAX, |k| k.stream);
         out.recs.push(CommRec {
-            slice: e.id,
+            slice: SliceId(e.id),
             s: e.s,
             e: e.e,
             stream,
@@ -316,7 +316,7 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
                 // The part's times are the record's moved by its clock's offset.
                 let off = p.start_ns.saturating_sub(rec.s);
                 p.launch_ns = ctxs[c]
-                    .launch_start(t, rec.slice)
+                    .launch_start(t, rec.slice.0)
                     .map(|l| l.saturating_add(off));
             }
         }
