@@ -458,90 +458,78 @@ fn charge(
     idle
 }
 
-fn group(
-    t: &Trace,
-    ctx: &RankCtx,
-    steps: &[Step],
-    occs: Vec<Occ>,
-    window: &SyncWindow,
-    opts: &AnalysisOptions,
-) -> SyncFindings {
-    let sl = t.slices();
-    // 0: start-up (before the window), 1: in the window, 2: after it.
-    let region: Vec<u8> = occs
-        .iter()
-        .map(|o| {
-            if window.start.is_some_and(|s| o.start_ns < s) {
-                0
-            } else if window.end.is_some_and(|e| o.start_ns >= e) {
-                2
-            } else {
-                1
-            }
-        })
-        .collect();
-    let idle = charge(t, ctx, &occs, &region, window.gpu_span);
-    let ranges = enclosing(t, ctx, &occs, SliceKind::Range);
-    let ops = enclosing(t, ctx, &occs, SliceKind::CpuOp);
-    let mut per_step = vec![(0u64, 0i64); steps.len()];
-    struct Acc {
-        g: SyncGroup,
-        steps: Vec<u32>,
-        blocked_ns: i64,
-        idle_ns: i64,
+/// Where an occurrence starting at `start_ns` lies relative to the window:
+/// 0: start-up (before the window), 1: in the window, 2: after it.
+fn region_of(window: &SyncWindow, start_ns: i64) -> u8 {
+    if window.start.is_some_and(|s| start_ns < s) {
+        0
+    } else if window.end.is_some_and(|e| start_ns >= e) {
+        2
+    } else {
+        1
     }
-    type Key = (u8, &'static str, String, String, String);
-    let mut groups: HashMap<Key, Acc> = HashMap::new();
-    for (k, o) in occs.iter().enumerate() {
-        // Python location: the collector's arg, else the innermost Kineto
-        // python_function around the call (the innermost frame of user
-        // code, else the innermost frame).
-        let python = t
-            .arg_string(SliceId(o.slice), "python")
-            .or_else(|| t.arg_string(SliceId(o.host), "python"))
-            .or_else(|| {
-                let frames: Vec<String> = ops[k]
-                    .iter()
-                    .filter_map(|&r| python_location(t.str(sl.name()[r as usize])))
-                    .collect();
-                let user = frames.iter().rev().find(|f| !is_library_frame(f));
-                user.or(frames.last()).cloned()
-            })
-            .unwrap_or_default();
-        let nvtx = ranges[k]
-            .iter()
-            .map(|&r| t.str(sl.name()[r as usize]))
-            .filter(|n| !is_step_name(n) && *n != OPTIMIZER_STEP_RANGE)
-            .collect::<Vec<_>>()
-            .join(" > ");
-        let op = ops[k]
-            .iter()
-            .rev()
-            .map(|&r| t.str(sl.name()[r as usize]))
-            .find(|n| python_location(n).is_none())
-            .unwrap_or("")
-            .to_string();
-        let idle_ns = idle[k];
-        let step = step_at(steps, o.start_ns);
-        if step != NONE {
-            per_step[step as usize].0 += 1;
-            per_step[step as usize].1 += o.host_blocked_ns;
-        }
-        let key = (
-            region[k],
-            o.pattern,
-            o.api.clone(),
-            python.clone(),
-            nvtx.clone(),
-        );
-        let label = match region[k] {
-            0 => "start-up (before the window)".to_string(),
-            1 => window.label.to_string(),
-            _ => "after the window".to_string(),
-        };
-        let acc = groups.entry(key).or_insert_with(|| Acc {
+}
+
+/// Python location of an occurrence: the collector's arg, else the
+/// innermost Kineto python_function around the call (the innermost frame
+/// of user code, else the innermost frame). `ops` are the CPU ops open
+/// around it, outermost first.
+fn python_of(t: &Trace, o: &Occ, ops: &[u32]) -> String {
+    let sl = t.slices();
+    t.arg_string(SliceId(o.slice), "python")
+        .or_else(|| t.arg_string(SliceId(o.host), "python"))
+        .or_else(|| {
+            let frames: Vec<String> = ops
+                .iter()
+                .filter_map(|&r| python_location(t.str(sl.name()[r as usize])))
+                .collect();
+            let user = frames.iter().rev().find(|f| !is_library_frame(f));
+            user.or(frames.last()).cloned()
+        })
+        .unwrap_or_default()
+}
+
+/// The NVTX ranges open around an occurrence (outermost first), step and
+/// optimizer-step ranges left out, joined with " > ".
+fn nvtx_path(t: &Trace, ranges: &[u32]) -> String {
+    let sl = t.slices();
+    ranges
+        .iter()
+        .map(|&r| t.str(sl.name()[r as usize]))
+        .filter(|n| !is_step_name(n) && *n != OPTIMIZER_STEP_RANGE)
+        .collect::<Vec<_>>()
+        .join(" > ")
+}
+
+/// The innermost CPU op around an occurrence that is not a python frame
+/// ("" if none).
+fn innermost_op(t: &Trace, ops: &[u32]) -> String {
+    let sl = t.slices();
+    ops.iter()
+        .rev()
+        .map(|&r| t.str(sl.name()[r as usize]))
+        .find(|n| python_location(n).is_none())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A sync group being accumulated.
+struct Acc {
+    g: SyncGroup,
+    steps: Vec<u32>,
+    blocked_ns: i64,
+    idle_ns: i64,
+}
+
+/// Key of a sync group: (region, pattern, api, python, nvtx).
+type GroupKey = (u8, &'static str, String, String, String);
+
+impl Acc {
+    /// An empty group for the first occurrence `o` of its key.
+    fn new(rank: u32, label: String, o: &Occ, python: String, nvtx: String, op: String) -> Acc {
+        Acc {
             g: SyncGroup {
-                rank: ctx.rank,
+                rank,
                 window: label,
                 pattern: o.pattern.to_string(),
                 api: o.api.clone(),
@@ -562,58 +550,121 @@ fn group(
             steps: Vec::new(),
             blocked_ns: 0,
             idle_ns: 0,
-        });
-        acc.g.count += 1;
-        acc.blocked_ns += o.host_blocked_ns;
-        acc.idle_ns += idle_ns;
-        if acc.g.slices.len() < 256 {
-            acc.g.slices.push(SliceId(o.slice));
         }
-        if o.start_ns < acc.g.start_ns {
-            acc.g.start_ns = o.start_ns;
-            acc.g.end_ns = o.end_ns;
+    }
+
+    /// Counts occurrence `o` (GPU idle `idle_ns`, in step `step` or NONE).
+    fn add(&mut self, o: &Occ, idle_ns: i64, step: u32) {
+        self.g.count += 1;
+        self.blocked_ns += o.host_blocked_ns;
+        self.idle_ns += idle_ns;
+        if self.g.slices.len() < 256 {
+            self.g.slices.push(SliceId(o.slice));
         }
-        if step != NONE && acc.steps.last() != Some(&step) {
-            acc.steps.push(step);
+        if o.start_ns < self.g.start_ns {
+            self.g.start_ns = o.start_ns;
+            self.g.end_ns = o.end_ns;
         }
+        if step != NONE && self.steps.last() != Some(&step) {
+            self.steps.push(step);
+        }
+    }
+
+    /// Settles the group's step count and totals (steps outside the window
+    /// dropped for a group in it) and returns it.
+    fn finish(mut self, region: u8, window: &SyncWindow) -> SyncGroup {
+        self.steps.sort_unstable();
+        self.steps.dedup();
+        self.steps
+            .retain(|s| window.steps.contains(&(*s as usize)) || region != 1);
+        self.g.steps_with = self.steps.len() as u64;
+        self.g.host_blocked_us = self.blocked_ns as f64 / 1000.0;
+        self.g.gpu_idle_us = self.idle_ns as f64 / 1000.0;
+        self.g
+    }
+}
+
+/// Per-step rate and warning of a group in the window (`idle_ns`: its GPU
+/// idle in ns, `window_steps`: the window's step count).
+fn rate_in_window(g: &mut SyncGroup, idle_ns: i64, window_steps: usize, opts: &AnalysisOptions) {
+    g.per_step = (window_steps > 0).then(|| g.count as f64 / window_steps as f64);
+    // A warning means a cost: GPU idle caused in the window. A sync
+    // that repeats but leaves the device busy is listed, not raised.
+    if g.gpu_idle_us >= opts.sync_gpu_idle_threshold_us && idle_ns > 0 {
+        let mut why = vec![format!("costs {:.1} µs of GPU idle", g.gpu_idle_us)];
+        if window_steps >= 2 && g.steps_with >= 2 {
+            why.push(format!("in {} of {} steps", g.steps_with, window_steps));
+        } else if g.count >= 2 {
+            why.push(format!("{} times", g.count));
+        }
+        g.warning = Some(why.join("; "));
+    }
+}
+
+/// Order of sync groups: GPU idle, then host time blocked (both
+/// descending), then call site.
+fn by_cost(a: &SyncGroup, b: &SyncGroup) -> std::cmp::Ordering {
+    b.gpu_idle_us
+        .total_cmp(&a.gpu_idle_us)
+        .then(b.host_blocked_us.total_cmp(&a.host_blocked_us))
+        .then(a.where_.cmp(&b.where_))
+}
+
+fn group(
+    t: &Trace,
+    ctx: &RankCtx,
+    steps: &[Step],
+    occs: Vec<Occ>,
+    window: &SyncWindow,
+    opts: &AnalysisOptions,
+) -> SyncFindings {
+    let region: Vec<u8> = occs.iter().map(|o| region_of(window, o.start_ns)).collect();
+    let idle = charge(t, ctx, &occs, &region, window.gpu_span);
+    let ranges = enclosing(t, ctx, &occs, SliceKind::Range);
+    let ops = enclosing(t, ctx, &occs, SliceKind::CpuOp);
+    let mut per_step = vec![(0u64, 0i64); steps.len()];
+    let mut groups: HashMap<GroupKey, Acc> = HashMap::new();
+    for (k, o) in occs.iter().enumerate() {
+        let python = python_of(t, o, &ops[k]);
+        let nvtx = nvtx_path(t, &ranges[k]);
+        let op = innermost_op(t, &ops[k]);
+        let idle_ns = idle[k];
+        let step = step_at(steps, o.start_ns);
+        if step != NONE {
+            per_step[step as usize].0 += 1;
+            per_step[step as usize].1 += o.host_blocked_ns;
+        }
+        let key = (
+            region[k],
+            o.pattern,
+            o.api.clone(),
+            python.clone(),
+            nvtx.clone(),
+        );
+        let label = match region[k] {
+            0 => "start-up (before the window)".to_string(),
+            1 => window.label.to_string(),
+            _ => "after the window".to_string(),
+        };
+        let acc = groups
+            .entry(key)
+            .or_insert_with(|| Acc::new(ctx.rank, label, o, python, nvtx, op));
+        acc.add(o, idle_ns, step);
     }
     let window_steps = window.steps.len();
     let (mut inside, mut startup, mut after) = (Vec::new(), Vec::new(), Vec::new());
-    for ((region, ..), mut a) in groups {
-        a.steps.sort_unstable();
-        a.steps.dedup();
-        a.steps
-            .retain(|s| window.steps.contains(&(*s as usize)) || region != 1);
-        a.g.steps_with = a.steps.len() as u64;
-        a.g.host_blocked_us = a.blocked_ns as f64 / 1000.0;
-        a.g.gpu_idle_us = a.idle_ns as f64 / 1000.0;
-        if region != 1 {
-            match region {
-                0 => startup.push(a.g),
-                _ => after.push(a.g),
+    for ((region, ..), a) in groups {
+        let idle_ns = a.idle_ns;
+        let mut g = a.finish(region, window);
+        match region {
+            0 => startup.push(g),
+            1 => {
+                rate_in_window(&mut g, idle_ns, window_steps, opts);
+                inside.push(g);
             }
-            continue;
+            _ => after.push(g),
         }
-        a.g.per_step = (window_steps > 0).then(|| a.g.count as f64 / window_steps as f64);
-        // A warning means a cost: GPU idle caused in the window. A sync
-        // that repeats but leaves the device busy is listed, not raised.
-        if a.g.gpu_idle_us >= opts.sync_gpu_idle_threshold_us && a.idle_ns > 0 {
-            let mut why = vec![format!("costs {:.1} µs of GPU idle", a.g.gpu_idle_us)];
-            if window_steps >= 2 && a.g.steps_with >= 2 {
-                why.push(format!("in {} of {} steps", a.g.steps_with, window_steps));
-            } else if a.g.count >= 2 {
-                why.push(format!("{} times", a.g.count));
-            }
-            a.g.warning = Some(why.join("; "));
-        }
-        inside.push(a.g);
     }
-    let by_cost = |a: &SyncGroup, b: &SyncGroup| {
-        b.gpu_idle_us
-            .total_cmp(&a.gpu_idle_us)
-            .then(b.host_blocked_us.total_cmp(&a.host_blocked_us))
-            .then(a.where_.cmp(&b.where_))
-    };
     inside.sort_by(by_cost);
     startup.sort_by(by_cost);
     after.sort_by(by_cost);
