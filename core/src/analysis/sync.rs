@@ -112,17 +112,10 @@ pub struct SyncWindow<'a> {
     pub steps: std::ops::Range<usize>,
 }
 
-/// Finds the host-blocking synchronizations of a rank and groups them by call site, split by `window`.
-pub fn find(
-    t: &Trace,
-    ctx: &RankCtx,
-    steps: &[Step],
-    window: &SyncWindow,
-    opts: &AnalysisOptions,
-) -> SyncFindings {
+/// Memcpy GPU slices of a rank: by correlation (for synchronous copies),
+/// and the device-to-host ones as (copy slice, launch host slice or NONE).
+fn gpu_copies(t: &Trace, ctx: &RankCtx) -> (HashMap<u32, u32>, Vec<(u32, u32)>) {
     let sl = t.slices();
-    let end = |i: usize| sl.start_ns()[i] + sl.dur_ns()[i];
-    // Memcpy GPU slices by correlation, for synchronous copies and D2H lookups.
     let mut copy_by_corr: HashMap<u32, u32> = HashMap::new();
     let mut d2h: Vec<(u32, u32)> = Vec::new(); // (copy slice, launch host slice or NONE)
     for e in &ctx.gpu {
@@ -139,9 +132,20 @@ pub fn find(
             d2h.push((e.id, ctx.corr.get(sl.correlation()[i]).unwrap_or(NONE)));
         }
     }
+    (copy_by_corr, d2h)
+}
+
+/// Blocking sync API calls and synchronous memcpy calls of a rank (their
+/// copies marked `consumed`), with the host intervals of those calls.
+fn api_occurrences(
+    t: &Trace,
+    ctx: &RankCtx,
+    copy_by_corr: &HashMap<u32, u32>,
+    consumed: &mut HashMap<u32, ()>,
+) -> (Vec<Occ>, Vec<(i64, i64)>) {
+    let sl = t.slices();
+    let end = |i: usize| sl.start_ns()[i] + sl.dur_ns()[i];
     let mut occs: Vec<Occ> = Vec::new();
-    let mut consumed: HashMap<u32, ()> = HashMap::new();
-    // API calls first: they carry the thread, NVTX context and python location.
     let mut api_intervals: Vec<(i64, i64)> = Vec::new();
     for &h in &ctx.host {
         let i = h as usize;
@@ -180,7 +184,14 @@ pub fn find(
             host_blocked_ns: sl.dur_ns()[i],
         });
     }
-    let api_union = union(api_intervals);
+    (occs, api_intervals)
+}
+
+/// Appends to `occs` the Sync slices of a rank not already counted through
+/// their API call (`api_union`: the union of the counted calls' intervals).
+fn sync_slice_occurrences(t: &Trace, ctx: &RankCtx, api_union: &[(i64, i64)], occs: &mut Vec<Occ>) {
+    let sl = t.slices();
+    let end = |i: usize| sl.start_ns()[i] + sl.dur_ns()[i];
     for &h in &ctx.host {
         let i = h as usize;
         if sl.kind()[i] != SliceKind::Sync {
@@ -204,7 +215,7 @@ pub fn find(
             continue;
         }
         let mid = sl.start_ns()[i] + sl.dur_ns()[i] / 2;
-        if super::intervals::contains(&api_union, mid) {
+        if super::intervals::contains(api_union, mid) {
             continue;
         }
         occs.push(Occ {
@@ -217,9 +228,20 @@ pub fn find(
             host_blocked_ns: sl.dur_ns()[i],
         });
     }
-    refine_with_preceding_copies(t, &mut occs, &d2h, &mut consumed);
-    // Device-to-host copies nothing else explains, when they block the host.
-    for &(c, launch) in &d2h {
+}
+
+/// Appends to `occs` the device-to-host copies nothing else explains, when
+/// they block the host (not `consumed`, and not an async launch of pinned
+/// memory).
+fn unexplained_d2h_copies(
+    t: &Trace,
+    d2h: &[(u32, u32)],
+    consumed: &HashMap<u32, ()>,
+    occs: &mut Vec<Occ>,
+) {
+    let sl = t.slices();
+    let end = |i: usize| sl.start_ns()[i] + sl.dur_ns()[i];
+    for &(c, launch) in d2h {
         if consumed.contains_key(&c) {
             continue;
         }
@@ -259,6 +281,26 @@ pub fn find(
             host_blocked_ns: blocked,
         });
     }
+}
+
+/// Finds the host-blocking synchronizations of a rank and groups them by call site, split by `window`.
+pub fn find(
+    t: &Trace,
+    ctx: &RankCtx,
+    steps: &[Step],
+    window: &SyncWindow,
+    opts: &AnalysisOptions,
+) -> SyncFindings {
+    // Memcpy GPU slices by correlation, for synchronous copies and D2H lookups.
+    let (copy_by_corr, d2h) = gpu_copies(t, ctx);
+    let mut consumed: HashMap<u32, ()> = HashMap::new();
+    // API calls first: they carry the thread, NVTX context and python location.
+    let (mut occs, api_intervals) = api_occurrences(t, ctx, &copy_by_corr, &mut consumed);
+    let api_union = union(api_intervals);
+    sync_slice_occurrences(t, ctx, &api_union, &mut occs);
+    refine_with_preceding_copies(t, &mut occs, &d2h, &mut consumed);
+    // Device-to-host copies nothing else explains, when they block the host.
+    unexplained_d2h_copies(t, &d2h, &consumed, &mut occs);
     group(t, ctx, steps, occs, window, opts)
 }
 
