@@ -328,14 +328,12 @@ enum Output {
     Armed(crate::armed::ArmedCtx),
 }
 
-fn start_cupti(
-    spec: CaptureSpec,
-    mut process: streamscope_core::Process,
-    mut output: Output,
-) -> Result<(), String> {
-    let armed = matches!(output, Output::Armed(_));
-    let env = |k: &str| std::env::var(k).ok();
-    let pid = process.pid;
+/// Opens CUPTI (the library named by the environment, else the default
+/// search), asks it for system thread ids, and returns it with the first
+/// metadata entries (collector, library, API version).
+fn open_cupti(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Cupti, Vec<(String, String)>), String> {
     let mut libs = Vec::new();
     if let Some(p) = env(protocol::env::CUPTI_LIB) {
         libs.push(p);
@@ -358,7 +356,13 @@ fn start_cupti(
         // SAFETY: plain enum argument.
         let _ = cupti.check("cuptiSetThreadIdType", unsafe { f(THREAD_ID_TYPE_SYSTEM) });
     }
-    let origin_ns = process_info::monotonic_ns();
+    Ok((cupti, meta))
+}
+
+/// Puts CUPTI's activity timestamps on CLOCK_MONOTONIC: through the
+/// timestamp callback when CUPTI has one, else by an offset calibrated now.
+/// Records the clock in `meta` and returns the offset to add (ns).
+fn set_up_clock(cupti: &Cupti, meta: &mut Vec<(String, String)>) -> i64 {
     let mut ts_offset_ns = 0i64;
     let own_clock = match cupti.register_timestamp {
         // SAFETY: registers a function valid for the life of the process.
@@ -387,18 +391,17 @@ fn start_cupti(
             format!("CLOCK_MONOTONIC (CUPTI clock + {ts_offset_ns} ns, calibrated at start)"),
         ));
     }
-    // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
-    let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
-    cupti.check("cuptiActivityRegisterCallbacks", rc)?;
-    if armed {
-        // Nothing is enabled until a capture (armed.rs).
-        meta.push(("armed".into(), "recorded on demand (captures)".into()));
-    } else {
-        setup::enable_activity(&cupti, &env, &mut meta)?;
-    }
+    ts_offset_ns
+}
 
-    let window_origin =
-        crate::capture::window_origin(env(protocol::env::START_MONOTONIC_NS).as_deref(), origin_ns);
+/// Records in `meta` where a limited capture's window counts from (the
+/// collector's start `origin_ns`, or `streamscope record`'s start).
+fn note_capture_origin(
+    spec: &CaptureSpec,
+    window_origin: i64,
+    origin_ns: i64,
+    meta: &mut Vec<(String, String)>,
+) {
     if !spec.is_unlimited() {
         meta.push((
             "capture_origin".into(),
@@ -412,6 +415,63 @@ fn start_cupti(
             },
         ));
     }
+}
+
+/// Starts the writer thread on `output`; when it cannot start or once it
+/// ends, the session is marked finished.
+fn spawn_writer(
+    s: &'static Session,
+    conv: Converter,
+    output: Output,
+    pm: Option<crate::pm_sampling::feed::Feed>,
+) -> Result<(), String> {
+    let spawned = std::thread::Builder::new()
+        .name("streamscope-writer".into())
+        .stack_size(16 << 20)
+        .spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match output {
+                Output::Trace(file, trace_path, progress_path) => {
+                    writer_main(s, conv, file, &trace_path, progress_path, pm)
+                }
+                Output::Armed(ctx) => crate::armed::writer_main(s, ctx),
+            }));
+            if r.is_err() {
+                crate::warn!("streamscope: writer thread failed; the rest of this run is untraced");
+            }
+            s.sync.finished.store(true, Ordering::SeqCst);
+        })
+        .map_err(|e| format!("cannot start the writer thread: {e}"));
+    if spawned.is_err() {
+        // Buffers CUPTI still hands back are freed at once from now on.
+        s.sync.finished.store(true, Ordering::SeqCst);
+    }
+    spawned.map(|_| ())
+}
+
+fn start_cupti(
+    spec: CaptureSpec,
+    mut process: streamscope_core::Process,
+    mut output: Output,
+) -> Result<(), String> {
+    let armed = matches!(output, Output::Armed(_));
+    let env = |k: &str| std::env::var(k).ok();
+    let pid = process.pid;
+    let (cupti, mut meta) = open_cupti(&env)?;
+    let origin_ns = process_info::monotonic_ns();
+    let ts_offset_ns = set_up_clock(&cupti, &mut meta);
+    // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
+    let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
+    cupti.check("cuptiActivityRegisterCallbacks", rc)?;
+    if armed {
+        // Nothing is enabled until a capture (armed.rs).
+        meta.push(("armed".into(), "recorded on demand (captures)".into()));
+    } else {
+        setup::enable_activity(&cupti, &env, &mut meta)?;
+    }
+
+    let window_origin =
+        crate::capture::window_origin(env(protocol::env::START_MONOTONIC_NS).as_deref(), origin_ns);
+    note_capture_origin(&spec, window_origin, origin_ns, &mut meta);
     let window = Arc::new(CaptureWindow::new(spec.clone(), window_origin));
     let (sync_cbids, profiler_start, profiler_stop) = if armed {
         (
@@ -459,27 +519,7 @@ fn start_cupti(
     let mut conv = Converter::new(process, Box::new(host), window, python);
     conv.ts_offset_ns = ts_offset_ns;
     let pm = start_pm_feed(&output, &mut conv);
-    let spawned = std::thread::Builder::new()
-        .name("streamscope-writer".into())
-        .stack_size(16 << 20)
-        .spawn(move || {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match output {
-                Output::Trace(file, trace_path, progress_path) => {
-                    writer_main(s, conv, file, &trace_path, progress_path, pm)
-                }
-                Output::Armed(ctx) => crate::armed::writer_main(s, ctx),
-            }));
-            if r.is_err() {
-                crate::warn!("streamscope: writer thread failed; the rest of this run is untraced");
-            }
-            s.sync.finished.store(true, Ordering::SeqCst);
-        })
-        .map_err(|e| format!("cannot start the writer thread: {e}"));
-    if spawned.is_err() {
-        // Buffers CUPTI still hands back are freed at once from now on.
-        s.sync.finished.store(true, Ordering::SeqCst);
-    }
-    spawned.map(|_| ())
+    spawn_writer(s, conv, output, pm)
 }
 
 /// The GPU metrics feeds, when `record --gpu-metrics` runs a sampler
