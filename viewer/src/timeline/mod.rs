@@ -14,11 +14,12 @@ pub mod lod;
 pub mod paint;
 
 mod interact;
+mod lines;
 
 use std::collections::HashSet;
 use streamscope_core::SliceId;
 
-use egui::{Color32, Mesh, Pos2, Rect, Sense, Shape, Stroke, StrokeKind, Ui, UiBuilder, Vec2};
+use egui::{Color32, Pos2, Rect, Sense, Shape, Stroke, StrokeKind, Ui, UiBuilder, Vec2};
 use streamscope_core::TrackId;
 
 use crate::model::Model;
@@ -278,6 +279,103 @@ impl TimelineState {
     }
 }
 
+/// Opens a fresh view: everything, then zoomed to the steps the headline
+/// numbers cover (startup and teardown, such as model build and
+/// communicator setup, are rarely what one looks for).
+fn open_view(model: &Model, st: &mut TimelineState) {
+    st.fit(&model.index);
+    let windows = model
+        .report
+        .ranks
+        .iter()
+        .filter_map(|r| Some((r.window.start_ns?, r.window.end_ns?)));
+    if let Some((a, b)) = windows.reduce(|(a, b), (c, d)| (a.min(c), b.max(d))) {
+        if b > a {
+            st.zoom_to(&model.index, a, b);
+        }
+    }
+}
+
+/// Scrolls a track asked to be revealed into view, when it is off screen.
+fn reveal_pending(model: &Model, st: &mut TimelineState, lanes: Rect) {
+    if let Some(track) = st.reveal.take() {
+        if let Some(line) = st
+            .lines
+            .iter()
+            .find(|l| line_track(model, l) == Some(track))
+        {
+            if line.y < st.scroll_y || line.y + line.h > st.scroll_y + lanes.height() {
+                st.scroll_y = line.y - lanes.height() / 3.0;
+            }
+        }
+    }
+}
+
+/// The hover text of the item, else the counter, under the pointer.
+fn hover_ui(
+    model: &Model,
+    st: &TimelineState,
+    map: &TimeMap,
+    lanes: Rect,
+    response: egui::Response,
+) {
+    if let Some(p) = response.hover_pos().filter(|p| lanes.contains(*p)) {
+        if let Some(it) = interact::hit_item(st, p, lanes) {
+            response.on_hover_text_at_pointer(hover_text(model, it, map));
+        } else if let Some(text) = counter_hover(model, st, map, lanes, p) {
+            response.on_hover_text_at_pointer(text);
+        }
+    }
+}
+
+/// The time ruler above the lanes, with the length of the selected range.
+fn ruler_ui(
+    ui: &Ui,
+    st: &TimelineState,
+    map: &TimeMap,
+    ruler: Rect,
+    lanes: Rect,
+    visuals: &egui::Visuals,
+) {
+    let text_color = visuals.text_color();
+    let ruler_painter = ui.painter_at(ruler.union(lanes));
+    ruler_painter.rect_filled(ruler, 0.0, visuals.extreme_bg_color);
+    paint::paint_ruler(&ruler_painter, map, ruler, lanes, text_color);
+    if let Some((a, b)) = st.range_ns {
+        let (x0, x1) = (map.x(a) as f32, map.x(b) as f32);
+        ruler_painter.text(
+            Pos2::new((x0 + x1) / 2.0, ruler.bottom() - 2.0),
+            egui::Align2::CENTER_BOTTOM,
+            crate::style::fmt_ns(rel_ns(b, a)),
+            egui::FontId::proportional(12.0),
+            Color32::YELLOW,
+        );
+    }
+}
+
+/// The scrollbar's thumb in its track `thumb`, for lines `total_h` high.
+fn paint_thumb(
+    ui: &Ui,
+    st: &TimelineState,
+    thumb: Rect,
+    lanes: Rect,
+    total_h: f32,
+    visuals: &egui::Visuals,
+) {
+    let t = Rect::from_min_max(
+        Pos2::new(
+            thumb.left(),
+            lanes.top() + st.scroll_y / total_h * lanes.height(),
+        ),
+        Pos2::new(
+            thumb.right(),
+            lanes.top() + (st.scroll_y + lanes.height()) / total_h * lanes.height(),
+        ),
+    );
+    ui.painter()
+        .rect_filled(t, 3.0, visuals.widgets.inactive.bg_fill);
+}
+
 /// Draws the timeline into all of `ui`'s remaining space.
 pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     let full = ui.available_rect_before_wrap();
@@ -299,19 +397,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     }
     st.last_width_px = lanes.width();
     if st.view_dur_ns <= 0.0 {
-        st.fit(&model.index);
-        // Open on the steps the headline numbers cover: startup and teardown
-        // (model build, communicator setup) are rarely what one looks for.
-        let windows = model
-            .report
-            .ranks
-            .iter()
-            .filter_map(|r| Some((r.window.start_ns?, r.window.end_ns?)));
-        if let Some((a, b)) = windows.reduce(|(a, b), (c, d)| (a.min(c), b.max(d))) {
-            if b > a {
-                st.zoom_to(&model.index, a, b);
-            }
-        }
+        open_view(model, st);
     }
 
     let order = st.rank_order.roots(model);
@@ -319,17 +405,7 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
         .lanes
         .lines_in_order(&model.index, &st.collapsed, order.as_deref());
     let total_h = st.lines.last().map(|l| l.y + l.h).unwrap_or(0.0);
-    if let Some(track) = st.reveal.take() {
-        if let Some(line) = st
-            .lines
-            .iter()
-            .find(|l| line_track(model, l) == Some(track))
-        {
-            if line.y < st.scroll_y || line.y + line.h > st.scroll_y + lanes.height() {
-                st.scroll_y = line.y - lanes.height() / 3.0;
-            }
-        }
-    }
+    reveal_pending(model, st, lanes);
 
     let response = ui.interact(
         lanes.union(ruler),
@@ -346,164 +422,18 @@ pub fn timeline_ui(ui: &mut Ui, model: &Model, st: &mut TimelineState) {
     let map = st.time_map(&model.index, lanes);
     let painter = ui.painter_at(lanes);
     let visuals = ui.visuals().clone();
-    let text_color = visuals.text_color();
 
     // Lines: header bands and rows.
-    st.items.clear();
-    st.row_items.clear();
-    st.coverage_rows.clear();
-    let mut mesh = Mesh::default();
-    let mut row_y = vec![f32::NAN; model.index.rows.len()];
-    let no_waits = std::collections::HashMap::new();
-    for line in &st.lines {
-        let y = lanes.top() + line.y - st.scroll_y;
-        if y + line.h < lanes.top() || y > lanes.bottom() {
-            continue;
-        }
-        match line.kind {
-            LineKind::Header { key, collapsed } => {
-                let band = Rect::from_min_max(
-                    Pos2::new(lanes.left(), y),
-                    Pos2::new(lanes.right(), y + line.h),
-                );
-                mesh.add_colored_rect(band, visuals.faint_bg_color);
-                // A collapsed rank: one utilization summary strip.
-                if let (true, GroupKey::Process(p)) = (collapsed, key) {
-                    // Cached while the view and the strip's size stay.
-                    let inner = (line.h - 4.0).clamp(1.0, 255.0) as u8;
-                    let view = (
-                        map.start_rel_ns.to_bits(),
-                        map.ns_per_px.to_bits(),
-                        lanes.left().to_bits(),
-                        lanes.right().to_bits(),
-                        inner,
-                    );
-                    let fresh = matches!(st.summaries.get(&p), Some((v, _)) if *v == view);
-                    if !fresh {
-                        let rows = model.gpu_rows.get(p as usize).map_or(&[][..], |r| r);
-                        let runs = paint::rank_summary(
-                            &model.trace,
-                            &model.index,
-                            rows,
-                            &map,
-                            inner,
-                            lanes.left(),
-                            lanes.right(),
-                        );
-                        st.summaries.insert(p, (view, runs));
-                    }
-                    if let Some((_, runs)) = st.summaries.get(&p) {
-                        paint::mesh_summary_runs(&mut mesh, runs, y + line.h - 2.0);
-                    }
-                }
-            }
-            LineKind::Row { row, .. } => {
-                row_y[row as usize] = y;
-                let first = st.items.len();
-                let r = &model.index.rows[row as usize];
-                lod::fold_row(model.trace.slices(), r, &map, &mut st.items);
-                st.row_items
-                    .push((row, first as u32, st.items.len() as u32, y));
-                match model
-                    .index
-                    .coverage
-                    .get(row as usize)
-                    .and_then(|c| c.as_ref())
-                {
-                    Some(cov) => {
-                        let n = paint::mesh_row_coverage(
-                            &mut mesh,
-                            &model.trace,
-                            &model.index,
-                            model.wait_share().unwrap_or(&no_waits),
-                            cov,
-                            r,
-                            &st.items[first..],
-                            &map,
-                            y,
-                            line.h,
-                            lanes.left(),
-                            lanes.right(),
-                        );
-                        if n > 0 {
-                            st.coverage_rows.push((row, n as u32));
-                        }
-                    }
-                    None => paint::mesh_items(
-                        &mut mesh,
-                        &model.trace,
-                        &model.index,
-                        &st.items[first..],
-                        y,
-                        line.h,
-                        lanes.left(),
-                        lanes.right(),
-                    ),
-                }
-            }
-            LineKind::Counter { track } => {
-                let r = Rect::from_min_max(
-                    Pos2::new(lanes.left(), y),
-                    Pos2::new(lanes.right(), y + line.h),
-                );
-                paint::mesh_counter(&mut mesh, &model.trace, &model.index, track.0, &map, r);
-            }
-        }
-    }
+    let (mesh, row_y) = lines::mesh_lines(model, st, &map, lanes, &visuals);
     painter.add(Shape::mesh(mesh));
-    for &(row, a, b, y) in &st.row_items {
-        let fold_labels = model
-            .index
-            .coverage
-            .get(row as usize)
-            .is_none_or(|c| c.is_none());
-        paint::label_items(
-            &painter,
-            &model.trace,
-            &st.items[a as usize..b as usize],
-            fold_labels,
-            y,
-            layout::ROW_H,
-            lanes.left(),
-            lanes.right(),
-        );
-    }
+    lines::label_rows(&painter, model, st, lanes);
 
     overlays_ui(ui, model, st, &map, lanes, &row_y);
-    if let Some(p) = response.hover_pos().filter(|p| lanes.contains(*p)) {
-        if let Some(it) = interact::hit_item(st, p, lanes) {
-            response.on_hover_text_at_pointer(hover_text(model, it, &map));
-        } else if let Some(text) = counter_hover(model, st, &map, lanes, p) {
-            response.on_hover_text_at_pointer(text);
-        }
-    }
-    let ruler_painter = ui.painter_at(ruler.union(lanes));
-    ruler_painter.rect_filled(ruler, 0.0, visuals.extreme_bg_color);
-    paint::paint_ruler(&ruler_painter, &map, ruler, lanes, text_color);
-    if let Some((a, b)) = st.range_ns {
-        let (x0, x1) = (map.x(a) as f32, map.x(b) as f32);
-        ruler_painter.text(
-            Pos2::new((x0 + x1) / 2.0, ruler.bottom() - 2.0),
-            egui::Align2::CENTER_BOTTOM,
-            crate::style::fmt_ns(rel_ns(b, a)),
-            egui::FontId::proportional(12.0),
-            Color32::YELLOW,
-        );
-    }
+    hover_ui(model, st, &map, lanes, response);
+    ruler_ui(ui, st, &map, ruler, lanes, &visuals);
     labels_ui(ui, st, labels, lanes.top());
     if let Some(t) = thumb {
-        let t = Rect::from_min_max(
-            Pos2::new(
-                t.left(),
-                lanes.top() + st.scroll_y / total_h * lanes.height(),
-            ),
-            Pos2::new(
-                t.right(),
-                lanes.top() + (st.scroll_y + lanes.height()) / total_h * lanes.height(),
-            ),
-        );
-        ui.painter()
-            .rect_filled(t, 3.0, visuals.widgets.inactive.bg_fill);
+        paint_thumb(ui, st, t, lanes, total_h, &visuals);
     }
 }
 
