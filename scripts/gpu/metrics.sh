@@ -6,7 +6,7 @@
 #   BIN=.carry/bin OUT=<results> bash scripts/gpu/metrics.sh
 #
 #   (a) probe: fsdp-ref on 1 GPU recorded with --gpu-metrics (the default
-#       set plus a few raw CUPTI names): the collector's whole stderr (the
+#       set plus a few raw CUPTI names): the sampler process's stderr (the
 #       metrics each GPU accepted, refused, its sampling stats), `info`
 #       (counter tracks, gpu_metrics metadata) and the measured table;
 #   (b) fsdp-ref overlap and serial, two processes (one per GPU), recorded
@@ -84,7 +84,7 @@ nvidia-smi topo -m 2>&1 | head -6
 CFG="--layers 8 --dim 4096 --batch 4 --seq 1024 --steps 50 --warmup 5 --json --timeout-s 100"
 EXTRA="nvlrx__bytes_data_user.sum,nvltx__bytes_data_user.sum,gr__cycles_active.avg,sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"
 
-# (a) The probe: one process, one GPU; the collector's stderr is in the log.
+# (a) The probe: one process, one GPU; the sampler's stderr is in the log.
 d="$W/metrics-probe-h200"
 step probe 90 "$S" record -o "$d" --gpu-metrics="default,$EXTRA" -- \
   "$F" --gpus 1 --mode serial $CFG

@@ -354,119 +354,23 @@ impl DeviceSampler {
         };
         // From here `s` disables on drop.
         let interval = c.settings.interval_ns();
-        let mut set = None;
-        if c.settings.tuning.config_first {
-            // 8. Interval, trigger, hardware buffer.
-            let triggers = if c.settings.tuning.sysclk {
-                vec![cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL]
-            } else {
-                vec![
-                cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
-                cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
-            ]
-            };
-            'outer: for trigger in triggers {
-                for hw in HW_BUFFER_BYTES {
-                    // SAFETY: zeroed plain C struct (enum fields 0 are valid).
-                    let mut sc: cs::CUpti_PmSampling_SetConfig_Params =
-                        unsafe { std::mem::zeroed() };
-                    sc.structSize = cs::PmSampling_SetConfig_Params_STRUCT_SIZE as usize;
-                    sc.pPmSamplingObject = s.pm;
-                    sc.configSize = config.len();
-                    sc.pConfig = config.as_ptr();
-                    sc.hardwareBufferSize = hw;
-                    sc.samplingInterval = interval;
-                    sc.triggerMode = trigger;
-                    // The default append mode (keep the oldest records when the
-                    // hardware buffer fills; the decode every 50 ms keeps it from
-                    // filling). With KEEP_LATEST, cuptiPmSamplingDecodeData
-                    // faulted inside libnvperf_host (CUDA 13.0, driver 580, H200).
-                    sc.hwBufferAppendMode =
-                    cs::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
-                    // SAFETY: the config image outlives the call (CUPTI copies it).
-                    let rc = unsafe { (api.set_config)(&mut sc) };
-                    if rc == SUCCESS {
-                        set = Some((trigger, hw));
-                        break 'outer;
-                    }
-                    s.last_error = Some(format!("cuptiPmSamplingSetConfig failed: {}", rs(rc)));
-                }
-            }
-        }
-        // 7. The counter-data image (before the configuration, in the order
-        // NVIDIA's PM sampling users take): 100 ms of samples, at least 1000.
+        let sysclk = c.settings.tuning.sysclk;
+        // 7. The counter-data image (by default before the configuration, in
+        // the order NVIDIA's PM sampling users take): 100 ms of samples, at
+        // least 1000. 8. Interval, trigger, hardware buffer.
         let max_samples = c
             .settings
             .tuning
             .image_samples
             .unwrap_or((c.settings.hz / 10).max(1000));
-        // SAFETY: zeroed plain C struct.
-        let mut ds: cs::CUpti_PmSampling_GetCounterDataSize_Params = unsafe { std::mem::zeroed() };
-        ds.structSize = cs::PmSampling_GetCounterDataSize_Params_STRUCT_SIZE as usize;
-        ds.pPmSamplingObject = s.pm;
-        ds.pMetricNames = s.name_ptrs.as_ptr() as *mut *const c_char;
-        ds.numMetrics = s.name_ptrs.len();
-        ds.maxSamples = max_samples;
-        // SAFETY: the names outlive the call; CUPTI only reads them.
-        let rc = unsafe { (api.get_counter_data_size)(&mut ds) };
-        if rc != SUCCESS || ds.counterDataSize == 0 {
-            return Err(format!(
-                "cuptiPmSamplingGetCounterDataSize failed: {}",
-                rs(rc)
-            ));
-        }
-        s.image = vec![0u8; ds.counterDataSize];
-        {
-            let mut ops = s.ops();
-            ops.pristine = None;
-            if let Err(rc) = ops.reset() {
-                return Err(format!(
-                    "cuptiPmSamplingCounterDataImageInitialize failed: {}",
-                    rs(rc)
-                ));
-            }
-        }
-        if c.settings.tuning.reset_copy {
-            s.pristine = Some(s.image.clone());
-        }
-        if !c.settings.tuning.config_first {
-            // 8. Interval, trigger, hardware buffer.
-            let triggers = if c.settings.tuning.sysclk {
-                vec![cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL]
-            } else {
-                vec![
-                cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
-                cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
-            ]
-            };
-            'outer: for trigger in triggers {
-                for hw in HW_BUFFER_BYTES {
-                    // SAFETY: zeroed plain C struct (enum fields 0 are valid).
-                    let mut sc: cs::CUpti_PmSampling_SetConfig_Params =
-                        unsafe { std::mem::zeroed() };
-                    sc.structSize = cs::PmSampling_SetConfig_Params_STRUCT_SIZE as usize;
-                    sc.pPmSamplingObject = s.pm;
-                    sc.configSize = config.len();
-                    sc.pConfig = config.as_ptr();
-                    sc.hardwareBufferSize = hw;
-                    sc.samplingInterval = interval;
-                    sc.triggerMode = trigger;
-                    // The default append mode (keep the oldest records when the
-                    // hardware buffer fills; the decode every 50 ms keeps it from
-                    // filling). With KEEP_LATEST, cuptiPmSamplingDecodeData
-                    // faulted inside libnvperf_host (CUDA 13.0, driver 580, H200).
-                    sc.hwBufferAppendMode =
-                    cs::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
-                    // SAFETY: the config image outlives the call (CUPTI copies it).
-                    let rc = unsafe { (api.set_config)(&mut sc) };
-                    if rc == SUCCESS {
-                        set = Some((trigger, hw));
-                        break 'outer;
-                    }
-                    s.last_error = Some(format!("cuptiPmSamplingSetConfig failed: {}", rs(rc)));
-                }
-            }
-        }
+        let set = if c.settings.tuning.config_first {
+            let set = s.set_config(&config, interval, sysclk);
+            s.make_image(max_samples, c.settings.tuning.reset_copy)?;
+            set
+        } else {
+            s.make_image(max_samples, c.settings.tuning.reset_copy)?;
+            s.set_config(&config, interval, sysclk)
+        };
         let Some((trigger, hw)) = set else {
             return Err(s.last_error.take().unwrap_or_default());
         };
@@ -548,6 +452,88 @@ impl DeviceSampler {
         }
     }
 
+    /// cuptiPmSamplingSetConfig with the first trigger and hardware buffer
+    /// size the device accepts (the GPU time trigger first, unless
+    /// `sysclk`); None (the last error noted) when none is.
+    fn set_config(
+        &mut self,
+        config: &[u8],
+        interval: u64,
+        sysclk: bool,
+    ) -> Option<(cs::CUpti_PmSampling_TriggerMode, usize)> {
+        use cs::CUpti_PmSampling_TriggerMode as Mode;
+        let triggers: &[Mode] = if sysclk {
+            &[Mode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL]
+        } else {
+            &[
+                Mode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+                Mode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
+            ]
+        };
+        for &trigger in triggers {
+            for hw in HW_BUFFER_BYTES {
+                // SAFETY: zeroed plain C struct (enum fields 0 are valid).
+                let mut sc: cs::CUpti_PmSampling_SetConfig_Params = unsafe { std::mem::zeroed() };
+                sc.structSize = cs::PmSampling_SetConfig_Params_STRUCT_SIZE as usize;
+                sc.pPmSamplingObject = self.pm;
+                sc.configSize = config.len();
+                sc.pConfig = config.as_ptr();
+                sc.hardwareBufferSize = hw;
+                sc.samplingInterval = interval;
+                sc.triggerMode = trigger;
+                // The default append mode (keep the oldest records when the
+                // hardware buffer fills; the decode every 50 ms keeps it from
+                // filling). With KEEP_LATEST, cuptiPmSamplingDecodeData
+                // faulted inside libnvperf_host (CUDA 13.0, driver 580, H200).
+                sc.hwBufferAppendMode =
+                    cs::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
+                // SAFETY: the config image outlives the call (CUPTI copies it).
+                let rc = unsafe { (self.api.set_config)(&mut sc) };
+                if rc == SUCCESS {
+                    return Some((trigger, hw));
+                }
+                self.last_error = Some(format!(
+                    "cuptiPmSamplingSetConfig failed: {}",
+                    result_name(self.cupti, rc)
+                ));
+            }
+        }
+        None
+    }
+
+    /// The counter-data image for `max_samples` samples, initialized (and
+    /// kept as the state a reset copies back when `keep_pristine`).
+    fn make_image(&mut self, max_samples: u32, keep_pristine: bool) -> Result<(), String> {
+        let rs = |rc| result_name(self.cupti, rc);
+        // SAFETY: zeroed plain C struct.
+        let mut ds: cs::CUpti_PmSampling_GetCounterDataSize_Params = unsafe { std::mem::zeroed() };
+        ds.structSize = cs::PmSampling_GetCounterDataSize_Params_STRUCT_SIZE as usize;
+        ds.pPmSamplingObject = self.pm;
+        ds.pMetricNames = self.name_ptrs.as_ptr() as *mut *const c_char;
+        ds.numMetrics = self.name_ptrs.len();
+        ds.maxSamples = max_samples;
+        // SAFETY: the names outlive the call; CUPTI only reads them.
+        let rc = unsafe { (self.api.get_counter_data_size)(&mut ds) };
+        if rc != SUCCESS || ds.counterDataSize == 0 {
+            return Err(format!(
+                "cuptiPmSamplingGetCounterDataSize failed: {}",
+                rs(rc)
+            ));
+        }
+        self.image = vec![0u8; ds.counterDataSize];
+        self.pristine = None;
+        if let Err(rc) = self.ops().reset() {
+            return Err(format!(
+                "cuptiPmSamplingCounterDataImageInitialize failed: {}",
+                rs(rc)
+            ));
+        }
+        if keep_pristine {
+            self.pristine = Some(self.image.clone());
+        }
+        Ok(())
+    }
+
     /// The CUDA device ordinal.
     pub(super) fn ordinal(&self) -> u32 {
         self.ordinal
@@ -613,22 +599,13 @@ impl DeviceSampler {
         let nvalues = self.name_ptrs.len();
         let mut pts = Vec::new();
         let mut unplaced = 0u64;
-        let (series, clock) = (&self.series, &mut self.clock);
         let mut stats = self.stats;
-        let mut ops = Ops {
-            api: self.api,
-            pm: self.pm,
-            host: self.eval_host.as_ref().unwrap_or(&self.host).obj,
-            image: &mut self.image,
-            names: &self.name_ptrs,
-            pristine: self.pristine.as_deref(),
-            evaluate: self.evaluate,
-        };
         // The round's samples first: the clock is chosen on a whole round.
         let mut raw: Vec<(u64, u64, Vec<f64>)> = Vec::new();
-        let r = decode::drain(&mut ops, nvalues, &mut stats, |s, e, v| {
+        let r = decode::drain(&mut self.ops(), nvalues, &mut stats, |s, e, v| {
             raw.push((s, e, v.to_vec()));
         });
+        let (series, clock) = (&self.series, &mut self.clock);
         if let (Some(first), Some(last)) = (raw.first(), raw.iter().map(|x| x.1).max()) {
             clock.choose(first.0, last, now);
         }
@@ -704,13 +681,7 @@ impl DeviceSampler {
     pub(super) fn finish(&mut self, shared: &Shared) {
         self.make_current();
         if self.started {
-            // SAFETY: zeroed plain C struct.
-            let mut st: cs::CUpti_PmSampling_Stop_Params = unsafe { std::mem::zeroed() };
-            st.structSize = cs::PmSampling_Stop_Params_STRUCT_SIZE as usize;
-            st.pPmSamplingObject = self.pm;
-            // SAFETY: a params struct we own; the sampler was started.
-            let _ = unsafe { (self.api.stop)(&mut st) };
-            self.started = false;
+            self.stop();
             self.given_up = false;
             self.round(shared);
         }
@@ -722,14 +693,7 @@ impl DeviceSampler {
 impl Drop for DeviceSampler {
     fn drop(&mut self) {
         self.make_current();
-        if self.started {
-            // SAFETY: zeroed plain C struct.
-            let mut st: cs::CUpti_PmSampling_Stop_Params = unsafe { std::mem::zeroed() };
-            st.structSize = cs::PmSampling_Stop_Params_STRUCT_SIZE as usize;
-            st.pPmSamplingObject = self.pm;
-            // SAFETY: a params struct we own; the sampler was started.
-            let _ = unsafe { (self.api.stop)(&mut st) };
-        }
+        self.stop();
         // SAFETY: zeroed plain C struct.
         let mut d: cs::CUpti_PmSampling_Disable_Params = unsafe { std::mem::zeroed() };
         d.structSize = cs::PmSampling_Disable_Params_STRUCT_SIZE as usize;
