@@ -103,7 +103,7 @@ static void print_maps() {
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     const char *eq = strchr(argv[i], '=');
-    if (eq) opt[std::string(argv[i], eq)] = eq + 1;
+    if (eq) opt[std::string(argv[i], (size_t)(eq - argv[i]))] = eq + 1;
   }
   double secs = geti("secs", 3);
   if (get("mode", "sample") == "work") {
