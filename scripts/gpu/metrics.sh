@@ -30,12 +30,15 @@
 # PM sampling runs in the sampler process record starts
 # (streamscope-gpu-sampler), never in the recorded program.
 #
+# On a machine of one GPU, (b) is skipped and (c), (d) run one process.
+#
 # Results (4 files):
 #   $OUT/metrics.log   everything
 #   $OUT/metrics.json  the checks and figures, one JSON object per line
 #   $OUT/fsdp-ref-overlap-metrics-h200x2.tar.gz,
 #   $OUT/fsdp-ref-serial-metrics-h200x2.tar.gz: trace folders, to unpack
-#     into traces/ (`tar xzf F -C traces/`).
+#     into traces/ (`tar xzf F -C traces/`); on one GPU instead
+#   $OUT/fsdp-ref-serial-metrics-h200.tar.gz (the probe's recording).
 # Each step has a time limit, the whole a budget (METRICS_BUDGET_S, default
 # 450 s); one failing step never stops the script.
 set -u
@@ -91,8 +94,21 @@ step probe 90 "$S" record -o "$d" --gpu-metrics="default,$EXTRA" -- \
 step probe-info 30 "$S" info "$d"
 "$S" report "$d" | section 'Measured GPU metrics' | head -12
 
+# On one GPU (METRICS_GPUS, default: the GPUs nvidia-smi lists) the probe's
+# recording is kept as a trace, (b) is skipped (it needs two ranks) and (c)
+# and (d) run one process.
+GPUS=${METRICS_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+if [ "${GPUS:-0}" -lt 2 ]; then
+  rm -rf "$W/fsdp-ref-serial-metrics-h200"; cp -r "$d" "$W/fsdp-ref-serial-metrics-h200"
+  "$S" report "$d" --format json > "$W/probe.report.json" 2>&1
+  "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(json.dumps({"probe_measured": [k.get("measured") for k in r.get("ranks", [])], "probe_steps": [s.get("measured") for s in r.get("steps", [])][:3]}))' "$W/probe.report.json" | tee -a "$J"
+  pack fsdp-ref-serial-metrics-h200
+  echo "=== (b) skipped: one GPU"
+fi
+
 # (b) Overlap and serial on 2 GPUs, recorded with the default set.
 for mode in overlap serial; do
+  [ "${GPUS:-0}" -lt 2 ] && break
   d="$W/fsdp-ref-$mode-metrics-h200x2"
   port=29810; [ "$mode" = serial ] && port=29811
   pf=""; [ "$mode" = overlap ] && pf="--prefetch 1"
@@ -112,7 +128,7 @@ for mode in overlap serial; do
   done
 done
 
-"$PY" - "$W" <<'PY' | tee -a "$J"
+[ "${GPUS:-0}" -ge 2 ] && "$PY" - "$W" <<'PY' | tee -a "$J"
 import json, os, statistics, sys
 W = sys.argv[1]
 def load(p):
@@ -180,8 +196,10 @@ out["contention_within_10pct"] = bool(con) and all(
 out["step_ms_median"] = {m: fs[m].get("step_ms_median") for m in fs}
 print(json.dumps({"metrics_checks": out}))
 PY
-pack fsdp-ref-overlap-metrics-h200x2
-pack fsdp-ref-serial-metrics-h200x2
+if [ "${GPUS:-0}" -ge 2 ]; then
+  pack fsdp-ref-overlap-metrics-h200x2
+  pack fsdp-ref-serial-metrics-h200x2
+fi
 
 # (c) Overhead: recorded with and without --gpu-metrics, alternating.
 : > "$W/cost.jsonl"
@@ -190,8 +208,13 @@ for i in $(seq "${METRICS_ROUNDS:-2}"); do
     flag=""; [ "$m" = metrics ] && flag="--gpu-metrics"
     rm -rf "$W/cost"
     port=$((29820 + i * 2)); [ "$m" = plain ] && port=$((port + 1))
-    step "cost-$m-$i" 90 "$S" record $flag -o "$W/cost" -- \
-      bash -c "two $port '$W/cost-$m-$i' --mode overlap --prefetch 1 $CFG"
+    if [ "${GPUS:-0}" -ge 2 ]; then
+      step "cost-$m-$i" 90 "$S" record $flag -o "$W/cost" -- \
+        bash -c "two $port '$W/cost-$m-$i' --mode overlap --prefetch 1 $CFG"
+    else
+      step "cost-$m-$i" 90 "$S" record $flag -o "$W/cost" -- \
+        bash -c "'$F' --gpus 1 --mode serial $CFG > '$W/cost-$m-$i-rank0.txt' 2>&1"
+    fi
     # The kernels each recording kept: PM sampling must not silence the
     # collector's activity records (it did when both ran in one process).
     k=$("$S" info "$W/cost" 2>/dev/null | awk '$1 == "kernel" {print $2; exit}')
@@ -221,7 +244,7 @@ if [ -n "$(command -v torchrun)" ]; then
     for m in metrics plain; do
       flag=""; [ "$m" = metrics ] && flag="--gpu-metrics"
       rm -rf "$W/fsdp2"
-      step "fsdp2-$m-$i" 150 "$S" record $flag -o "$W/fsdp2" -- torchrun --nproc_per_node 2 \
+      step "fsdp2-$m-$i" 150 "$S" record $flag -o "$W/fsdp2" -- torchrun --nproc_per_node "$(( GPUS < 2 ? 1 : 2 ))" \
         --master_port $((29840 + i)) examples/torch_fsdp2.py $FA --steps "${METRICS_FSDP2_STEPS:-60}" --no-nvtx \
         | grep '^{' | sed "s/^{/{\"mode\":\"$m\",/" >> "$W/fsdp2.jsonl"
       "$S" info "$W/fsdp2" 2>/dev/null | grep -E '^(processes|counts)|^  kernel|counter GPU [0-9] · SM'

@@ -89,6 +89,15 @@ pub(super) struct DeviceSampler {
     last_error: Option<String>,
     pub(super) given_up: bool,
     config: String,
+    /// What CUPTI was handed by pointer and may read for as long as the
+    /// sampler and host objects live: the config image (SetConfig), the
+    /// counter availability image and the chip name (host objects). They
+    /// drop after both (field order). Freed at the end of set-up, they made
+    /// the first decode fault or return samples once and then
+    /// CUPTI_ERROR_UNKNOWN (H200, CUDA 13.0: docs/GPU.md).
+    _config_image: Vec<u8>,
+    _avail: Vec<u8>,
+    _chip: CString,
     _ctx: Option<PrimaryCtx>,
     _lock: File,
 }
@@ -349,6 +358,9 @@ impl DeviceSampler {
             last_error: None,
             given_up: false,
             config: String::new(),
+            _config_image: Vec::new(),
+            _avail: Vec::new(),
+            _chip: CString::default(),
             _ctx: ctx,
             _lock: lock,
         };
@@ -429,6 +441,11 @@ impl DeviceSampler {
                 refused.join("; ")
             );
         }
+        // Until here they were locals declared before `s` (an early return
+        // drops `s`, disabling and deinitializing, before them).
+        s._config_image = config;
+        s._avail = avail;
+        s._chip = chip_name;
         Ok(s)
     }
 
@@ -487,7 +504,9 @@ impl DeviceSampler {
                 // faulted inside libnvperf_host (CUDA 13.0, driver 580, H200).
                 sc.hwBufferAppendMode =
                     cs::CUpti_PmSampling_HardwareBuffer_AppendMode::CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_OLDEST;
-                // SAFETY: the config image outlives the call (CUPTI copies it).
+                // SAFETY: the config image outlives the sampler object: the
+                // caller keeps it in `_config_image` (CUPTI reads it after
+                // the call).
                 let rc = unsafe { (self.api.set_config)(&mut sc) };
                 if rc == SUCCESS {
                     return Some((trigger, hw));
