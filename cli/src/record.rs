@@ -68,15 +68,16 @@ pub struct RecordArgs {
     /// communicator, sequence number, size, algorithm and protocol).
     #[arg(long)]
     pub no_nccl_plugin: bool,
-    /// Experimental, off the help: sample GPU metrics (CUPTI PM sampling)
-    /// on every GPU, in a sampler process beside the job. Refused unless
-    /// STREAMSCOPE_EXPERIMENTAL_GPU_METRICS=1: on the H200 (CUDA 13.0,
-    /// driver 580) CUPTI's decode fails or faults in it (docs/GPU.md).
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "default",
+    /// Sample GPU metrics (CUPTI PM sampling: SM active, achieved
+    /// occupancy, tensor pipes, DRAM, NVLink and PCIe throughput) on every
+    /// GPU, in a sampler process beside the job; they land in each trace as
+    /// counter tracks and in `report` as measured figures. LIST: `default`,
+    /// metric keys or raw CUPTI metric names, comma-separated.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "default",
           value_name = "LIST", value_parser = parse_gpu_metrics)]
     pub gpu_metrics: Option<String>,
     /// GPU metrics sampling rate in Hz: 1000 to 100000, or 1k to 100k (default 10k).
-    #[arg(long, hide = true, value_name = "HZ", value_parser = streamscope_core::gpu_metrics::parse_hz, requires = "gpu_metrics")]
+    #[arg(long, value_name = "HZ", value_parser = streamscope_core::gpu_metrics::parse_hz, requires = "gpu_metrics")]
     pub gpu_metrics_hz: Option<u32>,
     /// The command to run, after `--`.
     #[arg(
@@ -173,7 +174,6 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     let Some((program, rest)) = args.command.split_first() else {
         bail!("no command given")
     };
-    gpu_metrics::allowed(args.gpu_metrics.is_some())?;
     if args.armed && args.gpu_metrics.is_some() {
         bail!("--gpu-metrics does not work with --armed (GPU metrics are sampled for whole recordings only)");
     }

@@ -175,3 +175,53 @@ fn union_measure(mut v: Vec<(i64, i64)>) -> i64 {
     }
     total
 }
+
+/// traces/fsdp-ref-serial-metrics-h200: fsdp-ref serial on one H200
+/// recorded with `--gpu-metrics` (10 kHz). The GEMM phases keep the SMs
+/// busy, the sampler lost nothing, and what the GPU refused is said.
+#[test]
+fn the_h200_metrics_recording_measures_busy_sms_in_its_gemm_phases() {
+    let t = load_paths(&[bundled("fsdp-ref-serial-metrics-h200")]).expect("load");
+    let p = &t.processes()[0];
+    let meta = |k: &str| {
+        p.metadata
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or("")
+    };
+    let stats = meta("gpu_metrics.device0.stats");
+    assert!(stats.contains("0 failed decode rounds"), "{stats}");
+    assert!(stats.contains("0 hardware buffer overflows"), "{stats}");
+    // No NVLink peer on a one-GPU machine: refused, and said so.
+    assert!(meta("gpu_metrics.device0.refused").contains("nvlrx__bytes"));
+    let r = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(r.ranks.len(), 1);
+    let m = &r.ranks[0].measured;
+    // 10 kHz over the ~3 s of steady steps.
+    assert!(m.samples > 100_000, "{}", m.samples);
+    let in_compute = m.sm_active_compute_pct.expect("sampled");
+    assert!(in_compute >= 90.0, "{in_compute}");
+    let sm = m.sm_active_pct.expect("sampled");
+    assert!((85.0..=100.0).contains(&sm), "{sm}");
+    // bf16 GEMMs: the tensor pipes are busy, the occupancy is that of
+    // large-tile GEMMs, DRAM streams at a fraction of its 4.8 TB/s.
+    let tensor = m.tensor_active_pct.expect("sampled");
+    assert!((30.0..=100.0).contains(&tensor), "{tensor}");
+    let occ = m.warps_active_pct.expect("sampled");
+    assert!((10.0..=100.0).contains(&occ), "{occ}");
+    let dram = m.dram_gbps.expect("sampled");
+    assert!((200.0..4800.0).contains(&dram), "{dram}");
+    assert_eq!(m.nvlink_rx_gbps, None);
+    assert_eq!(m.nvlink_tx_gbps, None);
+    // Per step: every steady step has samples, each a few thousand.
+    let steps: Vec<_> = r.steps.iter().filter(|s| s.step >= 1).collect();
+    assert!(steps.len() >= 40);
+    for s in &steps {
+        assert!(s.measured.samples > 1_000, "step {}", s.step);
+        assert!(s.measured.sm_active_compute_pct.expect("sampled") >= 90.0);
+    }
+    // The warm-up step holds start-up: far less busy than the steady ones.
+    let s0 = r.steps.iter().find(|s| s.step == 0).expect("step 0");
+    assert!(s0.measured.sm_active_pct.expect("sampled") < sm / 2.0);
+}

@@ -42,8 +42,8 @@
 # Each step has a time limit, the whole a budget (METRICS_BUDGET_S, default
 # 450 s); one failing step never stops the script.
 set -u
-# --gpu-metrics is gated (cli/src/record.rs) until this script passes.
-export STREAMSCOPE_EXPERIMENTAL_GPU_METRICS=1
+
+
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 gpu_setup metrics.log

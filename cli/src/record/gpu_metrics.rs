@@ -10,23 +10,6 @@ use streamscope_core::gpu_metrics::{parse_list, DEFAULT_HZ};
 use streamscope_core::protocol::env::{GPU_METRICS, GPU_METRICS_FEED, GPU_METRICS_HZ};
 use streamscope_core::protocol::{GPU_METRICS_FEED_PREFIX, GPU_SAMPLER_EXE};
 
-/// Opts in to `--gpu-metrics`, which is not safe yet (docs/GPU.md).
-pub const ENV_EXPERIMENTAL: &str = "STREAMSCOPE_EXPERIMENTAL_GPU_METRICS";
-
-/// `--gpu-metrics` is refused unless [`ENV_EXPERIMENTAL`] is 1: on the
-/// H200 (CUDA 13.0, driver 580) CUPTI's PM sampling decode fails or faults
-/// (in the sampler process; the recorded job is unaffected).
-pub fn allowed(requested: bool) -> anyhow::Result<()> {
-    if requested && std::env::var(ENV_EXPERIMENTAL).as_deref() != Ok("1") {
-        anyhow::bail!(
-            "--gpu-metrics is experimental: on the H200 (CUDA 13.0, driver 580) CUPTI's PM sampling \
-             decode fails or faults in the sampler process (the job is unaffected); set \
-             {ENV_EXPERIMENTAL}=1 to try it anyway"
-        );
-    }
-    Ok(())
-}
-
 /// `--gpu-metrics=LIST`: checked (names of letters, digits, `_` and `.`),
 /// passed on as given; unknown names are probed on the GPU.
 pub fn parse_gpu_metrics(s: &str) -> Result<String, String> {
