@@ -9,6 +9,9 @@
 #                                      assets/step-overlap.png (README)
 #   scripts/screenshot.sh --compare    serial vs overlapped fsdp-ref side by
 #                                      side, Compare tab -> assets/compare.png
+#   scripts/screenshot.sh --metrics    one step of fsdp-ref recorded with
+#                                      --gpu-metrics: the counter lanes ->
+#                                      assets/metrics.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +42,8 @@ if [[ "${1:-}" == "--steps" ]]; then
     step="${STEP:-6}"
     shot assets/step-serial.png 1400x900 traces/fsdp-ref-serial-h200x2 --step "$step" --rank 0
     shot assets/step-overlap.png 1400x900 traces/fsdp-ref-overlap-h200x2 --step "$step" --rank 0
+elif [[ "${1:-}" == "--metrics" ]]; then
+    shot assets/metrics.png 1400x820 traces/fsdp-ref-serial-metrics-h200 --step "${STEP:-10}"
 elif [[ "${1:-}" == "--compare" ]]; then
     shot assets/compare.png 1600x1000 --compare traces/fsdp-ref-serial-h200x2 traces/fsdp-ref-overlap-h200x2 --step "${STEP:-6}" --rank 0
 else
