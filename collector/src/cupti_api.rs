@@ -52,6 +52,8 @@ pub struct Cupti {
     pub enable_runtime_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
     /// `cuptiActivityEnableDriverApi(cbid, enable)` (CUPTI 12.5 and newer).
     pub enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
+    /// `cuptiActivityEnableHWTrace(enable)` (CUPTI 12.8 and newer).
+    pub enable_hw_trace: Option<unsafe extern "C" fn(u8) -> CuptiResult>,
     /// The dlopen handle (as an address: the library is never closed), for
     /// symbols looked up later ([`PmApi::load`]).
     handle: usize,
@@ -169,6 +171,7 @@ impl Cupti {
             get_timestamp: need!(h, c"cuptiGetTimestamp"),
             enable_runtime_api: optional!(h, c"cuptiActivityEnableRuntimeApi"),
             enable_driver_api: optional!(h, c"cuptiActivityEnableDriverApi"),
+            enable_hw_trace: optional!(h, c"cuptiActivityEnableHWTrace"),
             handle: h as usize,
             reported: Mutex::new(HashSet::new()),
         })
