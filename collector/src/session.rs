@@ -473,6 +473,7 @@ fn start_cupti(
             },
             None => "not in this CUPTI".to_string(),
         };
+        crate::warn!("streamscope: hardware kernel tracing: {said}");
         meta.push(("hw_trace".into(), said));
     }
     // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
