@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU sampler's CUPTI calls traced (STREAMSCOPE_PM_VERBOSE=1), alone on
 # one GPU while fsdp-ref runs there: once per variant given as
-# "GPU|NAME|VAR=value ..." arguments (default: the default way on GPU 0,
-# the image reset by copy on GPU 1, each GPU fresh). Under a minute.
+# "GPU|NAME|VAR=value ..." arguments (default: the default settings, then
+# a 200 ms decode period, both on GPU 0). Under a minute.
 #   BIN=.carry/bin OUT=<results> bash scripts/gpu/pm-trace.sh [VARIANT...]
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -10,7 +10,7 @@ gpu_setup pm-trace.log
 W="$(mktemp -d)"
 SAMPLER="$BIN/streamscope-gpu-sampler"
 CFG="--gpus 1 --mode serial --layers 8 --dim 4096 --batch 4 --seq 1024 --steps 40 --warmup 5 --timeout-s 60"
-[ $# -eq 0 ] && set -- "0|default|" "1|reset-copy|STREAMSCOPE_PM_RESET=copy"
+[ $# -eq 0 ] && set -- "0|default|" "0|decode-200ms|STREAMSCOPE_PM_DECODE_MS=200"
 for v in "$@"; do
   IFS='|' read -r gpu name envs <<< "$v"
   d="$W/$name"; mkdir -p "$d"

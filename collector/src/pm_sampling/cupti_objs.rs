@@ -228,12 +228,6 @@ pub(super) struct Ops<'a> {
     pub(super) host: *mut cs::CUpti_Profiler_Host_Object,
     pub(super) image: &'a mut Vec<u8>,
     pub(super) names: &'a [*const c_char],
-    /// The image as first initialized: a reset copies it back (as XLA's
-    /// sampler does) instead of initializing again.
-    pub(super) pristine: Option<&'a [u8]>,
-    /// Evaluate the metrics (off: timestamps only, values 0; a diagnosis
-    /// setting).
-    pub(super) evaluate: bool,
 }
 
 impl PmOps for Ops<'_> {
@@ -312,9 +306,6 @@ impl PmOps for Ops<'_> {
         if values.len() < self.names.len() {
             return Err(999);
         }
-        if !self.evaluate {
-            return Ok((si.startTimestamp, si.endTimestamp));
-        }
         // SAFETY: zeroed plain C struct.
         let mut ev: cs::CUpti_Profiler_Host_EvaluateToGpuValues_Params =
             unsafe { std::mem::zeroed() };
@@ -344,13 +335,6 @@ impl PmOps for Ops<'_> {
     }
 
     fn reset(&mut self) -> Result<(), u32> {
-        if let Some(p) = self.pristine {
-            if p.len() == self.image.len() {
-                self.image.copy_from_slice(p);
-                trace(|| "image reset by copy".into());
-                return Ok(());
-            }
-        }
         // SAFETY: zeroed plain C struct.
         let mut p: cs::CUpti_PmSampling_CounterDataImage_Initialize_Params =
             unsafe { std::mem::zeroed() };

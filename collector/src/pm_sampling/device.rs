@@ -69,13 +69,7 @@ pub(super) struct DeviceSampler {
     pm: *mut cs::CUpti_PmSampling_Object,
     started: bool,
     host: HostObj,
-    /// The host object metrics are evaluated on, when not `host`.
-    eval_host: Option<HostObj>,
     image: Vec<u8>,
-    pristine: Option<Vec<u8>>,
-    evaluate: bool,
-    /// Stop for each decode, start again after.
-    cycle: bool,
     /// Keeps the names `name_ptrs` points into alive.
     _names: Vec<CString>,
     name_ptrs: Vec<*const c_char>,
@@ -341,11 +335,7 @@ impl DeviceSampler {
             pm,
             started: false,
             host,
-            eval_host: None,
             image: Vec::new(),
-            pristine: None,
-            evaluate: !c.settings.tuning.no_eval,
-            cycle: c.settings.tuning.cycle,
             _names: names,
             name_ptrs,
             series,
@@ -366,37 +356,17 @@ impl DeviceSampler {
         };
         // From here `s` disables on drop.
         let interval = c.settings.interval_ns();
-        let sysclk = c.settings.tuning.sysclk;
-        // 7. The counter-data image (by default before the configuration, in
-        // the order NVIDIA's PM sampling users take): 100 ms of samples, at
-        // least 1000. 8. Interval, trigger, hardware buffer.
+        // 7. The counter-data image: 100 ms of samples, at least 1000.
+        // 8. Interval, trigger, hardware buffer.
         let max_samples = c
             .settings
             .tuning
             .image_samples
             .unwrap_or((c.settings.hz / 10).max(1000));
-        let set = if c.settings.tuning.config_first {
-            let set = s.set_config(&config, interval, sysclk);
-            s.make_image(max_samples, c.settings.tuning.reset_copy)?;
-            set
-        } else {
-            s.make_image(max_samples, c.settings.tuning.reset_copy)?;
-            s.set_config(&config, interval, sysclk)
-        };
-        let Some((trigger, hw)) = set else {
+        s.make_image(max_samples)?;
+        let Some((trigger, hw)) = s.set_config(&config, interval) else {
             return Err(s.last_error.take().unwrap_or_default());
         };
-        if c.settings.tuning.fresh_eval_host {
-            match HostObj::new(api, &chip_name, None) {
-                Ok(h) => s.eval_host = Some(h),
-                Err(rc) => {
-                    return Err(format!(
-                        "cuptiProfilerHostInitialize (evaluation) failed: {}",
-                        rs(rc)
-                    ))
-                }
-            }
-        }
         let time_mode = trigger
             == cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
         s.last_error = None;
@@ -470,24 +440,18 @@ impl DeviceSampler {
     }
 
     /// cuptiPmSamplingSetConfig with the first trigger and hardware buffer
-    /// size the device accepts (the GPU time trigger first, unless
-    /// `sysclk`); None (the last error noted) when none is.
+    /// size the device accepts (the GPU time trigger first, then the SYS
+    /// clock one); None (the last error noted) when none is.
     fn set_config(
         &mut self,
         config: &[u8],
         interval: u64,
-        sysclk: bool,
     ) -> Option<(cs::CUpti_PmSampling_TriggerMode, usize)> {
         use cs::CUpti_PmSampling_TriggerMode as Mode;
-        let triggers: &[Mode] = if sysclk {
-            &[Mode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL]
-        } else {
-            &[
-                Mode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
-                Mode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
-            ]
-        };
-        for &trigger in triggers {
+        for trigger in [
+            Mode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL,
+            Mode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_SYSCLK_INTERVAL,
+        ] {
             for hw in HW_BUFFER_BYTES {
                 // SAFETY: zeroed plain C struct (enum fields 0 are valid).
                 let mut sc: cs::CUpti_PmSampling_SetConfig_Params = unsafe { std::mem::zeroed() };
@@ -520,9 +484,8 @@ impl DeviceSampler {
         None
     }
 
-    /// The counter-data image for `max_samples` samples, initialized (and
-    /// kept as the state a reset copies back when `keep_pristine`).
-    fn make_image(&mut self, max_samples: u32, keep_pristine: bool) -> Result<(), String> {
+    /// The counter-data image for `max_samples` samples, initialized.
+    fn make_image(&mut self, max_samples: u32) -> Result<(), String> {
         let rs = |rc| result_name(self.cupti, rc);
         // SAFETY: zeroed plain C struct.
         let mut ds: cs::CUpti_PmSampling_GetCounterDataSize_Params = unsafe { std::mem::zeroed() };
@@ -540,15 +503,11 @@ impl DeviceSampler {
             ));
         }
         self.image = vec![0u8; ds.counterDataSize];
-        self.pristine = None;
         if let Err(rc) = self.ops().reset() {
             return Err(format!(
                 "cuptiPmSamplingCounterDataImageInitialize failed: {}",
                 rs(rc)
             ));
-        }
-        if keep_pristine {
-            self.pristine = Some(self.image.clone());
         }
         Ok(())
     }
@@ -594,11 +553,9 @@ impl DeviceSampler {
         Ops {
             api: self.api,
             pm: self.pm,
-            host: self.eval_host.as_ref().unwrap_or(&self.host).obj,
+            host: self.host.obj,
             image: &mut self.image,
             names: &self.name_ptrs,
-            pristine: self.pristine.as_deref(),
-            evaluate: self.evaluate,
         }
     }
 
@@ -608,12 +565,6 @@ impl DeviceSampler {
             return;
         }
         self.make_current();
-        // STREAMSCOPE_PM_CYCLE=1: stopped for the decode and started again
-        // after it (samples are lost while stopped).
-        let cycle = self.cycle && self.started;
-        if cycle {
-            self.stop();
-        }
         let now = monotonic_ns();
         let nvalues = self.name_ptrs.len();
         let mut pts = Vec::new();
@@ -635,12 +586,6 @@ impl DeviceSampler {
         }
         self.stats = stats;
         self.unplaced += unplaced;
-        if cycle {
-            if let Err(e) = self.begin() {
-                self.last_error = Some(e);
-                self.given_up = true;
-            }
-        }
         match r {
             Ok(()) => self.decode_failures = 0,
             Err(rc) => {

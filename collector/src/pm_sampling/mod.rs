@@ -1,9 +1,8 @@
 //! Measured GPU metrics: CUPTI PM sampling (`record --gpu-metrics`), in a
 //! process of its own.
 //!
-//! PM sampling never runs inside the recorded program: on the H200 (CUDA
-//! 13.0, driver 580) `cuptiPmSamplingDecodeData` faulted or failed when it
-//! ran in the same process as the collector's activity tracing (docs/GPU.md).
+//! PM sampling never runs inside the recorded program, so that nothing it
+//! does (a CUPTI fault, a hang at exit) can take the job down.
 //! `record --gpu-metrics` starts the sampler process
 //! (`streamscope-gpu-sampler`, [`sidecar`]) before the job: for every GPU
 //! it sees it takes the device's lock file (one sampler per GPU even when
@@ -52,49 +51,23 @@ const MAX_QUEUED_POINTS: usize = 1 << 20;
 /// Consecutive failed decode rounds after which a device is given up.
 pub(super) const MAX_DECODE_FAILURES: u32 = 20;
 
-/// How the sampler drives CUPTI; each from a `STREAMSCOPE_PM_*` variable,
-/// for diagnosing a driver or CUPTI version that misbehaves (docs/GPU.md).
+/// Sampler settings outside the flags, from `STREAMSCOPE_PM_*` variables
+/// (for trying another driver or CUPTI; `STREAMSCOPE_PM_VERBOSE=1` also
+/// traces the first CUPTI calls on stderr).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Tuning {
     /// Samples the counter-data image holds (`STREAMSCOPE_PM_IMAGE_SAMPLES`).
     pub image_samples: Option<u32>,
-    /// Reset the image by copying its first initialized state back
-    /// (`STREAMSCOPE_PM_RESET=copy`) instead of initializing it again.
-    pub reset_copy: bool,
-    /// Only the GPU clock-cycle trigger (`STREAMSCOPE_PM_TRIGGER=sysclk`).
-    pub sysclk: bool,
-    /// Evaluate on a profiler-host object of its own, made without the
-    /// counter availability image (`STREAMSCOPE_PM_EVAL_HOST=fresh`).
-    pub fresh_eval_host: bool,
-    /// Timestamps only, no evaluation (`STREAMSCOPE_PM_EVALUATE=0`).
-    pub no_eval: bool,
-    /// The configuration before the counter-data image
-    /// (`STREAMSCOPE_PM_ORDER=config-first`).
-    pub config_first: bool,
     /// Decode period in ms (`STREAMSCOPE_PM_DECODE_MS`).
     pub decode_ms: Option<u64>,
-    /// Each GPU's primary context current for all its calls
-    /// (`STREAMSCOPE_PM_CONTEXT=current`).
-    pub context_current: bool,
-    /// Stop sampling for each decode and start again after it
-    /// (`STREAMSCOPE_PM_CYCLE=1`).
-    pub cycle: bool,
 }
 
 impl Tuning {
     /// From the environment.
     pub fn from_env(env: &impl Fn(&str) -> Option<String>) -> Tuning {
-        let is = |k: &str, v: &str| env(k).as_deref() == Some(v);
         Tuning {
             image_samples: env("STREAMSCOPE_PM_IMAGE_SAMPLES").and_then(|v| v.parse().ok()),
-            reset_copy: is("STREAMSCOPE_PM_RESET", "copy"),
-            sysclk: is("STREAMSCOPE_PM_TRIGGER", "sysclk"),
-            fresh_eval_host: is("STREAMSCOPE_PM_EVAL_HOST", "fresh"),
-            no_eval: is("STREAMSCOPE_PM_EVALUATE", "0"),
-            config_first: is("STREAMSCOPE_PM_ORDER", "config-first"),
             decode_ms: env("STREAMSCOPE_PM_DECODE_MS").and_then(|v| v.parse().ok()),
-            context_current: is("STREAMSCOPE_PM_CONTEXT", "current"),
-            cycle: is("STREAMSCOPE_PM_CYCLE", "1"),
         }
     }
 }

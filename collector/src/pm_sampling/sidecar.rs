@@ -377,24 +377,15 @@ fn run(args: &Args, settings: &Settings, devices: &[(u32, String)]) -> i32 {
             host: &args.host,
             shared: &shared,
         };
-        // With STREAMSCOPE_PM_CONTEXT=current each GPU's primary context is
-        // current while its sampler is set up, started and decoded; by
-        // default only when a set-up fails without one (on the H200, with
-        // the context current the first DecodeData faulted 2 times of 2,
-        // without it 1 time of 2: docs/GPU.md).
-        let pc = if driver.is_some() && settings.tuning.context_current {
-            PrimaryCtx::retain(ord)
-        } else {
-            None
-        };
-        let r = match DeviceSampler::start(&ctx, ord, pc) {
-            Err(msg) if driver.is_some() && !settings.tuning.context_current => {
-                match PrimaryCtx::retain(ord) {
-                    Some(pc) => DeviceSampler::start(&ctx, ord, Some(pc))
-                        .map_err(|m2| format!("{msg}; with the primary context current: {m2}")),
-                    None => Err(msg),
-                }
-            }
+        // Without a context of its own first (the sampler needs none: the
+        // job's contexts are sampled device-wide); with the GPU's primary
+        // context current for a second try when that set-up fails.
+        let r = match DeviceSampler::start(&ctx, ord, None) {
+            Err(msg) if driver.is_some() => match PrimaryCtx::retain(ord) {
+                Some(pc) => DeviceSampler::start(&ctx, ord, Some(pc))
+                    .map_err(|m2| format!("{msg}; with the primary context current: {m2}")),
+                None => Err(msg),
+            },
             r => r,
         };
         match r {
