@@ -464,6 +464,11 @@ fn start_cupti(
     let (cupti, mut meta) = open_cupti(&env)?;
     let origin_ns = process_info::monotonic_ns();
     let ts_offset_ns = set_up_clock(&cupti, &env, &mut meta);
+    // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
+    let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
+    cupti.check("cuptiActivityRegisterCallbacks", rc)?;
+    // Asked before RegisterCallbacks, CUPTI answered NOT_INITIALIZED (H200,
+    // CUDA 13.0); whether it takes here is in the trace's `hw_trace`.
     if env(protocol::env::HW_TRACE).is_some_and(|v| v.trim() == "1") {
         let said = match cupti.enable_hw_trace {
             // SAFETY: a plain flag argument, before any activity is enabled.
@@ -476,9 +481,6 @@ fn start_cupti(
         crate::warn!("streamscope: hardware kernel tracing: {said}");
         meta.push(("hw_trace".into(), said));
     }
-    // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
-    let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
-    cupti.check("cuptiActivityRegisterCallbacks", rc)?;
     if armed {
         // Nothing is enabled until a capture (armed.rs).
         meta.push(("armed".into(), "recorded on demand (captures)".into()));
