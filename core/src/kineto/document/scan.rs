@@ -41,13 +41,27 @@ type Res<T> = Result<T, Unusual>;
 /// one-pass parser (what `sink` got must then be dropped).
 pub fn parse_document<'de, S: EventSink<'de>>(json: &'de [u8], sink: &mut S) -> Option<TopInfo> {
     let text = std::str::from_utf8(json).ok()?;
-    let mut r = Reader { text, pos: 0 };
+    let mut r = Reader {
+        text,
+        pos: 0,
+        args: Vec::new(),
+    };
     r.document(sink).ok()
+}
+
+/// A number's text, and its value when it is an integer that serde_json
+/// hands over as an i64 or u64 (not `-0`) within 18 digits.
+struct Num<'de> {
+    text: &'de str,
+    integer: bool,
+    int: Option<i64>,
 }
 
 struct Reader<'de> {
     text: &'de str,
     pos: usize,
+    /// Reused while reading an event's `args`.
+    args: Vec<(Text<'de>, ArgJson<'de>)>,
 }
 
 #[inline]
@@ -146,25 +160,29 @@ impl<'de> Reader<'de> {
         }
     }
 
-    /// The text of a JSON number at `pos` (strict grammar), and whether it
-    /// is an integer (no fraction, no exponent).
+    /// A JSON number at `pos` (strict grammar).
     #[inline]
-    fn number(&mut self) -> Res<(&'de str, bool)> {
+    fn number(&mut self) -> Res<Num<'de>> {
         let b = self.bytes();
         let start = self.pos;
         let mut i = start;
-        if b.get(i) == Some(&b'-') {
+        let negative = b.get(i) == Some(&b'-');
+        if negative {
             i += 1;
         }
+        let digits = i;
+        let mut value: u64 = 0;
         match b.get(i) {
             Some(b'0') => i += 1,
             Some(b'1'..=b'9') => {
-                while i < b.len() && b[i].is_ascii_digit() {
+                while let Some(&d @ b'0'..=b'9') = b.get(i) {
+                    value = value.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
                     i += 1;
                 }
             }
             _ => return Err(Unusual),
         }
+        let digit_count = i - digits;
         let mut integer = true;
         if b.get(i) == Some(&b'.') {
             integer = false;
@@ -196,31 +214,21 @@ impl<'de> Reader<'de> {
             return Err(Unusual);
         }
         self.pos = i;
-        Ok((&self.text[start..i], integer))
-    }
-
-    /// An integer of at most 18 digits (so it fits an i64 exactly) that
-    /// serde_json reads as one: not `-0`, which it reads as a float.
-    #[inline]
-    fn small_int(text: &str) -> Res<i64> {
-        let (negative, digits) = match text.strip_prefix('-') {
-            Some(d) => (true, d),
-            None => (false, text),
-        };
-        if digits.len() > 18 {
-            return Err(Unusual);
-        }
-        let mut v: i64 = 0;
-        for &d in digits.as_bytes() {
-            v = v * 10 + i64::from(d - b'0');
-        }
-        if negative {
-            if v == 0 {
-                return Err(Unusual);
+        // At most 18 digits fit an i64 exactly; serde_json reads `-0` as
+        // a float.
+        let int = (integer && digit_count <= 18 && !(negative && value == 0)).then(|| {
+            let v = value as i64;
+            if negative {
+                -v
+            } else {
+                v
             }
-            v = -v;
-        }
-        Ok(v)
+        });
+        Ok(Num {
+            text: &self.text[start..i],
+            integer,
+            int,
+        })
     }
 
     /// `null`, `true` or `false` at `pos`.
@@ -311,8 +319,9 @@ impl<'de> Reader<'de> {
         loop {
             self.skip_ws();
             let start = self.pos;
-            match self.event() {
-                Ok(e) => sink.event(e),
+            let mut e = Event::default();
+            match self.event(&mut e) {
+                Ok(()) => sink.event(e),
                 Err(Unusual) => {
                     // Another shape: serde_json reads this element.
                     self.pos = start;
@@ -329,12 +338,11 @@ impl<'de> Reader<'de> {
     }
 
     /// One event of the usual shape (see the module doc).
-    fn event(&mut self) -> Res<Event<'de>> {
-        let mut e = Event::default();
+    fn event(&mut self, e: &mut Event<'de>) -> Res<()> {
         self.expect(b'{')?;
         if self.peek()? == b'}' {
             self.pos += 1;
-            return Ok(e);
+            return Ok(());
         }
         loop {
             let key = self.key()?;
@@ -350,7 +358,7 @@ impl<'de> Reader<'de> {
                 _ => self.skip()?,
             }
             if !self.next_member(b'}')? {
-                return Ok(e);
+                return Ok(());
             }
         }
     }
@@ -369,9 +377,9 @@ impl<'de> Reader<'de> {
         match self.bytes().get(self.pos) {
             Some(b'"') => Ok(Some(Id::Text(Cow::Borrowed(self.string()?)))),
             Some(b'n') => self.literal("null").map(|()| None),
-            _ => match self.number()? {
-                (text, true) => Ok(Some(Id::Num(Self::small_int(text)?))),
-                _ => Err(Unusual),
+            _ => match self.number()?.int {
+                Some(v) => Ok(Some(Id::Num(v))),
+                None => Err(Unusual),
             },
         }
     }
@@ -380,7 +388,7 @@ impl<'de> Reader<'de> {
     fn raw_number(&mut self) -> Res<Option<Cow<'de, str>>> {
         match self.bytes().get(self.pos) {
             Some(b'n') => self.literal("null").map(|()| None),
-            _ => Ok(Some(Cow::Borrowed(self.number()?.0))),
+            _ => Ok(Some(Cow::Borrowed(self.number()?.text))),
         }
     }
 
@@ -390,20 +398,36 @@ impl<'de> Reader<'de> {
             Some(b'n') => return self.literal("null").map(|()| None),
             _ => return Err(Unusual),
         }
-        let mut out = Vec::new();
         if self.peek()? == b'}' {
             self.pos += 1;
-            return Ok(Some(Args(out)));
+            return Ok(Some(Args(Vec::new())));
         }
-        out.reserve(8);
-        loop {
-            let key = Text(Cow::Borrowed(self.key()?));
-            let value = self.arg()?;
-            out.push((key, value));
-            if !self.next_member(b'}')? {
-                return Ok(Some(Args(out)));
+        // Gathered here, then allocated at their size: events wait in
+        // batches (see `import::RestSink`), so spare capacity costs memory.
+        let mut scratch = std::mem::take(&mut self.args);
+        scratch.clear();
+        let read = loop {
+            let key = match self.key() {
+                Ok(k) => Text(Cow::Borrowed(k)),
+                Err(e) => break Err(e),
+            };
+            match self.arg() {
+                Ok(value) => scratch.push((key, value)),
+                Err(e) => break Err(e),
             }
-        }
+            match self.next_member(b'}') {
+                Ok(true) => {}
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        let args = read.map(|()| {
+            let mut out = Vec::with_capacity(scratch.len());
+            out.append(&mut scratch);
+            Some(Args(out))
+        });
+        self.args = scratch;
+        args
     }
 
     /// One argument value, as `json::ArgVisitor` reads it.
@@ -429,8 +453,9 @@ impl<'de> Reader<'de> {
             },
             b'{' => ArgJson::Json(self.serde::<serde_json::Value>()?),
             _ => match self.number()? {
-                (text, true) => ArgJson::Int(Self::small_int(text)?),
-                (text, false) => {
+                Num { int: Some(v), .. } => ArgJson::Int(v),
+                Num { integer: true, .. } => return Err(Unusual),
+                Num { text, .. } => {
                     // Both correctly rounded (serde_json's float_roundtrip).
                     let v: f64 = text.parse().map_err(|_| Unusual)?;
                     if !v.is_finite() {
@@ -455,10 +480,9 @@ impl<'de> Reader<'de> {
             }
             loop {
                 self.skip_ws();
-                let (text, true) = self.number()? else {
+                let Some(v) = self.number()?.int else {
                     return Err(Unusual);
                 };
-                let v = Self::small_int(text)?;
                 // serde_json hands non-negative integers over as u64.
                 items.push(match u64::try_from(v) {
                     Ok(u) => serde_json::Value::from(u),
