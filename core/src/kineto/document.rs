@@ -119,7 +119,7 @@ pub fn parse_document_partial<'de, S: EventSink<'de>>(
     let mut info = TopInfo::default();
     // Validating UTF-8 once is cheaper than string by string; invalid text
     // is parsed as bytes so the error names the place.
-    let result = match std::str::from_utf8(json) {
+    let result = match simdutf8::basic::from_utf8(json) {
         Ok(text) => parse_from(serde_json::Deserializer::from_str(text), sink, &mut info),
         Err(_) => parse_from(serde_json::Deserializer::from_slice(json), sink, &mut info),
     };

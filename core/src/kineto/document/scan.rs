@@ -40,7 +40,8 @@ type Res<T> = Result<T, Unusual>;
 /// it is not valid UTF-8 or holds something this reader leaves to the
 /// one-pass parser (what `sink` got must then be dropped).
 pub fn parse_document<'de, S: EventSink<'de>>(json: &'de [u8], sink: &mut S) -> Option<TopInfo> {
-    let text = std::str::from_utf8(json).ok()?;
+    // Checked at once, with SIMD where the CPU has it (found at run time).
+    let text = simdutf8::basic::from_utf8(json).ok()?;
     let mut r = Reader {
         text,
         pos: 0,
@@ -694,5 +695,71 @@ mod tests {
             let found = (s != 0).then(|| (s.trailing_zeros() / 8) as usize);
             assert_eq!(found, first, "{text:?}");
         }
+    }
+}
+
+/// The fast reader against serde_json on df_index_resolver, in process:
+/// `cargo test --release -p streamscope-core --lib
+/// kineto::document::scan::bench -- --ignored --nocapture` (figures in
+/// docs/PERFORMANCE.md, "Kineto import: the fast reader").
+#[cfg(test)]
+mod bench {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+
+    use super::super::{parse_document_partial, EventSink};
+    use super::*;
+
+    /// Counts events and args, so nothing is optimised away.
+    struct Count(usize);
+
+    impl<'de> EventSink<'de> for Count {
+        fn event(&mut self, e: Event<'de>) {
+            self.0 += 1 + e.args.map(|a| a.0.len()).unwrap_or(0);
+        }
+        fn malformed(&mut self) {}
+    }
+
+    #[test]
+    #[ignore]
+    fn fast_reader_against_serde_json() {
+        let gz = std::fs::read(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/data/hta/df_index_resolver/df_index_resolver.json.gz"),
+        )
+        .expect("trace");
+        let mut text = Vec::new();
+        flate2::bufread::MultiGzDecoder::new(&gz[..])
+            .read_to_end(&mut text)
+            .expect("inflate");
+        let best = |f: &mut dyn FnMut() -> usize| {
+            let mut best = Duration::MAX;
+            let mut out = 0;
+            for _ in 0..5 {
+                let t = Instant::now();
+                out = f();
+                best = best.min(t.elapsed());
+            }
+            (best, out)
+        };
+        let (utf8, _) = best(&mut || simdutf8::basic::from_utf8(&text).map_or(0, str::len));
+        let (fast, fast_count) = best(&mut || {
+            let mut c = Count(0);
+            parse_document(&text, &mut c).expect("fast");
+            c.0
+        });
+        let (slow, slow_count) = best(&mut || {
+            let mut c = Count(0);
+            parse_document_partial(&text, &mut c).0.expect("serde_json");
+            c.0
+        });
+        assert_eq!(fast_count, slow_count);
+        let mb = text.len() as f64 / 1e6;
+        let rate = |d: Duration| mb / d.as_secs_f64() / 1e3;
+        eprintln!(
+            "{mb:.1} MB: UTF-8 check {utf8:.1?}; fast reader {fast:.1?} ({:.2} GB/s); serde_json {slow:.1?} ({:.2} GB/s)",
+            rate(fast),
+            rate(slow)
+        );
     }
 }
