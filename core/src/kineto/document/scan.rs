@@ -45,7 +45,7 @@ pub fn parse_document<'de, S: EventSink<'de>>(json: &'de [u8], sink: &mut S) -> 
     let mut r = Reader {
         text,
         pos: 0,
-        args: Vec::new(),
+        args_hint: 4,
     };
     r.document(sink).ok()
 }
@@ -61,8 +61,8 @@ struct Num<'de> {
 struct Reader<'de> {
     text: &'de str,
     pos: usize,
-    /// Reused while reading an event's `args`.
-    args: Vec<(Text<'de>, ArgJson<'de>)>,
+    /// How many `args` the previous event had.
+    args_hint: usize,
 }
 
 #[inline]
@@ -403,32 +403,20 @@ impl<'de> Reader<'de> {
             self.pos += 1;
             return Ok(Some(Args(Vec::new())));
         }
-        // Gathered here, then allocated at their size: events wait in
-        // batches (see `import::RestSink`), so spare capacity costs memory.
-        let mut scratch = std::mem::take(&mut self.args);
-        scratch.clear();
-        let read = loop {
-            let key = match self.key() {
-                Ok(k) => Text(Cow::Borrowed(k)),
-                Err(e) => break Err(e),
-            };
-            match self.arg() {
-                Ok(value) => scratch.push((key, value)),
-                Err(e) => break Err(e),
+        // Sized as the previous event's: events wait in batches (see
+        // `import::RestSink`), so spare capacity costs memory, and a copy
+        // to the right size costs time; Kineto's events come in runs of
+        // one kind.
+        let mut out = Vec::with_capacity(self.args_hint);
+        loop {
+            let key = Text(Cow::Borrowed(self.key()?));
+            let value = self.arg()?;
+            out.push((key, value));
+            if !self.next_member(b'}')? {
+                self.args_hint = out.len();
+                return Ok(Some(Args(out)));
             }
-            match self.next_member(b'}') {
-                Ok(true) => {}
-                Ok(false) => break Ok(()),
-                Err(e) => break Err(e),
-            }
-        };
-        let args = read.map(|()| {
-            let mut out = Vec::with_capacity(scratch.len());
-            out.append(&mut scratch);
-            Some(Args(out))
-        });
-        self.args = scratch;
-        args
+        }
     }
 
     /// One argument value, as `json::ArgVisitor` reads it.
