@@ -1,7 +1,8 @@
 //! Kineto events → [`Trace`]: one process per file (one rank).
 //!
-//! Events are mapped as the parser delivers them (see
-//! `document::parse_document`), so memory holds the JSON text (for a large
+//! Events are mapped as the parser delivers them (the fast reader,
+//! `document::scan`, and serde_json's one-pass parser,
+//! `document::parse_document_partial`, when it declines), so memory holds the JSON text (for a large
 //! gzip file, a few MiB of it at a time: see `split`) and the growing
 //! trace, never a list of all events. What can only be known at the end is
 //! settled in `finish`: the time base (`baseTimeNanoseconds` follows the
