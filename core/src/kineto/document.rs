@@ -12,6 +12,10 @@ use serde_json::value::RawValue;
 use super::event::{Event, MaybeEvent};
 use super::json::Text;
 
+mod scan;
+
+pub use scan::parse_document as parse_document_fast;
+
 /// Receives `traceEvents` one by one while the file is parsed.
 pub trait EventSink<'de> {
     fn event(&mut self, e: Event<'de>);
@@ -60,6 +64,19 @@ impl TopInfo {
         })
     }
 
+    /// The index of a kept top-level key.
+    pub(super) fn slot_of(key: &str) -> Option<usize> {
+        KEYS.iter().position(|k| *k == key)
+    }
+
+    /// Sets the kept key of index `i` (see [`TopInfo::slot_of`]).
+    pub(super) fn set(&mut self, i: usize, value: Option<Box<RawValue>>) {
+        self.present |= 1 << i;
+        if let Some(slot) = self.slot(i) {
+            *slot = value;
+        }
+    }
+
     /// The top level of a document read in parts: `later`'s keys follow
     /// (and so replace) this part's.
     pub fn then(mut self, mut later: TopInfo) -> TopInfo {
@@ -84,6 +101,7 @@ impl TopInfo {
 /// as soon as it is read (so events are never all held at once; the
 /// top-level keys may come in any order, `baseTimeNanoseconds` usually after
 /// the events).
+#[cfg(test)]
 pub fn parse_document<'de, S: EventSink<'de>>(
     json: &'de [u8],
     sink: &mut S,
@@ -101,7 +119,7 @@ pub fn parse_document_partial<'de, S: EventSink<'de>>(
     let mut info = TopInfo::default();
     // Validating UTF-8 once is cheaper than string by string; invalid text
     // is parsed as bytes so the error names the place.
-    let result = match std::str::from_utf8(json) {
+    let result = match simdutf8::basic::from_utf8(json) {
         Ok(text) => parse_from(serde_json::Deserializer::from_str(text), sink, &mut info),
         Err(_) => parse_from(serde_json::Deserializer::from_slice(json), sink, &mut info),
     };
@@ -149,15 +167,12 @@ impl<'de, S: EventSink<'de>> Visitor<'de> for TopVisitor<'_, 'de, S> {
                 continue;
             }
             info.ends_in_events = false;
-            let Some(i) = KEYS.iter().position(|k| *k == key.as_str()) else {
+            let Some(i) = TopInfo::slot_of(key.as_str()) else {
                 map.next_value::<de::IgnoredAny>()?;
                 continue;
             };
             let value = map.next_value::<Option<Box<RawValue>>>()?;
-            info.present |= 1 << i;
-            if let Some(slot) = info.slot(i) {
-                *slot = value;
-            }
+            info.set(i, value);
         }
         Ok(())
     }

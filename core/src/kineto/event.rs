@@ -24,8 +24,9 @@ pub struct Event<'a> {
     pub name: Option<Text<'a>>,
     pub pid: Option<Id<'a>>,
     pub tid: Option<Id<'a>>,
-    pub ts: Option<Cow<'a, RawValue>>,
-    pub dur: Option<Cow<'a, RawValue>>,
+    /// The raw JSON text of `ts` and `dur` (see `time`).
+    pub ts: Option<Cow<'a, str>>,
+    pub dur: Option<Cow<'a, str>>,
     pub args: Option<Args<'a>>,
 }
 
@@ -210,8 +211,8 @@ impl<'de: 'a, 'a> Visitor<'de> for MaybeEventVisitor<'a> {
                 name: name.into_option()?,
                 pid: pid.into_option()?,
                 tid: tid.into_option()?,
-                ts: ts.map(Cow::Borrowed),
-                dur: dur.map(Cow::Borrowed),
+                ts: ts.map(|r: &RawValue| Cow::Borrowed(r.get())),
+                dur: dur.map(|r: &RawValue| Cow::Borrowed(r.get())),
                 args: args.into_option()?,
             })
         })();
@@ -266,7 +267,7 @@ impl Event<'_> {
     /// A copy that borrows nothing from the text (for the few events kept
     /// until the end of an import that frees the text piece by piece).
     pub fn to_static(&self) -> Event<'static> {
-        let raw = |r: &Option<Cow<RawValue>>| r.as_deref().map(|r| Cow::Owned(r.to_owned()));
+        let raw = |r: &Option<Cow<str>>| r.as_deref().map(|r| Cow::Owned(r.to_owned()));
         Event {
             ph: self.ph.as_ref().map(Text::to_static),
             cat: self.cat.as_ref().map(Text::to_static),

@@ -1,7 +1,8 @@
 //! Kineto events → [`Trace`]: one process per file (one rank).
 //!
-//! Events are mapped as the parser delivers them (see
-//! `document::parse_document`), so memory holds the JSON text (for a large
+//! Events are mapped as the parser delivers them (the fast reader,
+//! `document::scan`, and serde_json's one-pass parser,
+//! `document::parse_document_partial`, when it declines), so memory holds the JSON text (for a large
 //! gzip file, a few MiB of it at a time: see `split`) and the growing
 //! trace, never a list of all events. What can only be known at the end is
 //! settled in `finish`: the time base (`baseTimeNanoseconds` follows the
@@ -17,11 +18,10 @@ use std::path::Path;
 use std::sync::mpsc::{Receiver, Sender};
 
 use rustc_hash::FxHashMap as HashMap;
-use serde_json::value::RawValue;
 
 use super::category::{copy_kind_of, Cat};
 use super::devices::unknown_device;
-use super::document::{parse_document, parse_document_partial, EventSink, TopInfo};
+use super::document::{parse_document_fast, parse_document_partial, EventSink, TopInfo};
 use super::event::Event;
 use super::json::{ArgJson, Id};
 use super::time::us_text_to_ns;
@@ -80,9 +80,21 @@ pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
             },
         );
     }
-    let mut b = Builder::new(label_of(path));
-    b.trace.reserve_slices(json.len() / BYTES_PER_SLICE);
-    let (result, info) = parse_document_partial(json, &mut b);
+    let new_builder = || {
+        let mut b = Builder::new(label_of(path));
+        b.trace.reserve_slices(json.len() / BYTES_PER_SLICE);
+        b
+    };
+    let mut b = new_builder();
+    let (result, info) = match parse_document_fast(json, &mut b) {
+        Some(info) => (Ok(()), info),
+        // Something the fast reader leaves to serde_json (or an error):
+        // read again by the one-pass parser, so errors are its own.
+        None => {
+            b = new_builder();
+            parse_document_partial(json, &mut b)
+        }
+    };
     match result {
         Ok(()) => {}
         // Cut short inside its events (a truncated file or gzip stream):
@@ -157,9 +169,9 @@ impl Pieces {
         } else {
             json
         };
-        match parse_document(json, &mut self.builder) {
-            Ok(info) => self.then(info, 0, last),
-            Err(_) => false,
+        match parse_document_fast(json, &mut self.builder) {
+            Some(info) => self.then(info, 0, last),
+            None => false,
         }
     }
 
@@ -267,7 +279,7 @@ pub(super) fn parse_piece<'d>(
         malformed: 0,
         abandoned: false,
     };
-    let info = parse_document(json, &mut sink).ok()?;
+    let info = parse_document_fast(json, &mut sink)?;
     sink.send();
     Some(ParsedEnd {
         info,
@@ -419,8 +431,8 @@ impl Builder {
         }
     }
 
-    fn rel_ns(r: Option<&RawValue>) -> Option<i64> {
-        us_text_to_ns(r?.get())
+    fn rel_ns(r: Option<&str>) -> Option<i64> {
+        us_text_to_ns(r?)
     }
 
     /// A complete event's duration; a bad one is 0, counted.
