@@ -167,13 +167,16 @@ impl Metric {
                 Bytes("dram__bytes.sum"),
                 BytesSum("dram__bytes_read.sum", "dram__bytes_write.sum"),
             ],
+            // The payload the GPU's own requests carry first (what the
+            // collectives move); the raw link bytes, which also count
+            // protocol overhead, when the device lacks it.
             Metric::NvlinkRx => &[
-                Bytes("nvlrx__bytes.sum"),
                 Bytes("nvlrx__bytes_data_user.sum"),
+                Bytes("nvlrx__bytes.sum"),
             ],
             Metric::NvlinkTx => &[
-                Bytes("nvltx__bytes.sum"),
                 Bytes("nvltx__bytes_data_user.sum"),
+                Bytes("nvltx__bytes.sum"),
             ],
             Metric::PcieRead => &[Bytes("pcie__read_bytes.sum")],
             Metric::PcieWrite => &[Bytes("pcie__write_bytes.sum")],

@@ -105,10 +105,14 @@ impl Sampler {
         let ready = rx.recv_timeout(READY_WAIT).unwrap_or(false);
         match child.try_wait() {
             Ok(Some(st)) => {
-                // It said why on stderr (no GPU, CUPTI refused, ...).
-                eprintln!(
-                    "streamscope: the GPU sampler ended ({st}); recording without GPU metrics"
-                );
+                // Exit code 2: it said why on stderr ("GPU metrics
+                // unavailable: ..."), once is enough. Anything else (a
+                // crash) is said here.
+                if st.code() != Some(2) {
+                    eprintln!(
+                        "streamscope: the GPU sampler ended ({st}); recording without GPU metrics"
+                    );
+                }
                 None
             }
             _ if !ready => {
