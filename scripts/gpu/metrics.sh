@@ -22,6 +22,7 @@
 #           overlapped / alone in the overlap trace) within 10 % of
 #           fsdp-ref's own per-layer CUDA-event times, overlap run against
 #           serial run ((fwd + bwd) overlap / (fwd + bwd) serial);
+#       (METRICS_B_LIST: the --gpu-metrics list of (b), default "default");
 #   (c) overhead: fsdp-ref overlap recorded with and without --gpu-metrics,
 #       alternating, METRICS_ROUNDS rounds (default 2): step_ms_median, and
 #       the kernels each recording kept (sampling must silence none);
@@ -112,7 +113,7 @@ for mode in overlap serial; do
   d="$W/fsdp-ref-$mode-metrics-h200x2"
   port=29810; [ "$mode" = serial ] && port=29811
   pf=""; [ "$mode" = overlap ] && pf="--prefetch 1"
-  step "fsdp-ref-$mode" 120 "$S" record -o "$d" --gpu-metrics -- \
+  step "fsdp-ref-$mode" 120 "$S" record -o "$d" --gpu-metrics="${METRICS_B_LIST:-default}" -- \
     bash -c "two $port '$W/$mode' --mode $mode $pf $CFG"
   for r in 0 1; do
     echo "--- $mode rank $r (collector and fsdp-ref stderr)"
