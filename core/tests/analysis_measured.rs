@@ -225,3 +225,43 @@ fn the_h200_metrics_recording_measures_busy_sms_in_its_gemm_phases() {
     let s0 = r.steps.iter().find(|s| s.step == 0).expect("step 0");
     assert!(s0.measured.sm_active_pct.expect("sampled") < sm / 2.0);
 }
+
+/// traces/fsdp-ref-overlap-metrics-h200x2: fsdp-ref overlap on 2 × H200
+/// recorded with `--gpu-metrics` (NVLink from the user-payload counters).
+/// Its all-gathers and reduce-scatters move 2^32 bytes per rank and step
+/// on the link (8 blocks of dim 4096: fsdp-ref's own sizes × (n-1)/n).
+#[test]
+fn the_h200x2_metrics_recording_sees_the_collectives_on_nvlink() {
+    let t = load_paths(&[bundled("fsdp-ref-overlap-metrics-h200x2")]).expect("load");
+    let r = analyze(&t, &AnalysisOptions::default());
+    assert_eq!(r.ranks.len(), 2);
+    let want_gb = (1u64 << 32) as f64 / 1e9;
+    for rank in &r.ranks {
+        let m = &rank.measured;
+        let steps = r
+            .steps
+            .iter()
+            .filter(|s| s.rank == rank.rank && s.step >= 1)
+            .count() as f64;
+        assert!(steps >= 50.0, "{steps}");
+        for (what, gbps) in [("tx", m.nvlink_tx_gbps), ("rx", m.nvlink_rx_gbps)] {
+            let per_step = gbps.expect("sampled") * m.span_us / 1e6 / steps;
+            // Measured 3.82 (rank 0) and 4.29 GB (rank 1) per step.
+            assert!(
+                (0.85..1.15).contains(&(per_step / want_gb)),
+                "rank {} {what}: {per_step} GB per step",
+                rank.rank
+            );
+        }
+        // NCCL kernels share the SMs: less busy than the serial run's 94 %.
+        let in_compute = m.sm_active_compute_pct.expect("sampled");
+        assert!((75.0..95.0).contains(&in_compute), "{in_compute}");
+        // The same GEMMs slower under NCCL kernels (fsdp-ref's CUDA events:
+        // +46 % over forward and backward).
+        let slow = rank.sm_contention.compute_slowdown_pct.expect("seen");
+        assert!((20.0..50.0).contains(&slow), "{slow}");
+        // Most of its NCCL kernels have no size (856 all-gathers, 0 sized):
+        // no partial sum.
+        assert_eq!(m.collective_link_gb, None);
+    }
+}

@@ -225,14 +225,18 @@ pub fn measure(series: &[(Metric, Series)], a: i64, b: i64, compute: &[(i64, i64
 }
 
 /// GB the collectives of `rows` move per rank on the links: bytes × the
-/// bus factor (bus / algorithm bandwidth) of each row with both.
+/// bus factor (bus / algorithm bandwidth) of each row. `None` unless every
+/// collective's size is known: a sum over some of them would understate
+/// what the links carried (without NCCL's profiler plugin most kernels
+/// have no size).
 pub fn collective_link_gb(rows: &[super::CollectiveStats]) -> Option<f64> {
     let mut total = None;
-    for r in rows {
-        if let (Some(b), Some(alg), Some(bus)) = (r.bytes, r.alg_bw_gbps, r.bus_bw_gbps) {
-            if alg > 0.0 {
+    for r in rows.iter().filter(|r| r.count > 0) {
+        match (r.bytes, r.alg_bw_gbps, r.bus_bw_gbps) {
+            (Some(b), Some(alg), Some(bus)) if alg > 0.0 && r.sized >= r.count => {
                 *total.get_or_insert(0.0) += b as f64 * (bus / alg) / 1e9;
             }
+            _ => return None,
         }
     }
     total
@@ -454,6 +458,8 @@ mod tests {
     #[test]
     fn collectives_move_their_bus_share_on_the_links() {
         let row = |bytes: u64, alg: f64, bus: f64| super::super::CollectiveStats {
+            count: 4,
+            sized: 4,
             bytes: Some(bytes),
             alg_bw_gbps: Some(alg),
             bus_bw_gbps: Some(bus),
@@ -466,8 +472,16 @@ mod tests {
             row(1_000_000_000, 100.0, 100.0),
         ];
         assert!((collective_link_gb(&rows).expect("sized") - 2.0).abs() < 1e-9);
-        let none = super::super::CollectiveStats::default();
-        assert_eq!(collective_link_gb(&[none]), None);
+        let none = super::super::CollectiveStats {
+            count: 4,
+            ..Default::default()
+        };
+        assert_eq!(collective_link_gb(std::slice::from_ref(&none)), None);
+        // Some kernels of a row without a size: unknown, not a part.
+        let mut partial = rows.clone();
+        partial[1].sized = 3;
+        assert_eq!(collective_link_gb(&partial), None);
+        assert_eq!(collective_link_gb(&[rows[0].clone(), none]), None);
     }
 
     #[test]
