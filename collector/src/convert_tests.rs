@@ -663,6 +663,72 @@ fn nccl_operations_link_to_their_kernel() {
     assert_eq!(linked, [Some("1".into()), Some("1".into()), None]);
 }
 
+/// The host runs ahead of the GPU: an NCCL kernel's record (which comes
+/// when it ends) arrives many batches after its launch call and its
+/// operation. The operation waits for it, and the operations behind it on
+/// its thread wait too; one whose kernel never comes is written unlinked
+/// after MAX_DEFER_BATCHES.
+#[test]
+fn nccl_operations_wait_for_a_kernel_that_ends_late() {
+    use crate::nccl_plugin::trace::{keys, NcclWriter, MAX_DEFER_BATCHES};
+    use crate::nccl_plugin::{Comm, Op};
+    let (mut c, _) = converter(all());
+    let op = |tid: u32, start: i64, end: i64| Op {
+        tid,
+        start_ns: start,
+        end_ns: end,
+        ..Op::default()
+    };
+    let mut w = NcclWriter::with_comms(vec![Comm::default()]);
+    let ops_written = |c: &Converter| {
+        (0..c.trace.slices().len())
+            .filter(|&i| c.trace.slices().kind()[i] == SliceKind::Other)
+            .map(|i| {
+                c.trace
+                    .arg_string(SliceId::from_index(i), keys::KERNEL_CORRELATION)
+            })
+            .collect::<Vec<_>>()
+    };
+    // Batch 0: plan 1 launched (corr 1) and its operation; thread 200's
+    // operation has no kernel at all.
+    c.push(Record::Api {
+        raw: api(10, 20, 211, 100, 1),
+        driver: false,
+    });
+    c.finish_batch(false);
+    w.write_ops(&mut c, vec![op(100, 45, 50), op(200, 46, 50)], 0, false);
+    // Batch 1: plan 2 (corr 3) and its operation, behind plan 1's.
+    c.push(Record::Api {
+        raw: api(60, 70, 211, 100, 3),
+        driver: false,
+    });
+    c.finish_batch(false);
+    w.write_ops(&mut c, vec![op(100, 75, 80)], 0, false);
+    for _ in 0..10 {
+        c.finish_batch(false);
+        w.write_ops(&mut c, vec![], 0, false);
+    }
+    assert!(ops_written(&c).is_empty());
+    // Twelve batches on, both kernels end: both operations go, linked.
+    c.push(Record::Kernel(
+        kernel(100, 200, 7, 1),
+        c"ncclDevKernel_AllGather_RING_LL",
+    ));
+    c.push(Record::Kernel(
+        kernel(300, 400, 7, 3),
+        c"ncclDevKernel_AllGather_RING_LL",
+    ));
+    c.finish_batch(false);
+    w.write_ops(&mut c, vec![], 0, false);
+    assert_eq!(ops_written(&c), [Some("1".into()), Some("3".into())]);
+    // Thread 200's goes unlinked once it waited MAX_DEFER_BATCHES.
+    for _ in 0..MAX_DEFER_BATCHES {
+        c.finish_batch(false);
+        w.write_ops(&mut c, vec![], 0, false);
+    }
+    assert_eq!(ops_written(&c), [Some("1".into()), Some("3".into()), None]);
+}
+
 #[test]
 fn gpu_metrics_feeds_become_counters_of_this_process_device() {
     use crate::pm_sampling::feed::Feed;

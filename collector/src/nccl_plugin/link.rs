@@ -9,13 +9,18 @@
 //! right kernel's records are missing and the launch found belongs to an
 //! earlier plan). The converter notes launch calls and NCCL kernels as
 //! their CUPTI records arrive ([`KernelLinks`]); the writer asks when it
-//! converts an operation, a few batches after the plugin handed it over,
-//! so the kernel's record (which comes when the kernel ends) is there.
+//! converts an operation, once that kernel's record (which comes when the
+//! kernel ends, possibly seconds after its launch when the host runs
+//! ahead of the GPU) is there, or after a time limit.
 
 use std::collections::{HashMap, VecDeque};
 
 /// NCCL kernel launches remembered per thread.
 const PER_THREAD: usize = 1024;
+/// Kernel launch calls remembered (the oldest forgotten first): the host
+/// may run thousands of launches ahead of the GPU, whose kernel records
+/// come only when the kernels end.
+const MAX_LAUNCHES: usize = 1 << 17;
 /// An operation further than this after the launch is not linked.
 pub const MAX_GAP_NS: i64 = 50_000_000;
 
@@ -24,8 +29,10 @@ pub const MAX_GAP_NS: i64 = 50_000_000;
 pub struct KernelLinks {
     /// (driver, cbid) -> whether the call launches a kernel.
     is_launch: HashMap<(bool, u32), bool>,
-    /// Launch calls of this batch and the last: correlation -> (thread, end).
-    launches: [HashMap<u32, (u32, i64)>; 2],
+    /// Recent launch calls: correlation -> (thread, end).
+    launches: HashMap<u32, (u32, i64)>,
+    /// Their correlations, oldest first (for forgetting).
+    launch_order: VecDeque<u32>,
     /// NCCL kernels whose launch call was not seen yet: (correlation, age).
     waiting: Vec<(u32, u8)>,
     /// Per thread: (launch call end, kernel correlation) of NCCL kernels.
@@ -40,7 +47,14 @@ impl KernelLinks {
             .entry((driver, cbid))
             .or_insert_with(|| name.contains("Launch") && name.contains("Kernel"));
         if launch {
-            self.launches[0].insert(corr, (tid, end_ns));
+            if self.launches.insert(corr, (tid, end_ns)).is_none() {
+                self.launch_order.push_back(corr);
+            }
+            if self.launch_order.len() > MAX_LAUNCHES {
+                if let Some(old) = self.launch_order.pop_front() {
+                    self.launches.remove(&old);
+                }
+            }
         }
     }
 
@@ -52,7 +66,7 @@ impl KernelLinks {
     }
 
     fn place(&mut self, corr: u32) -> bool {
-        let Some(&(tid, end)) = self.launches.iter().find_map(|m| m.get(&corr)) else {
+        let Some(&(tid, end)) = self.launches.get(&corr) else {
             return false;
         };
         let q = self.nccl.entry(tid).or_default();
@@ -63,8 +77,8 @@ impl KernelLinks {
         true
     }
 
-    /// Ends a batch: NCCL kernels whose launch call came later in the batch
-    /// are placed; launch calls older than the last batch are forgotten.
+    /// Ends a batch: NCCL kernels whose launch call came later are placed
+    /// (or forgotten after a few batches).
     pub fn finish_batch(&mut self) {
         let waiting = std::mem::take(&mut self.waiting);
         for (corr, age) in waiting {
@@ -72,9 +86,6 @@ impl KernelLinks {
                 self.waiting.push((corr, age + 1));
             }
         }
-        let [cur, prev] = &mut self.launches;
-        std::mem::swap(cur, prev);
-        cur.clear();
     }
 
     /// The correlation id of the NCCL kernel launched on thread `tid` last
@@ -114,5 +125,25 @@ mod tests {
         assert_eq!(k.kernel_for(200, 2_150, i64::MIN), Some(11));
         assert_eq!(k.kernel_for(300, 2_150, i64::MIN), None);
         assert_eq!(k.kernel_for(100, 2_000 + MAX_GAP_NS + 1, i64::MIN), None);
+    }
+
+    #[test]
+    fn a_kernel_ending_many_batches_after_its_launch_is_still_placed() {
+        // The host runs ahead of the GPU: the launch call's record comes
+        // in batch 0, the kernel's (when it ends) ten batches later.
+        let mut k = KernelLinks::default();
+        k.api(false, 211, "cudaLaunchKernel", 7, 100, 1_000);
+        for _ in 0..10 {
+            k.finish_batch();
+        }
+        k.nccl_kernel(7);
+        assert_eq!(k.kernel_for(100, 1_200, i64::MIN), Some(7));
+        // Launches are forgotten oldest first past MAX_LAUNCHES.
+        for c in 0..MAX_LAUNCHES as u32 + 1 {
+            k.api(false, 211, "cudaLaunchKernel", 1_000 + c, 100, 5_000);
+        }
+        assert!(k.launches.len() <= MAX_LAUNCHES);
+        assert!(!k.launches.contains_key(&7));
+        assert!(k.launches.contains_key(&(1_000 + MAX_LAUNCHES as u32)));
     }
 }

@@ -78,9 +78,12 @@ pub fn track_name(c: &Comm) -> String {
     )
 }
 
-/// Batches an operation waits before it is written, so that its kernel's
-/// record (which comes when the kernel ends) is there to link it to.
+/// Batches an operation waits at least before it is written, so that its
+/// kernel's record (which comes when the kernel ends) may be there.
 pub const DEFER_BATCHES: u8 = 3;
+/// Batches an operation waits at most for its kernel's record (the GPU
+/// may run seconds behind the host): then it is written unlinked.
+pub const MAX_DEFER_BATCHES: u8 = 50;
 
 /// The writer's state for NCCL operations.
 #[derive(Default)]
@@ -108,18 +111,31 @@ impl NcclWriter {
     /// plugin never loaded is said too).
     pub fn write(&mut self, conv: &mut Converter, last: bool) {
         let (ops, lost) = take_ops();
+        self.write_ops(conv, ops, lost, last);
+    }
+
+    /// [`Self::write`] with the plugin's operations and lost count given.
+    pub fn write_ops(&mut self, conv: &mut Converter, ops: Vec<Op>, lost: u64, last: bool) {
         self.waiting.extend(ops.into_iter().map(|o| (o, 0)));
-        let mut ready = Vec::new();
-        self.waiting.retain_mut(|(op, age)| {
-            *age += 1;
-            let go = last || *age > DEFER_BATCHES;
+        // Per thread in order of start: an operation goes once its kernel
+        // is found (or it waited too long); the ones after it wait with it,
+        // so each is linked knowing where the one before it stopped.
+        let mut waiting = std::mem::take(&mut self.waiting);
+        waiting.sort_by_key(|(o, _)| (o.tid, o.start_ns));
+        let mut blocked: Option<u32> = None;
+        for (op, mut age) in waiting {
+            age = age.saturating_add(1);
+            let go = blocked != Some(op.tid)
+                && (last
+                    || (age > DEFER_BATCHES
+                        && (age > MAX_DEFER_BATCHES || self.linkable(conv, &op))));
             if go {
-                ready.push(*op);
+                self.add(conv, &[op]);
+            } else {
+                blocked = Some(op.tid);
+                self.waiting.push((op, age));
             }
-            !go
-        });
-        ready.sort_by_key(|o| (o.tid, o.start_ns));
-        self.add(conv, &ready);
+        }
         let (version, inits) = plugin_status();
         if (version, inits, lost) != self.said || last {
             self.said = (version, inits, lost);
@@ -145,17 +161,29 @@ impl NcclWriter {
         }
     }
 
+    /// Where the last operation of `op`'s thread that stopped before it
+    /// started stopped.
+    fn last_stop_before(&self, op: &Op) -> i64 {
+        self.stops
+            .get(&op.tid)
+            .and_then(|s| s.iter().copied().filter(|&s| s < op.start_ns).max())
+            .unwrap_or(i64::MIN)
+    }
+
+    /// Whether `op`'s kernel is known now.
+    fn linkable(&self, conv: &Converter, op: &Op) -> bool {
+        let after = self.last_stop_before(op);
+        conv.nccl_links
+            .kernel_for(op.tid, op.start_ns, after)
+            .is_some()
+    }
+
     /// The NCCL kernel of `op` (see [`super::link`]): launched on its
     /// thread last before it started, after the last operation of that
     /// thread that stopped before it started.
     fn kernel_of(&mut self, conv: &Converter, op: &Op) -> Option<u32> {
+        let after = self.last_stop_before(op);
         let stops = self.stops.entry(op.tid).or_default();
-        let after = stops
-            .iter()
-            .copied()
-            .filter(|&s| s < op.start_ns)
-            .max()
-            .unwrap_or(i64::MIN);
         if stops.len() >= 64 {
             stops.pop_front();
         }
