@@ -227,9 +227,10 @@ fn the_h200_metrics_recording_measures_busy_sms_in_its_gemm_phases() {
 }
 
 /// traces/fsdp-ref-overlap-metrics-h200x2: fsdp-ref overlap on 2 × H200
-/// recorded with `--gpu-metrics` (NVLink from the user-payload counters).
-/// Its all-gathers and reduce-scatters move 2^32 bytes per rank and step
-/// on the link (8 blocks of dim 4096: fsdp-ref's own sizes × (n-1)/n).
+/// recorded with `--gpu-metrics` (NVLink from the user-payload counters)
+/// and NCCL's profiler plugin (every collective sized). Its all-gathers
+/// and reduce-scatters move 2^32 bytes per rank and step on the link (8
+/// blocks of dim 4096: fsdp-ref's own sizes × (n-1)/n).
 #[test]
 fn the_h200x2_metrics_recording_sees_the_collectives_on_nvlink() {
     let t = load_paths(&[bundled("fsdp-ref-overlap-metrics-h200x2")]).expect("load");
@@ -238,30 +239,38 @@ fn the_h200x2_metrics_recording_sees_the_collectives_on_nvlink() {
     let want_gb = (1u64 << 32) as f64 / 1e9;
     for rank in &r.ranks {
         let m = &rank.measured;
-        let steps = r
+        let steps: Vec<_> = r
             .steps
             .iter()
             .filter(|s| s.rank == rank.rank && s.step >= 1)
-            .count() as f64;
-        assert!(steps >= 50.0, "{steps}");
-        for (what, gbps) in [("tx", m.nvlink_tx_gbps), ("rx", m.nvlink_rx_gbps)] {
-            let per_step = gbps.expect("sampled") * m.span_us / 1e6 / steps;
-            // Measured 3.82 (rank 0) and 4.29 GB (rank 1) per step.
-            assert!(
-                (0.85..1.15).contains(&(per_step / want_gb)),
-                "rank {} {what}: {per_step} GB per step",
-                rank.rank
-            );
+            .collect();
+        assert!(steps.len() >= 30, "{}", steps.len());
+        // The report's own figure: what the collectives move, from their
+        // sizes, against what NVLink carried (measured 1.013 / 0.988).
+        let link = m.collective_link_gb.expect("every collective sized");
+        assert!(
+            (link / steps.len() as f64 / want_gb - 1.0).abs() < 0.15,
+            "rank {}: {link} GB",
+            rank.rank
+        );
+        for (what, gb) in [("tx", m.nvlink_tx_gb), ("rx", m.nvlink_rx_gb)] {
+            let ratio = gb.expect("sampled") / link;
+            assert!((0.95..1.05).contains(&ratio), "rank {} {what}: {ratio}", rank.rank);
         }
+        // Step by step too (median 1.000 / 0.999).
+        let mut per_step: Vec<f64> = steps
+            .iter()
+            .filter_map(|s| Some(s.measured.nvlink_tx_gb? / s.measured.collective_link_gb?))
+            .collect();
+        per_step.sort_by(f64::total_cmp);
+        let median = per_step[per_step.len() / 2];
+        assert!((0.95..1.05).contains(&median), "{median}");
         // NCCL kernels share the SMs: less busy than the serial run's 94 %.
         let in_compute = m.sm_active_compute_pct.expect("sampled");
         assert!((75.0..95.0).contains(&in_compute), "{in_compute}");
         // The same GEMMs slower under NCCL kernels (fsdp-ref's CUDA events:
-        // +46 % over forward and backward).
+        // +46 % over forward and backward; here +32 / +48 %).
         let slow = rank.sm_contention.compute_slowdown_pct.expect("seen");
-        assert!((20.0..50.0).contains(&slow), "{slow}");
-        // Most of its NCCL kernels have no size (856 all-gathers, 0 sized):
-        // no partial sum.
-        assert_eq!(m.collective_link_gb, None);
+        assert!((20.0..60.0).contains(&slow), "{slow}");
     }
 }
