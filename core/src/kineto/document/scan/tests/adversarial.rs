@@ -709,6 +709,7 @@ fn generated_documents_read_as_serde_json_reads_them() {
         );
         read += usize::from(agree(json.as_bytes()));
     }
-    // Only a bad top-level value or escaped string there leaves a document.
-    assert!(read > n / 2, "{read} of {n}");
+    // Only an escaped string under an unknown top-level key (about 2 %
+    // here) leaves a whole document to serde_json.
+    assert!(read > n * 19 / 20, "{read} of {n}");
 }
