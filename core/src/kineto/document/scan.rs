@@ -541,6 +541,8 @@ mod tests {
     use super::super::parse_document_partial;
     use super::*;
 
+    mod adversarial;
+
     /// Everything a sink is told, in order.
     #[derive(Default, Debug, PartialEq)]
     struct Log(Vec<String>);
