@@ -255,7 +255,11 @@ fn the_h200x2_metrics_recording_sees_the_collectives_on_nvlink() {
         );
         for (what, gb) in [("tx", m.nvlink_tx_gb), ("rx", m.nvlink_rx_gb)] {
             let ratio = gb.expect("sampled") / link;
-            assert!((0.95..1.05).contains(&ratio), "rank {} {what}: {ratio}", rank.rank);
+            assert!(
+                (0.95..1.05).contains(&ratio),
+                "rank {} {what}: {ratio}",
+                rank.rank
+            );
         }
         // Step by step too (median 1.000 / 0.999).
         let mut per_step: Vec<f64> = steps
