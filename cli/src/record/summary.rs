@@ -111,6 +111,18 @@ pub fn summary(r: &Report) -> String {
             rank.breakdown.comm_us,
             pct(rank.breakdown.idle_pct)
         );
+        let m = &rank.measured;
+        if m.any() {
+            let line = measured_line(
+                m.sm_active_pct,
+                m.sm_active_compute_pct,
+                m.warps_active_pct,
+                m.tensor_active_pct,
+                m.dram_gbps,
+                m.nvlink_tx_gbps.zip(m.nvlink_rx_gbps),
+            );
+            s += &format!("    GPU metrics: {line}\n");
+        }
     }
     if !r.sync_warnings.is_empty() {
         let n = r.sync_warnings.len();
@@ -134,6 +146,39 @@ pub fn summary(r: &Report) -> String {
     s
 }
 
+/// A rank's measured GPU metrics (`record --gpu-metrics`), those it has:
+/// SM active (and while compute runs), occupancy, tensor pipes, DRAM and
+/// NVLink (tx, rx).
+fn measured_line(
+    sm: Option<f64>,
+    sm_compute: Option<f64>,
+    occupancy: Option<f64>,
+    tensor: Option<f64>,
+    dram_gbps: Option<f64>,
+    nvlink_gbps: Option<(f64, f64)>,
+) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = sm {
+        parts.push(match sm_compute {
+            Some(c) => format!("SM active {v:.1}% ({c:.1}% while compute runs)"),
+            None => format!("SM active {v:.1}%"),
+        });
+    }
+    if let Some(v) = occupancy {
+        parts.push(format!("occupancy {v:.1}%"));
+    }
+    if let Some(v) = tensor {
+        parts.push(format!("tensor {v:.1}%"));
+    }
+    if let Some(v) = dram_gbps {
+        parts.push(format!("DRAM {v:.0} GB/s"));
+    }
+    if let Some((tx, rx)) = nvlink_gbps {
+        parts.push(format!("NVLink tx/rx {tx:.0}/{rx:.0} GB/s"));
+    }
+    parts.join(" · ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +198,28 @@ mod tests {
             .collect();
         assert_eq!(ranks.len(), 2, "{s}");
         assert!(ranks.iter().all(|l| l.contains('%')), "{s}");
+        // No samples, no metrics line.
+        assert!(!s.contains("GPU metrics:"), "{s}");
+    }
+
+    #[test]
+    fn sampled_ranks_get_a_metrics_line() {
+        use streamscope_core::synth::{add_gpu_metrics, fsdp_like, SynthOptions};
+        let mut t = fsdp_like(&SynthOptions {
+            ranks: 2,
+            target_slices: 4_000,
+            ..Default::default()
+        });
+        add_gpu_metrics(&mut t, 10_000);
+        let s = summary(&analyze(&t, &AnalysisOptions::default()));
+        let lines: Vec<&str> = s.lines().filter(|l| l.contains("GPU metrics:")).collect();
+        assert_eq!(lines.len(), 2, "{s}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.contains("SM active") && l.contains("GB/s")),
+            "{s}"
+        );
     }
 
     #[test]
