@@ -120,6 +120,7 @@ for mode in overlap serial; do
     grep -v '^{' "$W/$mode-rank$r.txt" | tail -40
   done
   grep -h '^{' "$W/$mode-rank0.txt" | tail -1 > "$W/$mode.fsdp.json"
+  for r in 0 1; do grep -h '^{' "$W/$mode-rank$r.txt" | tail -1 > "$W/$mode.fsdp.rank$r.json"; done
   step "$mode-info" 30 "$S" info "$d" | grep -E 'gpu_metrics|counter|^rank'
   "$S" report "$d" --format json > "$W/$mode.report.json" 2> "$W/$mode.report.err"
   tail -3 "$W/$mode.report.err"
@@ -175,18 +176,23 @@ for m in ("overlap", "serial"):
                                             "report_ratio": statistics.median(rr) if rr else None}
 out["nvlink"] = nv
 out["nvlink_within_10pct"] = bool(nv) and all(abs(v["ratio"] - 1) <= 0.10 for v in nv.values())
-# Contention: the trace's overlapped/alone against fsdp-ref's CUDA events.
-mo, ms = fs["overlap"].get("measured") or {}, fs["serial"].get("measured") or {}
-ev = None
-if mo and ms and (ms.get("t_fwd_compute_ms", 0) + ms.get("t_bwd_compute_ms", 0)) > 0:
-    ev = (mo["t_fwd_compute_ms"] + mo["t_bwd_compute_ms"]) / (ms["t_fwd_compute_ms"] + ms["t_bwd_compute_ms"])
-    out["events"] = {"fwd_overlap_ms": mo["t_fwd_compute_ms"], "fwd_serial_ms": ms["t_fwd_compute_ms"],
-                     "bwd_overlap_ms": mo["t_bwd_compute_ms"], "bwd_serial_ms": ms["t_bwd_compute_ms"],
-                     "ratio": ev}
+# Contention: the trace's overlapped/alone against fsdp-ref's CUDA events,
+# each rank against its own events (overlap run over serial run).
+def events_ratio(rank):
+    mo = load(f"{W}/overlap.fsdp.rank{rank}.json").get("measured") or {}
+    ms = load(f"{W}/serial.fsdp.rank{rank}.json").get("measured") or {}
+    if not (mo and ms) or (ms.get("t_fwd_compute_ms", 0) + ms.get("t_bwd_compute_ms", 0)) <= 0:
+        return None
+    r = (mo["t_fwd_compute_ms"] + mo["t_bwd_compute_ms"]) / (ms["t_fwd_compute_ms"] + ms["t_bwd_compute_ms"])
+    out.setdefault("events", {})[f"rank{rank}"] = {
+        "fwd_overlap_ms": mo["t_fwd_compute_ms"], "fwd_serial_ms": ms["t_fwd_compute_ms"],
+        "bwd_overlap_ms": mo["t_bwd_compute_ms"], "bwd_serial_ms": ms["t_bwd_compute_ms"], "ratio": r}
+    return r
 con = {}
 for k in rp["overlap"].get("ranks", []):
     c = k.get("sm_contention") or {}
     p = c.get("compute_slowdown_pct")
+    ev = events_ratio(k["rank"])
     con[f"rank{k['rank']}"] = {"compute_slowdown_pct": p, "cost_per_step_us": c.get("cost_per_step_us"),
                               "groups": c.get("groups"), "alone": c.get("kernels_alone"),
                               "overlapped": c.get("kernels_overlapped"),
