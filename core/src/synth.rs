@@ -52,6 +52,29 @@ impl Rng {
     }
 }
 
+/// xorshift64*: a fixed, dependency-free sequence for seeded tests and
+/// fuzzing (the same seed gives the same inputs on every machine).
+#[derive(Debug, Clone)]
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    /// The next 64 bits (a nonzero seed never reaches zero).
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// In `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n.max(1) as u64) as usize
+    }
+    /// In `[0, 1)`, 24 bits of it.
+    pub fn unit_f32(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
 /// An H200 as CUDA reports it.
 pub fn h200(process: ProcessId, ordinal: u32) -> Device {
     Device {

@@ -15,25 +15,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use streamscope_core::synth::XorShift;
 use streamscope_core::{kineto, perfetto, Trace};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
 
 const NUMBERS: &[&str] = &[
     "-1",
@@ -59,12 +43,12 @@ const NUMBERS: &[&str] = &[
     "2147483648",
 ];
 
-fn mutate(rng: &mut Rng, input: &[u8], pool: &[Vec<u8>], json: bool) -> Vec<u8> {
+fn mutate(rng: &mut XorShift, input: &[u8], pool: &[Vec<u8>], json: bool) -> Vec<u8> {
     let mut b = input.to_vec();
     let rounds = 1 + rng.below(4);
     for _ in 0..rounds {
         if b.is_empty() {
-            b.push(rng.next() as u8);
+            b.push(rng.next_u64() as u8);
         }
         let n = b.len();
         match rng.below(if json { 11 } else { 9 }) {
@@ -92,7 +76,7 @@ fn mutate(rng: &mut Rng, input: &[u8], pool: &[Vec<u8>], json: bool) -> Vec<u8> 
             4 => {
                 let at = rng.below(n + 1);
                 let k = 1 + rng.below(8);
-                let ins: Vec<u8> = (0..k).map(|_| rng.next() as u8).collect();
+                let ins: Vec<u8> = (0..k).map(|_| rng.next_u64() as u8).collect();
                 b.splice(at..at, ins);
             }
             5 => b.truncate(rng.below(n)),
@@ -292,7 +276,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x9e37_79b9_7f4a_7c15u64 ^ std::process::id() as u64);
-    let mut rng = Rng(seed | 1);
+    let mut rng = XorShift(seed | 1);
     std::panic::set_hook(Box::new(|_| {}));
     let mut seen: HashSet<String> = HashSet::new();
     let (mut execs, mut crashes) = (0u64, 0u64);

@@ -8,26 +8,10 @@
 
 use egui::{Event, Key, Modifiers, MouseWheelSource, MouseWheelUnit, PointerButton, Pos2, Vec2};
 use egui_kittest::Harness;
+use streamscope_core::synth::XorShift;
 use streamscope_core::TraceBuilder;
 use streamscope_core::{Device, NewSlice, Process, SliceClass, SliceKind, Trace, TrackKind};
 use streamscope_viewer::ViewerApp;
-
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn f(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
 
 /// One rank: a host thread with ProfilerStep ranges and launch calls, a
 /// compute and a communication stream, `n` kernels spread over `span_ns`
@@ -138,23 +122,29 @@ fn drive(trace: Trace, seed: u64, actions: usize, what: &str) {
         );
     h.run_steps(2);
     assert_sane(&h, what);
-    let mut rng = Rng(seed | 1);
+    let mut rng = XorShift(seed | 1);
     // The lanes lie right of the 230-px label column and below the ruler.
-    let lane_pos = |rng: &mut Rng| Pos2::new(240.0 + rng.f() * 950.0, 60.0 + rng.f() * 600.0);
+    let lane_pos = |rng: &mut XorShift| {
+        Pos2::new(
+            240.0 + rng.unit_f32() * 950.0,
+            60.0 + rng.unit_f32() * 600.0,
+        )
+    };
     for i in 0..actions {
         let pos = lane_pos(&mut rng);
         h.event(Event::PointerMoved(pos));
         match rng.below(9) {
             0 => {
                 // Wheel zoom, from a nudge to a huge spin either way.
-                let mag = 10f32.powf(rng.f() * 5.0) * if rng.below(2) == 0 { 1.0 } else { -1.0 };
+                let mag =
+                    10f32.powf(rng.unit_f32() * 5.0) * if rng.below(2) == 0 { 1.0 } else { -1.0 };
                 h.event(wheel(Vec2::new(0.0, mag), Modifiers::NONE));
             }
             1 => h.event(wheel(
-                Vec2::new(rng.f() * 4000.0 - 2000.0, 0.0),
+                Vec2::new(rng.unit_f32() * 4000.0 - 2000.0, 0.0),
                 Modifiers::NONE,
             )),
-            2 => h.event(Event::Zoom(10f32.powf(rng.f() * 6.0 - 3.0))),
+            2 => h.event(Event::Zoom(10f32.powf(rng.unit_f32() * 6.0 - 3.0))),
             3 => {
                 let keys = [
                     Key::W,
@@ -167,7 +157,7 @@ fn drive(trace: Trace, seed: u64, actions: usize, what: &str) {
                     Key::Escape,
                 ];
                 for _ in 0..1 + rng.below(6) {
-                    h.key_press(keys[rng.below(keys.len() as u64) as usize]);
+                    h.key_press(keys[rng.below(keys.len())]);
                 }
             }
             4 | 5 => {
@@ -216,7 +206,7 @@ fn drive(trace: Trace, seed: u64, actions: usize, what: &str) {
                 // Programmatic jumps, as the panels make them.
                 let app = h.state_mut();
                 if let Some(m) = &app.model {
-                    let n = m.trace.slices().len() as u64;
+                    let n = m.trace.slices().len();
                     let s = rng.below(n) as u32;
                     let (model, st) = (m, &mut app.timeline);
                     st.select_and_show(model, s);
@@ -224,8 +214,8 @@ fn drive(trace: Trace, seed: u64, actions: usize, what: &str) {
                         .index
                         .span_ns
                         .0
-                        .saturating_add(rng.next() as i64 >> rng.below(64));
-                    let b = a.saturating_add((rng.next() >> rng.below(64)) as i64);
+                        .saturating_add(rng.next_u64() as i64 >> rng.below(64));
+                    let b = a.saturating_add((rng.next_u64() >> rng.below(64)) as i64);
                     st.zoom_to(&model.index, a, b);
                 }
             }
@@ -235,10 +225,10 @@ fn drive(trace: Trace, seed: u64, actions: usize, what: &str) {
                     let st = &mut app.timeline;
                     st.zoom_by(
                         &m.index,
-                        10f64.powf(rng.f() as f64 * 40.0 - 20.0),
-                        rng.f() as f64,
+                        10f64.powf(rng.unit_f32() as f64 * 40.0 - 20.0),
+                        rng.unit_f32() as f64,
                     );
-                    st.pan_by(&m.index, (rng.f() as f64 - 0.5) * 1e6);
+                    st.pan_by(&m.index, (rng.unit_f32() as f64 - 0.5) * 1e6);
                 }
             }
         }
@@ -279,10 +269,10 @@ fn opening_view_on_the_steps_of_a_long_trace_does_not_panic() {
     // whose window sits ~1e9 ns from its origin.
     // Spans that are not round numbers: the clamp's bounds then round
     // apart in f64 (as on the tiled trace and the 10 M-slice benchmark).
-    let mut rng = Rng(0xC0FFEE);
+    let mut rng = XorShift(0xC0FFEE);
     for base in [-1_054_856_206i64, 1_733_000_000_000_000_000, 0] {
         for _ in 0..4 {
-            let span = 5_000_000_000 + (rng.next() % 30_000_000_000) as i64;
+            let span = 5_000_000_000 + (rng.next_u64() % 30_000_000_000) as i64;
             let mut h = Harness::builder()
                 .with_size([1200.0, 700.0])
                 .build_ui_state(
@@ -300,7 +290,7 @@ fn zoom_onto_the_whole_trace_clamps_for_any_span() {
     // The reported panic: `clamp(min > max)` when a window as wide as the
     // trace is zoomed to and the bounds round apart in f64. Many spans,
     // from 1 µs to days, at several origins.
-    let mut rng = Rng(0xDEC0DE);
+    let mut rng = XorShift(0xDEC0DE);
     for base in [
         0i64,
         -1_054_856_206,
@@ -308,7 +298,7 @@ fn zoom_onto_the_whole_trace_clamps_for_any_span() {
         i64::MIN + 1,
     ] {
         for _ in 0..150 {
-            let span = (1_000 + (rng.next() % (3 * DAY_NS as u64)) as i64) >> rng.below(40);
+            let span = (1_000 + (rng.next_u64() % (3 * DAY_NS as u64)) as i64) >> rng.below(40);
             let app = ViewerApp::from_trace(trace_at(base, span.max(1_000), 3));
             let m = app.model.as_ref().expect("trace loaded");
             let mut st = app.timeline.clone();

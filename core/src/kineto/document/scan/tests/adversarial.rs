@@ -3,6 +3,7 @@
 //! JSON it must leave to serde_json.
 
 use super::*;
+use crate::synth::XorShift;
 
 /// A small document of what Kineto writes, with a few odd events.
 const BASE: &str = r#"{
@@ -47,32 +48,17 @@ fn agree(json: &[u8]) -> bool {
     true
 }
 
-/// xorshift64*: a fixed, dependency-free sequence.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 /// Bytes that matter to a JSON reader, and a few that must not appear.
 const ALPHABET: &[u8] =
     b"{}[]:,\"\\ \t\n\r0123456789-+.eEnulltrfsax/\x00\x01\x1f\x7f\xc3\xa9\xff\x0c\x0b";
 
 /// One to three random edits of `base`.
-fn mutate(base: &[u8], rng: &mut Rng) -> Vec<u8> {
+fn mutate(base: &[u8], rng: &mut XorShift) -> Vec<u8> {
     let mut v = base.to_vec();
     for _ in 0..1 + rng.below(3) {
         let at = rng.below(v.len() + 1);
         let byte = if rng.below(8) == 0 {
-            rng.next() as u8
+            rng.next_u64() as u8
         } else {
             ALPHABET[rng.below(ALPHABET.len())]
         };
@@ -118,11 +104,11 @@ fn mutate(base: &[u8], rng: &mut Rng) -> Vec<u8> {
 
 #[test]
 fn special_bytes_finds_the_first_in_random_words() {
-    let mut rng = Rng(0x5bec1a1);
+    let mut rng = XorShift(0x5bec1a1);
     for _ in 0..100_000 {
         // Mostly bytes near the special ones.
         let word: [u8; 8] = std::array::from_fn(|_| match rng.below(4) {
-            0 => rng.next() as u8,
+            0 => rng.next_u64() as u8,
             1 => 0x1c + rng.below(8) as u8,
             2 => b"\"\\\x7f\x80\xff\xa2\xdc\x9f"[rng.below(8)],
             _ => b'a' + rng.below(26) as u8,
@@ -151,7 +137,7 @@ fn a_document_cut_at_any_byte_is_left_to_serde_json() {
 
 #[test]
 fn mutated_documents_read_as_serde_json_reads_them() {
-    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    let mut rng = XorShift(0x5eed_1234_abcd_0001);
     let (mut read, n) = (0, 3000);
     for _ in 0..n {
         read += usize::from(agree(&mutate(BASE.as_bytes(), &mut rng)));
@@ -170,8 +156,8 @@ fn many_mutated_documents_read_as_serde_json_reads_them() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(7);
-    let mut rng = Rng(seed | 1);
-    let mut gen = Gen(Rng(seed.wrapping_mul(3) | 1));
+    let mut rng = XorShift(seed | 1);
+    let mut gen = Gen(XorShift(seed.wrapping_mul(3) | 1));
     let mut read = 0;
     for _ in 0..1_000_000 {
         read += usize::from(agree(&mutate(BASE.as_bytes(), &mut rng)));
@@ -549,7 +535,7 @@ fn floats_parse_as_serde_json_parses_them() {
             cases.push(format!("{half}{}{}{last}", if half.contains('.') { "" } else { "." }, "0".repeat(long)));
         }
     }
-    let mut rng = Rng(0xf10a7);
+    let mut rng = XorShift(0xf10a7);
     for _ in 0..20_000 {
         let digits: String = (0..1 + rng.below(40))
             .map(|_| char::from(b'0' + rng.below(10) as u8))
@@ -578,7 +564,7 @@ fn floats_parse_as_serde_json_parses_them() {
 
 /// Random valid JSON in the shape of a Kineto document: every field of
 /// every type, repeated keys, odd spaces, escapes, numbers of all kinds.
-struct Gen(Rng);
+struct Gen(XorShift);
 
 impl Gen {
     fn ws(&mut self) -> &'static str {
@@ -608,7 +594,7 @@ impl Gen {
         format!("\"{s}\"")
     }
     fn number(&mut self) -> String {
-        let n = self.0.next();
+        let n = self.0.next_u64();
         match self.0.below(8) {
             0 => (n % 100).to_string(),
             1 => format!("-{}", n % 1000),
@@ -699,7 +685,7 @@ impl Gen {
 
 #[test]
 fn generated_documents_read_as_serde_json_reads_them() {
-    let mut gen = Gen(Rng(0x6e6e_7261_7465));
+    let mut gen = Gen(XorShift(0x6e6e_7261_7465));
     let (mut read, n) = (0, 2000);
     for _ in 0..n {
         let json = gen.document();
