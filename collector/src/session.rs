@@ -362,14 +362,9 @@ fn open_cupti(
 /// Puts CUPTI's activity timestamps on CLOCK_MONOTONIC: through the
 /// timestamp callback when CUPTI has one, else by an offset calibrated now.
 /// Records the clock in `meta` and returns the offset to add (ns).
-fn set_up_clock(
-    cupti: &Cupti,
-    env: &dyn Fn(&str) -> Option<String>,
-    meta: &mut Vec<(String, String)>,
-) -> i64 {
+fn set_up_clock(cupti: &Cupti, meta: &mut Vec<(String, String)>) -> i64 {
     let mut ts_offset_ns = 0i64;
-    let cupti_clock = env(protocol::env::CLOCK).is_some_and(|v| v.trim() == "cupti");
-    let own_clock = match cupti.register_timestamp.filter(|_| !cupti_clock) {
+    let own_clock = match cupti.register_timestamp {
         // SAFETY: registers a function valid for the life of the process.
         Some(f) => cupti
             .check("cuptiActivityRegisterTimestampCallback", unsafe {
@@ -463,7 +458,7 @@ fn start_cupti(
     let pid = process.pid;
     let (cupti, mut meta) = open_cupti(&env)?;
     let origin_ns = process_info::monotonic_ns();
-    let ts_offset_ns = set_up_clock(&cupti, &env, &mut meta);
+    let ts_offset_ns = set_up_clock(&cupti, &mut meta);
     // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
     let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
     cupti.check("cuptiActivityRegisterCallbacks", rc)?;

@@ -67,10 +67,6 @@ pub mod env {
     /// (kernels are always recorded). Less in the trace, and less for the
     /// analysis to go on: meant for measuring what each kind costs.
     pub const ACTIVITY_OFF: &str = "STREAMSCOPE_ACTIVITY_OFF";
-    /// `cupti`: leave CUPTI's activity timestamps on its own clock, put on
-    /// CLOCK_MONOTONIC by an offset taken at start, instead of registering
-    /// a timestamp callback; for measuring what the callback costs.
-    pub const CLOCK: &str = "STREAMSCOPE_CLOCK";
     /// `1`: ask CUPTI for hardware-based kernel tracing
     /// (`cuptiActivityEnableHWTrace`, CUDA 12.8+, where the GPU has it);
     /// the trace's `hw_trace` metadata says whether it took.

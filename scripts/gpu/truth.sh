@@ -238,7 +238,7 @@ note "{\"overhead_fsdp2\": {\"gpus\": $NP, \"args\": \"$FA --steps $FS\"}}"
 # variant NAME: the command prefix of an overhead variant.
 #   plain | hooks | nohooks | allapis | nolines | off-KIND[+KIND...]
 #   (STREAMSCOPE_ACTIVITY_OFF: activity kinds left out, to see their cost)
-#   | cupticlock (CUPTI's clock, no timestamp callback) | hwtrace
+#   | hwtrace (the collector says on stderr, in the log, whether it took)
 #   (cuptiActivityEnableHWTrace asked for; `info` says if it took)
 variant() {
   case "$1" in
@@ -248,7 +248,6 @@ variant() {
     allapis) echo "$S record --all-apis -o $W/ov-$2" ;;
     nolines) echo "$S record --no-python-lines -o $W/ov-$2" ;;
     off-*) k="${1#off-}"; echo "env STREAMSCOPE_ACTIVITY_OFF=${k//+/,} $S record -o $W/ov-$2" ;;
-    cupticlock) echo "env STREAMSCOPE_CLOCK=cupti $S record -o $W/ov-$2" ;;
     hwtrace) echo "env STREAMSCOPE_HW_TRACE=1 $S record -o $W/ov-$2" ;;
   esac
 }
@@ -266,9 +265,6 @@ for i in $(seq "${TRUTH_FSDP2_ROUNDS:-${TRUTH_ROUNDS:-2}}"); do
   for v in plain hooks; do
     step "fsdp2-$v-$i" 90 $(variant "$v" "fsdp2-$v-$i") torchrun --nproc_per_node "$NP" examples/torch_fsdp2.py $FA --steps "$FS" --no-nvtx > "$W/ov-fsdp2-$v-$i.json"
   done
-done
-for d in "$W"/ov-api-hwtrace-1 "$W"/ov-api-cupticlock-1; do
-  [ -d "$d" ] && "$S" info "$d" 2>&1 | grep -E "hw_trace|clock" | head -3
 done
 # What one recorded FSDP2 rank holds, by API (the most frequent 25).
 [ -e "$W/ov-fsdp2-hooks-1/rank-0.pftrace" ] &&

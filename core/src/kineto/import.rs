@@ -1,9 +1,9 @@
 //! Kineto events → [`Trace`]: one process per file (one rank).
 //!
 //! Events are mapped as the parser delivers them (the fast reader,
-//! `document::scan`, and serde_json's one-pass parser,
-//! `document::parse_document_partial`, when it declines), so memory holds the JSON text (for a large
-//! gzip file, a few MiB of it at a time: see `split`) and the growing
+//! `document::scan`, or, when it declines, serde_json's one-pass parser,
+//! `document::parse_document_partial`), so memory holds the JSON text (for
+//! a large gzip file, a few MiB of it at a time: see `split`) and the growing
 //! trace, never a list of all events. What can only be known at the end is
 //! settled in `finish`: the time base (`baseTimeNanoseconds` follows the
 //! events), which pid is the host process, device properties, thread
