@@ -125,15 +125,16 @@ impl NcclWriter {
         let mut blocked: Option<u32> = None;
         for (op, mut age) in waiting {
             age = age.saturating_add(1);
-            let go = blocked != Some(op.tid)
-                && (last
-                    || (age > DEFER_BATCHES
-                        && (age > MAX_DEFER_BATCHES || self.linkable(conv, &op))));
-            if go {
-                self.add(conv, &[op]);
-            } else {
-                blocked = Some(op.tid);
-                self.waiting.push((op, age));
+            let kernel = (blocked != Some(op.tid)).then(|| self.kernel_of(conv, &op));
+            let go = kernel.is_some_and(|k| {
+                last || (age > DEFER_BATCHES && (k.is_some() || age > MAX_DEFER_BATCHES))
+            });
+            match kernel {
+                Some(k) if go => self.add_one(conv, &op, k),
+                _ => {
+                    blocked = Some(op.tid);
+                    self.waiting.push((op, age));
+                }
             }
         }
         let (version, inits) = plugin_status();
@@ -161,106 +162,99 @@ impl NcclWriter {
         }
     }
 
-    /// Where the last operation of `op`'s thread that stopped before it
-    /// started stopped.
-    fn last_stop_before(&self, op: &Op) -> i64 {
-        self.stops
-            .get(&op.tid)
-            .and_then(|s| s.iter().copied().filter(|&s| s < op.start_ns).max())
-            .unwrap_or(i64::MIN)
-    }
-
-    /// Whether `op`'s kernel is known now.
-    fn linkable(&self, conv: &Converter, op: &Op) -> bool {
-        let after = self.last_stop_before(op);
-        conv.nccl_links
-            .kernel_for(op.tid, op.start_ns, after)
-            .is_some()
-    }
-
     /// The NCCL kernel of `op` (see [`super::link`]): launched on its
     /// thread last before it started, after the last operation of that
-    /// thread that stopped before it started.
-    fn kernel_of(&mut self, conv: &Converter, op: &Op) -> Option<u32> {
-        let after = self.last_stop_before(op);
+    /// thread that stopped before it started (None: not known yet).
+    fn kernel_of(&self, conv: &Converter, op: &Op) -> Option<u32> {
+        let after = self
+            .stops
+            .get(&op.tid)
+            .and_then(|s| s.iter().copied().filter(|&s| s < op.start_ns).max())
+            .unwrap_or(i64::MIN);
+        conv.nccl_links.kernel_for(op.tid, op.start_ns, after)
+    }
+
+    /// Adds `ops` to the batch (those inside the capture window), in order
+    /// of start per thread, each linked to its kernel if known now.
+    pub fn add(&mut self, conv: &mut Converter, ops: &[Op]) {
+        for op in ops {
+            let kernel = self.kernel_of(conv, op);
+            self.add_one(conv, op, kernel);
+        }
+    }
+
+    /// Adds `op`, linked to `kernel`; later operations of its thread are
+    /// linked only to kernels launched after it stopped.
+    fn add_one(&mut self, conv: &mut Converter, op: &Op, kernel: Option<u32>) {
         let stops = self.stops.entry(op.tid).or_default();
         if stops.len() >= 64 {
             stops.pop_front();
         }
         stops.push_back(op.end_ns);
-        conv.nccl_links.kernel_for(op.tid, op.start_ns, after)
-    }
-
-    /// Adds `ops` to the batch (those inside the capture window), in order
-    /// of start per thread.
-    pub fn add(&mut self, conv: &mut Converter, ops: &[Op]) {
-        for op in ops {
-            let kernel = self.kernel_of(conv, op);
-            if !conv.in_window(op.start_ns, op.end_ns) {
-                continue;
-            }
-            if op.comm as usize >= self.comms.len() {
-                self.comms = comms();
-            }
-            let Some(comm) = self.comms.get(op.comm as usize).cloned() else {
-                continue;
-            };
-            let track = *self.tracks.entry(op.comm).or_insert_with(|| {
-                let p = conv.process_index();
-                conv.trace
-                    .add_track(p, None, TrackKind::Other, &track_name(&comm))
-            });
-            let t = &mut conv.trace;
-            let name = t.intern(&format!(
-                "{}{}",
-                protocol::NCCL_SLICE_PREFIX,
-                op.func.as_str()
-            ));
-            let mut s = NewSlice::new(
-                track,
-                SliceKind::Other,
-                name,
-                op.start_ns,
-                op.end_ns - op.start_ns,
-            );
-            let mut str_arg = |t: &mut streamscope_core::TraceBuilder, k: &str, v: &str| {
-                let (k, v) = (t.intern(k), t.intern(v));
-                s.args.push((k, ArgValue::Str(v)));
-            };
-            str_arg(t, keys::COMM, &format!("0x{:016x}", comm.hash));
-            if let Some(n) = &comm.name {
-                str_arg(t, keys::COMM_NAME, n);
-            }
-            str_arg(t, keys::FUNC, op.func.as_str());
-            str_arg(t, keys::DTYPE, op.dtype.as_str());
-            if op.kind == OpKind::Coll {
-                str_arg(t, keys::ALGO, op.algo.as_str());
-                str_arg(t, keys::PROTO, op.proto.as_str());
-            }
-            let mut num = |k: &str, v: ArgValue| {
-                let k = t.intern(k);
-                s.args.push((k, v));
-            };
-            num(keys::RANK, ArgValue::Int(op.rank.into()));
-            num(keys::NRANKS, ArgValue::Int(comm.nranks.into()));
-            num(keys::COUNT, ArgValue::UInt(op.count));
-            if let Some(size) = dtype_size(op.dtype.as_str()) {
-                num(keys::BYTES, ArgValue::UInt(op.count.saturating_mul(size)));
-            }
-            num(keys::CHANNELS, ArgValue::UInt(op.channels.into()));
-            match op.kind {
-                OpKind::Coll => {
-                    num(keys::SEQ, ArgValue::UInt(op.seq));
-                    num(keys::ROOT, ArgValue::Int(op.root.into()));
-                    num(keys::WARPS, ArgValue::UInt(op.warps.into()));
-                }
-                OpKind::P2p => num(keys::PEER, ArgValue::Int(op.root.into())),
-            }
-            num(keys::TID, ArgValue::UInt(op.tid.into()));
-            if let Some(k) = kernel {
-                num(keys::KERNEL_CORRELATION, ArgValue::UInt(k.into()));
-            }
-            t.push_slice(s);
+        if !conv.in_window(op.start_ns, op.end_ns) {
+            return;
         }
+        if op.comm as usize >= self.comms.len() {
+            self.comms = comms();
+        }
+        let Some(comm) = self.comms.get(op.comm as usize).cloned() else {
+            return;
+        };
+        let track = *self.tracks.entry(op.comm).or_insert_with(|| {
+            let p = conv.process_index();
+            conv.trace
+                .add_track(p, None, TrackKind::Other, &track_name(&comm))
+        });
+        let t = &mut conv.trace;
+        let name = t.intern(&format!(
+            "{}{}",
+            protocol::NCCL_SLICE_PREFIX,
+            op.func.as_str()
+        ));
+        let mut s = NewSlice::new(
+            track,
+            SliceKind::Other,
+            name,
+            op.start_ns,
+            op.end_ns - op.start_ns,
+        );
+        let mut str_arg = |t: &mut streamscope_core::TraceBuilder, k: &str, v: &str| {
+            let (k, v) = (t.intern(k), t.intern(v));
+            s.args.push((k, ArgValue::Str(v)));
+        };
+        str_arg(t, keys::COMM, &format!("0x{:016x}", comm.hash));
+        if let Some(n) = &comm.name {
+            str_arg(t, keys::COMM_NAME, n);
+        }
+        str_arg(t, keys::FUNC, op.func.as_str());
+        str_arg(t, keys::DTYPE, op.dtype.as_str());
+        if op.kind == OpKind::Coll {
+            str_arg(t, keys::ALGO, op.algo.as_str());
+            str_arg(t, keys::PROTO, op.proto.as_str());
+        }
+        let mut num = |k: &str, v: ArgValue| {
+            let k = t.intern(k);
+            s.args.push((k, v));
+        };
+        num(keys::RANK, ArgValue::Int(op.rank.into()));
+        num(keys::NRANKS, ArgValue::Int(comm.nranks.into()));
+        num(keys::COUNT, ArgValue::UInt(op.count));
+        if let Some(size) = dtype_size(op.dtype.as_str()) {
+            num(keys::BYTES, ArgValue::UInt(op.count.saturating_mul(size)));
+        }
+        num(keys::CHANNELS, ArgValue::UInt(op.channels.into()));
+        match op.kind {
+            OpKind::Coll => {
+                num(keys::SEQ, ArgValue::UInt(op.seq));
+                num(keys::ROOT, ArgValue::Int(op.root.into()));
+                num(keys::WARPS, ArgValue::UInt(op.warps.into()));
+            }
+            OpKind::P2p => num(keys::PEER, ArgValue::Int(op.root.into())),
+        }
+        num(keys::TID, ArgValue::UInt(op.tid.into()));
+        if let Some(k) = kernel {
+            num(keys::KERNEL_CORRELATION, ArgValue::UInt(k.into()));
+        }
+        t.push_slice(s);
     }
 }
