@@ -111,17 +111,8 @@ pub fn summary(r: &Report) -> String {
             rank.breakdown.comm_us,
             pct(rank.breakdown.idle_pct)
         );
-        let m = &rank.measured;
-        if m.any() {
-            let line = measured_line(
-                m.sm_active_pct,
-                m.sm_active_compute_pct,
-                m.warps_active_pct,
-                m.tensor_active_pct,
-                m.dram_gbps,
-                m.nvlink_tx_gbps.zip(m.nvlink_rx_gbps),
-            );
-            s += &format!("    GPU metrics: {line}\n");
+        if rank.measured.any() {
+            s += &format!("    GPU metrics: {}\n", measured_line(&rank.measured));
         }
     }
     if !r.sync_warnings.is_empty() {
@@ -149,31 +140,24 @@ pub fn summary(r: &Report) -> String {
 /// A rank's measured GPU metrics (`record --gpu-metrics`), those it has:
 /// SM active (and while compute runs), occupancy, tensor pipes, DRAM and
 /// NVLink (tx, rx).
-fn measured_line(
-    sm: Option<f64>,
-    sm_compute: Option<f64>,
-    occupancy: Option<f64>,
-    tensor: Option<f64>,
-    dram_gbps: Option<f64>,
-    nvlink_gbps: Option<(f64, f64)>,
-) -> String {
+fn measured_line(m: &streamscope_core::analysis::Measured) -> String {
     let mut parts = Vec::new();
-    if let Some(v) = sm {
-        parts.push(match sm_compute {
+    if let Some(v) = m.sm_active_pct {
+        parts.push(match m.sm_active_compute_pct {
             Some(c) => format!("SM active {v:.1}% ({c:.1}% while compute runs)"),
             None => format!("SM active {v:.1}%"),
         });
     }
-    if let Some(v) = occupancy {
+    if let Some(v) = m.warps_active_pct {
         parts.push(format!("occupancy {v:.1}%"));
     }
-    if let Some(v) = tensor {
+    if let Some(v) = m.tensor_active_pct {
         parts.push(format!("tensor {v:.1}%"));
     }
-    if let Some(v) = dram_gbps {
+    if let Some(v) = m.dram_gbps {
         parts.push(format!("DRAM {v:.0} GB/s"));
     }
-    if let Some((tx, rx)) = nvlink_gbps {
+    if let (Some(tx), Some(rx)) = (m.nvlink_tx_gbps, m.nvlink_rx_gbps) {
         parts.push(format!("NVLink tx/rx {tx:.0}/{rx:.0} GB/s"));
     }
     parts.join(" · ")

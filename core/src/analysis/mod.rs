@@ -22,6 +22,7 @@ mod waits;
 pub mod whatif;
 mod xrank;
 
+pub use measured::Measured;
 pub use nccl::bus_factor;
 pub use report::*;
 pub use steps::is_step_name;
