@@ -23,6 +23,9 @@ pub const API_ENTER: u32 = 0;
 pub const API_EXIT: u32 = 1;
 pub const FLUSH_FORCED: u32 = 1;
 pub const THREAD_ID_TYPE_SYSTEM: u32 = 1;
+/// `CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER` (a uint8_t): non-zero
+/// says the buffers we hand CUPTI are zeroed already.
+pub const ATTR_ZEROED_OUT_ACTIVITY_BUFFER: u32 = 5;
 
 pub type BufferRequested = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
 pub type BufferCompleted = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
@@ -54,6 +57,9 @@ pub struct Cupti {
     pub enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
     /// `cuptiActivityEnableHWTrace(enable)` (CUPTI 12.8 and newer).
     pub enable_hw_trace: Option<unsafe extern "C" fn(u8) -> CuptiResult>,
+    /// `cuptiActivitySetAttribute(attr, &value_size, &value)`.
+    pub activity_set_attribute:
+        Option<unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> CuptiResult>,
     /// The dlopen handle (as an address: the library is never closed), for
     /// symbols looked up later ([`PmApi::load`]).
     handle: usize,
@@ -172,6 +178,7 @@ impl Cupti {
             enable_runtime_api: optional!(h, c"cuptiActivityEnableRuntimeApi"),
             enable_driver_api: optional!(h, c"cuptiActivityEnableDriverApi"),
             enable_hw_trace: optional!(h, c"cuptiActivityEnableHWTrace"),
+            activity_set_attribute: optional!(h, c"cuptiActivitySetAttribute"),
             handle: h as usize,
             reported: Mutex::new(HashSet::new()),
         })

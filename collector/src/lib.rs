@@ -29,6 +29,7 @@ macro_rules! warn {
 }
 
 pub mod armed;
+mod buffer_pool;
 mod callbacks;
 pub mod capture;
 pub mod control;

@@ -21,6 +21,7 @@ use streamscope_core::perfetto::PerfettoWriter;
 use streamscope_core::protocol;
 use streamscope_core::Device;
 
+use crate::buffer_pool::{self, Pool};
 use crate::capture::{CaptureSpec, CaptureWindow};
 use crate::convert::{Converter, HostInfo};
 use crate::cupti_api::*;
@@ -41,6 +42,12 @@ const QUEUE_BUFFERS: usize = 64;
 /// no buffer and drops records, which it counts.
 const MAX_BUFFERS: usize = QUEUE_BUFFERS + 8;
 static BUDGET: BufferBudget = BufferBudget::new(MAX_BUFFERS);
+/// Zeroed buffers ready for CUPTI's requests (see buffer_pool.rs).
+static POOL: OnceLock<Pool> = OnceLock::new();
+
+fn pool() -> Option<&'static Pool> {
+    buffer_layout().map(|l| POOL.get_or_init(|| Pool::new(l)))
+}
 /// How often the writer asks CUPTI for what it has (completed records
 /// only) and writes it: what a SIGKILL can lose, plus CUPTI's own delay.
 /// `STREAMSCOPE_FLUSH_MS` overrides it (at least 10 ms).
@@ -74,6 +81,29 @@ unsafe impl Send for Buffer {}
 
 fn buffer_layout() -> Option<Layout> {
     Layout::from_size_align(BUFFER_BYTES, 8).ok()
+}
+
+impl Buffer {
+    /// Done with (converted): zeroed and kept for CUPTI's next request.
+    /// Only the writer calls this; everywhere else a buffer is just freed.
+    pub(crate) fn recycle(mut self) {
+        let p = std::mem::replace(&mut self.ptr, std::ptr::null_mut());
+        if p.is_null() {
+            return;
+        }
+        BUDGET.release();
+        match pool() {
+            // SAFETY: p came from the pool's layout (`buffer_requested`) and
+            // CUPTI has handed it back: it is ours alone.
+            Some(pool) => unsafe { pool.give_back(p) },
+            None => {
+                if let Some(l) = buffer_layout() {
+                    // SAFETY: as in Drop.
+                    unsafe { std::alloc::dealloc(p, l) };
+                }
+            }
+        }
+    }
 }
 
 impl Drop for Buffer {
@@ -132,10 +162,11 @@ unsafe extern "C" fn buffer_requested(
         // Declining (a null buffer of size 0) is CUPTI's documented way to
         // refuse: it drops records and counts them for
         // cuptiActivityGetNumDroppedRecords.
-        let p = match buffer_layout() {
-            Some(l) if BUDGET.try_acquire() => {
-                // SAFETY: non-zero size layout.
-                let p = unsafe { std::alloc::alloc(l) };
+        // Zeroed, as CUPTI was told (`ZEROED_OUT_ACTIVITY_BUFFER`), and in
+        // the common case already faulted in (buffer_pool.rs).
+        let p = match pool() {
+            Some(pool) if BUDGET.try_acquire() => {
+                let p = pool.take();
                 if p.is_null() {
                     BUDGET.release();
                 }
@@ -448,6 +479,34 @@ fn spawn_writer(
     spawned.map(|_| ())
 }
 
+/// Tells CUPTI that our buffers come zeroed, so that it does not zero them
+/// itself on the application's thread (buffer_pool.rs). Returns what the
+/// trace's `activity_buffers` metadata says.
+fn zeroed_buffers(cupti: &Cupti) -> String {
+    let Some(set) = cupti.activity_set_attribute else {
+        return "zeroed by CUPTI (no cuptiActivitySetAttribute)".into();
+    };
+    let mut value: u8 = 1;
+    let mut size = std::mem::size_of::<u8>();
+    // SAFETY: a uint8_t attribute: its size and a pointer to it, both live
+    // for the call.
+    let rc = unsafe {
+        set(
+            ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+            &mut size,
+            (&mut value as *mut u8).cast(),
+        )
+    };
+    match cupti.check("cuptiActivitySetAttribute(ZEROED_OUT_ACTIVITY_BUFFER)", rc) {
+        Ok(()) => format!(
+            "zeroed and faulted in by the writer, {} MiB each, up to {} kept ready",
+            BUFFER_BYTES >> 20,
+            buffer_pool::KEEP
+        ),
+        Err(e) => format!("zeroed by CUPTI ({e})"),
+    }
+}
+
 fn start_cupti(
     spec: CaptureSpec,
     mut process: streamscope_core::Process,
@@ -459,6 +518,7 @@ fn start_cupti(
     let (cupti, mut meta) = open_cupti(&env)?;
     let origin_ns = process_info::monotonic_ns();
     let ts_offset_ns = set_up_clock(&cupti, &mut meta);
+    meta.push(("activity_buffers".into(), zeroed_buffers(&cupti)));
     // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
     let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
     cupti.check("cuptiActivityRegisterCallbacks", rc)?;
@@ -605,6 +665,7 @@ pub(crate) fn drain(s: &Session, conv: &mut Converter, wait: Duration) {
                 let r = unsafe { records::parse(rec) };
                 conv.push(r);
             });
+            buf.recycle();
         }
         n += 1;
         if n >= QUEUE_BUFFERS {
@@ -622,6 +683,9 @@ fn writer_main(
     mut pm: Option<crate::pm_sampling::feed::Feed>,
 ) {
     block_signals();
+    if let Some(p) = pool() {
+        p.prefill(buffer_pool::PREFILL);
+    }
     conv.own_tid = Some(gettid());
     crate::signals::WRITER_TID.store(gettid(), Ordering::SeqCst);
     // Queried here, not during cuInit (where InitializeInjection runs).

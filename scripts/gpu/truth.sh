@@ -239,6 +239,8 @@ note "{\"overhead_fsdp2\": {\"gpus\": $NP, \"args\": \"$FA --steps $FS\"}}"
 #   plain | hooks | nohooks | allapis | nolines | off-KIND[+KIND...]
 #   (STREAMSCOPE_ACTIVITY_OFF: activity kinds left out, to see their cost)
 #   | hwtrace (the collector says on stderr, in the log, whether it took)
+#   | oldlib (another collector build, TRUTH_OLD_COLLECTOR=path/to/.so, for
+#     a before/after in one run)
 #   (cuptiActivityEnableHWTrace asked for; `info` says if it took)
 variant() {
   case "$1" in
@@ -249,6 +251,7 @@ variant() {
     nolines) echo "$S record --no-python-lines -o $W/ov-$2" ;;
     off-*) k="${1#off-}"; echo "env STREAMSCOPE_ACTIVITY_OFF=${k//+/,} $S record -o $W/ov-$2" ;;
     hwtrace) echo "env STREAMSCOPE_HW_TRACE=1 $S record -o $W/ov-$2" ;;
+    oldlib) echo "env STREAMSCOPE_COLLECTOR=$TRUTH_OLD_COLLECTOR $S record -o $W/ov-$2" ;;
   esac
 }
 for i in $(seq "${TRUTH_API_ROUNDS:-2}"); do
@@ -277,6 +280,28 @@ c = collections.Counter(e.get("name") for e in ev if e.get("ph") == "X")
 print("fsdp2 rank 0, slices by name (hooks run 1):", sum(c.values()))
 for n, k in c.most_common(25): print(f"{k:8d} {n[:100]}")
 PY
+# CUPTI's own overhead records in each recorded sync_zoo variant's first
+# run: the buffer requests and flushes it timed, on which threads.
+for v in $(echo "${TRUTH_ZOO_VARIANTS:-plain nohooks hooks}"); do
+  [ -d "$W/ov-zoo-$v-1" ] || continue
+  chrome "$W/ov-zoo-$v-1"
+  "$PY" - "$W/ov-zoo-$v-1.trace.json" "$v" <<'PY' | tee -a "$J"
+import collections, json, sys
+try:
+    ev = json.load(open(sys.argv[1])); ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+except Exception as e:
+    print(json.dumps({"cupti_overhead_" + sys.argv[2]: {"error": str(e)}})); sys.exit()
+steps = [e for e in ev if e.get("ph") == "X" and e.get("name") == "streamscope:optimizer.step"]
+lo = min((e["ts"] for e in steps), default=0)
+r = collections.defaultdict(lambda: {"n": 0, "total_us": 0.0, "max_us": 0.0, "in_steps_us": 0.0})
+for e in ev:
+    if e.get("ph") == "X" and e.get("name", "").startswith("CUPTI overhead"):
+        d = r[e["name"][16:]]; u = float(e.get("dur", 0))
+        d["n"] += 1; d["total_us"] = round(d["total_us"] + u, 1); d["max_us"] = max(d["max_us"], round(u, 1))
+        if steps and e["ts"] >= lo: d["in_steps_us"] = round(d["in_steps_us"] + u, 1)
+print(json.dumps({"cupti_overhead_" + sys.argv[2]: r}))
+PY
+done
 # The frame reader needs no hooks: the same lines from a --no-python-hooks run.
 [ -d "$W/ov-zoo-nohooks-1" ] && zoo_lines "$W/ov-zoo-nohooks-1" sync_zoo_without_hooks
 "$PY" - "$W" <<'PY' | tee -a "$J"
