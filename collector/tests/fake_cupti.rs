@@ -91,6 +91,46 @@ fn all_apis_records_every_call() {
 }
 
 #[test]
+fn activity_buffers_reach_cupti_zeroed_and_are_reused() {
+    let Some((dir, so)) = rig("fake", "zeroed") else {
+        return;
+    };
+    let log = dir.join("buffers.log");
+    let out = child("child_exits_normally", &dir, &so)
+        .env("FAKE_CUPTI_BUFFER_LOG", &log)
+        .output()
+        .expect("child runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&log).expect("the fake logged its buffer requests");
+    let lines: Vec<&str> = text.lines().collect();
+    // One request a flush (every 100 ms for 2.5 s), each buffer written.
+    assert!(lines.len() >= 10, "{lines:?}");
+    assert!(
+        lines.iter().all(|l| l.starts_with("zeroed ")),
+        "a buffer reached CUPTI unzeroed: {lines:?}"
+    );
+    let mut addrs: Vec<&str> = lines.iter().map(|l| &l[7..]).collect();
+    addrs.sort();
+    addrs.dedup();
+    assert!(
+        addrs.len() < lines.len(),
+        "converted buffers are handed out again: {lines:?}"
+    );
+    let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
+    let said = t.processes()[0]
+        .metadata
+        .iter()
+        .find(|(k, _)| k == "activity_buffers")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(said.starts_with("zeroed and faulted in"), "{said}");
+}
+
+#[test]
 fn a_normal_exit_writes_a_complete_trace() {
     let Some((dir, so)) = rig("fake", "exit") else {
         return;

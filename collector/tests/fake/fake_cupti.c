@@ -53,6 +53,22 @@ int cuptiActivityDisable(uint32_t k) {
   return 0;
 }
 int cuptiActivityRegisterTimestampCallback(ts_t f) { g_ts = f; return 0; }
+/* CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER (5, a uint8_t): once set,
+ * every buffer requested is checked to be all zero, and "zeroed ADDR" or
+ * "dirty ADDR" appended to $FAKE_CUPTI_BUFFER_LOG. */
+static int g_zeroed;
+int cuptiActivitySetAttribute(uint32_t attr, size_t *size, void *value) {
+  if (attr == 5 && size && *size == 1 && value) g_zeroed = *(uint8_t *)value != 0;
+  return 0;
+}
+static void check_zeroed(const uint8_t *b, size_t size) {
+  const char *log = getenv("FAKE_CUPTI_BUFFER_LOG");
+  if (!g_zeroed || !log) return;
+  size_t i = 0;
+  while (i < size && b[i] == 0) i++;
+  FILE *f = fopen(log, "a");
+  if (f) { fprintf(f, "%s %p\n", i == size ? "zeroed" : "dirty", (const void *)b); fclose(f); }
+}
 int cuptiSubscribe(void **s, void *cb, void *u) { (void)cb; (void)u; *s = (void *)1; return 0; }
 int cuptiEnableCallback(uint32_t e, void *s, uint32_t d, uint32_t c) {
   (void)s;
@@ -97,6 +113,7 @@ int cuptiActivityFlushAll(uint32_t flag) {
   uint8_t *b = 0; size_t size = 0, max = 0;
   g_req(&b, &size, &max);
   if (!b || size < 768) return 1;
+  check_zeroed(b, size);
   memset(b, 0, 768);
   uint64_t now = g_ts ? g_ts() : 1000000;
   uint32_t corr = g_corr++;
