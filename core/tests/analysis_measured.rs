@@ -200,8 +200,10 @@ fn the_h200_metrics_recording_measures_busy_sms_in_its_gemm_phases() {
     let m = &r.ranks[0].measured;
     // 10 kHz over the ~3 s of steady steps.
     assert!(m.samples > 100_000, "{}", m.samples);
+    // 98.8 % from the samples wholly inside compute (96.7 % with the
+    // samples across its edges weighted in).
     let in_compute = m.sm_active_compute_pct.expect("sampled");
-    assert!(in_compute >= 90.0, "{in_compute}");
+    assert!(in_compute >= 95.0, "{in_compute}");
     let sm = m.sm_active_pct.expect("sampled");
     assert!((85.0..=100.0).contains(&sm), "{sm}");
     // bf16 GEMMs: the tensor pipes are busy, the occupancy is that of
@@ -269,9 +271,11 @@ fn the_h200x2_metrics_recording_sees_the_collectives_on_nvlink() {
         per_step.sort_by(f64::total_cmp);
         let median = per_step[per_step.len() / 2];
         assert!((0.95..1.05).contains(&median), "{median}");
-        // NCCL kernels share the SMs: less busy than the serial run's 94 %.
+        // The compute phases keep >= 90 % of the SMs busy (samples wholly
+        // inside them: 90.4 / 90.9 %), NCCL kernels sharing the SMs: less
+        // than the serial 1-GPU recording's 98.8 %.
         let in_compute = m.sm_active_compute_pct.expect("sampled");
-        assert!((75.0..95.0).contains(&in_compute), "{in_compute}");
+        assert!((90.0..95.0).contains(&in_compute), "{in_compute}");
         // The same GEMMs slower under NCCL kernels (fsdp-ref's CUDA events:
         // +46 % over forward and backward; here +32 / +48 %).
         let slow = rank.sm_contention.compute_slowdown_pct.expect("seen");

@@ -35,7 +35,10 @@ pub struct Measured {
     /// Length of the span the means cover, µs (GB/s × this / 1e6 = GB).
     pub span_us: f64,
     /// SM active averaged over the time compute kernels ran in the span
-    /// (the union of their intervals): the GEMM phases' figure.
+    /// (the union of their intervals): the GEMM phases' figure. From the
+    /// samples wholly inside that union (one across its edge also holds
+    /// the gap beyond), else, when compute ran only in pieces shorter than
+    /// a sample, time-weighted over the union.
     pub sm_active_compute_pct: Option<f64>,
     /// NVLink bytes sent over the span, GB (`nvlink_tx_gbps` × span).
     pub nvlink_tx_gb: Option<f64>,
@@ -123,6 +126,32 @@ impl Series {
             let (s, ww, _) = self.integral(a, b);
             sum += s;
             w += ww;
+        }
+        (w > 0).then(|| sum / w as f64)
+    }
+
+    /// The time-weighted mean of the samples that lie wholly inside one of
+    /// the disjoint, sorted intervals `u`: a sample's value is its mean
+    /// over its whole interval, so one straddling an edge of `u` mixes in
+    /// what ran (or did not) outside. `None` when no sample lies wholly
+    /// inside (intervals shorter than the sampling period).
+    pub fn mean_within(&self, u: &[(i64, i64)]) -> Option<f64> {
+        let (mut sum, mut w) = (0.0f64, 0i64);
+        for &(a, b) in u {
+            // Samples starting at or after `a`, ending by `b`.
+            let first = self.ts.partition_point(|&t| t < a);
+            for i in first..self.ts.len() {
+                let s = self.ts[i];
+                if s >= b {
+                    break;
+                }
+                let next = self.ts.get(i + 1).copied().unwrap_or(i64::MAX);
+                let e = next.min(s.saturating_add(self.cap_ns));
+                if e <= b && e > s {
+                    sum += self.v[i] * (e - s) as f64;
+                    w += e - s;
+                }
+            }
         }
         (w > 0).then(|| sum / w as f64)
     }
@@ -218,7 +247,7 @@ pub fn measure(series: &[(Metric, Series)], a: i64, b: i64, compute: &[(i64, i64
                 .map(|&(s, e)| (s.max(a), e.min(b)))
                 .filter(|(s, e)| e > s)
                 .collect();
-            out.sm_active_compute_pct = s.mean_over(&clipped);
+            out.sm_active_compute_pct = s.mean_within(&clipped).or_else(|| s.mean_over(&clipped));
         }
     }
     out
@@ -453,6 +482,36 @@ mod tests {
         assert_eq!(n, 1);
         assert!(s.mean(700, 900).is_none());
         assert!(s.mean(5, 5).is_none());
+    }
+
+    #[test]
+    fn within_counts_only_samples_wholly_inside_and_falls_back_to_weighting() {
+        // Samples every 100: busy (90) over 0..1000, then one straddling
+        // the end of compute (45: half busy, half idle), then idle.
+        let mut pts: Vec<(i64, f64)> = (0..10).map(|i| (i * 100, 90.0)).collect();
+        pts.push((1000, 45.0));
+        pts.extend((11..20).map(|i| (i * 100, 0.0)));
+        let s = Series::new(pts);
+        let compute = [(0, 1050)];
+        assert_eq!(s.mean_within(&compute), Some(90.0));
+        // Time-weighted over the union mixes in the straddling sample.
+        let weighted = s.mean_over(&compute).expect("covered");
+        assert!((weighted - (90.0 * 1000.0 + 45.0 * 50.0) / 1050.0).abs() < 1e-9);
+        assert!(weighted < 90.0);
+        // Compute shorter than a sample: none wholly inside.
+        assert_eq!(s.mean_within(&[(120, 180)]), None);
+        let m = measure(&[(Metric::SmActive, s)], 0, 2000, &[(120, 180)]);
+        assert_eq!(
+            m.sm_active_compute_pct,
+            Some(90.0),
+            "falls back to weighting"
+        );
+        // Several intervals: each sample counted once, by its own interval.
+        let s = Series::new((0..10).map(|i| (i * 100, i as f64)).collect());
+        assert_eq!(
+            s.mean_within(&[(0, 200), (500, 700)]),
+            Some((0.0 + 1.0 + 5.0 + 6.0) / 4.0)
+        );
     }
 
     #[test]
