@@ -331,3 +331,63 @@ fn sort_is_a_stable_sort_by_the_whole_key() {
         }
     }
 }
+
+#[test]
+fn arg_sets_follow_their_slices_through_sort_append_and_replace() {
+    let mk = |pid: u32, base: i64| {
+        let mut b = TraceBuilder::new();
+        let p = b.add_process(Process {
+            pid,
+            ..Default::default()
+        });
+        let tr = b.add_track(p, None, TrackKind::Thread { tid: 1 }, "t");
+        let (n, k, v) = (b.intern("x"), b.intern("key"), b.intern("value"));
+        // Pushed out of order: the sort moves the slices, not their sets.
+        for (i, start) in [30, 10, 20].into_iter().enumerate() {
+            let mut s = NewSlice::new(tr, SliceKind::Runtime, n, base + start, 1);
+            if i != 2 {
+                s.args = vec![(k, ArgValue::Int(base + start)), (v, ArgValue::Str(v))];
+            }
+            b.push_slice(s);
+        }
+        b.finish()
+    };
+    let ints = |t: &Trace| -> Vec<Vec<i64>> {
+        (0..t.slices().len())
+            .map(|i| {
+                (t.args_of(SliceId::from_index(i)).iter())
+                    .filter_map(|(_, v)| match v {
+                        ArgValue::Int(x) => Some(*x),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let a = mk(1, 0);
+    assert_eq!(ints(&a), vec![vec![10], vec![], vec![30]]);
+    assert_eq!(a.arg_set_count(), 2);
+    assert_eq!(
+        a.str(match a.args_of(SliceId(0))[1].1 {
+            ArgValue::Str(s) => s,
+            _ => panic!("a string arg"),
+        }),
+        "value"
+    );
+    let mut b = a.clone().into_builder();
+    b.append(mk(2, 100));
+    let id = SliceId(2);
+    let key = b.intern("key");
+    b.set_slice_args(id, vec![(key, ArgValue::UInt(7))]);
+    let t = b.finish();
+    assert_eq!(t.arg_set_count(), 5);
+    assert_eq!(
+        ints(&t),
+        vec![vec![10], vec![], vec![], vec![110], vec![], vec![130]]
+    );
+    assert_eq!(t.args_of(SliceId(2)), &[(key, ArgValue::UInt(7))]);
+    assert_eq!(
+        t.arg(SliceId(3), "value"),
+        Some(&ArgValue::Str(t.strings().lookup("value").unwrap()))
+    );
+}

@@ -1,9 +1,9 @@
 //! The sealed [`Trace`] and its column tables, read through accessors.
 
 use super::{
-    ArgSet, ArgValue, CopyInfo, Device, DeviceId, Flow, LaunchConfig, Process, ProcessId,
-    SliceClass, SliceId, SliceKind, StrId, StringPool, TraceBuilder, Track, TrackId, TrackKind,
-    NO_ARGS, NO_PAYLOAD,
+    ArgValue, CopyInfo, Device, DeviceId, Flow, LaunchConfig, Process, ProcessId, SliceClass,
+    SliceId, SliceKind, StrId, StringPool, TraceBuilder, Track, TrackId, TrackKind, NO_ARGS,
+    NO_PAYLOAD,
 };
 use crate::diagnostic::Diagnostic;
 use rustc_hash::FxHashMap as HashMap;
@@ -209,6 +209,40 @@ impl Slices {
     }
 }
 
+/// Free-form argument sets, one after the other in one column (one
+/// allocation for all, not one per set): set `i` is
+/// `values[ends[i - 1]..ends[i]]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct ArgSets {
+    values: Vec<(StrId, ArgValue)>,
+    ends: Vec<usize>,
+}
+
+impl ArgSets {
+    /// Number of sets.
+    pub(super) fn len(&self) -> usize {
+        self.ends.len()
+    }
+    /// Set `i` (empty when out of range).
+    pub(super) fn get(&self, i: usize) -> &[(StrId, ArgValue)] {
+        let Some(&end) = self.ends.get(i) else {
+            return &[];
+        };
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.values[start..end]
+    }
+    /// Appends a set; returns its index.
+    pub(super) fn push(&mut self, set: impl IntoIterator<Item = (StrId, ArgValue)>) -> usize {
+        self.values.extend(set);
+        self.ends.push(self.values.len());
+        self.ends.len() - 1
+    }
+    pub(super) fn clear(&mut self) {
+        self.values.clear();
+        self.ends.clear();
+    }
+}
+
 /// Counter samples, column by column.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Counters {
@@ -267,7 +301,7 @@ pub struct Trace {
     pub(super) slices: Slices,
     pub(super) launch_configs: Vec<LaunchConfig>,
     pub(super) copies: Vec<CopyInfo>,
-    pub(super) arg_sets: Vec<ArgSet>,
+    pub(super) arg_sets: ArgSets,
     pub(super) flows: Vec<Flow>,
     pub(super) counters: Counters,
     pub(super) diagnostics: Vec<Diagnostic>,
@@ -333,10 +367,10 @@ impl Trace {
     pub fn copies(&self) -> &[CopyInfo] {
         &self.copies
     }
-    /// Free-form argument sets (slices' `args`).
+    /// Number of free-form argument sets (what slices' `args` index).
     #[inline]
-    pub fn arg_sets(&self) -> &[ArgSet] {
-        &self.arg_sets
+    pub fn arg_set_count(&self) -> usize {
+        self.arg_sets.len()
     }
     /// Flow arrows.
     #[inline]
@@ -413,11 +447,7 @@ impl Trace {
     pub fn args_of(&self, id: SliceId) -> &[(StrId, ArgValue)] {
         match self.slices.args[id.index()] {
             NO_ARGS => &[],
-            a => self
-                .arg_sets
-                .get(a as usize)
-                .map(|v| v.as_slice())
-                .unwrap_or(&[]),
+            a => self.arg_sets.get(a as usize),
         }
     }
 
