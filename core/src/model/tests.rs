@@ -388,6 +388,8 @@ fn arg_sets_follow_their_slices_through_sort_append_and_replace() {
     assert_eq!(t.args_of(SliceId(2)), &[(key, ArgValue::UInt(7))]);
     assert_eq!(
         t.arg(SliceId(3), "value"),
-        Some(&ArgValue::Str(t.strings().lookup("value").unwrap()))
+        Some(&ArgValue::Str(
+            t.strings().lookup("value").expect("interned")
+        ))
     );
 }
