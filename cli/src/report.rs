@@ -219,7 +219,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
         // gigabytes): the bytes of `render::json`.
         let report = checked_report(args)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout().lock());
-        serde_json::to_writer_pretty(&mut out, &report)
+        render::pretty::to_writer(&mut out, &report)
             .map_err(std::io::Error::from)
             .and_then(|()| out.write_all(b"\n"))
             .and_then(|()| out.flush())

@@ -414,6 +414,8 @@ pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> R
         // `kineto::read_bytes` inflates a gzip file itself, on two cores.
         Format::Kineto => {
             let mut bytes = head;
+            // Sized once (a regular file), not grown by doubling.
+            bytes.reserve_exact((regular_len as usize).saturating_sub(bytes.len()));
             f.read_to_end(&mut bytes).map_err(io)?;
             crate::kineto::read_bytes(path, &bytes)
         }

@@ -351,7 +351,7 @@ fn kineto_pair(late_ns: i64) -> Trace {
         for (k, v) in t.args_of(id) {
             let v = match v {
                 ArgValue::Str(x) => ArgValue::Str(b.intern(t.str(*x))),
-                v => v.clone(),
+                v => *v,
             };
             n.args.push((b.intern(t.str(*k)), v));
         }

@@ -95,10 +95,12 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     // Ranks are independent: analyze them on all cores, in rank order so
     // the report does not depend on the thread count. Collectives across
     // ranks are matched over every rank, before `--rank` narrows them.
+    // Cores left over by the ranks split the work of each.
+    let split = cores() > ctxs.len();
     let parts = par_map(ctxs, &|planned| {
         let ctx = planned.fill(trace, &classes);
         if opts.rank.is_none_or(|r| r == ctx.rank) {
-            analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys)
+            analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys, split)
         } else {
             records_only(trace, &ctx, &nccl, &keys)
         }
@@ -111,12 +113,15 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     asm.finish(report, &matching, opts)
 }
 
+/// The cores this process may use.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// `f` over `items` on all cores (contiguous chunks, one per thread),
 /// results in the order of `items`.
 pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: &(dyn Fn(T) -> R + Sync)) -> Vec<R> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len().max(1));
+    let threads = cores().min(items.len().max(1));
     let per_thread = items.len().div_ceil(threads.max(1)).max(1);
     let mut chunks: Vec<Vec<T>> = Vec::new();
     let mut it = items.into_iter().peekable();
@@ -140,6 +145,22 @@ pub(crate) fn par_map<T: Send, R: Send>(items: Vec<T>, f: &(dyn Fn(T) -> R + Syn
             );
         }
         out
+    })
+}
+
+/// `(a(), b())`: `b` on a second thread when `split`, else after `a`.
+fn join<A, B: Send>(split: bool, a: impl FnOnce() -> A, b: impl FnOnce() -> B + Send) -> (A, B) {
+    if !split {
+        let x = a();
+        return (x, b());
+    }
+    std::thread::scope(|s| {
+        let other = s.spawn(b);
+        let x = a();
+        let y = other
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (x, y)
     })
 }
 
@@ -233,6 +254,7 @@ pub(crate) fn analyze_rank_alone(
     hta_filter: bool,
     nccl: &collectives::NcclNames,
     keys: &crate::comms::CommKeys,
+    split: bool,
 ) -> RankPart {
     let mut report = Report::default();
     let detected = steps::detect(trace, &ctx);
@@ -248,32 +270,7 @@ pub(crate) fn analyze_rank_alone(
     );
     let head: Vec<&Ev> = ctx.gpu.iter().filter(|e| keep(e)).collect();
     let all: Vec<&Ev> = ctx.gpu.iter().collect();
-    let unions = Unions::of(head.iter().copied());
-    let b = unions.breakdown();
     let comms = xrank::collect(trace, &ctx, nccl, keys, &*keep);
-    let mut comm_head: Vec<(i64, i64)> = Vec::new();
-    let mut extra: Vec<(i64, i64)> = Vec::new();
-    for e in head.iter().filter(|e| e.class == SliceClass::Communication) {
-        comm_head.push((e.s, e.e));
-        if !xrank::is_comm_kernel(trace, e) {
-            extra.push((e.s.min(e.e), e.e));
-        }
-    }
-    intervals::union_in_place(&mut comm_head);
-    let local = RankLocal {
-        steps: steps.iter().map(|s| s.number).collect(),
-        exposed: intervals::difference(&comm_head, &unions.compute),
-        extra,
-    };
-    let idle_by_stream =
-        waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
-    // One search for the stalls of the window, for both figures (and for
-    // the steps' when the window holds every event).
-    let head_hits = waits::stall_hits(trace, &ctx, &head, opts.stall_tolerance_ns);
-    let (comm_stalls, _) = waits::comm_stalls_of(&ctx, &head, &head_hits);
-    let prefetch =
-        waits::prefetch_slack_of(&ctx, &head, &head_hits, |id| nccl.is_all_gather(trace, id));
-    let all_hits = (head.len() == all.len()).then_some(head_hits);
     let gpu_span = head
         .iter()
         .map(|e| e.s)
@@ -286,24 +283,85 @@ pub(crate) fn analyze_rank_alone(
         label: &window.label,
         steps: window_steps.clone(),
     };
-    let found = sync::find(trace, &ctx, steps, &sync_window, opts);
+    let is_all_gather = |id| nccl.is_all_gather(trace, id);
+    // Per step: the communication kernels launched in each step.
+    let mut comm_by_step: Vec<Vec<&Ev>> = vec![Vec::new(); steps.len()];
+    for e in &ctx.gpu {
+        if e.class == SliceClass::Communication && e.step != NONE {
+            if let Some(v) = comm_by_step.get_mut(e.step as usize) {
+                v.push(e);
+            }
+        }
+    }
+    // The figures below are independent: computed in two halves, each on a
+    // core of its own when cores are spare (the report is the same).
+    let (mine, theirs) = join(
+        split,
+        || {
+            let idle = waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
+            // One search for the stalls of the window, for both figures (and
+            // for the steps' when the window holds every event).
+            let hits = waits::stall_hits(trace, &ctx, &head, opts.stall_tolerance_ns);
+            let (comm_stalls, _) = waits::comm_stalls_of(&ctx, &head, &hits);
+            let prefetch = waits::prefetch_slack_of(&ctx, &head, &hits, is_all_gather);
+            let all_hits = (head.len() == all.len()).then_some(hits);
+            let rows = step_rows(
+                trace,
+                &ctx,
+                steps,
+                source,
+                &all,
+                &is_all_gather,
+                all_hits,
+                opts,
+            );
+            (idle, comm_stalls, prefetch, rows)
+        },
+        || {
+            let unions = Unions::of(head.iter().copied());
+            let mut comm_head: Vec<(i64, i64)> = Vec::new();
+            let mut extra: Vec<(i64, i64)> = Vec::new();
+            for e in head.iter().filter(|e| e.class == SliceClass::Communication) {
+                comm_head.push((e.s, e.e));
+                if !xrank::is_comm_kernel(trace, e) {
+                    extra.push((e.s.min(e.e), e.e));
+                }
+            }
+            intervals::union_in_place(&mut comm_head);
+            let local = RankLocal {
+                steps: steps.iter().map(|s| s.number).collect(),
+                exposed: intervals::difference(&comm_head, &unions.compute),
+                extra,
+            };
+            let found = sync::find(trace, &ctx, steps, &sync_window, opts);
+            let contention =
+                measured::sm_contention(trace, &ctx, &head, steps.len(), window_steps.len());
+            let series = measured::rank_series(trace, &ctx);
+            let param_comms = collectives::param_comms_by_track(trace, &ctx);
+            let colls = collectives::stats_with(trace, &ctx, &head, nccl, &param_comms);
+            let per_step: Vec<Option<Vec<_>>> = (comm_by_step.iter())
+                .map(|evs| {
+                    (!evs.is_empty())
+                        .then(|| collectives::stats_with(trace, &ctx, evs, nccl, &param_comms))
+                })
+                .collect();
+            let occupancy = occupancy::devices(trace, &ctx, opts);
+            (
+                unions, local, found, contention, series, colls, per_step, occupancy,
+            )
+        },
+    );
+    let (idle_by_stream, comm_stalls, prefetch, mut rows) = mine;
+    let (unions, local, found, contention, series, mut colls, per_step_colls, occupancy) = theirs;
+    let b = unions.breakdown();
     report
         .sync_warnings
         .extend(found.groups.iter().filter(|s| s.warning.is_some()).cloned());
-    let mut rows = step_rows(
-        trace,
-        &ctx,
-        steps,
-        source,
-        &all,
-        &found.per_step,
-        &|id| nccl.is_all_gather(trace, id),
-        all_hits,
-        opts,
-    );
-    let (sm_contention, contention_per_step) =
-        measured::sm_contention(trace, &ctx, &head, steps.len(), window_steps.len());
-    let series = measured::rank_series(trace, &ctx);
+    for (row, &(syncs, blocked_ns)) in rows.iter_mut().zip(&found.per_step) {
+        row.syncs = syncs;
+        row.sync_host_blocked_us = blocked_ns as f64 / 1000.0;
+    }
+    let (sm_contention, contention_per_step) = contention;
     if !series.is_empty() {
         let mut spans: Vec<Option<(i64, i64)>> = vec![None; steps.len()];
         let mut compute: Vec<Vec<(i64, i64)>> = vec![Vec::new(); steps.len()];
@@ -331,8 +389,6 @@ pub(crate) fn analyze_rank_alone(
     };
     report.steps.extend(rows);
     let syncs = found.groups;
-    let param_comms = collectives::param_comms_by_track(trace, &ctx);
-    let mut colls = collectives::stats_with(trace, &ctx, &head, nccl, &param_comms);
     colls
         .iter_mut()
         .for_each(|c| c.window = window.label.clone());
@@ -341,22 +397,12 @@ pub(crate) fn analyze_rank_alone(
         rank_measured.collective_link_gb = measured::collective_link_gb(&colls);
     }
     report.collectives.extend(colls);
-    // Per step: the communication kernels launched in each step.
-    let mut comm_by_step: Vec<Vec<&Ev>> = vec![Vec::new(); steps.len()];
-    for e in &ctx.gpu {
-        if e.class == SliceClass::Communication && e.step != NONE {
-            if let Some(v) = comm_by_step.get_mut(e.step as usize) {
-                v.push(e);
-            }
-        }
-    }
     // This rank's step rows are the last `steps.len()` ones.
     let first_row = report.steps.len().saturating_sub(steps.len());
-    for (k, evs) in comm_by_step.iter().enumerate() {
-        if evs.is_empty() {
+    for (k, rows) in per_step_colls.into_iter().enumerate() {
+        let Some(mut rows) = rows else {
             continue;
-        }
-        let mut rows = collectives::stats_with(trace, &ctx, evs, nccl, &param_comms);
+        };
         rows.iter_mut()
             .for_each(|c| c.window = format!("step {}", steps[k].number));
         if let Some(row) = report.steps.get_mut(first_row + k) {
@@ -366,9 +412,7 @@ pub(crate) fn analyze_rank_alone(
         }
         report.collectives_per_step.extend(rows);
     }
-    report
-        .occupancy
-        .extend(occupancy::devices(trace, &ctx, opts));
+    report.occupancy.extend(occupancy);
     let p = &trace.processes()[ctx.process.index()];
     let mut device: Vec<String> = trace
         .devices_of(ctx.process)
@@ -677,7 +721,8 @@ pub fn step_list(v: &[i64]) -> String {
     }
 }
 
-/// One row per step: the metrics over the GPU work each step launched.
+/// One row per step: the metrics over the GPU work each step launched
+/// (its syncs are the caller's to fill in).
 #[allow(clippy::too_many_arguments)]
 fn step_rows(
     t: &Trace,
@@ -685,7 +730,6 @@ fn step_rows(
     steps: &[Step],
     source: StepSource,
     all: &[&Ev],
-    syncs_per_step: &[(u64, i64)],
     is_all_gather: &dyn Fn(u32) -> bool,
     all_hits: Option<Vec<waits::StallHit>>,
     opts: &AnalysisOptions,
@@ -735,8 +779,6 @@ fn step_rows(
                 ),
                 prefetch,
                 comm_stall_us: stall_ns[k] as f64 / 1000.0,
-                syncs: syncs_per_step.get(k).map_or(0, |p| p.0),
-                sync_host_blocked_us: syncs_per_step.get(k).map_or(0, |p| p.1) as f64 / 1000.0,
                 ..Default::default()
             }
         })

@@ -2,6 +2,8 @@
 //!
 //! Text and markdown are built from the same tables so they never disagree.
 
+pub mod pretty;
+
 use super::report::Report;
 
 /// A titled table of already-formatted cells.
@@ -780,5 +782,10 @@ pub(super) fn markdown_of(
 
 /// Pretty JSON of the whole report.
 pub fn json(r: &Report) -> String {
-    serde_json::to_string_pretty(r).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    let mut out = Vec::new();
+    match pretty::to_writer(&mut out, r) {
+        Ok(()) => String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        Err(e) => format!("{{\"error\": \"{e}\"}}"),
+    }
 }

@@ -135,7 +135,7 @@ pub fn summarize_trace(
         .into_iter()
         .map(|ctx| {
             if opts.rank.is_none_or(|r| r == ctx.rank) {
-                analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys)
+                analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys, false)
             } else {
                 records_only(trace, &ctx, &nccl, &keys)
             }

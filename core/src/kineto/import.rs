@@ -27,8 +27,8 @@ use super::json::{ArgJson, Id};
 use super::time::us_text_to_ns;
 use crate::error::{Result, TraceError};
 use crate::model::{
-    ArgSet, ArgValue, ClockDomain, CopyInfo, DeviceId, NewSlice, Process, ProcessId, SliceClass,
-    SliceKind, Trace, TraceBuilder, TrackId, TrackKind,
+    ArgValue, ClockDomain, CopyInfo, DeviceId, NewSlice, Process, ProcessId, SliceClass, SliceKind,
+    StrId, Trace, TraceBuilder, TrackId, TrackKind,
 };
 
 /// Where an event goes: a host thread, a GPU's own track, or a stream
@@ -339,6 +339,8 @@ struct Builder {
     skipped: Skipped,
     /// Events received from the parser.
     events: usize,
+    /// The arguments of the slice being pushed (one buffer for all).
+    args: Vec<(StrId, ArgValue)>,
 }
 
 impl<'de> EventSink<'de> for Builder {
@@ -390,6 +392,7 @@ impl Builder {
             capture: None,
             skipped: Skipped::default(),
             events: 0,
+            args: Vec::new(),
         }
     }
 
@@ -611,15 +614,18 @@ impl Builder {
         if kind.is_gpu_activity() {
             s.class = SliceClass::of_gpu_name(kind, name);
         }
-        s.args = self.arg_set(e, consumed);
-        self.trace.push_slice(s);
+        let mut args = std::mem::take(&mut self.args);
+        self.arg_set(e, consumed, &mut args);
+        self.trace.push_slice_with_args(s, &args);
+        self.args = args;
     }
 
-    fn arg_set(&mut self, e: &Event, consumed: &[&str]) -> ArgSet {
+    /// The arguments of `e` but `consumed`, into `out`.
+    fn arg_set(&mut self, e: &Event, consumed: &[&str], out: &mut Vec<(StrId, ArgValue)>) {
+        out.clear();
         let Some(args) = e.args.as_ref() else {
-            return Vec::new();
+            return;
         };
-        let mut out = Vec::with_capacity(args.0.len());
         for (k, v) in &args.0 {
             if consumed.contains(&k.as_str()) {
                 continue;
@@ -635,7 +641,6 @@ impl Builder {
             };
             out.push((self.trace.intern(k.as_str()), value));
         }
-        out
     }
 
     fn counter_track(&mut self, name: String, ordinal: Option<u32>) -> TrackId {

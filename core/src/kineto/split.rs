@@ -6,10 +6,11 @@
 //! their own (`{"traceEvents":[` before the events of all but the first,
 //! `]}` after those of all but the last). Pieces come in rounds of two:
 //! this thread parses the first straight into the trace while a second
-//! thread inflates and parses the other, sending the events the importer
-//! maps in batches, which this thread then maps in file order, and inflates
-//! the next round's first piece. The builder sees the same events in the
-//! same order as in one pass, so the trace is identical.
+//! thread inflates the other and the next round's first piece, then parses
+//! the other, sending the events the importer maps in batches, which this
+//! thread then maps in file order. The last piece, when large, is cut in
+//! two the same way and read as a round. The builder sees the same events
+//! in the same order as in one pass, so the trace is identical.
 //!
 //! A cut is found by its bytes (`}`, `,`, `{` with only whitespace
 //! between), which could also occur inside a string or a nested array. A
@@ -180,6 +181,27 @@ fn read_pieces(
     let mut first = true;
     loop {
         if last {
+            if cut_last(&mut main, &mut next, split.round_bytes / 4) {
+                // Its two parts on the two threads, as a round's pieces.
+                let mut tail = Cutter {
+                    decoder: &next[..],
+                    carry: Vec::new(),
+                    first: false,
+                };
+                let round = Round {
+                    main: &main,
+                    first,
+                    other: &mut other,
+                    other_len: next.len() + 1,
+                    next: &mut Vec::new(),
+                    next_len: 0,
+                };
+                return match round.read(&mut pieces, &mut tail) {
+                    Ok(Some(Done::Trace)) => Ok(Outcome::Trace(Box::new(pieces.finish()))),
+                    Ok(_) => Ok(Outcome::Again),
+                    Err(e) => Err(read_error(e)),
+                };
+            }
             return Ok(if pieces.piece(&main, first, true) {
                 Outcome::Trace(Box::new(pieces.finish()))
             } else {
@@ -206,8 +228,9 @@ fn read_pieces(
 }
 
 /// One round: this thread's piece (already inflated), and the other
-/// thread's, which it inflates and parses, then inflates the next round's
-/// piece for this thread.
+/// thread's, which it inflates, then inflates the next round's piece for
+/// this thread (only it can inflate, while this thread is busy parsing and
+/// mapping), then parses its own.
 struct Round<'a> {
     main: &'a [u8],
     first: bool,
@@ -245,13 +268,15 @@ impl Round<'_> {
             let (to_parser, spent) = std::sync::mpsc::channel();
             let worker = s.spawn(move || {
                 let other_last = cutter.piece(other, other_len)?;
-                let other: &[u8] = other;
-                let end = import::parse_piece(other, to_mapper, &spent);
-                let next_last = if other_last || end.is_none() {
+                // The next round's piece before parsing: inflating is what
+                // this thread alone can do, while the other maps.
+                let next_last = if other_last {
                     None
                 } else {
                     Some(cutter.piece(next, next_len)?)
                 };
+                let other: &[u8] = other;
+                let end = import::parse_piece(other, to_mapper, &spent);
                 // Free here what the mapper sent back.
                 while let Ok(batch) = spent.recv() {
                     drop(batch);
@@ -337,6 +362,24 @@ impl<R: std::io::Read> Cutter<R> {
 
 fn gzip_error(path: &Path, e: std::io::Error) -> TraceError {
     crate::load::gzip_error(path, e)
+}
+
+/// Cuts the last piece, `main`, in two near its middle when it has at
+/// least `min_len` bytes: `main` keeps the events before the cut, closed,
+/// and `tail` gets the text after it. `false` (nothing changed) when it is
+/// smaller or has no cut.
+fn cut_last(main: &mut Vec<u8>, tail: &mut Vec<u8>, min_len: usize) -> bool {
+    if main.len() < min_len.max(1) {
+        return false;
+    }
+    let Some(cut) = find_cut(&main[..main.len() / 2]) else {
+        return false;
+    };
+    tail.clear();
+    tail.extend_from_slice(&main[cut + 1..]);
+    main.truncate(cut);
+    main.extend_from_slice(PIECE_END);
+    true
 }
 
 /// The offset of the `,` of the last `}` `,` `{` (whitespace allowed
@@ -643,6 +686,41 @@ mod tests {
             assert_eq!(route, Route::Pieces, "{split:?}");
             assert!(t == one, "{split:?}: same model");
         }
+    }
+
+    #[test]
+    fn last_piece_is_cut_in_two_or_read_again() {
+        let mut main = br#"{"traceEvents":[{"a": 1},
+ {"b": "},{"}, {"c": 3}, {"d": 4}]}"#
+            .to_vec();
+        let mut tail = b"old".to_vec();
+        assert!(!cut_last(&mut main.clone(), &mut tail, main.len() + 1));
+        assert_eq!(tail, b"old", "too small: untouched");
+        // The last `},{` before the middle.
+        assert!(cut_last(&mut main, &mut tail, 8));
+        assert_eq!(main, br#"{"traceEvents":[{"a": 1}]}"#);
+        assert_eq!(
+            tail,
+            br#"
+ {"b": "},{"}, {"c": 3}, {"d": 4}]}"#
+        );
+        // Rounds of every size over events whose strings and nested args hold
+        // `},{`: wherever the last piece is cut, the model is the one-pass one
+        // (read in pieces, or again in one pass when the cut was no boundary).
+        let text = tricky(8);
+        let path = Path::new("tricky.json");
+        let one = import::import(path, text.as_bytes()).expect("one pass");
+        let mut routes = std::collections::BTreeMap::new();
+        for round_bytes in (200..text.len()).step_by(7) {
+            let split = Split {
+                main_percent: 50,
+                round_bytes,
+            };
+            let (route, t) = read_text(path, &text, split);
+            *routes.entry(format!("{route:?}")).or_insert(0) += 1;
+            assert!(t == one, "{split:?}: same model");
+        }
+        assert!(routes.contains_key("Pieces"), "{routes:?}");
     }
 
     #[test]

@@ -11,7 +11,32 @@
 /// nanoseconds, rounding half away from zero below 1 ns. `None` when the
 /// text is not a number or the value does not fit an `i64` of ns.
 pub fn us_text_to_ns(text: &str) -> Option<i64> {
-    decimal_to_int_scaled(text.trim().trim_matches('"'), 3)
+    plain_us_to_ns(text.as_bytes())
+        .or_else(|| decimal_to_int_scaled(text.trim().trim_matches('"'), 3))
+}
+
+/// The usual case, exactly: digits, then optionally `.` and up to three
+/// decimals (no rounding), 18 digits at most and a result that fits an
+/// `i64`; `None` for anything else.
+#[inline]
+fn plain_us_to_ns(b: &[u8]) -> Option<i64> {
+    let dot = b.iter().position(|&c| c == b'.').unwrap_or(b.len());
+    let (int, frac) = (&b[..dot], b.get(dot + 1..).unwrap_or(&[]));
+    if int.is_empty()
+        || int.len() + frac.len() > 18
+        || frac.len() > 3
+        || (dot < b.len() && frac.is_empty())
+    {
+        return None;
+    }
+    let mut ns: i64 = 0;
+    for &c in int.iter().chain(frac) {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        ns = ns * 10 + i64::from(c - b'0');
+    }
+    ns.checked_mul([1000, 100, 10, 1][frac.len()])
 }
 
 /// Parses an integer count of nanoseconds (`baseTimeNanoseconds`), exactly.
@@ -121,6 +146,73 @@ fn decimal_to_int_scaled(s: &str, shift: i32) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_plain_case_is_the_general_one() {
+        let mut rng = crate::synth::XorShift(0x5EED_1234_ABCD_0001);
+        let mut texts: Vec<String> = [
+            "0",
+            "0.0",
+            "7",
+            "1.",
+            ".5",
+            "1.5",
+            "1.25",
+            "1.125",
+            "1.1255",
+            "-1",
+            "+1",
+            "1e3",
+            "00012.010",
+            "999999999999999",
+            "999999999999999.999",
+            "1000000000000000",
+            "9223372036854775",
+            "9223372036854776",
+            "922337203685477.5808",
+            "999999999999999999",
+            "1669783687464200",
+            "4458676522690.655",
+            " 12",
+            "\"12\"",
+            "1x",
+            "",
+            ".",
+            "1.2.3",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for _ in 0..20000 {
+            let int = rng.next_u64() % 10u64.pow(rng.below(17) as u32 + 1);
+            let frac = rng.below(5);
+            let mut t = int.to_string();
+            if frac > 0 {
+                t.push('.');
+                t.push_str(&format!(
+                    "{:0w$}",
+                    rng.next_u64() % 10u64.pow(frac as u32),
+                    w = frac
+                ));
+            }
+            texts.push(t);
+        }
+        for t in &texts {
+            let plain = plain_us_to_ns(t.as_bytes());
+            let general = decimal_to_int_scaled(t.trim().trim_matches('"'), 3);
+            if plain.is_some() {
+                assert_eq!(plain, general, "{t}");
+            }
+            assert_eq!(us_text_to_ns(t), general, "{t}");
+        }
+        assert_eq!(plain_us_to_ns(b"4458676522690.655"), Some(4458676522690655));
+        assert_eq!(
+            plain_us_to_ns(b"1669783687464200"),
+            Some(1669783687464200000)
+        );
+        assert_eq!(plain_us_to_ns(b"1.5"), Some(1500));
+        assert_eq!(plain_us_to_ns(b"1.1255"), None);
+    }
 
     #[test]
     fn relative_three_decimals_is_exact() {

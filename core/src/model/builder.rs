@@ -327,12 +327,11 @@ impl TraceBuilder {
     }
 
     /// Index of a new argument set (or [`NO_ARGS`] for an empty one).
-    pub(crate) fn push_args(&mut self, args: ArgSet) -> u32 {
+    pub(crate) fn push_args(&mut self, args: &[(StrId, ArgValue)]) -> u32 {
         if args.is_empty() {
             return NO_ARGS;
         }
-        self.t.arg_sets.push(args);
-        (self.t.arg_sets.len() - 1) as u32
+        self.t.arg_sets.push(args.iter().copied()) as u32
     }
 
     /// Reserves room for `n` more slices.
@@ -341,13 +340,24 @@ impl TraceBuilder {
     }
 
     /// Adds a slice, interning its payload and arguments; returns its id.
-    pub fn push_slice(&mut self, s: NewSlice) -> SliceId {
+    pub fn push_slice(&mut self, mut s: NewSlice) -> SliceId {
+        let args = std::mem::take(&mut s.args);
+        self.push_slice_with_args(s, &args)
+    }
+
+    /// [`TraceBuilder::push_slice`] with the arguments `args` (those of `s`
+    /// are ignored), which the caller may reuse.
+    pub(crate) fn push_slice_with_args(
+        &mut self,
+        s: NewSlice,
+        args: &[(StrId, ArgValue)],
+    ) -> SliceId {
         let payload = match (s.launch, s.copy) {
             (Some(lc), _) => self.intern_launch(lc),
             (None, Some(c)) => self.intern_copy(c),
             (None, None) => NO_PAYLOAD,
         };
-        let args = self.push_args(s.args);
+        let args = self.push_args(args);
         self.t.slices.push(
             s.track,
             s.start_ns,
@@ -423,7 +433,7 @@ impl TraceBuilder {
 
     /// Replaces the free-form arguments of slice `id`.
     pub fn set_slice_args(&mut self, id: SliceId, args: ArgSet) {
-        let a = self.push_args(args);
+        let a = self.push_args(&args);
         self.t.slices.args[id.index()] = a;
     }
 
@@ -556,18 +566,14 @@ impl TraceBuilder {
         let cmap: Vec<u32> = other.copies.iter().map(|&c| self.intern_copy(c)).collect();
         let t = &mut self.t;
         let a0 = t.arg_sets.len() as u32;
-        for set in other.arg_sets {
-            let set = set
-                .into_iter()
-                .map(|(k, v)| {
-                    let v = match v {
-                        ArgValue::Str(s) => ArgValue::Str(ms(s)),
-                        v => v,
-                    };
-                    (ms(k), v)
-                })
-                .collect();
-            t.arg_sets.push(set);
+        for i in 0..other.arg_sets.len() {
+            t.arg_sets.push(other.arg_sets.get(i).iter().map(|&(k, v)| {
+                let v = match v {
+                    ArgValue::Str(s) => ArgValue::Str(ms(s)),
+                    v => v,
+                };
+                (ms(k), v)
+            }));
         }
         let o = &other.slices;
         t.slices.reserve(o.len());

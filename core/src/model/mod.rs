@@ -526,7 +526,7 @@ pub const NO_PAYLOAD: u32 = u32::MAX;
 pub const NO_ARGS: u32 = u32::MAX;
 
 /// A free-form argument value.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ArgValue {
     /// Signed integer.
     Int(i64),

@@ -258,3 +258,138 @@ fn flush_events_hands_sorted_batches_and_keeps_tables() {
     assert_eq!(b.tracks().len(), 1);
     assert_eq!(b.str(n), "x");
 }
+
+#[test]
+fn sort_is_a_stable_sort_by_the_whole_key() {
+    // Many ties (start, duration, kind, name), tracks interleaved, each
+    // track's slices in a few sorted runs or shuffled: the order must be
+    // that of a stable sort of the slices as pushed by (track, start,
+    // longest first, kind, name), and flows must follow their slices.
+    let mut rng = crate::synth::XorShift(0x9E37_79B9_7F4A_7C15);
+    for shuffled in [false, true] {
+        let mut b = TraceBuilder::new();
+        let p = b.add_process(Process::default());
+        let tracks: Vec<TrackId> = (0..5)
+            .map(|i| b.add_track(p, None, TrackKind::Thread { tid: i }, "t"))
+            .collect();
+        let names = [b.intern("a"), b.intern("b")];
+        let kinds = [SliceKind::Runtime, SliceKind::Kernel];
+        let mut pushed = Vec::new();
+        for i in 0..3000u32 {
+            let track = tracks[rng.below(tracks.len())];
+            let start = if shuffled {
+                rng.below(40) as i64
+            } else {
+                // Three runs in start order, as an importer's tracks often are.
+                ((i % 1000) / 10) as i64
+            };
+            let mut s = NewSlice::new(
+                track,
+                kinds[rng.below(2)],
+                names[rng.below(2)],
+                start,
+                rng.below(3) as i64,
+            );
+            s.correlation = i + 1;
+            pushed.push((
+                track.0,
+                start,
+                std::cmp::Reverse(s.dur_ns),
+                s.kind as u8,
+                s.name.0,
+                i + 1,
+            ));
+            b.push_slice(s);
+        }
+        for i in 0..200u32 {
+            b.add_flow(Flow {
+                id: u64::from(i),
+                from: SliceId(i * 7),
+                to: SliceId(i * 11),
+            });
+        }
+        let t = b.finish();
+        pushed.sort_by_key(|k| (k.0, k.1, k.2, k.3, k.4));
+        let sl = t.slices();
+        let got: Vec<_> = (0..sl.len())
+            .map(|i| {
+                (
+                    sl.track()[i].0,
+                    sl.start_ns()[i],
+                    std::cmp::Reverse(sl.dur_ns()[i]),
+                    sl.kind()[i] as u8,
+                    sl.name()[i].0,
+                    sl.correlation()[i],
+                )
+            })
+            .collect();
+        assert_eq!(got, pushed, "shuffled: {shuffled}");
+        for (i, f) in t.flows().iter().enumerate() {
+            let i = i as u32;
+            assert_eq!(sl.correlation()[f.from.index()], i * 7 + 1);
+            assert_eq!(sl.correlation()[f.to.index()], i * 11 + 1);
+        }
+    }
+}
+
+#[test]
+fn arg_sets_follow_their_slices_through_sort_append_and_replace() {
+    let mk = |pid: u32, base: i64| {
+        let mut b = TraceBuilder::new();
+        let p = b.add_process(Process {
+            pid,
+            ..Default::default()
+        });
+        let tr = b.add_track(p, None, TrackKind::Thread { tid: 1 }, "t");
+        let (n, k, v) = (b.intern("x"), b.intern("key"), b.intern("value"));
+        // Pushed out of order: the sort moves the slices, not their sets.
+        for (i, start) in [30, 10, 20].into_iter().enumerate() {
+            let mut s = NewSlice::new(tr, SliceKind::Runtime, n, base + start, 1);
+            if i != 2 {
+                s.args = vec![(k, ArgValue::Int(base + start)), (v, ArgValue::Str(v))];
+            }
+            b.push_slice(s);
+        }
+        b.finish()
+    };
+    let ints = |t: &Trace| -> Vec<Vec<i64>> {
+        (0..t.slices().len())
+            .map(|i| {
+                (t.args_of(SliceId::from_index(i)).iter())
+                    .filter_map(|(_, v)| match v {
+                        ArgValue::Int(x) => Some(*x),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let a = mk(1, 0);
+    assert_eq!(ints(&a), vec![vec![10], vec![], vec![30]]);
+    assert_eq!(a.arg_set_count(), 2);
+    assert_eq!(
+        a.str(match a.args_of(SliceId(0))[1].1 {
+            ArgValue::Str(s) => s,
+            _ => panic!("a string arg"),
+        }),
+        "value"
+    );
+    let mut b = a.clone().into_builder();
+    b.append(mk(2, 100));
+    let id = SliceId(2);
+    let key = b.intern("key");
+    b.set_slice_args(id, vec![(key, ArgValue::UInt(7))]);
+    let t = b.finish();
+    assert_eq!(t.arg_set_count(), 5);
+    assert_eq!(
+        ints(&t),
+        vec![vec![10], vec![], vec![], vec![110], vec![], vec![130]]
+    );
+    assert_eq!(t.args_of(SliceId(2)), &[(key, ArgValue::UInt(7))]);
+    assert_eq!(
+        t.arg(SliceId(3), "value"),
+        Some(&ArgValue::Str(
+            t.strings().lookup("value").expect("interned")
+        ))
+    );
+}

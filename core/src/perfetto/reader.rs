@@ -697,7 +697,7 @@ impl Reader {
                     SliceKind::Memcpy | SliceKind::Memset => self.trace.intern_copy(g.copy),
                     _ => NO_PAYLOAD,
                 };
-                let args = self.trace.push_args(args);
+                let args = self.trace.push_args(&args);
                 let idx = self.uuid_idx(uuid);
                 let id = self.trace.push_slice_raw(
                     TrackId(idx),
