@@ -14,6 +14,8 @@
 use std::alloc::Layout;
 use std::sync::Mutex;
 
+use crate::cupti_api::{Cupti, ATTR_ZEROED_OUT_ACTIVITY_BUFFER};
+
 /// Buffers kept ready (zeroed, touched) beyond those in use: 16 MiB at 2 MiB.
 pub const KEEP: usize = 8;
 /// Buffers made ready when the writer starts.
@@ -102,6 +104,34 @@ impl Pool {
     /// Buffers ready now.
     pub fn ready(&self) -> usize {
         self.ready.lock().map(|r| r.len()).unwrap_or(0)
+    }
+}
+
+/// Tells CUPTI that our buffers come zeroed, so that it does not zero them
+/// itself on the application's thread. Returns what the trace's
+/// `activity_buffers` metadata says.
+pub(crate) fn tell_cupti(cupti: &Cupti, buffer_bytes: usize) -> String {
+    let Some(set) = cupti.activity_set_attribute else {
+        return "zeroed by CUPTI (no cuptiActivitySetAttribute)".into();
+    };
+    let mut value: u8 = 1;
+    let mut size = std::mem::size_of::<u8>();
+    // SAFETY: a uint8_t attribute: its size and a pointer to it, both live
+    // for the call.
+    let rc = unsafe {
+        set(
+            ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+            &mut size,
+            (&mut value as *mut u8).cast(),
+        )
+    };
+    match cupti.check("cuptiActivitySetAttribute(ZEROED_OUT_ACTIVITY_BUFFER)", rc) {
+        Ok(()) => format!(
+            "zeroed and faulted in by the writer, {} MiB each, up to {} kept ready",
+            buffer_bytes >> 20,
+            KEEP
+        ),
+        Err(e) => format!("zeroed by CUPTI ({e})"),
     }
 }
 

@@ -479,34 +479,6 @@ fn spawn_writer(
     spawned.map(|_| ())
 }
 
-/// Tells CUPTI that our buffers come zeroed, so that it does not zero them
-/// itself on the application's thread (buffer_pool.rs). Returns what the
-/// trace's `activity_buffers` metadata says.
-fn zeroed_buffers(cupti: &Cupti) -> String {
-    let Some(set) = cupti.activity_set_attribute else {
-        return "zeroed by CUPTI (no cuptiActivitySetAttribute)".into();
-    };
-    let mut value: u8 = 1;
-    let mut size = std::mem::size_of::<u8>();
-    // SAFETY: a uint8_t attribute: its size and a pointer to it, both live
-    // for the call.
-    let rc = unsafe {
-        set(
-            ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
-            &mut size,
-            (&mut value as *mut u8).cast(),
-        )
-    };
-    match cupti.check("cuptiActivitySetAttribute(ZEROED_OUT_ACTIVITY_BUFFER)", rc) {
-        Ok(()) => format!(
-            "zeroed and faulted in by the writer, {} MiB each, up to {} kept ready",
-            BUFFER_BYTES >> 20,
-            buffer_pool::KEEP
-        ),
-        Err(e) => format!("zeroed by CUPTI ({e})"),
-    }
-}
-
 fn start_cupti(
     spec: CaptureSpec,
     mut process: streamscope_core::Process,
@@ -518,7 +490,10 @@ fn start_cupti(
     let (cupti, mut meta) = open_cupti(&env)?;
     let origin_ns = process_info::monotonic_ns();
     let ts_offset_ns = set_up_clock(&cupti, &mut meta);
-    meta.push(("activity_buffers".into(), zeroed_buffers(&cupti)));
+    meta.push((
+        "activity_buffers".into(),
+        buffer_pool::tell_cupti(&cupti, BUFFER_BYTES),
+    ));
     // SAFETY: the callbacks are `extern "C"` functions with CUPTI's signatures.
     let rc = unsafe { (cupti.register_callbacks)(Some(buffer_requested), Some(buffer_completed)) };
     cupti.check("cuptiActivityRegisterCallbacks", rc)?;
