@@ -191,6 +191,10 @@ fn random_builder(rng: &mut XorShift, pid: u32, tag0: u32) -> (TraceBuilder, Vec
     (b, recs)
 }
 
+/// A record with its name as text: (track, start, duration, name, tag,
+/// args).
+type Named = (u32, i64, i64, String, u32, Vec<(String, Val)>);
+
 /// The reference: a stable sort by the whole key.
 fn reference_sort(mut recs: Vec<Rec>) -> Vec<Rec> {
     recs.sort_by_key(Rec::key);
@@ -240,21 +244,20 @@ fn append_retain_and_replace_keep_args_with_their_slices() {
         let tracks_a = a.tracks().len() as u32;
         // Appended: b's slices after a's, on b's tracks moved past a's; names
         // compared as text (the pools differ).
-        let text =
-            |t: &Trace, r: &[Rec]| -> Vec<(u32, i64, i64, String, u32, Vec<(String, Val)>)> {
-                r.iter()
-                    .map(|r| {
-                        (
-                            r.track,
-                            r.start,
-                            r.dur,
-                            t.str(StrId(r.name)).to_string(),
-                            r.tag,
-                            r.args.clone(),
-                        )
-                    })
-                    .collect()
-            };
+        let text = |t: &Trace, r: &[Rec]| -> Vec<Named> {
+            r.iter()
+                .map(|r| {
+                    (
+                        r.track,
+                        r.start,
+                        r.dur,
+                        t.str(StrId(r.name)).to_string(),
+                        r.tag,
+                        r.args.clone(),
+                    )
+                })
+                .collect()
+        };
         let mut want = text(&a, &ra);
         want.extend(text(&b, &rb).into_iter().map(|mut x| {
             x.0 += tracks_a;
