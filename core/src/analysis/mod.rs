@@ -22,6 +22,9 @@ mod waits;
 pub mod whatif;
 mod xrank;
 
+#[cfg(test)]
+mod split_tests;
+
 pub use measured::Measured;
 pub use nccl::bus_factor;
 pub use report::*;
@@ -73,6 +76,12 @@ impl Default for AnalysisOptions {
 
 /// Analyzes every rank of `trace`.
 pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
+    analyze_split(trace, opts, None)
+}
+
+/// [`analyze`], each rank's work in two halves on two threads as `split`
+/// says (`None`: when cores are left over by the ranks).
+fn analyze_split(trace: &Trace, opts: &AnalysisOptions, split: Option<bool>) -> Report {
     // Planned first (slice ids only), each rank's events gathered by the
     // thread that analyzes it: the events of every rank never coexist.
     let all = rank::plan(trace, opts.hta_rounding);
@@ -96,7 +105,7 @@ pub fn analyze(trace: &Trace, opts: &AnalysisOptions) -> Report {
     // the report does not depend on the thread count. Collectives across
     // ranks are matched over every rank, before `--rank` narrows them.
     // Cores left over by the ranks split the work of each.
-    let split = cores() > ctxs.len();
+    let split = split.unwrap_or_else(|| cores() > ctxs.len());
     let parts = par_map(ctxs, &|planned| {
         let ctx = planned.fill(trace, &classes);
         if opts.rank.is_none_or(|r| r == ctx.rank) {

@@ -419,6 +419,9 @@ fn gzip_size_hint(gz: &[u8]) -> usize {
 }
 
 #[cfg(test)]
+mod differential;
+
+#[cfg(test)]
 mod tests {
     use std::io::Write;
     use std::path::PathBuf;

@@ -225,6 +225,59 @@ mod tests {
     }
 
     #[test]
+    fn any_numeric_text_converts_as_the_general_reader_and_exactly() {
+        // Texts near the plain form: signs, leading zeros, 0 to 25 integer
+        // digits, an empty or long fraction, exponents, spaces, quotes,
+        // values around the i64 limit. The fast path must never answer
+        // where the general reader answers otherwise, and a plain text's
+        // value must be exact (checked in i128).
+        let mut rng = crate::synth::XorShift(0x7153_0000_0000_0001);
+        let digits = |rng: &mut crate::synth::XorShift, n: usize| -> String {
+            (0..n)
+                .map(|_| match rng.below(4) {
+                    0 => '0',
+                    1 => '9',
+                    _ => char::from(b'0' + rng.below(10) as u8),
+                })
+                .collect()
+        };
+        for _ in 0..30_000 {
+            let mut t = String::new();
+            t.push_str(["", "", "", "-", "+", " ", "\""][rng.below(7)]);
+            let int = [0, 1, 2, 15, 16, 17, 18, 19, 25][rng.below(9)];
+            t.push_str(&digits(&mut rng, int));
+            if rng.below(2) == 0 {
+                t.push('.');
+                let frac = [0, 1, 2, 3, 3, 4, 7][rng.below(7)];
+                t.push_str(&digits(&mut rng, frac));
+            }
+            t.push_str(["", "", "", "e3", "E-2", "e", "x", ".", " ", "\""][rng.below(10)]);
+            let general = decimal_to_int_scaled(t.trim().trim_matches('"'), 3);
+            assert_eq!(us_text_to_ns(&t), general, "{t:?}");
+            if let Some(ns) = plain_us_to_ns(t.as_bytes()) {
+                let (i, f) = t.split_once('.').unwrap_or((&t, ""));
+                let exact = i.parse::<i128>().expect("digits") * 1000
+                    + format!("{f:0<3}").parse::<i128>().expect("digits");
+                assert_eq!(i128::from(ns), exact, "{t:?}");
+            }
+        }
+        for (t, ns) in [
+            ("9223372036854775", Some(9_223_372_036_854_775_000)),
+            ("9223372036854775.807", Some(i64::MAX)),
+            ("9223372036854775.808", None),
+            ("-9223372036854775.808", Some(i64::MIN)),
+            ("9223372036854776", None),
+            ("000000000000000001.5", Some(1500)),
+            ("0000000000000000001.5", Some(1500)),
+            ("-0", Some(0)),
+            ("-0.000", Some(0)),
+            ("0.", Some(0)),
+        ] {
+            assert_eq!(us_text_to_ns(t), ns, "{t}");
+        }
+    }
+
+    #[test]
     fn epoch_integer_and_float_are_exact() {
         // 1682725898236567 µs: exact in ns, where f64 ns would be off by up to 128 ns.
         assert_eq!(

@@ -19,6 +19,8 @@
 
 mod builder;
 #[cfg(test)]
+mod differential_tests;
+#[cfg(test)]
 mod tests;
 mod trace;
 

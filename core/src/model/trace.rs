@@ -80,7 +80,8 @@ impl Slices {
     pub fn payload(&self) -> &[u32] {
         &self.payload
     }
-    /// Index into [`Trace::arg_sets`], or [`NO_ARGS`].
+    /// Index of each slice's argument set (read with [`Trace::args_of`]),
+    /// or [`NO_ARGS`].
     #[inline]
     pub fn args(&self) -> &[u32] {
         &self.args
