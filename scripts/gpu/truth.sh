@@ -337,6 +337,12 @@ for w, kinds in (("zoo", zv), ("fsdp2", ("plain", "hooks"))):
     for k in kinds[1:]:
         m = d.get(k + "_median_ms")
         if b and m: d[k + "_vs_plain_pct"] = 100 * (m - b) / b
+        # Paired: each run against the plain run of its round (the runs
+        # alternate), then the mean; slow drift between rounds cancels.
+        pairs = [100 * (x - p) / p for p, x in zip(runs.get("plain", []), runs.get(k, [])) if p]
+        if pairs:
+            d[k + "_vs_plain_paired_pct"] = statistics.mean(pairs)
+            if len(pairs) > 1: d[k + "_vs_plain_paired_sd_pct"] = statistics.stdev(pairs)
     if d.get("nohooks_median_ms") and d.get("hooks_median_ms"):
         d["hooks_vs_nohooks_pct"] = 100 * (d["hooks_median_ms"] - d["nohooks_median_ms"]) / d["nohooks_median_ms"]
     r[w] = d
