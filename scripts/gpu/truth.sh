@@ -306,14 +306,19 @@ done
 [ -d "$W/ov-zoo-nohooks-1" ] && zoo_lines "$W/ov-zoo-nohooks-1" sync_zoo_without_hooks
 "$PY" - "$W" <<'PY' | tee -a "$J"
 import glob, json, statistics, sys
-def med(pat):
-    v = []
-    for f in sorted(glob.glob(f"{sys.argv[1]}/{pat}-[0-9]*.json")):
+def by_round(pat):
+    """{round: median step ms} of the runs matching pat-ROUND.json."""
+    v = {}
+    for f in glob.glob(f"{sys.argv[1]}/{pat}-[0-9]*.json"):
+        i = int(f.rsplit("-", 1)[1][:-5])
         for l in open(f):
             if l.startswith("{"):
-                try: v.append(float(json.loads(l)["step_ms_median"]))
+                try: v[i] = float(json.loads(l)["step_ms_median"])
                 except Exception: pass
     return v
+def med(pat):
+    v = by_round(pat)
+    return [v[i] for i in sorted(v)]
 api = {}
 import os, re
 variants = sorted({re.sub(r"^ov-api-(.*)-\d+\.json$", r"\1", os.path.basename(f)) for f in glob.glob(f"{sys.argv[1]}/ov-api-*-*.json")})
@@ -339,7 +344,8 @@ for w, kinds in (("zoo", zv), ("fsdp2", ("plain", "hooks"))):
         if b and m: d[k + "_vs_plain_pct"] = 100 * (m - b) / b
         # Paired: each run against the plain run of its round (the runs
         # alternate), then the mean; slow drift between rounds cancels.
-        pairs = [100 * (x - p) / p for p, x in zip(runs.get("plain", []), runs.get(k, [])) if p]
+        pl, rk = by_round(f"ov-{w}-plain"), by_round(f"ov-{w}-{k}")
+        pairs = [100 * (rk[i] - pl[i]) / pl[i] for i in sorted(pl) if i in rk and pl[i]]
         if pairs:
             d[k + "_vs_plain_paired_pct"] = statistics.mean(pairs)
             if len(pairs) > 1: d[k + "_vs_plain_paired_sd_pct"] = statistics.stdev(pairs)
