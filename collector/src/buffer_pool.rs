@@ -4,7 +4,7 @@
 //! its CUDA calls, each time that thread's buffer is handed back (at every
 //! flush, so about ten times a second per thread that calls CUDA). A fresh
 //! 2 MiB allocation there costs page faults, and by default CUPTI then
-//! zeroes it on that thread: 0.2 to 1.7 ms a request on the H200 machine's
+//! zeroes it on that thread: 0.2 to 4 ms a request on the H200 machine's
 //! VM (`CUPTI overhead: activity buffer request` in the trace), on the
 //! critical path of a host-bound loop. So the collector tells CUPTI its
 //! buffers come zeroed (`CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER`),
@@ -59,6 +59,7 @@ impl Pool {
             return;
         }
         if self.ready() >= KEEP {
+            // Not worth zeroing: it would be freed.
             // SAFETY: allocated with this layout, unused (the caller's word).
             unsafe { std::alloc::dealloc(p, self.layout) };
             return;
@@ -66,10 +67,19 @@ impl Pool {
         // Zeroed before the lock is taken: `take` must not wait for it.
         // SAFETY: the whole allocation, ours alone.
         unsafe { std::ptr::write_bytes(p, 0, self.layout.size()) };
+        // SAFETY: zeroed, of this layout, ours alone.
+        unsafe { self.keep(p) };
+    }
+
+    /// Keeps zeroed buffer `p` ready, or frees it when [`KEEP`] are.
+    ///
+    /// # Safety
+    /// `p` is an all-zero allocation of this pool's layout, used by no one.
+    unsafe fn keep(&self, p: *mut u8) {
         let mut r = self.ready.lock().unwrap_or_else(|e| e.into_inner());
         if r.len() >= KEEP {
             drop(r);
-            // SAFETY: as above.
+            // SAFETY: an allocation of this layout (the caller's word).
             unsafe { std::alloc::dealloc(p, self.layout) };
             return;
         }
@@ -80,6 +90,9 @@ impl Pool {
     /// application's threads) rather than when CUPTI first writes them.
     pub fn prefill(&self, n: usize) {
         for _ in 0..n {
+            if self.ready() >= KEEP {
+                return;
+            }
             // SAFETY: a non-zero-size layout.
             let p = unsafe { std::alloc::alloc_zeroed(self.layout) };
             if p.is_null() {
@@ -90,14 +103,8 @@ impl Pool {
                 // the page is faulted in (the compiler may not drop it).
                 unsafe { std::ptr::write_volatile(p.add(off), 0) };
             }
-            let mut r = self.ready.lock().unwrap_or_else(|e| e.into_inner());
-            if r.len() >= KEEP {
-                drop(r);
-                // SAFETY: just allocated with this layout.
-                unsafe { std::alloc::dealloc(p, self.layout) };
-                return;
-            }
-            r.push(p as usize);
+            // SAFETY: just allocated zeroed with this layout.
+            unsafe { self.keep(p) };
         }
     }
 

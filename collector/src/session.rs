@@ -42,12 +42,13 @@ const QUEUE_BUFFERS: usize = 64;
 /// no buffer and drops records, which it counts.
 const MAX_BUFFERS: usize = QUEUE_BUFFERS + 8;
 static BUDGET: BufferBudget = BufferBudget::new(MAX_BUFFERS);
+/// The layout of one activity buffer.
+const BUFFER_LAYOUT: Layout = match Layout::from_size_align(BUFFER_BYTES, 8) {
+    Ok(l) => l,
+    Err(_) => panic!("2 MiB aligned to 8 is a valid layout"),
+};
 /// Zeroed buffers ready for CUPTI's requests (see buffer_pool.rs).
-static POOL: OnceLock<Pool> = OnceLock::new();
-
-fn pool() -> Option<&'static Pool> {
-    buffer_layout().map(|l| POOL.get_or_init(|| Pool::new(l)))
-}
+static POOL: Pool = Pool::new(BUFFER_LAYOUT);
 /// How often the writer asks CUPTI for what it has (completed records
 /// only) and writes it: what a SIGKILL can lose, plus CUPTI's own delay.
 /// `STREAMSCOPE_FLUSH_MS` overrides it (at least 10 ms).
@@ -79,10 +80,6 @@ pub struct Buffer {
 // has completed it; moving it to the writer thread is sound.
 unsafe impl Send for Buffer {}
 
-fn buffer_layout() -> Option<Layout> {
-    Layout::from_size_align(BUFFER_BYTES, 8).ok()
-}
-
 impl Buffer {
     /// Done with (converted): zeroed and kept for CUPTI's next request.
     /// Only the writer calls this; everywhere else a buffer is just freed.
@@ -92,25 +89,18 @@ impl Buffer {
             return;
         }
         BUDGET.release();
-        match pool() {
-            // SAFETY: p came from the pool's layout (`buffer_requested`) and
-            // CUPTI has handed it back: it is ours alone.
-            Some(pool) => unsafe { pool.give_back(p) },
-            None => {
-                if let Some(l) = buffer_layout() {
-                    // SAFETY: as in Drop.
-                    unsafe { std::alloc::dealloc(p, l) };
-                }
-            }
-        }
+        // SAFETY: p came from the pool (`buffer_requested`) and CUPTI has
+        // handed it back: it is ours alone.
+        unsafe { POOL.give_back(p) };
     }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        if let (false, Some(l)) = (self.ptr.is_null(), buffer_layout()) {
-            // SAFETY: ptr came from `alloc(buffer_layout())` in `buffer_requested`.
-            unsafe { std::alloc::dealloc(self.ptr, l) };
+        if !self.ptr.is_null() {
+            // SAFETY: ptr came from the pool (`buffer_requested`): an
+            // allocation of BUFFER_LAYOUT.
+            unsafe { std::alloc::dealloc(self.ptr, BUFFER_LAYOUT) };
             BUDGET.release();
         }
     }
@@ -164,15 +154,14 @@ unsafe extern "C" fn buffer_requested(
         // cuptiActivityGetNumDroppedRecords.
         // Zeroed, as CUPTI was told (`ZEROED_OUT_ACTIVITY_BUFFER`), and in
         // the common case already faulted in (buffer_pool.rs).
-        let p = match pool() {
-            Some(pool) if BUDGET.try_acquire() => {
-                let p = pool.take();
-                if p.is_null() {
-                    BUDGET.release();
-                }
-                p
+        let p = if BUDGET.try_acquire() {
+            let p = POOL.take();
+            if p.is_null() {
+                BUDGET.release();
             }
-            _ => std::ptr::null_mut(),
+            p
+        } else {
+            std::ptr::null_mut()
         };
         // SAFETY: CUPTI passes valid out-pointers.
         unsafe {
@@ -658,9 +647,7 @@ fn writer_main(
     mut pm: Option<crate::pm_sampling::feed::Feed>,
 ) {
     block_signals();
-    if let Some(p) = pool() {
-        p.prefill(buffer_pool::PREFILL);
-    }
+    POOL.prefill(buffer_pool::PREFILL);
     conv.own_tid = Some(gettid());
     crate::signals::WRITER_TID.store(gettid(), Ordering::SeqCst);
     // Queried here, not during cuInit (where InitializeInjection runs).

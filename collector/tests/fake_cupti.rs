@@ -78,11 +78,7 @@ fn all_apis_records_every_call() {
         String::from_utf8_lossy(&out.stderr)
     );
     let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
-    let filter = t.processes()[0]
-        .metadata
-        .iter()
-        .find(|(k, _)| k == "api_filter")
-        .map(|(_, v)| v.clone());
+    let filter = metadata(&t, "api_filter");
     assert_eq!(
         filter.as_deref(),
         Some("none: every CUDA API call recorded")
@@ -121,12 +117,7 @@ fn activity_buffers_reach_cupti_zeroed_and_are_reused() {
         "converted buffers are handed out again: {lines:?}"
     );
     let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
-    let said = t.processes()[0]
-        .metadata
-        .iter()
-        .find(|(k, _)| k == "activity_buffers")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
+    let said = metadata(&t, "activity_buffers").unwrap_or_default();
     assert!(said.starts_with("zeroed and faulted in"), "{said}");
 }
 

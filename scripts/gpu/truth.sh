@@ -251,7 +251,7 @@ variant() {
     nolines) echo "$S record --no-python-lines -o $W/ov-$2" ;;
     off-*) k="${1#off-}"; echo "env STREAMSCOPE_ACTIVITY_OFF=${k//+/,} $S record -o $W/ov-$2" ;;
     hwtrace) echo "env STREAMSCOPE_HW_TRACE=1 $S record -o $W/ov-$2" ;;
-    oldlib) echo "env STREAMSCOPE_COLLECTOR=$TRUTH_OLD_COLLECTOR $S record -o $W/ov-$2" ;;
+    oldlib) echo "env STREAMSCOPE_COLLECTOR=${TRUTH_OLD_COLLECTOR:?oldlib needs TRUTH_OLD_COLLECTOR=path/to/libstreamscope_collector.so} $S record -o $W/ov-$2" ;;
   esac
 }
 for i in $(seq "${TRUTH_API_ROUNDS:-2}"); do

@@ -141,12 +141,10 @@ impl Series {
             // Samples starting at or after `a`, ending by `b`.
             let first = self.ts.partition_point(|&t| t < a);
             for i in first..self.ts.len() {
-                let s = self.ts[i];
+                let (s, e) = self.covers(i);
                 if s >= b {
                     break;
                 }
-                let next = self.ts.get(i + 1).copied().unwrap_or(i64::MAX);
-                let e = next.min(s.saturating_add(self.cap_ns));
                 if e <= b && e > s {
                     sum += self.v[i] * (e - s) as f64;
                     w += e - s;
@@ -154,6 +152,14 @@ impl Series {
             }
         }
         (w > 0).then(|| sum / w as f64)
+    }
+
+    /// The time sample `i` stands for: from its stamp to the next one, at
+    /// most [`Series::cap_ns`].
+    fn covers(&self, i: usize) -> (i64, i64) {
+        let s = self.ts[i];
+        let next = self.ts.get(i + 1).copied().unwrap_or(i64::MAX);
+        (s, next.min(s.saturating_add(self.cap_ns)))
     }
 
     /// Σ value × covered time over [a, b), the covered time, the samples.
@@ -165,12 +171,10 @@ impl Series {
         let first = self.ts.partition_point(|&t| t <= a).saturating_sub(1);
         let (mut sum, mut w, mut n) = (0.0f64, 0i64, 0u64);
         for i in first..self.ts.len() {
-            let s = self.ts[i];
+            let (s, e) = self.covers(i);
             if s >= b {
                 break;
             }
-            let next = self.ts.get(i + 1).copied().unwrap_or(i64::MAX);
-            let e = next.min(s.saturating_add(self.cap_ns));
             let (lo, hi) = (s.max(a), e.min(b));
             if hi > lo {
                 sum += self.v[i] * (hi - lo) as f64;
