@@ -16,6 +16,19 @@ median over several repeats of host microseconds per call, as one JSON line:
 - sync:        torch.cuda.synchronize() on an idle GPU,
 - event:       an event record plus a stream wait on it (what FSDP2 does
                around each collective).
+With `--gpu`, two more cases where the GPU, not the host, sets the pace
+(calls queue faster than they run), so the figure is GPU time per kernel and
+recorded minus plain is what tracing adds to each kernel on the GPU:
+- gpu_gemm:    a 4096 x 4096 x 4096 bf16 matmul into a preallocated output
+               (~0.2 ms each, the GEMMs of examples/sync_zoo.py),
+- gpu_small:   an in-place add on 16 M floats (~40 µs, memory-bound).
+and three where the host waits for each GEMM, as sync_zoo.py does: per call
+one GEMM then a host sync, so the figure minus gpu_gemm is the time from the
+GEMM's end to the next GEMM's start (the sync's return, the next launch),
+which tracing lengthens wherever it adds to that path:
+- sync_item:   GEMM, then `.item()` of one element (D2H copy, stream sync),
+- sync_cpu:    GEMM, then `.cpu()` of a 4 x 4 slice,
+- sync_device: GEMM, then torch.cuda.synchronize().
 """
 import argparse
 import json
@@ -43,6 +56,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n", type=int, default=20000, help="calls per repeat")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--gpu", action="store_true", help="add the GPU-bound cases")
     args = p.parse_args()
     dev = torch.device("cuda", 0)
     x = torch.zeros(1, device=dev)
@@ -65,10 +79,21 @@ def main():
         "sync": torch.cuda.synchronize,
         "event": event,
     }
+    counts = {"item": max(1, args.n // 4), "sync": max(1, args.n // 4)}
+    if args.gpu:
+        ga = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+        gb = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+        gc = torch.empty_like(ga)
+        big = torch.zeros(16 << 20, device=dev)
+        cases["gpu_gemm"] = lambda: torch.matmul(ga, gb, out=gc)
+        cases["gpu_small"] = lambda: big.add_(1)
+        cases["sync_item"] = lambda: torch.matmul(ga, gb, out=gc)[0, 0].item()
+        cases["sync_cpu"] = lambda: torch.matmul(ga, gb, out=gc)[:4, :4].cpu()
+        cases["sync_device"] = lambda: (torch.matmul(ga, gb, out=gc), torch.cuda.synchronize())
+        counts.update(gpu_gemm=500, gpu_small=5000, sync_item=400, sync_cpu=400, sync_device=400)
     r = {"workload": "api_cost", "n": args.n}
     for name, fn in cases.items():
-        n = args.n if name not in ("item", "sync") else max(1, args.n // 4)
-        r[name + "_us"] = per_call_us(fn, n, args.repeats)
+        r[name + "_us"] = per_call_us(fn, counts.get(name, args.n), args.repeats)
     print(json.dumps(r), flush=True)
 
 

@@ -239,6 +239,7 @@ note "{\"overhead_fsdp2\": {\"gpus\": $NP, \"args\": \"$FA --steps $FS\"}}"
 #   plain | hooks | nohooks | allapis | nolines | off-KIND[+KIND...]
 #   (STREAMSCOPE_ACTIVITY_OFF: activity kinds left out, to see their cost)
 #   | hwtrace (the collector says on stderr, in the log, whether it took)
+#   | floor (CUPTI kernel tracing alone) | kineto (torch.profiler, no collector)
 #   | oldlib (another collector build, TRUTH_OLD_COLLECTOR=path/to/.so, for
 #     a before/after in one run)
 #   (cuptiActivityEnableHWTrace asked for; `info` says if it took)
@@ -252,16 +253,26 @@ variant() {
     off-*) k="${1#off-}"; echo "env STREAMSCOPE_ACTIVITY_OFF=${k//+/,} $S record -o $W/ov-$2" ;;
     hwtrace) echo "env STREAMSCOPE_HW_TRACE=1 $S record -o $W/ov-$2" ;;
     oldlib) echo "env STREAMSCOPE_COLLECTOR=${TRUTH_OLD_COLLECTOR:?oldlib needs TRUTH_OLD_COLLECTOR=path/to/libstreamscope_collector.so} $S record -o $W/ov-$2" ;;
+    # CUPTI's kernel tracing and nothing of ours: every other activity kind
+    # off, no Python hooks, no API callback (the floor of any CUPTI tracer).
+    floor) echo "env STREAMSCOPE_ACTIVITY_OFF=memcpy,memset,synchronization,runtime,driver,overhead,nvtx $S record --no-python-hooks --no-python-lines -o $W/ov-$2" ;;
+    # kineto: no collector; the workload runs under torch.profiler (CPU and
+    # CUDA activities, its defaults), the reference tool's cost on the loop.
+    kineto) ;;
   esac
 }
+# variant_args NAME: what a variant adds to the workload's own arguments.
+variant_args() { [ "$1" = kineto ] && echo --profiler; return 0; }
 for i in $(seq "${TRUTH_API_ROUNDS:-2}"); do
   for v in ${TRUTH_API_VARIANTS:-plain hooks nohooks allapis nolines}; do
-    step "api-$v-$i" 60 $(variant "$v" "api-$v-$i") "$PY" examples/api_cost.py > "$W/ov-api-$v-$i.json"
+    step "api-$v-$i" 60 $(variant "$v" "api-$v-$i") "$PY" examples/api_cost.py ${TRUTH_API_ARGS:-} > "$W/ov-api-$v-$i.json"
+    echo "api-$v-$i: $(grep '^{' "$W/ov-api-$v-$i.json" | tail -1)"
   done
 done
 for i in $(seq "${TRUTH_ROUNDS:-2}"); do
   for v in ${TRUTH_ZOO_VARIANTS:-plain nohooks hooks}; do
-    step "zoo-$v-$i" 60 $(variant "$v" "zoo-$v-$i") "$PY" examples/sync_zoo.py --steps "$ZS" > "$W/ov-zoo-$v-$i.json"
+    step "zoo-$v-$i" 60 $(variant "$v" "zoo-$v-$i") "$PY" examples/sync_zoo.py --steps "$ZS" $(variant_args "$v") > "$W/ov-zoo-$v-$i.json"
+    echo "zoo-$v-$i: $(grep '^{' "$W/ov-zoo-$v-$i.json" | tail -1)"
   done
 done
 for i in $(seq "${TRUTH_FSDP2_ROUNDS:-${TRUTH_ROUNDS:-2}}"); do
@@ -305,12 +316,14 @@ done
 # The frame reader needs no hooks: the same lines from a --no-python-hooks run.
 [ -d "$W/ov-zoo-nohooks-1" ] && zoo_lines "$W/ov-zoo-nohooks-1" sync_zoo_without_hooks
 "$PY" - "$W" <<'PY' | tee -a "$J"
-import glob, json, statistics, sys
+import glob, json, re, statistics, sys
 def by_round(pat):
     """{round: median step ms} of the runs matching pat-ROUND.json."""
     v = {}
     for f in glob.glob(f"{sys.argv[1]}/{pat}-[0-9]*.json"):
-        i = int(f.rsplit("-", 1)[1][:-5])
+        m = re.search(r"-(\d+)\.json$", f)  # not the exports (-1.trace.json)
+        if not m: continue
+        i = int(m.group(1))
         for l in open(f):
             if l.startswith("{"):
                 try: v[i] = float(json.loads(l)["step_ms_median"])
