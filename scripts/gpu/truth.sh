@@ -239,7 +239,8 @@ note "{\"overhead_fsdp2\": {\"gpus\": $NP, \"args\": \"$FA --steps $FS\"}}"
 #   plain | hooks | nohooks | allapis | nolines | off-KIND[+KIND...]
 #   (STREAMSCOPE_ACTIVITY_OFF: activity kinds left out, to see their cost)
 #   | hwtrace (the collector says on stderr, in the log, whether it took)
-#   | floor (CUPTI kernel tracing alone) | kineto (torch.profiler, no collector)
+#   | floor (CUPTI kernel tracing alone) | bare (all records, no hooks, no callbacks)
+#   | kineto (torch.profiler, no collector)
 #   | oldlib (another collector build, TRUTH_OLD_COLLECTOR=path/to/.so, for
 #     a before/after in one run)
 #   (cuptiActivityEnableHWTrace asked for; `info` says if it took)
@@ -253,6 +254,8 @@ variant() {
     off-*) k="${1#off-}"; echo "env STREAMSCOPE_ACTIVITY_OFF=${k//+/,} $S record -o $W/ov-$2" ;;
     hwtrace) echo "env STREAMSCOPE_HW_TRACE=1 $S record -o $W/ov-$2" ;;
     oldlib) echo "env STREAMSCOPE_COLLECTOR=${TRUTH_OLD_COLLECTOR:?oldlib needs TRUTH_OLD_COLLECTOR=path/to/libstreamscope_collector.so} $S record -o $W/ov-$2" ;;
+    # Every activity kind, but no Python hooks and no API callback.
+    bare) echo "$S record --no-python-hooks --no-python-lines -o $W/ov-$2" ;;
     # CUPTI's kernel tracing and nothing of ours: every other activity kind
     # off, no Python hooks, no API callback (the floor of any CUPTI tracer).
     floor) echo "env STREAMSCOPE_ACTIVITY_OFF=memcpy,memset,synchronization,runtime,driver,overhead,nvtx $S record --no-python-hooks --no-python-lines -o $W/ov-$2" ;;
