@@ -29,6 +29,16 @@ fn child(test: &str, dir: &Path, so: &Path) -> Command {
     c
 }
 
+/// Runs `cmd` to its end; fails the test, with its stderr, unless it succeeds.
+fn succeeds(cmd: &mut Command) {
+    let out = cmd.output().expect("child runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Child: start the collector, let the writer flush a few times, return (exit runs atexit).
 #[test]
 fn child_exits_normally() {
@@ -68,15 +78,7 @@ fn all_apis_records_every_call() {
     let Some((dir, so)) = rig("fake", "all-apis") else {
         return;
     };
-    let out = child("child_exits_normally", &dir, &so)
-        .env("STREAMSCOPE_ALL_APIS", "1")
-        .output()
-        .expect("child runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(child("child_exits_normally", &dir, &so).env("STREAMSCOPE_ALL_APIS", "1"));
     let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");
     let filter = metadata(&t, "api_filter");
     assert_eq!(
@@ -92,15 +94,7 @@ fn activity_buffers_reach_cupti_zeroed_and_are_reused() {
         return;
     };
     let log = dir.join("buffers.log");
-    let out = child("child_exits_normally", &dir, &so)
-        .env("FAKE_CUPTI_BUFFER_LOG", &log)
-        .output()
-        .expect("child runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(child("child_exits_normally", &dir, &so).env("FAKE_CUPTI_BUFFER_LOG", &log));
     let text = std::fs::read_to_string(&log).expect("the fake logged its buffer requests");
     let lines: Vec<&str> = text.lines().collect();
     // One request a flush (every 100 ms for 2.5 s), each buffer written.
@@ -281,15 +275,7 @@ fn a_process_without_gpu_work_leaves_no_trace() {
     let Some((dir, so)) = rig("fake", "empty") else {
         return;
     };
-    let out = child("child_exits_normally", &dir, &so)
-        .env("FAKE_CUPTI_EMPTY", "1")
-        .output()
-        .expect("child runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(child("child_exits_normally", &dir, &so).env("FAKE_CUPTI_EMPTY", "1"));
     assert!(
         !dir.join("rank-3.pftrace").exists(),
         "no empty trace left behind"
@@ -635,15 +621,7 @@ fn a_gpu_sampled_by_another_process_is_noted_and_metrics_off_changes_nothing() {
     held.try_lock().expect("locked");
     std::io::Write::write_all(&mut held, b"4242").expect("pid written");
     let sampler = start_sampler(&dir, &so, "sm_active");
-    let out = child("child_exits_normally", &dir, &so)
-        .env("STREAMSCOPE_GPU_METRICS_FEED", &dir)
-        .output()
-        .expect("child runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(child("child_exits_normally", &dir, &so).env("STREAMSCOPE_GPU_METRICS_FEED", &dir));
     // Nothing sampled: the sampler says so by its exit code.
     assert_eq!(stop_sampler(sampler), Some(2));
     let t = load_paths(&[dir.join("rank-3.pftrace")]).expect("trace loads");

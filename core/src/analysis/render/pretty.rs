@@ -42,29 +42,49 @@ impl Pretty {
     }
 }
 
-impl Formatter for Pretty {
+impl Pretty {
+    /// `[` or `{`: one level deeper, nothing in it yet.
     #[inline]
-    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+    fn open<W: ?Sized + Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
         self.depth += 1;
         self.has_value = false;
-        w.write_all(b"[")
+        w.write_all(bracket)
     }
 
+    /// `]` or `}`, on a line of its own unless the container was empty.
     #[inline]
-    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+    fn close<W: ?Sized + Write>(&mut self, w: &mut W, bracket: &[u8]) -> io::Result<()> {
         self.depth -= 1;
         if self.has_value {
             self.new_line(w)?;
         }
-        w.write_all(b"]")
+        w.write_all(bracket)
     }
 
+    /// Before an element or a key: `,` after the first, then a new line.
     #[inline]
-    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn next_item<W: ?Sized + Write>(&self, w: &mut W, first: bool) -> io::Result<()> {
         if !first {
             w.write_all(b",")?;
         }
         self.new_line(w)
+    }
+}
+
+impl Formatter for Pretty {
+    #[inline]
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.open(w, b"[")
+    }
+
+    #[inline]
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.close(w, b"]")
+    }
+
+    #[inline]
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        self.next_item(w, first)
     }
 
     #[inline]
@@ -75,26 +95,17 @@ impl Formatter for Pretty {
 
     #[inline]
     fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.depth += 1;
-        self.has_value = false;
-        w.write_all(b"{")
+        self.open(w, b"{")
     }
 
     #[inline]
     fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> io::Result<()> {
-        self.depth -= 1;
-        if self.has_value {
-            self.new_line(w)?;
-        }
-        w.write_all(b"}")
+        self.close(w, b"}")
     }
 
     #[inline]
     fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
-        if !first {
-            w.write_all(b",")?;
-        }
-        self.new_line(w)
+        self.next_item(w, first)
     }
 
     #[inline]
