@@ -1,16 +1,15 @@
 //! Gzip traces read piece by piece, on two cores.
 //!
 //! The inflated text of a large trace (hundreds of MB for a million events)
-//! is never held whole: it is inflated a few MiB at a time and cut between
+//! is never held whole: it is inflated about a MiB at a time and cut between
 //! two events of `traceEvents` into pieces that are each a document of
 //! their own (`{"traceEvents":[` before the events of all but the first,
-//! `]}` after those of all but the last). Pieces come in rounds of two:
-//! this thread parses the first straight into the trace while a second
-//! thread inflates the other and the next round's first piece, then parses
-//! the other, sending the events the importer maps in batches, which this
-//! thread then maps in file order. The last piece, when large, is cut in
-//! two the same way and read as a round. The builder sees the same events
-//! in the same order as in one pass, so the trace is identical.
+//! `]}` after those of all but the last). A helper thread inflates the
+//! pieces; this thread parses them in file order straight into the trace,
+//! and the helper, whenever it is ahead, parses the furthest piece not yet
+//! taken into batches of events that this thread maps when it gets there
+//! (see `pipeline`). The builder sees the same events in the same order as
+//! in one pass, so the trace is identical.
 //!
 //! A cut is found by its bytes (`}`, `,`, `{` with only whitespace
 //! between), which could also occur inside a string or a nested array. A
@@ -25,19 +24,22 @@ use crate::diagnostic::{Diagnostic, Kind};
 use std::io::Read;
 use std::path::Path;
 
-use super::import::{self, Pieces};
+use super::import;
 use crate::error::{Result, TraceError};
 use crate::model::Trace;
+use pipeline::read_pieces;
 
 /// Below this inflated size a second thread gains too little.
 const MIN_SPLIT_BYTES: usize = 1 << 20;
-/// Inflated text per round of two pieces.
-const ROUND_BYTES: usize = 8 << 20;
-/// Percent of a round's text in the piece this thread parses. It also maps
-/// every event into the trace, but the other thread also inflates both
-/// pieces; since the fast reader (`document::scan`) made parsing cheaper
-/// than mapping, half and half is as fast as any split measured (42 to 58).
-const MAIN_PERCENT: usize = 50;
+/// Inflated text per piece: small enough that the first, inflated before
+/// the second thread starts, costs little, and that neither thread waits
+/// long for the other at the end; large enough that handing a piece over
+/// costs nothing.
+const PIECE_BYTES: usize = 1 << 20;
+/// Pieces per round (their buffers are reused from round to round).
+const ROUND_PIECES: usize = 12;
+/// Published pieces nobody took from which the helper takes the last.
+const CLAIM_AT: usize = 2;
 /// Closes a piece but the last into a document.
 const PIECE_END: &[u8] = b"]}";
 /// Opens a piece but the first as a document continuing `traceEvents`.
@@ -46,10 +48,7 @@ const PIECE_START: &[u8] = br#"{"traceEvents":["#;
 /// Imports gzip-compressed Kineto JSON, piece by piece on two threads when
 /// it is large.
 pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
-    let split = Split {
-        main_percent: MAIN_PERCENT,
-        round_bytes: ROUND_BYTES,
-    };
+    let split = Split::DEFAULT;
     match import_gzip_with(path, gz, Some(split)) {
         Ok((t, _)) => Ok(t),
         Err(e) => {
@@ -80,13 +79,24 @@ pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
     }
 }
 
-/// How the text is cut into pieces.
+/// How the text is cut into pieces, and shared between the threads.
 #[derive(Debug, Clone, Copy)]
 struct Split {
-    /// Percent of a round's text in the piece this thread parses.
-    main_percent: usize,
-    /// Inflated text per round of two pieces.
-    round_bytes: usize,
+    /// Inflated text per piece.
+    piece_bytes: usize,
+    /// Pieces per round.
+    round_pieces: usize,
+    /// Published pieces nobody took from which the helper takes the last
+    /// (tests set 1 to have it parse as much as it can).
+    claim_at: usize,
+}
+
+impl Split {
+    const DEFAULT: Split = Split {
+        piece_bytes: PIECE_BYTES,
+        round_pieces: ROUND_PIECES,
+        claim_at: CLAIM_AT,
+    };
 }
 
 /// How a trace was read (for tests).
@@ -110,10 +120,7 @@ pub fn import_plain_file(
     len: usize,
 ) -> Result<Trace> {
     let io = |e| TraceError::io(path, e);
-    let split = Split {
-        main_percent: MAIN_PERCENT,
-        round_bytes: ROUND_BYTES,
-    };
+    let split = Split::DEFAULT;
     if len < MIN_SPLIT_BYTES {
         let mut bytes = head;
         let mut rest = rest;
@@ -156,159 +163,6 @@ enum Outcome {
     Whole(Vec<u8>),
     /// A piece did not read as expected (see the module doc).
     Again,
-}
-
-/// Reads the text of `decoder` (about `total_bytes`) piece by piece, in
-/// rounds of two pieces (see the module doc).
-fn read_pieces(
-    path: &Path,
-    decoder: impl std::io::Read + Send,
-    total_bytes: usize,
-    split: Split,
-    read_error: impl Fn(std::io::Error) -> TraceError,
-) -> Result<Outcome> {
-    let main_len = (split.round_bytes.saturating_mul(split.main_percent) / 100).max(1);
-    let other_len = split.round_bytes.saturating_sub(main_len).max(1);
-    let mut cutter = Cutter::new(decoder);
-    let mut main = Vec::new();
-    let mut next = Vec::new();
-    let mut other = Vec::new();
-    let mut last = cutter.piece(&mut main, main_len).map_err(&read_error)?;
-    if last {
-        return Ok(Outcome::Whole(main));
-    }
-    let mut pieces = Pieces::new(path, total_bytes);
-    let mut first = true;
-    loop {
-        if last {
-            if cut_last(&mut main, &mut next, split.round_bytes / 4) {
-                // Its two parts on the two threads, as a round's pieces.
-                let mut tail = Cutter {
-                    decoder: &next[..],
-                    carry: Vec::new(),
-                    first: false,
-                };
-                let round = Round {
-                    main: &main,
-                    first,
-                    other: &mut other,
-                    other_len: next.len() + 1,
-                    next: &mut Vec::new(),
-                    next_len: 0,
-                };
-                return match round.read(&mut pieces, &mut tail) {
-                    Ok(Some(Done::Trace)) => Ok(Outcome::Trace(Box::new(pieces.finish()))),
-                    Ok(_) => Ok(Outcome::Again),
-                    Err(e) => Err(read_error(e)),
-                };
-            }
-            return Ok(if pieces.piece(&main, first, true) {
-                Outcome::Trace(Box::new(pieces.finish()))
-            } else {
-                Outcome::Again
-            });
-        }
-        let round = Round {
-            main: &main,
-            first,
-            other: &mut other,
-            other_len,
-            next: &mut next,
-            next_len: main_len,
-        };
-        match round.read(&mut pieces, &mut cutter) {
-            Ok(Some(Done::Trace)) => return Ok(Outcome::Trace(Box::new(pieces.finish()))),
-            Ok(Some(Done::Next { last: l })) => last = l,
-            Ok(None) => return Ok(Outcome::Again),
-            Err(e) => return Err(read_error(e)),
-        }
-        std::mem::swap(&mut main, &mut next);
-        first = false;
-    }
-}
-
-/// One round: this thread's piece (already inflated), and the other
-/// thread's, which it inflates, then inflates the next round's piece for
-/// this thread (only it can inflate, while this thread is busy parsing and
-/// mapping), then parses its own.
-struct Round<'a> {
-    main: &'a [u8],
-    first: bool,
-    other: &'a mut Vec<u8>,
-    other_len: usize,
-    next: &'a mut Vec<u8>,
-    next_len: usize,
-}
-
-/// How a round ended.
-enum Done {
-    /// The other piece was the last.
-    Trace,
-    /// The next round's piece is in `next`.
-    Next { last: bool },
-}
-
-impl Round<'_> {
-    /// `None` when a piece did not read as expected.
-    fn read<R: std::io::Read + Send>(
-        self,
-        pieces: &mut Pieces,
-        cutter: &mut Cutter<R>,
-    ) -> std::io::Result<Option<Done>> {
-        let Round {
-            main,
-            first,
-            other,
-            other_len,
-            next,
-            next_len,
-        } = self;
-        std::thread::scope(|s| {
-            let (to_mapper, batches) = std::sync::mpsc::channel();
-            let (to_parser, spent) = std::sync::mpsc::channel();
-            let worker = s.spawn(move || {
-                let other_last = cutter.piece(other, other_len)?;
-                // The next round's piece before parsing: inflating is what
-                // this thread alone can do, while the other maps.
-                let next_last = if other_last {
-                    None
-                } else {
-                    Some(cutter.piece(next, next_len)?)
-                };
-                let other: &[u8] = other;
-                let end = import::parse_piece(other, to_mapper, &spent);
-                // Free here what the mapper sent back.
-                while let Ok(batch) = spent.recv() {
-                    drop(batch);
-                }
-                Ok::<_, std::io::Error>((end, other_last, next_last))
-            });
-            let main_ok = pieces.piece(main, first, false);
-            if main_ok {
-                for batch in &batches {
-                    pieces.map_events(&batch);
-                    // Back to be freed by the thread that allocated it.
-                    let _ = to_parser.send(batch);
-                }
-            }
-            drop(batches);
-            drop(to_parser);
-            let (end, other_last, next_last) = match worker.join() {
-                Ok(r) => r?,
-                Err(panic) => std::panic::resume_unwind(panic),
-            };
-            let Some(end) = end.filter(|_| main_ok) else {
-                return Ok(None);
-            };
-            if !pieces.parsed(end, other_last) {
-                return Ok(None);
-            }
-            Ok(Some(match next_last {
-                None => Done::Trace,
-                Some(last) => Done::Next { last },
-            }))
-        })
-    }
 }
 
 /// Inflated text in pieces, each cut after an event (see the module doc).
@@ -364,24 +218,6 @@ fn gzip_error(path: &Path, e: std::io::Error) -> TraceError {
     crate::load::gzip_error(path, e)
 }
 
-/// Cuts the last piece, `main`, in two near its middle when it has at
-/// least `min_len` bytes: `main` keeps the events before the cut, closed,
-/// and `tail` gets the text after it. `false` (nothing changed) when it is
-/// smaller or has no cut.
-fn cut_last(main: &mut Vec<u8>, tail: &mut Vec<u8>, min_len: usize) -> bool {
-    if main.len() < min_len.max(1) {
-        return false;
-    }
-    let Some(cut) = find_cut(&main[..main.len() / 2]) else {
-        return false;
-    };
-    tail.clear();
-    tail.extend_from_slice(&main[cut + 1..]);
-    main.truncate(cut);
-    main.extend_from_slice(PIECE_END);
-    true
-}
-
 /// The offset of the `,` of the last `}` `,` `{` (whitespace allowed
 /// between) in `text`: probably the boundary between two events.
 fn find_cut(text: &[u8]) -> Option<usize> {
@@ -418,6 +254,8 @@ fn gzip_size_hint(gz: &[u8]) -> usize {
     }
 }
 
+mod pipeline;
+
 #[cfg(test)]
 mod differential;
 
@@ -435,11 +273,13 @@ mod tests {
             .join(rel)
     }
 
-    /// Rounds of 256 KiB, `main_percent` of each on the calling thread.
-    fn split(main_percent: usize) -> Split {
+    /// Pieces of `piece_bytes`, three a round, the helper parsing all it
+    /// can.
+    fn split(piece_bytes: usize) -> Split {
         Split {
-            main_percent,
-            round_bytes: 256 << 10,
+            piece_bytes,
+            round_pieces: 3,
+            claim_at: 1,
         }
     }
 
@@ -462,20 +302,20 @@ mod tests {
             .expect("inflate");
         let text_len = text.len();
         drop(text);
-        for (main_percent, round_bytes) in [
-            (MAIN_PERCENT, ROUND_BYTES),
-            (10, 1 << 20),
-            (50, 300 << 10),
-            (90, 97 << 10),
+        for (piece_bytes, round_pieces, claim_at) in [
+            (PIECE_BYTES, ROUND_PIECES, CLAIM_AT),
+            (100 << 10, 2, 1),
+            (150 << 10, 5, 2),
+            (87 << 10, 7, 1),
         ] {
             let split = Split {
-                main_percent,
-                round_bytes,
+                piece_bytes,
+                round_pieces,
+                claim_at,
             };
             let (cut, route) = import_gzip_with(path, gz, Some(split)).expect("pieces");
             // A text that ends within the first piece is read in one pass.
-            let first_piece = round_bytes * main_percent / 100;
-            let expected = if text_len <= first_piece {
+            let expected = if text_len <= piece_bytes {
                 Route::OnePass
             } else {
                 expected
@@ -534,7 +374,7 @@ mod tests {
         let gz = gzip(json.as_bytes());
         assert_same_as_one_pass("synthetic.json.gz", &gz, Route::Pieces);
         let (t, _) =
-            import_gzip_with(Path::new("s.json.gz"), &gz, Some(split(50))).expect("import");
+            import_gzip_with(Path::new("s.json.gz"), &gz, Some(split(128 << 10))).expect("import");
         assert_eq!(t.slices().len(), 10_000);
         assert!(
             t.diagnostics()
@@ -569,8 +409,8 @@ mod tests {
         assert!(nested.len() > MIN_SPLIT_BYTES);
         let gz = gzip(nested.as_bytes());
         let (one, _) = import_gzip_with(Path::new("n.json.gz"), &gz, None).expect("one pass");
-        let (cut, route) =
-            import_gzip_with(Path::new("n.json.gz"), &gz, Some(split(50))).expect("rejoined");
+        let (cut, route) = import_gzip_with(Path::new("n.json.gz"), &gz, Some(split(128 << 10)))
+            .expect("rejoined");
         assert_eq!(route, Route::Again);
         assert_eq!(dump(&cut), dump(&one));
         // deviceProperties before the events, larger than the first part:
@@ -583,7 +423,7 @@ mod tests {
         let gz = gzip(padded.as_bytes());
         let (one, _) = import_gzip_with(Path::new("p.json.gz"), &gz, None).expect("one pass");
         let (cut, route) =
-            import_gzip_with(Path::new("p.json.gz"), &gz, Some(split(30))).expect("rejoined");
+            import_gzip_with(Path::new("p.json.gz"), &gz, Some(split(77 << 10))).expect("rejoined");
         assert_eq!(route, Route::Again);
         assert!(cut == one);
         assert_eq!(one.slices().len(), 200);
@@ -600,7 +440,8 @@ mod tests {
         for bad in [&gz[..], &full[..full.len() * 3 / 4]] {
             let path = Path::new("bad.json.gz");
             let one = import_gzip_with(path, bad, None).expect_err("one pass fails");
-            let cut = import_gzip_with(path, bad, Some(split(40))).expect_err("two parts fail");
+            let cut =
+                import_gzip_with(path, bad, Some(split(100 << 10))).expect_err("two parts fail");
             assert_eq!(cut.to_string(), one.to_string());
             assert!(one.to_string().contains("bad.json.gz"), "{one}");
         }
@@ -655,15 +496,16 @@ mod tests {
         assert_eq!(one.slices().len(), 16);
         let one_dump = dump(&one);
         let events_at = text.find("traceEvents").expect("events");
-        // One cut, at every length of the first piece from inside the top
-        // level to the last event: the reading stops at every position class
-        // (strings with escapes, nested args, between events) and the cut is
-        // the last `},{` before it.
+        // Pieces of every length from inside the top level to the last
+        // event: the first cut falls at every position class (strings with
+        // escapes, nested args, between events) and is the last `},{`
+        // before it; the pieces after it are as long.
         let mut routes = std::collections::BTreeMap::new();
         for main_len in (events_at - 40)..text.len() {
             let split = Split {
-                main_percent: 1,
-                round_bytes: main_len * 100,
+                piece_bytes: main_len,
+                round_pieces: 2,
+                claim_at: 1,
             };
             let (route, t) = read_text(path, &text, split);
             *routes.entry(format!("{route:?}")).or_insert(0) += 1;
@@ -673,17 +515,18 @@ mod tests {
         // Cuts between events read in pieces; cuts found inside strings or
         // nested args (most, in these events) fall back to one pass.
         assert!(
-            routes["Pieces"] > 1000 && routes["Again"] > 1000,
+            routes["Pieces"] > 500 && routes["Again"] > 1000,
             "{routes:?}"
         );
         // Many pieces, in rounds of every size: every cut is between events.
         let text = synthetic(30, "", "");
         let one = import::import(path, text.as_bytes()).expect("one pass");
         assert_eq!(one.slices().len(), 60);
-        for round_bytes in 2..1200 {
+        for piece_bytes in 1..600 {
             let split = Split {
-                main_percent: 50,
-                round_bytes,
+                piece_bytes,
+                round_pieces: 1 + piece_bytes % 4,
+                claim_at: 1 + piece_bytes % 2,
             };
             let (route, t) = read_text(path, &text, split);
             assert_eq!(route, Route::Pieces, "{split:?}");
@@ -692,36 +535,26 @@ mod tests {
     }
 
     #[test]
-    fn last_piece_is_cut_in_two_or_read_again() {
-        let mut main = br#"{"traceEvents":[{"a": 1},
- {"b": "},{"}, {"c": 3}, {"d": 4}]}"#
-            .to_vec();
-        let mut tail = b"old".to_vec();
-        assert!(!cut_last(&mut main.clone(), &mut tail, main.len() + 1));
-        assert_eq!(tail, b"old", "too small: untouched");
-        // The last `},{` before the middle.
-        assert!(cut_last(&mut main, &mut tail, 8));
-        assert_eq!(main, br#"{"traceEvents":[{"a": 1}]}"#);
-        assert_eq!(
-            tail,
-            br#"
- {"b": "},{"}, {"c": 3}, {"d": 4}]}"#
-        );
-        // Rounds of every size over events whose strings and nested args hold
-        // `},{`: wherever the last piece is cut, the model is the one-pass one
-        // (read in pieces, or again in one pass when the cut was no boundary).
+    fn pieces_of_every_size_read_as_one_pass() {
+        // Pieces of every size over events whose strings and nested args
+        // hold `},{`: wherever a piece is cut, the model is the one-pass one
+        // (read in pieces, or again in one pass when the cut was no
+        // boundary), whichever thread parsed it.
         let text = tricky(8);
         let path = Path::new("tricky.json");
         let one = import::import(path, text.as_bytes()).expect("one pass");
         let mut routes = std::collections::BTreeMap::new();
-        for round_bytes in (200..text.len()).step_by(7) {
-            let split = Split {
-                main_percent: 50,
-                round_bytes,
-            };
-            let (route, t) = read_text(path, &text, split);
-            *routes.entry(format!("{route:?}")).or_insert(0) += 1;
-            assert!(t == one, "{split:?}: same model");
+        for piece_bytes in (100..text.len()).step_by(7) {
+            for claim_at in [1, 2] {
+                let split = Split {
+                    piece_bytes,
+                    round_pieces: 1 + piece_bytes % 5,
+                    claim_at,
+                };
+                let (route, t) = read_text(path, &text, split);
+                *routes.entry(format!("{route:?}")).or_insert(0) += 1;
+                assert!(t == one, "{split:?}: same model");
+            }
         }
         assert!(routes.contains_key("Pieces"), "{routes:?}");
     }

@@ -150,8 +150,9 @@ fn random_documents_in_pieces_read_as_one_pass() {
         members.extend(gzip(&text.as_bytes()[k..]));
         for _ in 0..12 {
             let split = Split {
-                main_percent: 1 + rng.below(99),
-                round_bytes: 8 + rng.below(text.len() * 2),
+                piece_bytes: 4 + rng.below(text.len()),
+                round_pieces: 1 + rng.below(5),
+                claim_at: 1 + rng.below(3),
             };
             let plain = pieces_of(path, text.as_bytes(), text.as_bytes(), split);
             assert!(plain == one, "doc {doc} {split:?}: plain\n{text}");
@@ -188,10 +189,10 @@ fn last_piece_of_one_event_or_of_keys_after_the_events() {
         let last_event = text.rfind("{\"ph\"").expect("an event");
         for main_len in (last_event.saturating_sub(300)..text.len()).step_by(3) {
             {
-                let main_percent = [50, 90][rng.below(2)];
                 let split = Split {
-                    main_percent,
-                    round_bytes: main_len * 100 / main_percent,
+                    piece_bytes: main_len,
+                    round_pieces: 1 + rng.below(3),
+                    claim_at: 1 + rng.below(2),
                 };
                 let got = pieces_of(path, text.as_bytes(), text.as_bytes(), split);
                 assert!(got == one, "{split:?}\n{text}");
@@ -249,8 +250,8 @@ fn damaged_gzip_in_pieces_is_the_one_pass_result_and_never_panics() {
 
 fn split_default() -> Split {
     Split {
-        main_percent: MAIN_PERCENT,
-        round_bytes: 256 << 10,
+        piece_bytes: 128 << 10,
+        ..Split::DEFAULT
     }
 }
 
@@ -314,8 +315,9 @@ fn damaged_small_gzip_streams_in_pieces_are_the_one_pass_result() {
         let one = small_gzip_result(path, &bad, None);
         for _ in 0..6 {
             let split = Split {
-                main_percent: 1 + rng.below(99),
-                round_bytes: 8 + rng.below(text.len() * 2),
+                piece_bytes: 4 + rng.below(text.len()),
+                round_pieces: 1 + rng.below(5),
+                claim_at: 1 + rng.below(3),
             };
             let got = small_gzip_result(path, &bad, Some(split));
             assert!(got == one, "doc {doc} {split:?}: {got:.200}\n{one:.200}");
@@ -366,8 +368,9 @@ fn clean_documents_are_always_read_in_pieces() {
         let one = dump(&import::import(path, text.as_bytes()).expect("one pass"));
         for _ in 0..15 {
             let split = Split {
-                main_percent: 1 + rng.below(99),
-                round_bytes: 8 + rng.below(text.len() * 2),
+                piece_bytes: 4 + rng.below(text.len()),
+                round_pieces: 1 + rng.below(5),
+                claim_at: 1 + rng.below(3),
             };
             let out = read_pieces(path, text.as_bytes(), text.len(), split, |e| {
                 gzip_error(path, e)
