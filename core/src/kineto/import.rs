@@ -11,6 +11,7 @@
 //! order of tracks.
 
 mod finish;
+mod intern;
 
 use crate::diagnostic::{Diagnostic, Kind};
 use std::collections::BTreeMap;
@@ -341,6 +342,8 @@ struct Builder {
     events: usize,
     /// The arguments of the slice being pushed (one buffer for all).
     args: Vec<(StrId, ArgValue)>,
+    arg_keys: intern::ArgKeys,
+    names: intern::Names,
 }
 
 impl<'de> EventSink<'de> for Builder {
@@ -393,6 +396,8 @@ impl Builder {
             skipped: Skipped::default(),
             events: 0,
             args: Vec::new(),
+            arg_keys: intern::ArgKeys::default(),
+            names: intern::Names::default(),
         }
     }
 
@@ -591,13 +596,13 @@ impl Builder {
         let dur_ns = self.dur_ns(e);
         let name = e.name();
         let kind = cat.slice_kind(name);
-        let name_id = self.trace.intern(name);
+        let name_id = self.names.intern(&mut self.trace, name);
         let mut s = NewSlice::new(track, kind, name_id, start_rel_ns, dur_ns);
         s.correlation = e.correlation().unwrap_or(0);
-        let consumed = match kind {
+        let (consumed, list) = match kind {
             SliceKind::Kernel => {
                 s.launch = Some(e.launch_config());
-                KERNEL_CONSUMED
+                (KERNEL_CONSUMED, 0)
             }
             SliceKind::Memcpy | SliceKind::Memset => {
                 let (copy_kind, pageable) = copy_kind_of(name);
@@ -607,27 +612,35 @@ impl Builder {
                     kind: copy_kind,
                     pageable,
                 });
-                COPY_CONSUMED
+                (COPY_CONSUMED, 1)
             }
-            _ => OTHER_CONSUMED,
+            _ => (OTHER_CONSUMED, 2),
         };
         if kind.is_gpu_activity() {
             s.class = SliceClass::of_gpu_name(kind, name);
         }
         let mut args = std::mem::take(&mut self.args);
-        self.arg_set(e, consumed, &mut args);
+        self.arg_set(e, (cat as usize * 3 + list, consumed), &mut args);
         self.trace.push_slice_with_args(s, &args);
         self.args = args;
     }
 
-    /// The arguments of `e` but `consumed`, into `out`.
-    fn arg_set(&mut self, e: &Event, consumed: &[&str], out: &mut Vec<(StrId, ArgValue)>) {
+    /// The arguments of `e` but `consumed`, into `out`; `kind` numbers
+    /// the event's category and `consumed` list (see `intern::ArgKeys`).
+    fn arg_set(
+        &mut self,
+        e: &Event,
+        (kind, consumed): (usize, &[&str]),
+        out: &mut Vec<(StrId, ArgValue)>,
+    ) {
         out.clear();
         let Some(args) = e.args.as_ref() else {
             return;
         };
-        for (k, v) in &args.0 {
-            if consumed.contains(&k.as_str()) {
+        let trace = &mut self.trace;
+        for (pos, (k, v)) in args.0.iter().enumerate() {
+            let (key, consumed) = self.arg_keys.key(trace, kind, pos, k.as_str(), consumed);
+            if consumed {
                 continue;
             }
             let value = match v {
@@ -635,11 +648,11 @@ impl Builder {
                 ArgJson::UInt(x) => ArgValue::UInt(*x),
                 ArgJson::Double(x) => ArgValue::Double(*x),
                 ArgJson::Bool(x) => ArgValue::Bool(*x),
-                ArgJson::Str(s) => ArgValue::Str(self.trace.intern(s)),
-                ArgJson::Json(j) => ArgValue::Str(self.trace.intern(&j.to_string())),
+                ArgJson::Str(s) => ArgValue::Str(self.arg_keys.str_value(trace, kind, pos, s)),
+                ArgJson::Json(j) => ArgValue::Str(trace.intern(&j.to_string())),
                 ArgJson::Null => continue,
             };
-            out.push((self.trace.intern(k.as_str()), value));
+            out.push((key, value));
         }
     }
 
