@@ -184,33 +184,70 @@ impl<R: std::io::Read> Cutter<R> {
 
     /// Fills `buf` with the next piece, of about `len` bytes of text;
     /// `true` when it is the last (the text ended).
-    fn piece(&mut self, buf: &mut Vec<u8>, len: usize) -> std::io::Result<bool> {
-        buf.clear();
+    fn piece(&mut self, buf: &mut PieceBuf, len: usize) -> std::io::Result<bool> {
+        buf.len = 0;
         if !self.first {
-            buf.extend_from_slice(PIECE_START);
+            buf.push(PIECE_START);
         }
         self.first = false;
-        let body = buf.len();
-        buf.reserve(len + self.carry.len() + (64 << 10));
-        buf.extend_from_slice(&self.carry);
+        let body = buf.len;
+        buf.push(&self.carry);
         self.carry.clear();
         let mut want = len;
         loop {
-            let missing = (body + want).saturating_sub(buf.len()).max(1);
-            let read = (&mut self.decoder).take(missing as u64).read_to_end(buf)?;
-            if read < missing {
-                return Ok(true);
+            let end = (body + want).max(buf.len + 1);
+            buf.grow_to(end + PIECE_END.len());
+            while buf.len < end {
+                match self.decoder.read(&mut buf.bytes[buf.len..end]) {
+                    Ok(0) => return Ok(true),
+                    Ok(n) => buf.len += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
             }
-            if let Some(cut) = find_cut(&buf[body..]) {
+            if let Some(cut) = find_cut(&buf.bytes[body..buf.len]) {
                 let cut = body + cut;
-                self.carry.extend_from_slice(&buf[cut + 1..]);
-                buf.truncate(cut);
-                buf.extend_from_slice(PIECE_END);
+                self.carry.extend_from_slice(&buf.bytes[cut + 1..buf.len]);
+                buf.len = cut;
+                buf.push(PIECE_END);
                 return Ok(false);
             }
             // No cut yet (one long event, or not events at all): read on.
             want = want.saturating_mul(2);
         }
+    }
+}
+
+/// A piece's text, `bytes[..len]`. The bytes after it stay initialized, so
+/// that refilling the buffer for the next round writes no zeros first.
+#[derive(Debug, Default)]
+struct PieceBuf {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl PieceBuf {
+    fn text(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// Makes room for `n` bytes (zeroing only bytes never used before).
+    fn grow_to(&mut self, n: usize) {
+        if self.bytes.len() < n {
+            self.bytes.resize(n, 0);
+        }
+    }
+
+    fn push(&mut self, s: &[u8]) {
+        let end = self.len + s.len();
+        self.grow_to(end);
+        self.bytes[self.len..end].copy_from_slice(s);
+        self.len = end;
+    }
+
+    fn into_text(mut self) -> Vec<u8> {
+        self.bytes.truncate(self.len);
+        self.bytes
     }
 }
 

@@ -24,6 +24,9 @@ use serde_json::value::RawValue;
 use super::super::event::{Event, MaybeEvent};
 use super::super::json::{ArgJson, Args, Id, Text};
 use super::{EventSink, TopInfo};
+use words::{is_ws, non_ws_bytes, special_bytes};
+
+mod words;
 
 /// Deepest nesting of a value handed to serde_json (counted from the
 /// event), well below serde_json's recursion limit, so that a value it
@@ -65,11 +68,6 @@ struct Reader<'de> {
     args_hint: usize,
 }
 
-#[inline]
-fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\n' | b'\t' | b'\r')
-}
-
 impl<'de> Reader<'de> {
     #[inline]
     fn bytes(&self) -> &'de [u8] {
@@ -79,9 +77,30 @@ impl<'de> Reader<'de> {
     #[inline]
     fn skip_ws(&mut self) {
         let b = self.bytes();
-        while self.pos < b.len() && is_ws(b[self.pos]) {
-            self.pos += 1;
+        // Most runs are empty or one space (after `:` and `,`).
+        let mut i = self.pos;
+        if b.get(i).is_none_or(|&c| !is_ws(c)) {
+            return;
         }
+        i += 1;
+        if b.get(i).is_none_or(|&c| !is_ws(c)) {
+            self.pos = i;
+            return;
+        }
+        // A newline and indentation: eight bytes at a time.
+        while let Some(chunk) = b.get(i..i + 8) {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            let other = non_ws_bytes(word);
+            if other != 0 {
+                self.pos = i + (other.trailing_zeros() / 8) as usize;
+                return;
+            }
+            i += 8;
+        }
+        while b.get(i).is_some_and(|&c| is_ws(c)) {
+            i += 1;
+        }
+        self.pos = i;
     }
 
     /// The next byte after whitespace (not consumed).
@@ -490,19 +509,6 @@ impl<'de> Reader<'de> {
             }
         }
     }
-}
-
-/// A word whose lowest set bit is the high bit of the first byte of `word`
-/// (little-endian) that is `"`, `\\` or below 0x20; 0 when none is.
-/// (Bits above the first such byte may be wrong: only the lowest is read.)
-#[inline]
-fn special_bytes(word: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
-    zero_byte(word ^ (ONES * u64::from(b'"')))
-        | zero_byte(word ^ (ONES * u64::from(b'\\')))
-        | (word.wrapping_sub(ONES * 0x20) & !word & HIGH)
 }
 
 /// The deepest nesting of arrays and objects in `json` (valid JSON).

@@ -15,7 +15,7 @@
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use super::{Cutter, Outcome, Split};
+use super::{Cutter, Outcome, PieceBuf, Split};
 use crate::error::{Result, TraceError};
 use crate::kineto::event::Event;
 use crate::kineto::import::{self, ParsedEnd, Pieces};
@@ -31,11 +31,13 @@ pub(super) fn read_pieces(
 ) -> Result<Outcome> {
     let piece_bytes = split.piece_bytes.max(1);
     let mut cutter = Cutter::new(decoder);
-    let mut bufs: Vec<Vec<u8>> = (0..split.round_pieces.max(1)).map(|_| Vec::new()).collect();
-    let mut next = Vec::new();
+    let mut bufs: Vec<PieceBuf> = (0..split.round_pieces.max(1))
+        .map(|_| PieceBuf::default())
+        .collect();
+    let mut next = PieceBuf::default();
     let mut next_last = cutter.piece(&mut next, piece_bytes).map_err(&read_error)?;
     if next_last {
-        return Ok(Outcome::Whole(next));
+        return Ok(Outcome::Whole(next.into_text()));
     }
     let mut pieces = Pieces::new(path, total_bytes);
     let mut first = true;
@@ -61,13 +63,13 @@ pub(super) fn read_pieces(
 
 /// One round: `bufs[0]` already holds its first piece.
 struct Round<'a> {
-    bufs: &'a mut [Vec<u8>],
+    bufs: &'a mut [PieceBuf],
     /// The round's first piece is the document's first.
     first: bool,
     /// The round's first piece is the text's last.
     first_last: bool,
     /// Gets the next round's first piece.
-    next: &'a mut Vec<u8>,
+    next: &'a mut PieceBuf,
     piece_bytes: usize,
     claim_at: usize,
 }
@@ -178,7 +180,8 @@ impl<'a> Round<'a> {
         } = self;
         let n = bufs.len();
         let (head, rest) = bufs.split_first_mut().expect("a round has a piece");
-        let head: &[u8] = head;
+        let head: &PieceBuf = head;
+        let head = head.text();
         let mut slots: Vec<Slot> = (0..n).map(|_| Slot::Pending).collect();
         slots[0] = Slot::Taken; // this thread's, the document's first maybe
         let shared = Shared {
@@ -306,9 +309,9 @@ fn claim<'b>(shared: &Shared<'b>, at: usize) -> Option<(usize, &'b [u8])> {
 
 struct HelperArgs<'s, 'b, R> {
     shared: &'s Shared<'b>,
-    rest: &'b mut [Vec<u8>],
+    rest: &'b mut [PieceBuf],
     cutter: &'s mut Cutter<R>,
-    next: &'s mut Vec<u8>,
+    next: &'s mut PieceBuf,
     piece_bytes: usize,
     claim_at: usize,
     text_ended: bool,
@@ -349,7 +352,8 @@ fn help<R: std::io::Read>(a: HelperArgs<'_, '_, R>) -> std::io::Result<Option<bo
         }
         let j = i + 1;
         let last = cutter.piece(buf, piece_bytes)?;
-        let text: &[u8] = buf;
+        let buf: &PieceBuf = buf;
+        let text = buf.text();
         text_ended = last;
         inflated = j + 1;
         shared.update(|s| {
