@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use streamscope_core::analysis::streamed::{self, Summary};
 use streamscope_core::analysis::{analyze, render, AnalysisOptions, Report};
+use streamscope_core::load::KeepArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -123,7 +124,9 @@ fn build_report(paths: &[PathBuf], opts: &AnalysisOptions) -> anyhow::Result<Rep
     }
     let files = streamscope_core::load::sources(paths).with_context(what)?;
     if files.len() < 2 {
-        let trace = streamscope_core::load::load_paths(paths).with_context(what)?;
+        // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
+        let trace = streamscope_core::load::load_paths_keeping(paths, KeepArgs::Analysis)
+            .with_context(what)?;
         return Ok(analyze(&trace, opts));
     }
     let pb = rank_progress();

@@ -33,6 +33,90 @@ use crate::model::Trace;
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
+/// Which free-form arguments (`args`) of complete events an import keeps
+/// in the model's argument sets.
+///
+/// Kineto gives most events arguments no analysis reads (a CPU op's
+/// `External id`, `Ev Idx`, `Sequence number`, input shapes; a kernel's
+/// `queued`, occupancy estimates). The viewer shows them; `report` never
+/// does, and reading them is a large part of an import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeepArgs {
+    /// Every argument (the viewer, `export`, `info`).
+    #[default]
+    All,
+    /// Only the keys an analysis reads ([`crate::analysis::ARG_KEYS`]),
+    /// besides those the import itself reads into columns (device,
+    /// stream, correlation, launch configuration, bytes); the others of a
+    /// complete event are skipped unread. Counters, metadata and memory
+    /// events keep every argument. Every analysis gives the same result
+    /// as on [`KeepArgs::All`]. Unlike it, a number beyond the range of
+    /// f64 inside an array or object that is skipped is no error.
+    Analysis,
+}
+
+impl KeepArgs {
+    /// Whether a complete event's argument `key` goes into its argument
+    /// set (the keys the import reads into columns are never stored).
+    #[inline]
+    pub(crate) fn stores(self, key: &str) -> bool {
+        match self {
+            KeepArgs::All => true,
+            KeepArgs::Analysis => keys::analysis(key),
+        }
+    }
+
+    /// Whether the reader must read a complete event's argument `key`
+    /// (the import reads it, or the argument set keeps it).
+    #[inline]
+    pub(crate) fn reads(self, key: &str) -> bool {
+        match self {
+            KeepArgs::All => true,
+            KeepArgs::Analysis => keys::analysis(key) || keys::imported(key),
+        }
+    }
+}
+
+/// Argument keys by their length, for [`KeepArgs`]'s tests of membership
+/// on every argument of every event.
+mod keys {
+    use std::sync::OnceLock;
+
+    /// Longest key held (longer ones are in neither list).
+    const MAX_LEN: usize = 32;
+
+    type ByLen = [Vec<&'static str>; MAX_LEN + 1];
+
+    fn by_len(keys: &[&'static str]) -> ByLen {
+        let mut t: ByLen = std::array::from_fn(|_| Vec::new());
+        for k in keys {
+            assert!(
+                k.len() <= MAX_LEN,
+                "argument key {k:?} longer than {MAX_LEN}"
+            );
+            t[k.len()].push(k);
+        }
+        t
+    }
+
+    #[inline]
+    fn holds(t: &ByLen, key: &str) -> bool {
+        t.get(key.len()).is_some_and(|ks| ks.contains(&key))
+    }
+
+    /// A key some analysis reads ([`crate::analysis::ARG_KEYS`]).
+    pub(super) fn analysis(key: &str) -> bool {
+        static T: OnceLock<ByLen> = OnceLock::new();
+        holds(T.get_or_init(|| by_len(crate::analysis::ARG_KEYS)), key)
+    }
+
+    /// A key the import reads from a complete event into the model's columns.
+    pub(super) fn imported(key: &str) -> bool {
+        static T: OnceLock<ByLen> = OnceLock::new();
+        holds(T.get_or_init(|| by_len(super::import::READ_KEYS)), key)
+    }
+}
+
 /// Reads a Kineto trace (`.json`, or gzip-compressed, detected by its magic
 /// bytes rather than its name) of one rank into a trace with one process.
 pub fn read_file(path: &Path) -> Result<Trace> {
@@ -49,20 +133,27 @@ pub(crate) fn read_plain_file(
     head: Vec<u8>,
     rest: impl Read + Send,
     len: usize,
+    keep: KeepArgs,
 ) -> Result<Trace> {
     if head.is_empty() || crate::chrome::is_ours(&head) {
         let mut bytes = head;
         let mut rest = rest;
         rest.read_to_end(&mut bytes)
             .map_err(|e| TraceError::io(path, e))?;
-        return read_bytes(path, &bytes);
+        return read_bytes_keeping(path, &bytes, keep);
     }
-    split::import_plain_file(path, head, rest, len)
+    split::import_plain_file(path, head, rest, len, keep)
 }
 
 /// Like [`read_file`] on bytes already read; `path` only names the source in
 /// errors and metadata.
 pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Trace> {
+    read_bytes_keeping(path, bytes, KeepArgs::All)
+}
+
+/// [`read_bytes`], keeping the arguments `keep` says (a chrome-json file
+/// written by streamscope keeps all).
+pub fn read_bytes_keeping(path: &Path, bytes: &[u8], keep: KeepArgs) -> Result<Trace> {
     if bytes.is_empty() {
         return Err(TraceError::Empty {
             path: path.to_path_buf(),
@@ -80,12 +171,12 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Trace> {
                 .map_err(|e| TraceError::io(path, e))?;
             return crate::chrome::read_json(path, &text);
         }
-        split::import_gzip(path, bytes)
+        split::import_gzip(path, bytes, keep)
     } else if crate::chrome::is_ours(bytes) {
         // chrome-json exported by streamscope: read back exactly.
         crate::chrome::read_json(path, bytes)
     } else {
-        import::import(path, bytes)
+        import::import_keeping(path, bytes, keep)
     }
 }
 

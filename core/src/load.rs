@@ -8,6 +8,7 @@ use crate::diagnostic::{Diagnostic, Kind};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Result, TraceError};
+pub use crate::kineto::KeepArgs;
 use crate::model::Trace;
 
 mod gzip;
@@ -142,6 +143,12 @@ pub(crate) fn duplicate_ranks(
 /// given twice is an error; two files claiming one rank number get a
 /// warning naming both.
 pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
+    load_paths_keeping(paths, KeepArgs::All)
+}
+
+/// [`load_paths`], keeping the arguments of Kineto events that `keep`
+/// says (`report` loads with [`KeepArgs::Analysis`]).
+pub fn load_paths_keeping(paths: &[PathBuf], keep: KeepArgs) -> Result<Trace> {
     let (files, chosen) = sources_noted(paths)?;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -156,7 +163,7 @@ pub fn load_paths(paths: &[PathBuf]) -> Result<Trace> {
                     loop {
                         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(f) = files.get(i) else { break };
-                        out.push((i, load_file(&f.path)));
+                        out.push((i, load_file_keeping(&f.path, keep)));
                     }
                     out
                 })
@@ -366,6 +373,11 @@ pub fn load_file(path: &Path) -> Result<Trace> {
     load_file_with_progress(path, &|_| {})
 }
 
+/// [`load_file`], keeping the arguments of Kineto events that `keep` says.
+pub fn load_file_keeping(path: &Path, keep: KeepArgs) -> Result<Trace> {
+    load_file_reporting(path, &|_| {}, keep)
+}
+
 /// A reader that tells `on_read` how many bytes each read returned.
 struct Counting<'a, R> {
     inner: R,
@@ -388,6 +400,14 @@ impl<R: std::io::Read> std::io::Read for Counting<'_, R> {
 /// gzip file these are compressed bytes; a compressed Perfetto trace is
 /// inflated as it is decoded.
 pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> Result<Trace> {
+    load_file_reporting(path, on_read, KeepArgs::All)
+}
+
+fn load_file_reporting(
+    path: &Path,
+    on_read: &(dyn Fn(u64) + Sync),
+    keep: KeepArgs,
+) -> Result<Trace> {
     use std::io::Read;
     let io = |e| TraceError::io(path, e);
     let f = std::fs::File::open(path).map_err(io)?;
@@ -409,7 +429,7 @@ pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> R
         Format::Perfetto => crate::perfetto::read_stream(path, std::io::Cursor::new(head).chain(f)),
         // A large plain file is read piece by piece, never held whole.
         Format::Kineto if !gz && regular_len >= (1 << 20) => {
-            crate::kineto::read_plain_file(path, head, f, regular_len as usize)
+            crate::kineto::read_plain_file(path, head, f, regular_len as usize, keep)
         }
         // `kineto::read_bytes` inflates a gzip file itself, on two cores.
         Format::Kineto => {
@@ -417,7 +437,7 @@ pub fn load_file_with_progress(path: &Path, on_read: &(dyn Fn(u64) + Sync)) -> R
             // Sized once (a regular file), not grown by doubling.
             bytes.reserve_exact((regular_len as usize).saturating_sub(bytes.len()));
             f.read_to_end(&mut bytes).map_err(io)?;
-            crate::kineto::read_bytes(path, &bytes)
+            crate::kineto::read_bytes_keeping(path, &bytes, keep)
         }
     }
 }

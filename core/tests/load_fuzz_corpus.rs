@@ -66,6 +66,10 @@ fn kineto_corpus_never_panics() {
         let bytes = std::fs::read(&f).expect("read");
         let r = std::panic::catch_unwind(|| kineto::read_bytes(Path::new("fuzz.json"), &bytes));
         check(&f, "kineto import", r);
+        let r = std::panic::catch_unwind(|| {
+            kineto::read_bytes_keeping(Path::new("fuzz.json"), &bytes, kineto::KeepArgs::Analysis)
+        });
+        check(&f, "lean kineto import", r);
         let r = std::panic::catch_unwind(|| load::load_file(&f));
         check(&f, "loader", r);
     }

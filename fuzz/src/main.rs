@@ -175,6 +175,15 @@ fn run_one(target: &str, data: &[u8]) -> String {
     } else {
         kineto::read_bytes(path, data)
     };
+    if target != "perfetto" {
+        // The lean import (`report`'s) loads whatever the full one loads,
+        // with the same slices.
+        let lean = kineto::read_bytes_keeping(path, data, kineto::KeepArgs::Analysis);
+        if let Ok(t) = &r {
+            let lean = lean.as_ref().expect("the lean import loads what the full one loads");
+            assert_eq!(t.slices().len(), lean.slices().len(), "lean import: other slices");
+        }
+    }
     if let Ok(t) = &r {
         // What loads must also write and read back.
         if let Ok(bytes) = perfetto::write_trace(t, Vec::new()) {

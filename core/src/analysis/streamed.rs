@@ -288,7 +288,11 @@ enum Analyzed {
 
 fn analyze_source(f: &Source, opts: &AnalysisOptions, forced: Option<(&[u32], bool)>) -> Analyzed {
     let name = f.path.display().to_string();
-    match load::judge(f, load::load_file(&f.path)) {
+    // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
+    match load::judge(
+        f,
+        load::load_file_keeping(&f.path, load::KeepArgs::Analysis),
+    ) {
         Outcome::Loaded(t) => Analyzed::Summary(summarize_trace(&t, &name, opts, forced)),
         Outcome::Skipped(d, e) => Analyzed::Skipped(
             FileSummary {

@@ -21,6 +21,11 @@ pub trait EventSink<'de> {
     fn event(&mut self, e: Event<'de>);
     /// An element that is not an object or has a field of the wrong type.
     fn malformed(&mut self);
+    /// Which arguments of complete events the sink keeps: the fast reader
+    /// skips the others unread (serde_json's parser reads them all).
+    fn keep_args(&self) -> super::KeepArgs {
+        super::KeepArgs::All
+    }
 }
 
 /// The top level besides `traceEvents`, kept raw so a malformed optional

@@ -26,6 +26,7 @@ use super::document::{parse_document_fast, parse_document_partial, EventSink, To
 use super::event::Event;
 use super::json::{ArgJson, Id};
 use super::time::us_text_to_ns;
+use super::KeepArgs;
 use crate::error::{Result, TraceError};
 use crate::model::{
     ArgValue, ClockDomain, CopyInfo, DeviceId, NewSlice, Process, ProcessId, SliceClass, SliceKind,
@@ -54,6 +55,20 @@ const KERNEL_CONSUMED: &[&str] = &[
 const COPY_CONSUMED: &[&str] = &["device", "stream", "correlation", "bytes"];
 const OTHER_CONSUMED: &[&str] = &["correlation"];
 
+/// Every argument of a complete event the import itself reads (into
+/// columns, or to place the event): what [`KeepArgs::Analysis`] must
+/// still read besides the analyses' keys.
+pub(super) const READ_KEYS: &[&str] = &[
+    "device",
+    "stream",
+    "correlation",
+    "grid",
+    "block",
+    "registers per thread",
+    "shared memory",
+    "bytes",
+];
+
 /// Why events were left out, counted for one warning line each.
 #[derive(Default)]
 struct Skipped {
@@ -66,7 +81,14 @@ struct Skipped {
     unknown_cats: BTreeMap<String, usize>,
 }
 
+/// Imports a whole document, every argument kept.
+#[cfg(test)]
 pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
+    import_keeping(path, json, KeepArgs::All)
+}
+
+/// Imports a whole document, keeping the arguments `keep` says.
+pub fn import_keeping(path: &Path, json: &[u8], keep: KeepArgs) -> Result<Trace> {
     let json = json.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(json);
     let Some(first) = json.iter().find(|b| !b.is_ascii_whitespace()) else {
         return Err(TraceError::Empty {
@@ -82,7 +104,7 @@ pub fn import(path: &Path, json: &[u8]) -> Result<Trace> {
         );
     }
     let new_builder = || {
-        let mut b = Builder::new(label_of(path));
+        let mut b = Builder::new(label_of(path), keep);
         b.trace.reserve_slices(json.len() / BYTES_PER_SLICE);
         b
     };
@@ -146,8 +168,8 @@ pub(super) struct Pieces {
 
 impl Pieces {
     /// Ready for the pieces of a document of about `total_bytes`.
-    pub(super) fn new(path: &Path, total_bytes: usize) -> Pieces {
-        let mut builder = Builder::new(label_of(path));
+    pub(super) fn new(path: &Path, total_bytes: usize, keep: KeepArgs) -> Pieces {
+        let mut builder = Builder::new(label_of(path), keep);
         builder.trace.reserve_slices(total_bytes / BYTES_PER_SLICE);
         Pieces {
             builder,
@@ -219,6 +241,7 @@ struct RestSink<'d, 'r> {
     malformed: usize,
     /// The mapper hung up (the first part failed): events are dropped.
     abandoned: bool,
+    keep: KeepArgs,
 }
 
 /// Events per batch sent to the mapping thread: large enough that sending
@@ -238,6 +261,10 @@ impl<'d> EventSink<'d> for RestSink<'d, '_> {
 
     fn malformed(&mut self) {
         self.malformed += 1;
+    }
+
+    fn keep_args(&self) -> KeepArgs {
+        self.keep
     }
 }
 
@@ -272,6 +299,7 @@ pub(super) fn parse_piece<'d>(
     json: &'d [u8],
     to_mapper: Sender<Vec<Event<'d>>>,
     spent: &Receiver<Vec<Event<'d>>>,
+    keep: KeepArgs,
 ) -> Option<ParsedEnd> {
     let mut sink = RestSink {
         to_mapper,
@@ -279,6 +307,7 @@ pub(super) fn parse_piece<'d>(
         batch: Vec::with_capacity(REST_BATCH),
         malformed: 0,
         abandoned: false,
+        keep,
     };
     let info = parse_document_fast(json, &mut sink)?;
     sink.send();
@@ -344,6 +373,7 @@ struct Builder {
     args: Vec<(StrId, ArgValue)>,
     arg_keys: intern::ArgKeys,
     names: intern::Names,
+    keep: KeepArgs,
 }
 
 impl<'de> EventSink<'de> for Builder {
@@ -354,6 +384,10 @@ impl<'de> EventSink<'de> for Builder {
 
     fn malformed(&mut self) {
         self.skipped.malformed += 1;
+    }
+
+    fn keep_args(&self) -> KeepArgs {
+        self.keep
     }
 }
 
@@ -372,7 +406,7 @@ impl Builder {
         }
     }
 
-    fn new(label: String) -> Builder {
+    fn new(label: String, keep: KeepArgs) -> Builder {
         let mut trace = TraceBuilder::new();
         trace.add_process(Process {
             clock: ClockDomain::Realtime,
@@ -398,6 +432,7 @@ impl Builder {
             args: Vec::new(),
             arg_keys: intern::ArgKeys::default(),
             names: intern::Names::default(),
+            keep,
         }
     }
 
@@ -639,7 +674,9 @@ impl Builder {
         };
         let trace = &mut self.trace;
         for (pos, (k, v)) in args.0.iter().enumerate() {
-            let (key, consumed) = self.arg_keys.key(trace, kind, pos, k.as_str(), consumed);
+            let (key, consumed) =
+                self.arg_keys
+                    .key(trace, kind, pos, k.as_str(), consumed, self.keep);
             if consumed {
                 continue;
             }

@@ -24,7 +24,7 @@ use crate::diagnostic::{Diagnostic, Kind};
 use std::io::Read;
 use std::path::Path;
 
-use super::import;
+use super::{import, KeepArgs};
 use crate::error::{Result, TraceError};
 use crate::model::Trace;
 use pipeline::read_pieces;
@@ -47,9 +47,9 @@ const PIECE_START: &[u8] = br#"{"traceEvents":["#;
 
 /// Imports gzip-compressed Kineto JSON, piece by piece on two threads when
 /// it is large.
-pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
+pub fn import_gzip(path: &Path, gz: &[u8], keep: KeepArgs) -> Result<Trace> {
     let split = Split::DEFAULT;
-    match import_gzip_with(path, gz, Some(split)) {
+    match import_gzip_split(path, gz, Some(split), keep) {
         Ok((t, _)) => Ok(t),
         Err(e) => {
             // A damaged or truncated stream: load the JSON it still holds.
@@ -58,7 +58,7 @@ pub fn import_gzip(path: &Path, gz: &[u8]) -> Result<Trace> {
             else {
                 return Err(e); // the stream is whole: the JSON error stands
             };
-            match import::import(path, &text) {
+            match import::import_keeping(path, &text, keep) {
                 Ok(mut t) => {
                     t.add_diagnostics([
                         Diagnostic::new(
@@ -118,40 +118,53 @@ pub fn import_plain_file(
     head: Vec<u8>,
     rest: impl std::io::Read + Send,
     len: usize,
+    keep: KeepArgs,
 ) -> Result<Trace> {
     let io = |e| TraceError::io(path, e);
     let split = Split::DEFAULT;
+    let whole = |bytes: &[u8]| super::read_bytes_keeping(path, bytes, keep);
     if len < MIN_SPLIT_BYTES {
         let mut bytes = head;
         let mut rest = rest;
         rest.read_to_end(&mut bytes).map_err(io)?;
-        return super::read_bytes(path, &bytes);
+        return whole(&bytes);
     }
     let reader = std::io::Cursor::new(head).chain(rest);
-    match read_pieces(path, reader, len, split, io)? {
+    match read_pieces(path, reader, len, split, keep, io)? {
         Outcome::Trace(t) => Ok(*t),
-        Outcome::Whole(text) => super::read_bytes(path, &text),
-        Outcome::Again => super::read_bytes(path, &std::fs::read(path).map_err(io)?),
+        Outcome::Whole(text) => whole(&text),
+        Outcome::Again => whole(&std::fs::read(path).map_err(io)?),
     }
 }
 
-/// [`import_gzip`] cut as `split` says (`None`: one pass).
+/// [`import_gzip`] cut as `split` says (`None`: one pass), all arguments kept.
+#[cfg(test)]
 fn import_gzip_with(path: &Path, gz: &[u8], split: Option<Split>) -> Result<(Trace, Route)> {
+    import_gzip_split(path, gz, split, KeepArgs::All)
+}
+
+/// [`import_gzip`] cut as `split` says (`None`: one pass).
+fn import_gzip_split(
+    path: &Path,
+    gz: &[u8],
+    split: Option<Split>,
+    keep: KeepArgs,
+) -> Result<(Trace, Route)> {
     let size = gzip_size_hint(gz);
     let one_pass = || {
         let mut text = Vec::with_capacity(size);
         flate2::bufread::MultiGzDecoder::new(gz)
             .read_to_end(&mut text)
             .map_err(|e| gzip_error(path, e))?;
-        import::import(path, &text)
+        import::import_keeping(path, &text, keep)
     };
     let Some(split) = split.filter(|_| size >= MIN_SPLIT_BYTES) else {
         return Ok((one_pass()?, Route::OnePass));
     };
     let decoder = flate2::bufread::MultiGzDecoder::new(gz);
-    match read_pieces(path, decoder, size, split, |e| gzip_error(path, e))? {
+    match read_pieces(path, decoder, size, split, keep, |e| gzip_error(path, e))? {
         Outcome::Trace(t) => Ok((*t, Route::Pieces)),
-        Outcome::Whole(text) => Ok((import::import(path, &text)?, Route::OnePass)),
+        Outcome::Whole(text) => Ok((import::import_keeping(path, &text, keep)?, Route::OnePass)),
         Outcome::Again => Ok((one_pass()?, Route::Again)),
     }
 }
@@ -511,9 +524,14 @@ mod tests {
     /// Reads `text` as [`read_pieces`] does; the route and the trace (the
     /// one-pass import when the pieces did not read).
     fn read_text(path: &Path, text: &str, split: Split) -> (Route, Trace) {
-        match read_pieces(path, text.as_bytes(), text.len(), split, |e| {
-            gzip_error(path, e)
-        })
+        match read_pieces(
+            path,
+            text.as_bytes(),
+            text.len(),
+            split,
+            KeepArgs::All,
+            |e| gzip_error(path, e),
+        )
         .expect("read")
         {
             Outcome::Trace(t) => (Route::Pieces, *t),

@@ -24,6 +24,7 @@ use serde_json::value::RawValue;
 use super::super::event::{Event, MaybeEvent};
 use super::super::json::{ArgJson, Args, Id, Text};
 use super::{EventSink, TopInfo};
+use crate::kineto::KeepArgs;
 use words::{is_ws, non_ws_bytes, special_bytes};
 
 mod words;
@@ -49,6 +50,7 @@ pub fn parse_document<'de, S: EventSink<'de>>(json: &'de [u8], sink: &mut S) -> 
         text,
         pos: 0,
         args_hint: 4,
+        keep: sink.keep_args(),
     };
     r.document(sink).ok()
 }
@@ -66,6 +68,8 @@ struct Reader<'de> {
     pos: usize,
     /// How many `args` the previous event had.
     args_hint: usize,
+    /// The arguments of complete events to read (the others are skipped).
+    keep: KeepArgs,
 }
 
 impl<'de> Reader<'de> {
@@ -374,7 +378,16 @@ impl<'de> Reader<'de> {
                 "tid" => e.tid = self.id_field()?,
                 "ts" => e.ts = self.raw_number()?,
                 "dur" => e.dur = self.raw_number()?,
-                "args" => e.args = self.args()?,
+                "args" => {
+                    // Only a complete event's arguments may be left out: a
+                    // counter's are its series, and an event whose `ph`
+                    // comes later keeps all.
+                    let keep = match e.ph.as_ref().map(Text::as_str) {
+                        Some("X") => self.keep,
+                        _ => KeepArgs::All,
+                    };
+                    e.args = self.args(keep)?;
+                }
                 _ => self.skip()?,
             }
             if !self.next_member(b'}')? {
@@ -412,7 +425,7 @@ impl<'de> Reader<'de> {
         }
     }
 
-    fn args(&mut self) -> Res<Option<Args<'de>>> {
+    fn args(&mut self, keep: KeepArgs) -> Res<Option<Args<'de>>> {
         match self.bytes().get(self.pos) {
             Some(b'{') => self.pos += 1,
             Some(b'n') => return self.literal("null").map(|()| None),
@@ -428,9 +441,13 @@ impl<'de> Reader<'de> {
         // one kind.
         let mut out = Vec::with_capacity(self.args_hint);
         loop {
-            let key = Text(Cow::Borrowed(self.key()?));
-            let value = self.arg()?;
-            out.push((key, value));
+            let key = self.key()?;
+            if keep.reads(key) {
+                let value = self.arg()?;
+                out.push((Text(Cow::Borrowed(key)), value));
+            } else {
+                self.skip_arg()?;
+            }
             if !self.next_member(b'}')? {
                 self.args_hint = out.len();
                 return Ok(Some(Args(out)));
@@ -473,6 +490,29 @@ impl<'de> Reader<'de> {
                 }
             },
         })
+    }
+
+    /// Skips an argument value that would read as [`Reader::arg`] reads
+    /// it: the same text is declined (and then read by serde_json), but
+    /// nothing is built, and a nested array or object is only checked to
+    /// be JSON (see [`KeepArgs::Analysis`]).
+    #[inline]
+    fn skip_arg(&mut self) -> Res<()> {
+        match self.bytes().get(self.pos).copied().ok_or(Unusual)? {
+            b'"' => self.string().map(drop),
+            b'n' => self.literal("null"),
+            b't' => self.literal("true"),
+            b'f' => self.literal("false"),
+            b'[' | b'{' => self.serde::<serde::de::IgnoredAny>().map(drop),
+            _ => match self.number()? {
+                Num { int: Some(_), .. } => Ok(()),
+                Num { integer: true, .. } => Err(Unusual),
+                Num { text, .. } => match text.parse::<f64>() {
+                    Ok(v) if v.is_finite() => Ok(()),
+                    _ => Err(Unusual),
+                },
+            },
+        }
     }
 
     /// A flat array of small integers (`"grid": [8, 1, 1]`) as serde_json

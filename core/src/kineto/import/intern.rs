@@ -7,6 +7,7 @@
 //! string pool. Event names repeat too, but not in order: they go through a
 //! small table indexed by a few of their bytes.
 
+use crate::kineto::KeepArgs;
 use crate::model::{StrId, TraceBuilder};
 
 /// Arg keys (and string values) by kind of event and position.
@@ -19,7 +20,8 @@ pub(super) struct ArgKeys {
 struct KeySlot {
     key: Box<str>,
     id: StrId,
-    /// The key is in the kind's list of args the model keeps elsewhere.
+    /// The key is in the kind's list of args the model keeps elsewhere,
+    /// or one the import's [`KeepArgs`] does not store.
     consumed: bool,
     /// The last string value at this position.
     value: Option<(Box<str>, StrId)>,
@@ -28,7 +30,8 @@ struct KeySlot {
 impl ArgKeys {
     /// The id of `key`, arg number `pos` of an event of `kind` (any small
     /// number standing for one category and one `consumed` list), and
-    /// whether `consumed` holds it. Called for positions 0, 1, 2, ... of
+    /// whether it stays out of the argument set (`consumed` holds it, or
+    /// `keep` does not store it). Called for positions 0, 1, 2, ... of
     /// each event in turn.
     pub(super) fn key(
         &mut self,
@@ -37,6 +40,7 @@ impl ArgKeys {
         pos: usize,
         key: &str,
         consumed: &[&str],
+        keep: KeepArgs,
     ) -> (StrId, bool) {
         if self.by_kind.len() <= kind {
             self.by_kind.resize_with(kind + 1, Vec::new);
@@ -47,10 +51,17 @@ impl ArgKeys {
                 return (s.id, s.consumed);
             }
         }
+        let unstored = !keep.stores(key);
         let slot = KeySlot {
             key: key.into(),
-            id: trace.intern(key),
-            consumed: consumed.contains(&key),
+            // A key left out of the pool is read by nobody (so a lean
+            // import's pool does not depend on which reader read it).
+            id: if unstored {
+                StrId::EMPTY
+            } else {
+                trace.intern(key)
+            },
+            consumed: unstored || consumed.contains(&key),
             value: None,
         };
         let found = (slot.id, slot.consumed);
@@ -148,7 +159,7 @@ mod tests {
             (0, vec!["External id", "device", "stream", "extra"]),
         ] {
             for (pos, k) in args.iter().enumerate() {
-                let (id, consumed_here) = keys.key(&mut t, kind, pos, k, &consumed);
+                let (id, consumed_here) = keys.key(&mut t, kind, pos, k, &consumed, KeepArgs::All);
                 assert_eq!(t.str(id), *k);
                 assert_eq!(consumed_here, *k == "device");
                 for v in ["a", "a", "b"] {
@@ -157,6 +168,22 @@ mod tests {
                 }
             }
         }
+        // A lean import stores only the analyses' keys, and pools no other.
+        let mut lean = ArgKeys::default();
+        let before = t.strings().len();
+        for (pos, k) in ["Fwd thread id", "device", "Collective name", "Seq"]
+            .iter()
+            .enumerate()
+        {
+            let (id, out) = lean.key(&mut t, 9, pos, k, &consumed, KeepArgs::Analysis);
+            let stored = matches!(*k, "Collective name" | "Seq");
+            assert_eq!(out, !stored, "{k}");
+            if stored {
+                assert_eq!(t.str(id), *k);
+            }
+        }
+        assert_eq!(t.strings().len(), before + 2, "the two stored keys are new");
+        assert_eq!(t.strings().lookup("Fwd thread id"), None);
         let mut names = Names::default();
         // More names than slots: every id is still the pool's.
         for i in 0..3 * NAME_SLOTS {

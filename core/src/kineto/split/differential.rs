@@ -116,8 +116,10 @@ fn document(rng: &mut XorShift, events: usize) -> String {
 /// `text` read as [`read_pieces`] reads `reader`: the trace, or the
 /// one-pass import's error when the pieces fall back to it.
 fn pieces_of(path: &Path, text: &[u8], reader: impl Read + Send, split: Split) -> String {
-    let out = read_pieces(path, reader, text.len(), split, |e| gzip_error(path, e))
-        .expect("in-memory read");
+    let out = read_pieces(path, reader, text.len(), split, KeepArgs::All, |e| {
+        gzip_error(path, e)
+    })
+    .expect("in-memory read");
     let t = match out {
         Outcome::Trace(t) => Ok(*t),
         Outcome::Whole(w) => {
@@ -269,7 +271,9 @@ fn small_gzip_result(path: &Path, gz: &[u8], split: Option<Split>) -> String {
         None => one_pass(),
         Some(split) => {
             let decoder = flate2::bufread::MultiGzDecoder::new(gz);
-            match read_pieces(path, decoder, 0, split, |e| gzip_error(path, e)) {
+            match read_pieces(path, decoder, 0, split, KeepArgs::All, |e| {
+                gzip_error(path, e)
+            }) {
                 Ok(Outcome::Trace(t)) => Ok(*t),
                 Ok(Outcome::Whole(w)) => import::import(path, &w),
                 Ok(Outcome::Again) => one_pass(),
@@ -324,7 +328,7 @@ fn damaged_small_gzip_streams_in_pieces_are_the_one_pass_result() {
         }
         // What a user gets: a trace (with a warning when the stream was
         // damaged) or one line naming the file.
-        match import_gzip(path, &bad) {
+        match import_gzip(path, &bad, KeepArgs::All) {
             Ok(t) => assert!(
                 !t.diagnostics().is_empty() || bad.starts_with(&two) || bad.starts_with(&gz),
                 "doc {doc}: damage told"
@@ -372,9 +376,14 @@ fn clean_documents_are_always_read_in_pieces() {
                 round_pieces: 1 + rng.below(5),
                 claim_at: 1 + rng.below(3),
             };
-            let out = read_pieces(path, text.as_bytes(), text.len(), split, |e| {
-                gzip_error(path, e)
-            })
+            let out = read_pieces(
+                path,
+                text.as_bytes(),
+                text.len(),
+                split,
+                KeepArgs::All,
+                |e| gzip_error(path, e),
+            )
             .expect("in-memory read");
             let got = match out {
                 Outcome::Trace(t) => dump(&t),

@@ -19,6 +19,7 @@ use super::{Cutter, Outcome, PieceBuf, Split};
 use crate::error::{Result, TraceError};
 use crate::kineto::event::Event;
 use crate::kineto::import::{self, ParsedEnd, Pieces};
+use crate::kineto::KeepArgs;
 
 /// Reads the text of `decoder` (about `total_bytes`) piece by piece (see
 /// the module doc).
@@ -27,6 +28,7 @@ pub(super) fn read_pieces(
     decoder: impl std::io::Read + Send,
     total_bytes: usize,
     split: Split,
+    keep: KeepArgs,
     read_error: impl Fn(std::io::Error) -> TraceError,
 ) -> Result<Outcome> {
     let piece_bytes = split.piece_bytes.max(1);
@@ -39,7 +41,7 @@ pub(super) fn read_pieces(
     if next_last {
         return Ok(Outcome::Whole(next.into_text()));
     }
-    let mut pieces = Pieces::new(path, total_bytes);
+    let mut pieces = Pieces::new(path, total_bytes, keep);
     let mut first = true;
     loop {
         std::mem::swap(&mut bufs[0], &mut next);
@@ -50,6 +52,7 @@ pub(super) fn read_pieces(
             next: &mut next,
             piece_bytes,
             claim_at: split.claim_at.max(1),
+            keep,
         };
         match round.read(&mut pieces, &mut cutter) {
             Ok(End::Trace) => return Ok(Outcome::Trace(Box::new(pieces.finish()))),
@@ -72,6 +75,7 @@ struct Round<'a> {
     next: &'a mut PieceBuf,
     piece_bytes: usize,
     claim_at: usize,
+    keep: KeepArgs,
 }
 
 /// How a round ended.
@@ -177,6 +181,7 @@ impl<'a> Round<'a> {
             next,
             piece_bytes,
             claim_at,
+            keep,
         } = self;
         let n = bufs.len();
         let (head, rest) = bufs.split_first_mut().expect("a round has a piece");
@@ -210,6 +215,7 @@ impl<'a> Round<'a> {
                     next,
                     piece_bytes,
                     claim_at,
+                    keep,
                     text_ended: first_last,
                     senders,
                     spent,
@@ -314,6 +320,7 @@ struct HelperArgs<'s, 'b, R> {
     next: &'s mut PieceBuf,
     piece_bytes: usize,
     claim_at: usize,
+    keep: KeepArgs,
     text_ended: bool,
     senders: Vec<Sender<Batch<'b>>>,
     spent: Receiver<Batch<'b>>,
@@ -331,12 +338,13 @@ fn help<R: std::io::Read>(a: HelperArgs<'_, '_, R>) -> std::io::Result<Option<bo
         next,
         piece_bytes,
         claim_at,
+        keep,
         mut text_ended,
         mut senders,
         spent,
     } = a;
     let mut parse = |j: usize, text| {
-        let end = import::parse_piece(text, senders[j].clone(), &spent);
+        let end = import::parse_piece(text, senders[j].clone(), &spent, keep);
         shared.update(|s| s.slots[j] = Slot::Parsed(end));
         // Closes the piece's channel, after its end is told.
         senders[j] = mpsc::channel().0;
