@@ -62,7 +62,7 @@ impl KeepArgs {
     pub(crate) fn stores(self, key: &str) -> bool {
         match self {
             KeepArgs::All => true,
-            KeepArgs::Analysis => keys::analysis(key),
+            KeepArgs::Analysis => keys::analysis().holds(key),
         }
     }
 
@@ -72,48 +72,129 @@ impl KeepArgs {
     pub(crate) fn reads(self, key: &str) -> bool {
         match self {
             KeepArgs::All => true,
-            KeepArgs::Analysis => keys::analysis(key) || keys::imported(key),
+            KeepArgs::Analysis => keys::read().holds(key),
         }
     }
 }
 
-/// Argument keys by their length, for [`KeepArgs`]'s tests of membership
-/// on every argument of every event.
+/// Sets of argument keys, for [`KeepArgs`]'s tests of membership on every
+/// argument of every event: most keys tested are in neither set, and are
+/// told apart by their length and first and last bytes, with no string
+/// comparison.
 mod keys {
     use std::sync::OnceLock;
 
-    /// Longest key held (longer ones are in neither list).
-    const MAX_LEN: usize = 32;
+    /// Slots of a set (a power of two, well above the keys held).
+    const SLOTS: usize = 128;
 
-    type ByLen = [Vec<&'static str>; MAX_LEN + 1];
-
-    fn by_len(keys: &[&'static str]) -> ByLen {
-        let mut t: ByLen = std::array::from_fn(|_| Vec::new());
-        for k in keys {
-            assert!(
-                k.len() <= MAX_LEN,
-                "argument key {k:?} longer than {MAX_LEN}"
-            );
-            t[k.len()].push(k);
-        }
-        t
+    /// An open-addressing table of keys.
+    pub(super) struct KeySet {
+        slots: [Option<&'static str>; SLOTS],
     }
 
     #[inline]
-    fn holds(t: &ByLen, key: &str) -> bool {
-        t.get(key.len()).is_some_and(|ks| ks.contains(&key))
+    fn slot_of(key: &[u8]) -> usize {
+        let (first, last) = match key {
+            [] => (0, 0),
+            [f, .., l] => (*f, *l),
+            [f] => (*f, *f),
+        };
+        (key.len() * 31 + usize::from(first) * 7 + usize::from(last)) % SLOTS
     }
 
-    /// A key some analysis reads ([`crate::analysis::ARG_KEYS`]).
-    pub(super) fn analysis(key: &str) -> bool {
-        static T: OnceLock<ByLen> = OnceLock::new();
-        holds(T.get_or_init(|| by_len(crate::analysis::ARG_KEYS)), key)
+    impl KeySet {
+        fn of(lists: &[&[&'static str]]) -> KeySet {
+            let mut slots = [None; SLOTS];
+            let n: usize = lists.iter().map(|l| l.len()).sum();
+            // A free slot ends every search.
+            assert!(n < SLOTS, "{n} argument keys for {SLOTS} slots");
+            for &k in lists.iter().flat_map(|l| l.iter()) {
+                let mut i = slot_of(k.as_bytes());
+                while let Some(there) = slots[i] {
+                    if there == k {
+                        break;
+                    }
+                    i = (i + 1) % SLOTS;
+                }
+                slots[i] = Some(k);
+            }
+            KeySet { slots }
+        }
+
+        #[inline]
+        pub(super) fn holds(&self, key: &str) -> bool {
+            let b = key.as_bytes();
+            let mut i = slot_of(b);
+            while let Some(k) = self.slots[i] {
+                let kb = k.as_bytes();
+                if kb.len() == b.len()
+                    && kb.first() == b.first()
+                    && kb.last() == b.last()
+                    && k == key
+                {
+                    return true;
+                }
+                i = (i + 1) % SLOTS;
+            }
+            false
+        }
     }
 
-    /// A key the import reads from a complete event into the model's columns.
-    pub(super) fn imported(key: &str) -> bool {
-        static T: OnceLock<ByLen> = OnceLock::new();
-        holds(T.get_or_init(|| by_len(super::import::READ_KEYS)), key)
+    /// The keys some analysis reads ([`crate::analysis::ARG_KEYS`]).
+    pub(super) fn analysis() -> &'static KeySet {
+        static T: OnceLock<KeySet> = OnceLock::new();
+        T.get_or_init(|| KeySet::of(&[crate::analysis::ARG_KEYS]))
+    }
+
+    /// Those and the keys the import reads from a complete event into the
+    /// model's columns.
+    pub(super) fn read() -> &'static KeySet {
+        static T: OnceLock<KeySet> = OnceLock::new();
+        T.get_or_init(|| KeySet::of(&[crate::analysis::ARG_KEYS, super::import::READ_KEYS]))
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn sets_hold_their_keys_and_no_other() {
+            let all: Vec<&str> = crate::analysis::ARG_KEYS
+                .iter()
+                .chain(crate::kineto::import::READ_KEYS)
+                .copied()
+                .collect();
+            for k in &all {
+                assert!(read().holds(k), "{k}");
+                assert_eq!(
+                    analysis().holds(k),
+                    crate::analysis::ARG_KEYS.contains(k),
+                    "{k}"
+                );
+            }
+            // Near misses: same length and ends, a prefix, a case change, empty.
+            for k in [
+                "Sez",
+                "Seq ",
+                "Se",
+                "sEq",
+                "",
+                "s",
+                "device_",
+                "devicE",
+                "External id",
+                "pythoN",
+            ] {
+                assert!(!read().holds(k), "{k:?}");
+            }
+            // Every slot filled but one still answers.
+            let many: Vec<&'static str> = (0..SLOTS - 1)
+                .map(|i| &*Box::leak(format!("key{i}").into_boxed_str()))
+                .collect();
+            let full = KeySet::of(&[&many]);
+            assert!(many.iter().all(|k| full.holds(k)));
+            assert!(!full.holds("key-1") && !full.holds("nokey"));
+        }
     }
 }
 
