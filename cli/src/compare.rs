@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use streamscope_core::analysis::{compare, AnalysisOptions};
+use streamscope_core::load::KeepArgs;
 
 use crate::report::Format;
 
@@ -23,8 +24,9 @@ pub struct CompareArgs {
 
 /// Renders the comparison of the two runs in `args` as a string.
 pub fn render(args: &CompareArgs) -> anyhow::Result<String> {
+    // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
     let load = |p: &PathBuf| {
-        streamscope_core::load::load_paths(std::slice::from_ref(p))
+        streamscope_core::load::load_paths_keeping(std::slice::from_ref(p), KeepArgs::Analysis)
             .with_context(|| format!("loading {}", p.display()))
     };
     let (a, b) = (load(&args.control)?, load(&args.test)?);

@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use streamscope_core::analysis::{analyze, render, AnalysisOptions, ARG_KEYS};
+use streamscope_core::analysis::{analyze, compare, render, AnalysisOptions, ARG_KEYS};
 use streamscope_core::load::{load_file_keeping, KeepArgs};
 use streamscope_core::{SliceId, Trace};
 
@@ -110,6 +110,23 @@ fn hta_traces_analyze_the_same_from_a_lean_import() {
     }
     // The lean import does leave arguments out (CPU ops' External id, ...).
     assert!(dropped > 100_000, "only {dropped} arguments left out");
+}
+
+#[test]
+fn two_ranks_compare_the_same_from_a_lean_import() {
+    let (a, b) = (
+        hta("trace_filter/sampled_rank-0.json.gz"),
+        hta("trace_filter/sampled_rank-1.json.gz"),
+    );
+    let opts = AnalysisOptions::default();
+    let with = |keep| {
+        let load = |p: &Path| load_file_keeping(p, keep).expect("import");
+        compare::json(&compare::compare(&load(&a), &load(&b), ("a", "b"), &opts))
+    };
+    assert!(
+        with(KeepArgs::All) == with(KeepArgs::Analysis),
+        "comparisons differ"
+    );
 }
 
 /// A document with what the lean reader must keep: the analyses' keys on
