@@ -37,8 +37,8 @@ pub type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHasher>>;
 /// Correlation id -> host slice that carries it (the launch call).
 #[derive(Clone)]
 pub enum CorrIndex {
-    /// Indexed by correlation id ([`NONE`] when absent).
-    Dense(Vec<u32>),
+    /// Indexed by correlation id less `base` ([`NONE`] when absent).
+    Dense { base: u32, slices: Vec<u32> },
     /// Correlation id to slice, for sparse ids.
     Sparse(IntMap<u32, u32>),
 }
@@ -47,10 +47,11 @@ impl CorrIndex {
     /// The index of the host slices `host` that carry a correlation id.
     fn build(host: &[u32], sl: &crate::model::Slices) -> CorrIndex {
         let corr = &sl.correlation();
-        let (mut max, mut n) = (0u32, 0usize);
+        let (mut min, mut max, mut n) = (u32::MAX, 0u32, 0usize);
         for &i in host {
             let c = corr[i as usize];
             if c != 0 {
+                min = min.min(c);
                 max = max.max(c);
                 n += 1;
             }
@@ -69,14 +70,19 @@ impl CorrIndex {
             };
             old == NONE || (!launch(old) && launch(new))
         };
-        if max as usize <= n * 4 + 1024 {
-            let mut v = vec![NONE; max as usize + 1];
+        // A table of the ids' range while it costs at most ~32 bytes per
+        // id (Kineto's ids start high and skip those of other threads'
+        // calls); a map beyond.
+        let base = min.min(max);
+        if ((max - base) as usize) <= n * 8 + 1024 {
+            let mut v = vec![NONE; (max - base) as usize + 1];
             for (c, i) in pairs {
-                if better(v[c as usize], i) {
-                    v[c as usize] = i;
+                let k = (c - base) as usize;
+                if better(v[k], i) {
+                    v[k] = i;
                 }
             }
-            CorrIndex::Dense(v)
+            CorrIndex::Dense { base, slices: v }
         } else {
             let mut m = IntMap::default();
             m.reserve(n);
@@ -96,7 +102,11 @@ impl CorrIndex {
             return None;
         }
         let v = match self {
-            CorrIndex::Dense(v) => v.get(c as usize).copied().unwrap_or(NONE),
+            CorrIndex::Dense { base, slices } => c
+                .checked_sub(*base)
+                .and_then(|k| slices.get(k as usize))
+                .copied()
+                .unwrap_or(NONE),
             CorrIndex::Sparse(m) => m.get(&c).copied().unwrap_or(NONE),
         };
         (v != NONE).then_some(v)
@@ -403,7 +413,10 @@ pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
         }
         let host = std::mem::take(&mut host[p]);
         // Built by `fill`, with the events.
-        let corr = CorrIndex::Dense(Vec::new());
+        let corr = CorrIndex::Dense {
+            base: 0,
+            slices: Vec::new(),
+        };
         let rank = t.processes()[p].rank.unwrap_or(p as u32);
         let mut devices: Vec<u32> = streams
             .iter()
@@ -585,5 +598,54 @@ mod tests {
         assert_eq!(floor_us(1_999), 1_000);
         assert_eq!(ceil_us(-1), 0);
         assert_eq!(floor_us(-1), -1_000);
+    }
+
+    #[test]
+    fn correlation_index_finds_every_launch_dense_or_sparse() {
+        use crate::model::{NewSlice, Process, StrId, TraceBuilder, TrackKind};
+        use crate::synth::XorShift;
+        let mut rng = XorShift(7);
+        // Ids packed from 0, packed from far up, spread thin, and none.
+        for (first, step, count) in [(1, 1, 500), (900_000, 3, 500), (10, 50_000, 200), (1, 1, 0)] {
+            let mut b = TraceBuilder::new();
+            let p = b.add_process(Process::default());
+            let tr = b.add_track(p, None, TrackKind::Thread { tid: 1 }, "t");
+            let mut want = std::collections::HashMap::new();
+            for k in 0..count {
+                let c = first + step * k as u32;
+                // Some ids twice: the runtime call wins over another host slice.
+                for kind in [SliceKind::Other, SliceKind::Runtime] {
+                    if kind == SliceKind::Other && rng.below(4) != 0 {
+                        continue;
+                    }
+                    let mut s = NewSlice::new(tr, kind, StrId::EMPTY, 10 * k as i64, 1);
+                    s.correlation = c;
+                    let id = b.push_slice(s);
+                    if kind == SliceKind::Runtime {
+                        want.insert(c, id);
+                    }
+                }
+            }
+            let t = b.finish();
+            let sl = t.slices();
+            let host: Vec<u32> = (0..sl.len() as u32).collect();
+            let idx = CorrIndex::build(&host, sl);
+            if step == 1 {
+                assert!(matches!(idx, CorrIndex::Dense { .. }), "ids {first}..");
+            }
+            for (&c, _) in &want {
+                let i = idx.get(c).expect("indexed") as usize;
+                assert_eq!(sl.correlation()[i], c);
+                assert_eq!(sl.kind()[i], SliceKind::Runtime);
+            }
+            for c in [
+                0,
+                first.wrapping_sub(1),
+                first + step * count as u32 + 1,
+                u32::MAX,
+            ] {
+                assert_eq!(idx.get(c), None, "id {c}");
+            }
+        }
     }
 }
