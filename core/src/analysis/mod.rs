@@ -4,6 +4,7 @@
 //! rank's GPU events once, and derives every metric by sweeps over merged
 //! intervals. Definitions and windows: docs/METRICS.md.
 
+mod arg_keys;
 mod assemble;
 mod breakdown;
 pub(crate) mod collectives;
@@ -25,38 +26,12 @@ mod xrank;
 #[cfg(test)]
 mod split_tests;
 
+pub use arg_keys::ARG_KEYS;
 pub use measured::Measured;
 pub use nccl::bus_factor;
 pub use report::*;
 pub use steps::is_step_name;
 pub use xrank::{Instance, Matching, Part};
-
-/// Every argument key an analysis reads from a slice's arguments (the
-/// Python line of a sync, collective metadata, what the NCCL plugin
-/// writes). An import made only for analysis
-/// ([`crate::kineto::KeepArgs::Analysis`], as `report` loads Kineto
-/// traces) keeps these and skips every other argument unread, so an
-/// analysis that comes to read another key must add it here (the
-/// differential tests in `core/tests/kineto_lean.rs` compare both imports'
-/// reports).
-pub const ARG_KEYS: &[&str] = &[
-    "python",
-    crate::comms::keys::COLLECTIVE,
-    crate::comms::keys::IN_NELEMS,
-    crate::comms::keys::OUT_NELEMS,
-    crate::comms::keys::DTYPE,
-    crate::comms::keys::GROUP_SIZE,
-    crate::comms::keys::PG_NAME,
-    crate::comms::keys::PG_RANKS,
-    crate::comms::keys::SEQ,
-    crate::comms::plugin::KERNEL_CORRELATION,
-    crate::comms::plugin::FUNC,
-    crate::comms::plugin::COUNT,
-    crate::comms::plugin::DTYPE,
-    crate::comms::plugin::NRANKS,
-    crate::comms::plugin::COMM,
-    crate::comms::plugin::SEQ,
-];
 
 use crate::diagnostic::{Diagnostic, Kind};
 use serde::{Deserialize, Serialize};
