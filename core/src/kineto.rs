@@ -48,10 +48,12 @@ pub enum KeepArgs {
     /// Only the keys an analysis reads ([`crate::analysis::ARG_KEYS`]),
     /// besides those the import itself reads into columns (device,
     /// stream, correlation, launch configuration, bytes); the others of a
-    /// complete event are skipped unread. Counters, metadata and memory
-    /// events keep every argument. Every analysis gives the same result
-    /// as on [`KeepArgs::All`]. Unlike it, a number beyond the range of
-    /// f64 inside an array or object that is skipped is no error.
+    /// complete event are left out of its argument set, and skipped
+    /// unread when its `ph` comes before its `args` (as Kineto writes
+    /// them). Counters, metadata and memory events keep every argument.
+    /// Every analysis gives the same result as on [`KeepArgs::All`].
+    /// Unlike it, a number beyond the range of f64 inside an array or
+    /// object that is skipped is no error.
     Analysis,
 }
 
