@@ -8,7 +8,8 @@ use streamscope_core::ProcessId;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand, ValueEnum};
-use streamscope_core::{load::load_paths, SliceKind, Trace, TrackKind};
+use streamscope_core::load::{load_paths_keeping, KeepArgs};
+use streamscope_core::{SliceKind, Trace, TrackKind};
 
 mod capture;
 mod compare;
@@ -127,6 +128,12 @@ fn parse_size(s: &str) -> Result<(u32, u32), String> {
 
 /// Loads traces with a spinner on a terminal, and prints load warnings.
 pub fn load_with_progress(paths: &[PathBuf]) -> Result<Trace> {
+    load_with_progress_keeping(paths, KeepArgs::All)
+}
+
+/// [`load_with_progress`], keeping the arguments of Kineto events that
+/// `keep` says.
+pub fn load_with_progress_keeping(paths: &[PathBuf], keep: KeepArgs) -> Result<Trace> {
     let spinner = std::io::stderr().is_terminal().then(|| {
         let pb = indicatif::ProgressBar::new_spinner();
         pb.set_message(format!(
@@ -140,7 +147,7 @@ pub fn load_with_progress(paths: &[PathBuf]) -> Result<Trace> {
         pb.enable_steady_tick(std::time::Duration::from_millis(120));
         pb
     });
-    let trace = load_paths(paths);
+    let trace = load_paths_keeping(paths, keep);
     if let Some(pb) = spinner {
         pb.finish_and_clear();
     }

@@ -47,7 +47,11 @@ pub struct WhatIfArgs {
 
 /// Renders the replay of `args` as a string.
 pub fn render(args: &WhatIfArgs) -> anyhow::Result<String> {
-    let trace = crate::load_with_progress(&args.traces)?;
+    // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
+    let trace = crate::load_with_progress_keeping(
+        &args.traces,
+        streamscope_core::load::KeepArgs::Analysis,
+    )?;
     let opts = WhatIfOptions {
         changes: Changes {
             comm_scale: args.comm_scale,

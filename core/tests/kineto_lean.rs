@@ -141,6 +141,35 @@ fn runs_compare_the_same_from_a_lean_import() {
     );
 }
 
+#[test]
+fn what_if_replays_the_same_from_a_lean_import() {
+    use streamscope_core::analysis::whatif::{whatif, Changes, WhatIfOptions};
+    let opts = WhatIfOptions {
+        changes: Changes {
+            comm_scale: Some(2.0),
+            link_bw_gbps: None,
+            compute_scale: Some(0.5),
+            drop_syncs: false,
+        },
+        drop_syncs: Vec::new(),
+    };
+    for rel in [
+        "trace_filter/sampled_rank-0.json.gz",
+        "nccl_parser_config/nccl_data.json.gz",
+    ] {
+        let run = |keep| {
+            let t = load_file_keeping(&hta(rel), keep).expect("import");
+            let r = whatif(&t, &opts).expect("replay");
+            assert!(!r.ranks.is_empty(), "{rel}: nothing replayed");
+            format!("{r:?}")
+        };
+        assert!(
+            run(KeepArgs::All) == run(KeepArgs::Analysis),
+            "{rel}: what-if differs"
+        );
+    }
+}
+
 /// A document with what the lean reader must keep: the analyses' keys on
 /// CPU ops and kernels, the import's own keys, counters (whose arguments
 /// are their series), memory instants, metadata, an event whose `ph`
