@@ -152,7 +152,15 @@ mod keys {
     /// model's columns.
     pub(super) fn read() -> &'static KeySet {
         static T: OnceLock<KeySet> = OnceLock::new();
-        T.get_or_init(|| KeySet::of(&[crate::analysis::ARG_KEYS, super::import::READ_KEYS]))
+        T.get_or_init(|| {
+            use super::import::{COPY_CONSUMED, KERNEL_CONSUMED, OTHER_CONSUMED};
+            KeySet::of(&[
+                crate::analysis::ARG_KEYS,
+                KERNEL_CONSUMED,
+                COPY_CONSUMED,
+                OTHER_CONSUMED,
+            ])
+        })
     }
 
     #[cfg(test)]
@@ -163,7 +171,8 @@ mod keys {
         fn sets_hold_their_keys_and_no_other() {
             let all: Vec<&str> = crate::analysis::ARG_KEYS
                 .iter()
-                .chain(crate::kineto::import::READ_KEYS)
+                .chain(crate::kineto::import::KERNEL_CONSUMED)
+                .chain(crate::kineto::import::COPY_CONSUMED)
                 .copied()
                 .collect();
             for k in &all {

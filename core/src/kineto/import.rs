@@ -42,8 +42,10 @@ enum Place {
     Stream(u32, u32),
 }
 
-/// Args the model keeps in columns or payloads, so not repeated in the arg set.
-const KERNEL_CONSUMED: &[&str] = &[
+/// Args the model keeps in columns or payloads, so not repeated in the arg
+/// set; with [`OTHER_CONSUMED`], every argument of a complete event the
+/// import itself reads (what [`KeepArgs::Analysis`] must still read).
+pub(super) const KERNEL_CONSUMED: &[&str] = &[
     "device",
     "stream",
     "correlation",
@@ -52,22 +54,8 @@ const KERNEL_CONSUMED: &[&str] = &[
     "registers per thread",
     "shared memory",
 ];
-const COPY_CONSUMED: &[&str] = &["device", "stream", "correlation", "bytes"];
-const OTHER_CONSUMED: &[&str] = &["correlation"];
-
-/// Every argument of a complete event the import itself reads (into
-/// columns, or to place the event): what [`KeepArgs::Analysis`] must
-/// still read besides the analyses' keys.
-pub(super) const READ_KEYS: &[&str] = &[
-    "device",
-    "stream",
-    "correlation",
-    "grid",
-    "block",
-    "registers per thread",
-    "shared memory",
-    "bytes",
-];
+pub(super) const COPY_CONSUMED: &[&str] = &["device", "stream", "correlation", "bytes"];
+pub(super) const OTHER_CONSUMED: &[&str] = &["correlation"];
 
 /// Why events were left out, counted for one warning line each.
 #[derive(Default)]
