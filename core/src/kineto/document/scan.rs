@@ -25,7 +25,7 @@ use super::super::event::{Event, MaybeEvent};
 use super::super::json::{ArgJson, Args, Id, Text};
 use super::{EventSink, TopInfo};
 use crate::kineto::KeepArgs;
-use words::{is_ws, non_ws_bytes, special_bytes};
+use words::{is_ws, non_ws_bytes, special_bytes, EventKey};
 
 mod words;
 
@@ -369,16 +369,23 @@ impl<'de> Reader<'de> {
             return Ok(());
         }
         loop {
-            let key = self.key()?;
-            match key {
-                "ph" => e.ph = self.text_field()?,
-                "cat" => e.cat = self.text_field()?,
-                "name" => e.name = self.text_field()?,
-                "pid" => e.pid = self.id_field()?,
-                "tid" => e.tid = self.id_field()?,
-                "ts" => e.ts = self.raw_number()?,
-                "dur" => e.dur = self.raw_number()?,
-                "args" => {
+            self.skip_ws();
+            let field = match self.event_key() {
+                Some(f) => {
+                    self.colon()?;
+                    f
+                }
+                None => EventKey::of(self.key()?),
+            };
+            match field {
+                EventKey::Ph => e.ph = self.text_field()?,
+                EventKey::Cat => e.cat = self.text_field()?,
+                EventKey::Name => e.name = self.text_field()?,
+                EventKey::Pid => e.pid = self.id_field()?,
+                EventKey::Tid => e.tid = self.id_field()?,
+                EventKey::Ts => e.ts = self.raw_number()?,
+                EventKey::Dur => e.dur = self.raw_number()?,
+                EventKey::Args => {
                     // Only a complete event's arguments may be left out: a
                     // counter's are its series, and an event whose `ph`
                     // comes later keeps all.
@@ -388,12 +395,45 @@ impl<'de> Reader<'de> {
                     };
                     e.args = self.args(keep)?;
                 }
-                _ => self.skip()?,
+                EventKey::Other => self.skip()?,
             }
             if !self.next_member(b'}')? {
                 return Ok(());
             }
         }
+    }
+
+    /// The key at `pos` (its `"`) when it is one of the event's fields the
+    /// importer reads, told from the next eight bytes at once: the key's
+    /// text and both quotes must match exactly, so `"phase"` or `"p\u0068"`
+    /// are never taken for `"ph"`. `None` (nothing consumed) otherwise,
+    /// and near the end of the text.
+    #[inline]
+    fn event_key(&mut self) -> Option<EventKey> {
+        let chunk = self.bytes().get(self.pos..self.pos + 8)?;
+        let word = u64::from_le_bytes(chunk.try_into().ok()?);
+        let (field, len) = EventKey::of_word(word)?;
+        self.pos += len;
+        Some(field)
+    }
+
+    /// The `:` after a key, and the whitespace around it.
+    #[inline]
+    fn colon(&mut self) -> Res<()> {
+        // Kineto writes `": "`: both bytes checked before the general case.
+        let b = self.bytes();
+        if b.get(self.pos) == Some(&b':') {
+            self.pos += 1;
+            if b.get(self.pos) == Some(&b' ') && b.get(self.pos + 1).is_some_and(|&c| !is_ws(c)) {
+                self.pos += 1;
+                return Ok(());
+            }
+            self.skip_ws();
+            return Ok(());
+        }
+        self.expect(b':')?;
+        self.skip_ws();
+        Ok(())
     }
 
     #[inline]

@@ -34,6 +34,73 @@ pub(super) fn non_ws_bytes(word: u64) -> u64 {
         & nonzero(word ^ (ONES * u64::from(b'\r')))
 }
 
+/// The fields of an event the importer reads, and the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum EventKey {
+    Ph,
+    Cat,
+    Name,
+    Pid,
+    Tid,
+    Ts,
+    Dur,
+    Args,
+    Other,
+}
+
+impl EventKey {
+    pub(super) fn of(key: &str) -> EventKey {
+        match key {
+            "ph" => EventKey::Ph,
+            "cat" => EventKey::Cat,
+            "name" => EventKey::Name,
+            "pid" => EventKey::Pid,
+            "tid" => EventKey::Tid,
+            "ts" => EventKey::Ts,
+            "dur" => EventKey::Dur,
+            "args" => EventKey::Args,
+            _ => EventKey::Other,
+        }
+    }
+
+    /// The field whose quoted key (`"ph"`, with both quotes) the first
+    /// bytes of `word` (little-endian) hold, and that key's length.
+    #[inline]
+    pub(super) fn of_word(word: u64) -> Option<(EventKey, usize)> {
+        const fn quoted<const N: usize>(key: &[u8; N]) -> u64 {
+            let mut v = 0u64;
+            let mut i = 0;
+            while i < N {
+                v |= (key[i] as u64) << (8 * i);
+                i += 1;
+            }
+            v
+        }
+        const PH: u64 = quoted(b"\"ph\"");
+        const TS: u64 = quoted(b"\"ts\"");
+        const CAT: u64 = quoted(b"\"cat\"");
+        const PID: u64 = quoted(b"\"pid\"");
+        const TID: u64 = quoted(b"\"tid\"");
+        const DUR: u64 = quoted(b"\"dur\"");
+        const NAME: u64 = quoted(b"\"name\"");
+        const ARGS: u64 = quoted(b"\"args\"");
+        let w4 = word & 0xFFFF_FFFF;
+        let w5 = word & 0xFF_FFFF_FFFF;
+        let w6 = word & 0xFFFF_FFFF_FFFF;
+        Some(match () {
+            _ if w4 == PH => (EventKey::Ph, 4),
+            _ if w5 == CAT => (EventKey::Cat, 5),
+            _ if w6 == NAME => (EventKey::Name, 6),
+            _ if w5 == PID => (EventKey::Pid, 5),
+            _ if w5 == TID => (EventKey::Tid, 5),
+            _ if w4 == TS => (EventKey::Ts, 4),
+            _ if w5 == DUR => (EventKey::Dur, 5),
+            _ if w6 == ARGS => (EventKey::Args, 6),
+            _ => return None,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +133,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn event_keys_are_told_by_their_quoted_text() {
+        let word = |s: &[u8]| {
+            let mut b = [b' '; 8];
+            b[..s.len()].copy_from_slice(s);
+            u64::from_le_bytes(b)
+        };
+        for (key, field) in [
+            ("ph", EventKey::Ph),
+            ("cat", EventKey::Cat),
+            ("name", EventKey::Name),
+            ("pid", EventKey::Pid),
+            ("tid", EventKey::Tid),
+            ("ts", EventKey::Ts),
+            ("dur", EventKey::Dur),
+            ("args", EventKey::Args),
+        ] {
+            let quoted = format!("\"{key}\": 1");
+            assert_eq!(
+                EventKey::of_word(word(&quoted.as_bytes()[..quoted.len().min(8)])),
+                Some((field, key.len() + 2))
+            );
+            assert_eq!(EventKey::of(key), field);
+        }
+        // A longer key, an escaped one or an unquoted prefix is not a field.
+        for other in [
+            &b"\"phase\":"[..],
+            b"\"p\\u0068\"",
+            b"\"names\"",
+            b"\"tss\"",
+            b"ph\": 1",
+            b"\"Ph\": 1",
+        ] {
+            assert_eq!(
+                EventKey::of_word(word(&other[..other.len().min(8)])),
+                None,
+                "{:?}",
+                std::str::from_utf8(other)
+            );
+        }
+        assert_eq!(EventKey::of("phase"), EventKey::Other);
     }
 }
