@@ -25,7 +25,7 @@ use super::super::event::{Event, MaybeEvent};
 use super::super::json::{ArgJson, Args, Id, Text};
 use super::{EventSink, TopInfo};
 use crate::kineto::KeepArgs;
-use words::{is_ws, non_ws_bytes, special_bytes, EventKey};
+use words::{digit_run, is_ws, non_ws_bytes, special_bytes, EventKey};
 
 mod words;
 
@@ -59,8 +59,36 @@ pub fn parse_document<'de, S: EventSink<'de>>(json: &'de [u8], sink: &mut S) -> 
 /// hands over as an i64 or u64 (not `-0`) within 18 digits.
 struct Num<'de> {
     text: &'de str,
-    integer: bool,
-    int: Option<i64>,
+    /// The digits of an integer (no fraction, no exponent); `None` for
+    /// any other number.
+    int_digits: Option<&'de [u8]>,
+    negative: bool,
+}
+
+impl Num<'_> {
+    /// Written as an integer (no fraction or exponent).
+    #[inline]
+    fn integer(&self) -> bool {
+        self.int_digits.is_some()
+    }
+
+    /// The value of an integer that an `i64` holds exactly as serde_json
+    /// reads it: at most 18 digits, and not `-0` (a float to serde_json).
+    #[inline]
+    fn int(&self) -> Option<i64> {
+        let digits = self.int_digits?;
+        if digits.len() > 18 {
+            return None;
+        }
+        let v = digits
+            .iter()
+            .fold(0i64, |v, &d| v * 10 + i64::from(d - b'0'));
+        match (self.negative, v) {
+            (true, 0) => None,
+            (true, v) => Some(-v),
+            (false, v) => Some(v),
+        }
+    }
 }
 
 struct Reader<'de> {
@@ -163,8 +191,7 @@ impl<'de> Reader<'de> {
     fn key(&mut self) -> Res<&'de str> {
         self.skip_ws();
         let k = self.string()?;
-        self.expect(b':')?;
-        self.skip_ws();
+        self.colon()?;
         Ok(k)
     }
 
@@ -195,29 +222,21 @@ impl<'de> Reader<'de> {
             i += 1;
         }
         let digits = i;
-        let mut value: u64 = 0;
         match b.get(i) {
             Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => {
-                while let Some(&d @ b'0'..=b'9') = b.get(i) {
-                    value = value.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
-                    i += 1;
-                }
-            }
+            Some(b'1'..=b'9') => i += digit_run(b, i),
             _ => return Err(Unusual),
         }
-        let digit_count = i - digits;
+        let int_digits = digits..i;
         let mut integer = true;
         if b.get(i) == Some(&b'.') {
             integer = false;
             i += 1;
-            let digits = i;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == digits {
+            let n = digit_run(b, i);
+            if n == 0 {
                 return Err(Unusual);
             }
+            i += n;
         }
         if matches!(b.get(i), Some(b'e' | b'E')) {
             integer = false;
@@ -225,33 +244,21 @@ impl<'de> Reader<'de> {
             if matches!(b.get(i), Some(b'+' | b'-')) {
                 i += 1;
             }
-            let digits = i;
-            while i < b.len() && b[i].is_ascii_digit() {
-                i += 1;
-            }
-            if i == digits {
+            let n = digit_run(b, i);
+            if n == 0 {
                 return Err(Unusual);
             }
+            i += n;
         }
         // A number runs to a delimiter (serde_json reads "1x" as an error).
         if matches!(b.get(i), Some(c) if !(is_ws(*c) || matches!(c, b',' | b']' | b'}'))) {
             return Err(Unusual);
         }
         self.pos = i;
-        // At most 18 digits fit an i64 exactly; serde_json reads `-0` as
-        // a float.
-        let int = (integer && digit_count <= 18 && !(negative && value == 0)).then(|| {
-            let v = value as i64;
-            if negative {
-                -v
-            } else {
-                v
-            }
-        });
         Ok(Num {
             text: &self.text[start..i],
-            integer,
-            int,
+            int_digits: integer.then(|| &b[int_digits]),
+            negative,
         })
     }
 
@@ -450,7 +457,7 @@ impl<'de> Reader<'de> {
         match self.bytes().get(self.pos) {
             Some(b'"') => Ok(Some(Id::Text(Cow::Borrowed(self.string()?)))),
             Some(b'n') => self.literal("null").map(|()| None),
-            _ => match self.number()?.int {
+            _ => match self.number()?.int() {
                 Some(v) => Ok(Some(Id::Num(v))),
                 None => Err(Unusual),
             },
@@ -518,8 +525,10 @@ impl<'de> Reader<'de> {
             },
             b'{' => ArgJson::Json(self.serde::<serde_json::Value>()?),
             _ => match self.number()? {
-                Num { int: Some(v), .. } => ArgJson::Int(v),
-                Num { integer: true, .. } => return Err(Unusual),
+                n if n.integer() => match n.int() {
+                    Some(v) => ArgJson::Int(v),
+                    None => return Err(Unusual),
+                },
                 Num { text, .. } => {
                     // Both correctly rounded (serde_json's float_roundtrip).
                     let v: f64 = text.parse().map_err(|_| Unusual)?;
@@ -545,8 +554,7 @@ impl<'de> Reader<'de> {
             b'f' => self.literal("false"),
             b'[' | b'{' => self.serde::<serde::de::IgnoredAny>().map(drop),
             _ => match self.number()? {
-                Num { int: Some(_), .. } => Ok(()),
-                Num { integer: true, .. } => Err(Unusual),
+                n if n.integer() => n.int().map(drop).ok_or(Unusual),
                 Num { text, .. } => match text.parse::<f64>() {
                     Ok(v) if v.is_finite() => Ok(()),
                     _ => Err(Unusual),
@@ -568,7 +576,7 @@ impl<'de> Reader<'de> {
             }
             loop {
                 self.skip_ws();
-                let Some(v) = self.number()?.int else {
+                let Some(v) = self.number()?.int() else {
                     return Err(Unusual);
                 };
                 // serde_json hands non-negative integers over as u64.

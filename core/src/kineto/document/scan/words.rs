@@ -34,6 +34,40 @@ pub(super) fn non_ws_bytes(word: u64) -> u64 {
         & nonzero(word ^ (ONES * u64::from(b'\r')))
 }
 
+/// How many ASCII digits `b` holds from `i` on (0 when `i` is past its end).
+#[inline]
+pub(super) fn digit_run(b: &[u8], i: usize) -> usize {
+    let mut j = i;
+    // Eight bytes at a time up to the first byte that is not a digit.
+    while let Some(chunk) = b.get(j..j + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let other = non_digit_bytes(u64::from_le_bytes(word));
+        if other != 0 {
+            return j + (other.trailing_zeros() / 8) as usize - i;
+        }
+        j += 8;
+    }
+    while b.get(j).is_some_and(u8::is_ascii_digit) {
+        j += 1;
+    }
+    j - i
+}
+
+/// A word with the high bit of each byte of `word` set when that byte is
+/// not an ASCII digit, and clear when it is (exactly, for every byte).
+#[inline]
+pub(super) fn non_digit_bytes(word: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Digits become 0..=9; adding 0x76 to the low seven bits sets the high
+    // bit exactly from 10 up (no carry crosses bytes), and a byte whose own
+    // high bit was set is no digit either.
+    let x = word ^ (ONES * u64::from(b'0'));
+    (((x & LOW7) + ONES * 0x76) | x) & HIGH
+}
+
 /// The fields of an event the importer reads, and the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum EventKey {
@@ -176,5 +210,37 @@ mod tests {
             );
         }
         assert_eq!(EventKey::of("phase"), EventKey::Other);
+    }
+
+    #[test]
+    fn non_digit_bytes_is_exact_for_every_byte() {
+        for v in 0..=255u8 {
+            for pos in 0..8 {
+                let mut bytes = [b'7'; 8];
+                bytes[pos] = v;
+                let mask = non_digit_bytes(u64::from_le_bytes(bytes));
+                for (k, &c) in bytes.iter().enumerate() {
+                    let set = mask >> (8 * k + 7) & 1 == 1;
+                    assert_eq!(set, !c.is_ascii_digit(), "byte {c:#x} at {k}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn digit_runs() {
+        for (text, at, run) in [
+            ("", 0, 0),
+            ("1", 0, 1),
+            ("x", 0, 0),
+            ("1234567890123456789,", 0, 19),
+            ("12345678", 0, 8),
+            ("123456789", 0, 9),
+            ("5963264836542.406}", 0, 13),
+            ("5963264836542.406}", 14, 3),
+            ("12:", 5, 0),
+        ] {
+            assert_eq!(digit_run(text.as_bytes(), at), run, "{text:?} at {at}");
+        }
     }
 }
