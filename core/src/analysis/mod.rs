@@ -11,6 +11,7 @@ pub(crate) mod collectives;
 pub mod compare;
 pub(crate) mod intervals;
 mod measured;
+mod names;
 pub(crate) mod nccl;
 mod occupancy;
 pub(crate) mod rank;
@@ -477,14 +478,13 @@ fn hta_filter_active(t: &Trace) -> bool {
 pub(crate) fn profiler_step_names(t: &Trace) -> Vec<String> {
     let mut names: Vec<u32> = Vec::new();
     let sl = t.slices();
-    let mut is_step = vec![None::<bool>; t.strings().len()];
+    let mut is_step = names::NameTest::new(t, |n: &str| n.contains("ProfilerStep"));
     for i in 0..sl.len() {
         if sl.kind()[i].is_gpu_activity() {
             continue;
         }
         let n = sl.name()[i].0 as usize;
-        let flag = *is_step[n].get_or_insert_with(|| t.str(sl.name()[i]).contains("ProfilerStep"));
-        if flag && !names.contains(&(n as u32)) {
+        if is_step.of(sl.name()[i]) && !names.contains(&(n as u32)) {
             names.push(n as u32);
             if names.len() >= 2 {
                 break;
@@ -603,9 +603,10 @@ fn headline_window<'a>(
     }
     let sl = t.slices();
     let last_step_start = if hta_filter && source == StepSource::ProfilerStep {
+        let mut is_step = names::NameTest::new(t, |n: &str| n.contains("ProfilerStep"));
         ctx.host
             .iter()
-            .filter(|&&h| t.str(sl.name()[h as usize]).contains("ProfilerStep"))
+            .filter(|&&h| is_step.of(sl.name()[h as usize]))
             .map(|&h| sl.start_ns()[h as usize])
             .max()
     } else {

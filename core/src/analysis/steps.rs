@@ -221,15 +221,15 @@ pub struct Repeating {
 /// End times of the rank's blocking host synchronization calls, sorted.
 fn sync_call_ends(t: &Trace, ctx: &RankCtx) -> Vec<i64> {
     let sl = t.slices();
+    let mut blocking = super::names::NameTest::new(t, |n: &str| {
+        n.contains("Synchronize") || n.starts_with("cuMemcpyDtoH") || n == "cudaMemcpy"
+    });
     let mut v: Vec<i64> = ctx
         .host
         .iter()
         .map(|&h| h as usize)
         .filter(|&i| matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver))
-        .filter(|&i| {
-            let n = t.str(sl.name()[i]);
-            n.contains("Synchronize") || n.starts_with("cuMemcpyDtoH") || n == "cudaMemcpy"
-        })
+        .filter(|&i| blocking.of(sl.name()[i]))
         .map(|i| sl.start_ns()[i] + sl.dur_ns()[i])
         .collect();
     v.sort_unstable();
