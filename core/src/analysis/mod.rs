@@ -478,7 +478,7 @@ fn hta_filter_active(t: &Trace) -> bool {
 pub(crate) fn profiler_step_names(t: &Trace) -> Vec<String> {
     let mut names: Vec<u32> = Vec::new();
     let sl = t.slices();
-    let mut is_step = names::NameTest::new(t, |n: &str| n.contains("ProfilerStep"));
+    let mut is_step = names::profiler_step(t);
     for i in 0..sl.len() {
         if sl.kind()[i].is_gpu_activity() {
             continue;
@@ -603,7 +603,7 @@ fn headline_window<'a>(
     }
     let sl = t.slices();
     let last_step_start = if hta_filter && source == StepSource::ProfilerStep {
-        let mut is_step = names::NameTest::new(t, |n: &str| n.contains("ProfilerStep"));
+        let mut is_step = names::profiler_step(t);
         ctx.host
             .iter()
             .filter(|&&h| is_step.of(sl.name()[h as usize]))

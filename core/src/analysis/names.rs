@@ -14,6 +14,11 @@ pub(crate) struct NameTest<'t, F> {
     seen: Vec<Option<bool>>,
 }
 
+/// The names HTA takes for steps: those containing "ProfilerStep".
+pub(crate) fn profiler_step(t: &Trace) -> NameTest<'_, impl Fn(&str) -> bool> {
+    NameTest::new(t, |n: &str| n.contains("ProfilerStep"))
+}
+
 impl<'t, F: Fn(&str) -> bool> NameTest<'t, F> {
     pub(crate) fn new(t: &'t Trace, test: F) -> Self {
         NameTest {

@@ -1,9 +1,9 @@
 //! Gzip traces read piece by piece, on two cores.
 //!
 //! The inflated text of a large trace (hundreds of MB for a million events)
-//! is never held whole: it is inflated a quarter of a MiB at a time and cut between
-//! two events of `traceEvents` into pieces that are each a document of
-//! their own (`{"traceEvents":[` before the events of all but the first,
+//! is never held whole: it is inflated a quarter of a MiB at a time and cut
+//! between two events of `traceEvents` into pieces that are each a document
+//! of their own (`{"traceEvents":[` before the events of all but the first,
 //! `]}` after those of all but the last). A helper thread inflates the
 //! pieces; this thread parses them in file order straight into the trace,
 //! and the helper, whenever it is ahead, parses the furthest piece not yet

@@ -619,10 +619,9 @@ impl Trace {
         }
         let n = self.slices.len();
         let order = self.slices.sorted_order();
-        // One column at a time on each of two threads, so the transient is
-        // two columns (at most 16 bytes a slice), not a second copy of every
-        // column. The gathers are independent and bound by memory latency:
-        // a second core halves them on a large trace.
+        // One column at a time on each of two threads (the gathers are
+        // independent), so the transient is two columns (at most 16 bytes a
+        // slice), not a second copy of every column.
         fn permute<T: Copy>(v: &mut Vec<T>, order: &[u32]) {
             let sorted: Vec<T> = order.iter().map(|&i| v[i as usize]).collect();
             *v = sorted;

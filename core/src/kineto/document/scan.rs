@@ -55,8 +55,8 @@ pub fn parse_document<'de, S: EventSink<'de>>(json: &'de [u8], sink: &mut S) -> 
     r.document(sink).ok()
 }
 
-/// A number's text, and its value when it is an integer that serde_json
-/// hands over as an i64 or u64 (not `-0`) within 18 digits.
+/// A number's text, and the digits of an integer, whose value
+/// [`Num::int`] reads only when a field needs it.
 struct Num<'de> {
     text: &'de str,
     /// The digits of an integer (no fraction, no exponent); `None` for
@@ -427,17 +427,6 @@ impl<'de> Reader<'de> {
     /// The `:` after a key, and the whitespace around it.
     #[inline]
     fn colon(&mut self) -> Res<()> {
-        // Kineto writes `": "`: both bytes checked before the general case.
-        let b = self.bytes();
-        if b.get(self.pos) == Some(&b':') {
-            self.pos += 1;
-            if b.get(self.pos) == Some(&b' ') && b.get(self.pos + 1).is_some_and(|&c| !is_ws(c)) {
-                self.pos += 1;
-                return Ok(());
-            }
-            self.skip_ws();
-            return Ok(());
-        }
         self.expect(b':')?;
         self.skip_ws();
         Ok(())

@@ -83,16 +83,19 @@ pub(super) enum EventKey {
 }
 
 impl EventKey {
+    /// The field named `key` (unquoted): the same table as [`EventKey::of_word`].
     pub(super) fn of(key: &str) -> EventKey {
-        match key {
-            "ph" => EventKey::Ph,
-            "cat" => EventKey::Cat,
-            "name" => EventKey::Name,
-            "pid" => EventKey::Pid,
-            "tid" => EventKey::Tid,
-            "ts" => EventKey::Ts,
-            "dur" => EventKey::Dur,
-            "args" => EventKey::Args,
+        let k = key.as_bytes();
+        // The longest field name is four bytes: quoted, it fits a word.
+        if k.len() > 4 {
+            return EventKey::Other;
+        }
+        let mut quoted = [0u8; 8];
+        quoted[0] = b'"';
+        quoted[1..=k.len()].copy_from_slice(k);
+        quoted[k.len() + 1] = b'"';
+        match EventKey::of_word(u64::from_le_bytes(quoted)) {
+            Some((field, len)) if len == k.len() + 2 => field,
             _ => EventKey::Other,
         }
     }
@@ -209,7 +212,9 @@ mod tests {
                 std::str::from_utf8(other)
             );
         }
-        assert_eq!(EventKey::of("phase"), EventKey::Other);
+        for other in ["phase", "", "p", "nam", "Ph", "tss"] {
+            assert_eq!(EventKey::of(other), EventKey::Other, "{other:?}");
+        }
     }
 
     #[test]
