@@ -27,6 +27,7 @@ pub mod gpu_metrics;
 pub mod kineto;
 pub mod load;
 mod model;
+mod par;
 pub mod perfetto;
 pub mod protocol;
 #[cfg(any(test, feature = "testing"))]

@@ -166,14 +166,7 @@ fn join<A, B: Send>(split: bool, a: impl FnOnce() -> A, b: impl FnOnce() -> B + 
         let x = a();
         return (x, b());
     }
-    std::thread::scope(|s| {
-        let other = s.spawn(b);
-        let x = a();
-        let y = other
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        (x, y)
-    })
+    crate::par::beside(a, b)
 }
 
 /// NCCL kernels matched across ranks, as [`analyze`] matches them: the

@@ -652,13 +652,7 @@ impl Trace {
         };
         let two_cores = std::thread::available_parallelism().is_ok_and(|c| c.get() > 1);
         if n >= PARALLEL_PERMUTE && two_cores {
-            std::thread::scope(|scope| {
-                let other = scope.spawn(second);
-                first();
-                other
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            });
+            crate::par::beside(first, second);
         } else {
             first();
             second();

@@ -201,44 +201,47 @@ impl<'a> Round<'a> {
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..n).map(|_| mpsc::channel::<Batch>()).unzip();
         let (to_helper, spent) = mpsc::channel::<Batch>();
-        std::thread::scope(|s| {
-            let shared = &shared;
-            let helper = s.spawn(move || {
-                let mut guard = AbortUnlessDone {
-                    shared,
-                    done: false,
-                };
-                let next_last = help(HelperArgs {
-                    shared,
-                    rest,
-                    cutter,
-                    next,
-                    piece_bytes,
-                    claim_at,
-                    keep,
-                    text_ended: first_last,
-                    senders,
-                    spent,
-                })?;
-                guard.done = true;
-                Ok::<_, std::io::Error>(next_last)
-            });
-            let ok = map_round(shared, pieces, head, first, receivers, &to_helper);
-            if !ok {
-                shared.update(|s| s.abort = true);
-            }
-            drop(to_helper);
-            let next_last = match helper.join() {
-                Ok(r) => r?,
-                Err(panic) => std::panic::resume_unwind(panic),
+        let shared = &shared;
+        let helper = move || {
+            let mut guard = AbortUnlessDone {
+                shared,
+                done: false,
             };
-            if !ok {
-                return Ok(End::Failed);
-            }
-            Ok(match next_last {
-                None => End::Trace,
-                Some(last) => End::Next { last },
-            })
+            let next_last = help(HelperArgs {
+                shared,
+                rest,
+                cutter,
+                next,
+                piece_bytes,
+                claim_at,
+                keep,
+                text_ended: first_last,
+                senders,
+                spent,
+            });
+            guard.done = next_last.is_ok();
+            next_last
+        };
+        // The helper's thread comes from a pool (see `crate::par`), not
+        // spawned each round.
+        let (ok, next_last) = crate::par::beside(
+            move || {
+                let ok = map_round(shared, pieces, head, first, receivers, &to_helper);
+                if !ok {
+                    shared.update(|s| s.abort = true);
+                }
+                drop(to_helper);
+                ok
+            },
+            helper,
+        );
+        let next_last = next_last?;
+        if !ok {
+            return Ok(End::Failed);
+        }
+        Ok(match next_last {
+            None => End::Trace,
+            Some(last) => End::Next { last },
         })
     }
 }
