@@ -49,7 +49,7 @@ pub fn parse_document<'de, S: EventSink<'de>>(json: &'de [u8], sink: &mut S) -> 
     let mut r = Reader {
         text,
         pos: 0,
-        args_hint: 4,
+        arg_buf: Vec::new(),
         keep: sink.keep_args(),
     };
     r.document(sink).ok()
@@ -94,8 +94,10 @@ impl Num<'_> {
 struct Reader<'de> {
     text: &'de str,
     pos: usize,
-    /// How many `args` the previous event had.
-    args_hint: usize,
+    /// The arguments of the event being read, before they are moved into a
+    /// vector of their own, exactly sized (none for an event that keeps no
+    /// argument): one allocation an event with arguments, never a regrowth.
+    arg_buf: Vec<(Text<'de>, ArgJson<'de>)>,
     /// The arguments of complete events to read (the others are skipped).
     keep: KeepArgs,
 }
@@ -471,22 +473,22 @@ impl<'de> Reader<'de> {
             self.pos += 1;
             return Ok(Some(Args(Vec::new())));
         }
-        // Sized as the previous event's: events wait in batches (see
-        // `import::RestSink`), so spare capacity costs memory, and a copy
-        // to the right size costs time; Kineto's events come in runs of
-        // one kind.
-        let mut out = Vec::with_capacity(self.args_hint);
+        // Gathered in one reused buffer, then moved into a vector of their
+        // exact size: events wait in batches (see `import::RestSink`), so
+        // spare capacity costs memory, and Kineto's events of different
+        // kinds (1, 0 or 7 arguments kept) follow each other, so a vector
+        // sized by guess would often grow.
+        self.arg_buf.clear();
         loop {
             let key = self.key()?;
             if keep.reads(key) {
                 let value = self.arg()?;
-                out.push((Text(Cow::Borrowed(key)), value));
+                self.arg_buf.push((Text(Cow::Borrowed(key)), value));
             } else {
                 self.skip_arg()?;
             }
             if !self.next_member(b'}')? {
-                self.args_hint = out.len();
-                return Ok(Some(Args(out)));
+                return Ok(Some(Args(self.arg_buf.drain(..).collect())));
             }
         }
     }
