@@ -6,7 +6,7 @@
 //! encloses the kernel's launch call on its host thread.
 
 use crate::model::SliceId;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::nccl::{
     bus_factor, canonical_collective, canonical_dtype, dtype_bytes, parse_kernel_name, NcclInfo,
@@ -109,9 +109,9 @@ fn comm_args(t: &Trace, keys: &ArgKeys, i: SliceId) -> CommArgs {
 pub fn param_comms_by_track(t: &Trace, ctx: &RankCtx) -> HashMap<TrackId, Vec<u32>> {
     let sl = t.slices();
     let Some(name) = t.strings().lookup("record_param_comms") else {
-        return HashMap::new();
+        return HashMap::default();
     };
-    let mut m: HashMap<TrackId, Vec<u32>> = HashMap::new();
+    let mut m: HashMap<TrackId, Vec<u32>> = HashMap::default();
     for &h in &ctx.host {
         if sl.name()[h as usize] == name {
             m.entry(sl.track()[h as usize]).or_default().push(h);
@@ -200,7 +200,7 @@ pub fn stats_with(
         sized_ns: i64,
         bus_known: bool,
     }
-    let mut acc: HashMap<(String, String, String, String, String), Row> = HashMap::new();
+    let mut acc: HashMap<(String, String, String, String, String), Row> = HashMap::default();
     let text = |x: u32| (x != u32::MAX).then(|| t.str(StrId(x)).to_string());
     for ((name, coll_arg, dtype_arg, group), a) in by_id {
         let parsed = names

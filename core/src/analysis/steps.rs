@@ -83,8 +83,7 @@ pub struct Detected {
 pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
     let sl = t.slices();
     // Name ids that mark steps, decided once per distinct name.
-    let mut decided: std::collections::HashMap<StrId, Option<(bool, Option<i64>)>> =
-        Default::default();
+    let mut decided: rustc_hash::FxHashMap<StrId, Option<(bool, Option<i64>)>> = Default::default();
     let re = nvtx_step_regex();
     let mut profiler: Vec<Step> = Vec::new();
     let mut nvtx: Vec<Step> = Vec::new();
@@ -188,7 +187,7 @@ fn marker_steps(mut ends: Vec<i64>, first_launch: i64) -> Vec<Step> {
 fn outermost(mut v: Vec<Step>, renumber: bool) -> Vec<Step> {
     v.sort_by_key(|s| (s.start_ns, std::cmp::Reverse(s.end_ns)));
     let mut out: Vec<Step> = Vec::with_capacity(v.len());
-    let mut seen: std::collections::HashSet<i64> = Default::default();
+    let mut seen: rustc_hash::FxHashSet<i64> = Default::default();
     for s in v {
         let nested = out.last().is_some_and(|last| s.start_ns < last.end_ns);
         if nested || (s.number >= 0 && seen.contains(&s.number)) {
@@ -392,7 +391,7 @@ pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeat
         .map(|e| e.id)
         .collect();
     // Dense name ids.
-    let mut ids: std::collections::HashMap<StrId, u32> = Default::default();
+    let mut ids: rustc_hash::FxHashMap<StrId, u32> = Default::default();
     let seq: Vec<u32> = evs
         .iter()
         .map(|e| {

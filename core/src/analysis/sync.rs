@@ -9,7 +9,7 @@
 //! (pageable or synchronous) and are not already explained by a sync.
 
 use crate::model::SliceId;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use super::intervals::union;
 use super::rank::{RankCtx, NONE};
@@ -116,7 +116,7 @@ pub struct SyncWindow<'a> {
 /// and the device-to-host ones as (copy slice, launch host slice or NONE).
 fn gpu_copies(t: &Trace, ctx: &RankCtx) -> (HashMap<u32, u32>, Vec<(u32, u32)>) {
     let sl = t.slices();
-    let mut copy_by_corr: HashMap<u32, u32> = HashMap::new();
+    let mut copy_by_corr: HashMap<u32, u32> = HashMap::default();
     let mut d2h: Vec<(u32, u32)> = Vec::new(); // (copy slice, launch host slice or NONE)
     for e in &ctx.gpu {
         let i = e.id as usize;
@@ -293,7 +293,7 @@ pub fn find(
 ) -> SyncFindings {
     // Memcpy GPU slices by correlation, for synchronous copies and D2H lookups.
     let (copy_by_corr, d2h) = gpu_copies(t, ctx);
-    let mut consumed: HashMap<u32, ()> = HashMap::new();
+    let mut consumed: HashMap<u32, ()> = HashMap::default();
     // API calls first: they carry the thread, NVTX context and python location.
     let (mut occs, api_intervals) = api_occurrences(t, ctx, &copy_by_corr, &mut consumed);
     let api_union = union(api_intervals);
@@ -314,7 +314,7 @@ fn refine_with_preceding_copies(
     consumed: &mut HashMap<u32, ()>,
 ) {
     let sl = t.slices();
-    let mut launches: HashMap<TrackId, Vec<(i64, u32)>> = HashMap::new();
+    let mut launches: HashMap<TrackId, Vec<(i64, u32)>> = HashMap::default();
     for &(c, l) in d2h {
         // A copy whose launch call returned only after the copy finished
         // (pageable memory makes cudaMemcpyAsync synchronous) blocked the
@@ -369,7 +369,7 @@ fn refine_with_preceding_copies(
 fn enclosing(t: &Trace, ctx: &RankCtx, occs: &[Occ], kind: SliceKind) -> Vec<Vec<u32>> {
     let sl = t.slices();
     let end = |r: u32| sl.start_ns()[r as usize] + sl.dur_ns()[r as usize];
-    let mut by_track: HashMap<TrackId, (Vec<u32>, Vec<usize>)> = HashMap::new();
+    let mut by_track: HashMap<TrackId, (Vec<u32>, Vec<usize>)> = HashMap::default();
     for (k, o) in occs.iter().enumerate() {
         by_track
             .entry(sl.track()[o.host as usize])
@@ -464,7 +464,7 @@ fn charge(
     }
     let mut order: Vec<usize> = (0..occs.len()).collect();
     order.sort_by_key(|&k| (occs[k].start_ns, occs[k].end_ns));
-    let mut charged: std::collections::HashSet<i64> = Default::default();
+    let mut charged: rustc_hash::FxHashSet<i64> = Default::default();
     let mut idle = vec![0i64; occs.len()];
     let (lo, hi) = span.unwrap_or((i64::MIN, i64::MAX));
     for k in order {
@@ -665,7 +665,7 @@ fn group(
     let ranges = enclosing(t, ctx, &occs, SliceKind::Range);
     let ops = enclosing(t, ctx, &occs, SliceKind::CpuOp);
     let mut per_step = vec![(0u64, 0i64); steps.len()];
-    let mut groups: HashMap<GroupKey, Acc> = HashMap::new();
+    let mut groups: HashMap<GroupKey, Acc> = HashMap::default();
     for (k, o) in occs.iter().enumerate() {
         let python = python_of(t, o, &ops[k]);
         let nvtx = nvtx_path(t, &ranges[k]);

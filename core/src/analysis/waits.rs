@@ -275,7 +275,7 @@ pub fn prefetch_slack_of(
     is_all_gather: impl Fn(u32) -> bool,
 ) -> PrefetchSlack {
     let device_of = |e: &Ev| ctx.streams[e.stream as usize].device;
-    let mut waited: std::collections::HashMap<u32, i64> = Default::default();
+    let mut waited: rustc_hash::FxHashMap<u32, i64> = Default::default();
     for h in hits {
         *waited.entry(h.comm).or_insert(0) += h.ns;
     }

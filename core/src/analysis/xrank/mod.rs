@@ -730,7 +730,7 @@ fn instance(
 /// The record_param_comms op enclosing host slice `launch` on its thread.
 fn enclosing(
     t: &Trace,
-    pc: &std::collections::HashMap<crate::model::TrackId, Vec<u32>>,
+    pc: &rustc_hash::FxHashMap<crate::model::TrackId, Vec<u32>>,
     launch: u32,
 ) -> Option<u32> {
     let sl = t.slices();
