@@ -237,6 +237,32 @@ pub(crate) fn read_plain_file(
     split::import_plain_file(path, head, rest, len, keep)
 }
 
+/// A regular gzip file of Kineto JSON, `len` bytes: `head` (its first
+/// bytes, already read) then `rest`. Inflated as it is read, so the first
+/// pieces are parsed while the rest of the file is still being read; a
+/// file streamscope exported (chrome-json) or anything that does not read
+/// this way is read again, whole, as [`read_bytes_keeping`] reads it.
+pub(crate) fn read_gzip_file(
+    path: &Path,
+    head: Vec<u8>,
+    rest: impl Read + Send,
+    len: usize,
+    keep: KeepArgs,
+) -> Result<Trace> {
+    let mut inflated = Vec::new();
+    let _ = flate2::read::MultiGzDecoder::new(&head[..])
+        .take(64)
+        .read_to_end(&mut inflated);
+    if crate::chrome::is_ours(&inflated) {
+        let mut bytes = head;
+        let mut rest = rest;
+        rest.read_to_end(&mut bytes)
+            .map_err(|e| TraceError::io(path, e))?;
+        return read_bytes_keeping(path, &bytes, keep);
+    }
+    split::import_gzip_file(path, head, rest, len, keep)
+}
+
 /// Like [`read_file`] on bytes already read; `path` only names the source in
 /// errors and metadata.
 pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Trace> {

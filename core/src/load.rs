@@ -310,6 +310,11 @@ pub fn is_trace_name(p: &Path) -> bool {
     .any(|s| name.ends_with(s))
 }
 
+/// A regular gzip Kineto file from this size on is inflated as it is read
+/// (its first pieces parsed while the rest is read) instead of read whole
+/// first.
+const GZIP_STREAM_BYTES: u64 = 1 << 18;
+
 /// Bytes read to judge a file's format.
 const SNIFF_BYTES: u64 = 64 << 10;
 
@@ -430,6 +435,10 @@ fn load_file_reporting(
         // A large plain file is read piece by piece, never held whole.
         Format::Kineto if !gz && regular_len >= (1 << 20) => {
             crate::kineto::read_plain_file(path, head, f, regular_len as usize, keep)
+        }
+        // A large gzip file is inflated as it is read, on two cores.
+        Format::Kineto if gz && regular_len >= GZIP_STREAM_BYTES => {
+            crate::kineto::read_gzip_file(path, head, f, regular_len as usize, keep)
         }
         // `kineto::read_bytes` inflates a gzip file itself, on two cores.
         Format::Kineto => {

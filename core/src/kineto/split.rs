@@ -80,6 +80,58 @@ pub fn import_gzip(path: &Path, gz: &[u8], keep: KeepArgs) -> Result<Trace> {
     }
 }
 
+/// Imports a regular gzip file of `len` bytes, `head` (its first bytes,
+/// already read) then `rest`, inflating it piece by piece as it is read.
+/// Whatever does not go that way (a damaged stream, pieces that do not
+/// read, a text too small to split) reads the file again, whole, through
+/// [`import_gzip`], so errors and what a damaged file still loads are
+/// exactly [`import_gzip`]'s.
+pub fn import_gzip_file(
+    path: &Path,
+    head: Vec<u8>,
+    rest: impl std::io::Read + Send,
+    len: usize,
+    keep: KeepArgs,
+) -> Result<Trace> {
+    let again = || {
+        let gz = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
+        import_gzip(path, &gz, keep)
+    };
+    let size = file_size_hint(path, len);
+    if size < MIN_SPLIT_BYTES {
+        return again();
+    }
+    let text =
+        std::io::BufReader::with_capacity(READ_BYTES, std::io::Cursor::new(head).chain(rest));
+    let decoder = flate2::bufread::MultiGzDecoder::new(text);
+    match read_pieces(path, decoder, size, Split::DEFAULT, keep, |e| {
+        gzip_error(path, e)
+    }) {
+        Ok(Outcome::Trace(t)) => Ok(*t),
+        Ok(Outcome::Whole(text)) => import::import_keeping(path, &text, keep),
+        Ok(Outcome::Again) | Err(_) => again(),
+    }
+}
+
+/// Compressed bytes read at a time by [`import_gzip_file`].
+const READ_BYTES: usize = 1 << 16;
+
+/// [`gzip_size_hint`] of the gzip file at `path`, `len` bytes long, from
+/// its last four bytes.
+fn file_size_hint(path: &Path, len: usize) -> usize {
+    use std::io::{Seek, SeekFrom};
+    let tail = std::fs::File::open(path).and_then(|mut f| {
+        let mut tail = [0u8; 4];
+        f.seek(SeekFrom::End(-4))?;
+        f.read_exact(&mut tail)?;
+        Ok(tail)
+    });
+    match tail {
+        Ok(tail) => size_hint(Some(tail), len),
+        Err(_) => size_hint(None, len),
+    }
+}
+
 /// How the text is cut into pieces, and shared between the threads.
 #[derive(Debug, Clone, Copy)]
 struct Split {
@@ -293,12 +345,24 @@ fn find_cut(text: &[u8]) -> Option<usize> {
 /// Inflated size from the gzip trailer (ISIZE, the size mod 2^32 of the
 /// last member), bounded so a corrupt trailer cannot ask for absurd memory.
 fn gzip_size_hint(gz: &[u8]) -> usize {
-    let fallback = gz.len().saturating_mul(8);
-    let Some(tail) = gz.len().checked_sub(4).and_then(|i| gz.get(i..)) else {
+    let tail = gz
+        .len()
+        .checked_sub(4)
+        .and_then(|i| gz.get(i..))
+        .and_then(|t| <[u8; 4]>::try_from(t).ok());
+    size_hint(tail, gz.len())
+}
+
+/// The inflated size a gzip stream of `gz_len` bytes gives, from its
+/// trailer's `tail` (ISIZE, the size modulo 2^32) when that is plausible,
+/// else a guess.
+fn size_hint(tail: Option<[u8; 4]>, gz_len: usize) -> usize {
+    let fallback = gz_len.saturating_mul(8);
+    let Some(tail) = tail else {
         return fallback;
     };
-    let isize = u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
-    if isize >= gz.len() && isize <= gz.len().saturating_mul(64) {
+    let isize = u32::from_le_bytes(tail) as usize;
+    if isize >= gz_len && isize <= gz_len.saturating_mul(64) {
         isize
     } else {
         fallback

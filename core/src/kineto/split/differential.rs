@@ -250,6 +250,47 @@ fn damaged_gzip_in_pieces_is_the_one_pass_result_and_never_panics() {
     }
 }
 
+/// [`import_gzip_file`] on `gz` written to a file at `path`: the trace's
+/// dump or the error.
+fn file_result(path: &Path, gz: &[u8]) -> String {
+    std::fs::write(path, gz).expect("temp file");
+    let mut f = std::fs::File::open(path).expect("temp file");
+    let mut head = Vec::new();
+    (&mut f)
+        .take(64 << 10)
+        .read_to_end(&mut head)
+        .expect("read");
+    match import_gzip_file(path, head, f, gz.len(), KeepArgs::All) {
+        Ok(t) => dump(&t),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+#[test]
+fn gzip_files_inflated_as_read_are_the_whole_file_result() {
+    let mut rng = XorShift(0x5B11_7000_0000_0011);
+    let dir = std::env::temp_dir().join(format!("streamscope-gzfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("rank-0.json.gz");
+    let text = large(&mut rng);
+    let gz = gzip(text.as_bytes());
+    let mut flipped = gz.clone();
+    let at = 10 + rng.below(gz.len() - 10);
+    flipped[at] ^= 1 << rng.below(8);
+    let mut trailing = gz.clone();
+    trailing.extend_from_slice(b"\x1f\x8b\x08garbage");
+    let cut = &gz[..gz.len() / 2];
+    for bad in [&gz[..], cut, &flipped[..], &trailing[..]] {
+        let whole = match import_gzip(&path, bad, KeepArgs::All) {
+            Ok(t) => dump(&t),
+            Err(e) => format!("error: {e}"),
+        };
+        assert!(file_result(&path, bad) == whole, "{} bytes", bad.len());
+    }
+    assert!(!file_result(&path, &gz).starts_with("error"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn split_default() -> Split {
     Split {
         piece_bytes: 128 << 10,
