@@ -6,6 +6,7 @@
 # usage: scripts/bench-hta.sh TRACE.json[.gz]...   (one file per rank)
 # env:   HTA_VENV (default .venv-hta; created with pip install HolisticTraceAnalysis)
 #        RUNS (default 3): best of RUNS is reported
+#        STREAMSCOPE_BIN: time this binary instead of building target/release/streamscope
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 1 ] || { echo "usage: $0 TRACE.json[.gz]..." >&2; exit 2; }
@@ -15,8 +16,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q HolisticTraceAnalysis
 fi
-cargo build -q --release -p streamscope
-BIN=target/release/streamscope
+if [ -n "${STREAMSCOPE_BIN:-}" ]; then
+  BIN=$STREAMSCOPE_BIN
+else
+  cargo build -q --release -p streamscope
+  BIN=target/release/streamscope
+fi
 
 # HTA wants a directory of rank files.
 DIR=$(mktemp -d)
