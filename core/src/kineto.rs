@@ -228,13 +228,17 @@ pub(crate) fn read_plain_file(
     keep: KeepArgs,
 ) -> Result<Trace> {
     if head.is_empty() || crate::chrome::is_ours(&head) {
-        let mut bytes = head;
-        let mut rest = rest;
-        rest.read_to_end(&mut bytes)
-            .map_err(|e| TraceError::io(path, e))?;
-        return read_bytes_keeping(path, &bytes, keep);
+        return read_rest(path, head, rest, keep);
     }
     split::import_plain_file(path, head, rest, len, keep)
+}
+
+/// [`read_bytes_keeping`] of `head` and what is left of `rest`.
+fn read_rest(path: &Path, head: Vec<u8>, mut rest: impl Read, keep: KeepArgs) -> Result<Trace> {
+    let mut bytes = head;
+    rest.read_to_end(&mut bytes)
+        .map_err(|e| TraceError::io(path, e))?;
+    read_bytes_keeping(path, &bytes, keep)
 }
 
 /// A regular gzip file of Kineto JSON, `len` bytes: `head` (its first
@@ -254,11 +258,7 @@ pub(crate) fn read_gzip_file(
         .take(64)
         .read_to_end(&mut inflated);
     if crate::chrome::is_ours(&inflated) {
-        let mut bytes = head;
-        let mut rest = rest;
-        rest.read_to_end(&mut bytes)
-            .map_err(|e| TraceError::io(path, e))?;
-        return read_bytes_keeping(path, &bytes, keep);
+        return read_rest(path, head, rest, keep);
     }
     split::import_gzip_file(path, head, rest, len, keep)
 }
