@@ -253,11 +253,7 @@ pub(crate) fn read_gzip_file(
     len: usize,
     keep: KeepArgs,
 ) -> Result<Trace> {
-    let mut inflated = Vec::new();
-    let _ = flate2::read::MultiGzDecoder::new(&head[..])
-        .take(64)
-        .read_to_end(&mut inflated);
-    if crate::chrome::is_ours(&inflated) {
+    if gzip_holds_ours(&head) {
         return read_rest(path, head, rest, keep);
     }
     split::import_gzip_file(path, head, rest, len, keep)
@@ -269,6 +265,16 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<Trace> {
     read_bytes_keeping(path, bytes, KeepArgs::All)
 }
 
+/// Whether the gzip stream starting `gz` inflates to chrome-json that
+/// streamscope exported (judged by its first 64 inflated bytes).
+fn gzip_holds_ours(gz: &[u8]) -> bool {
+    let mut head = Vec::new();
+    let _ = flate2::read::MultiGzDecoder::new(gz)
+        .take(64)
+        .read_to_end(&mut head);
+    crate::chrome::is_ours(&head)
+}
+
 /// [`read_bytes`], keeping the arguments `keep` says (a chrome-json file
 /// written by streamscope keeps all).
 pub fn read_bytes_keeping(path: &Path, bytes: &[u8], keep: KeepArgs) -> Result<Trace> {
@@ -278,11 +284,7 @@ pub fn read_bytes_keeping(path: &Path, bytes: &[u8], keep: KeepArgs) -> Result<T
         });
     }
     if bytes.starts_with(&GZIP_MAGIC) {
-        let mut head = Vec::new();
-        let _ = flate2::read::MultiGzDecoder::new(bytes)
-            .take(64)
-            .read_to_end(&mut head);
-        if crate::chrome::is_ours(&head) {
+        if gzip_holds_ours(bytes) {
             let mut text = Vec::new();
             flate2::read::MultiGzDecoder::new(bytes)
                 .read_to_end(&mut text)

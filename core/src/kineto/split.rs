@@ -93,9 +93,22 @@ pub fn import_gzip_file(
     len: usize,
     keep: KeepArgs,
 ) -> Result<Trace> {
+    import_gzip_file_route(path, head, rest, len, keep).map(|(t, _)| t)
+}
+
+/// [`import_gzip_file`], and how the text was read: [`Route::Pieces`] as
+/// it was read, [`Route::OnePass`] when it ended within its first piece,
+/// [`Route::Again`] when the file was read again through [`import_gzip`].
+fn import_gzip_file_route(
+    path: &Path,
+    head: Vec<u8>,
+    rest: impl std::io::Read + Send,
+    len: usize,
+    keep: KeepArgs,
+) -> Result<(Trace, Route)> {
     let again = || {
         let gz = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
-        import_gzip(path, &gz, keep)
+        Ok((import_gzip(path, &gz, keep)?, Route::Again))
     };
     let size = file_size_hint(path, len);
     if size < MIN_SPLIT_BYTES {
@@ -107,8 +120,10 @@ pub fn import_gzip_file(
     match read_pieces(path, decoder, size, Split::DEFAULT, keep, |e| {
         gzip_error(path, e)
     }) {
-        Ok(Outcome::Trace(t)) => Ok(*t),
-        Ok(Outcome::Whole(text)) => import::import_keeping(path, &text, keep),
+        Ok(Outcome::Trace(t)) => Ok((*t, Route::Pieces)),
+        Ok(Outcome::Whole(text)) => {
+            Ok((import::import_keeping(path, &text, keep)?, Route::OnePass))
+        }
         Ok(Outcome::Again) | Err(_) => again(),
     }
 }
