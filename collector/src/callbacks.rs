@@ -66,6 +66,13 @@ pub(crate) unsafe extern "C" fn api_callback(
         if data.is_null() || s.forked() {
             return;
         }
+        if domain == CB_DOMAIN_RESOURCE {
+            // SAFETY: for the resource domain CUPTI passes a CUpti_ResourceData.
+            let d = unsafe { std::ptr::read_unaligned(data as *const records::RawResourceData) };
+            // SAFETY: for the graph-node callbacks its descriptor is a CUpti_GraphData.
+            unsafe { s.graph_node(cbid, d.resource_descriptor) };
+            return;
+        }
         if domain == CB_DOMAIN_NVTX {
             // SAFETY: for the NVTX domain CUPTI passes a CUpti_NvtxData.
             let d = unsafe { std::ptr::read_unaligned(data as *const records::RawNvtxData) };
@@ -98,6 +105,45 @@ pub(crate) unsafe extern "C" fn api_callback(
 }
 
 impl Session {
+    /// A CUDA graph node was made or cloned: the node made inside a launch
+    /// call on a capturing stream takes the Python line of that call; a
+    /// clone (an executable graph's node) takes its original's line.
+    ///
+    /// # Safety
+    /// `graph` is null or points at a `CUpti_GraphData`.
+    unsafe fn graph_node(&self, cbid: u32, graph: *const c_void) {
+        let Some(node_id) = self.cupti.get_graph_node_id else {
+            return;
+        };
+        if graph.is_null() {
+            return;
+        }
+        // SAFETY: the caller's contract.
+        let g = unsafe { std::ptr::read_unaligned(graph as *const records::RawGraphData) };
+        let id_of = |node: *mut c_void| {
+            let mut id = 0u64;
+            // SAFETY: a live node handle CUPTI passed us; writes one u64.
+            let rc = unsafe { node_id(node, &mut id) };
+            (rc == SUCCESS && !node.is_null()).then_some(id)
+        };
+        match cbid {
+            CBID_GRAPHNODE_CREATED => {
+                let Some(id) = id_of(g.node) else { return };
+                if let Some(loc) =
+                    crate::pyframes::current_location().or_else(python::current_location)
+                {
+                    self.python.node_created(id, loc);
+                }
+            }
+            CBID_GRAPHNODE_CLONED => {
+                if let (Some(orig), Some(copy)) = (id_of(g.original_node), id_of(g.node)) {
+                    self.python.node_cloned(orig, copy);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// NVTX push/pop tracking for `--capture-range nvtx:NAME`.
     ///
     /// # Safety

@@ -65,6 +65,10 @@ pub struct Converter {
     overhead_track: Option<TrackId>,
     python_key: StrId,
     return_key: StrId,
+    graph_key: StrId,
+    graph_node_key: StrId,
+    /// Capturing lines of graph nodes, interned.
+    node_lines: HashMap<u64, Option<StrId>>,
     /// Records converted (including those outside the capture window).
     pub records_seen: u64,
     /// Records skipped because they had no end yet (counted as dropped).
@@ -155,6 +159,8 @@ impl Converter {
         let p = trace.add_process(process);
         let python_key = trace.intern("python");
         let return_key = trace.intern("return");
+        let graph_key = trace.intern(protocol::GRAPH_ID_ARG);
+        let graph_node_key = trace.intern(protocol::GRAPH_NODE_ARG);
         Converter {
             trace,
             process: p,
@@ -183,6 +189,9 @@ impl Converter {
             overhead_track: None,
             python_key,
             return_key,
+            graph_key,
+            graph_node_key,
+            node_lines: HashMap::new(),
             records_seen: 0,
             incomplete_records: 0,
             nccl_links: Default::default(),
@@ -351,7 +360,36 @@ impl Converter {
         }
         s.correlation = r.correlation_id;
         s.launch = Some(launch);
+        self.graph_args(&mut s, r.graph_id, r.graph_node_id);
         self.trace.push_slice(s);
+    }
+
+    /// The graph and node that ran a GPU record, and the Python line that
+    /// captured the node (when the collector saw it captured).
+    fn graph_args(&mut self, s: &mut NewSlice, graph: u32, node: u64) {
+        if graph == 0 && node == 0 {
+            return;
+        }
+        s.args
+            .push((self.graph_key, ArgValue::UInt(u64::from(graph))));
+        s.args.push((self.graph_node_key, ArgValue::UInt(node)));
+        let line = match self.node_lines.get(&node) {
+            Some(&l) => l,
+            None => {
+                let l = self
+                    .python
+                    .node_line(node)
+                    .map(|loc| self.trace.intern(&loc));
+                // A node seen before its line is known is asked again.
+                if l.is_some() {
+                    self.node_lines.insert(node, l);
+                }
+                l
+            }
+        };
+        if let Some(v) = line {
+            s.args.push((self.python_key, ArgValue::Str(v)));
+        }
     }
 
     fn memcpy(&mut self, r: &RawMemcpy) {
@@ -384,6 +422,7 @@ impl Converter {
             kind,
             pageable: r.src_kind == 1 || r.dst_kind == 1,
         });
+        self.graph_args(&mut s, r.graph_id, r.graph_node_id);
         self.trace.push_slice(s);
     }
 
@@ -405,6 +444,7 @@ impl Converter {
             kind: CopyKind::Unknown,
             pageable: r.memory_kind == 1,
         });
+        self.graph_args(&mut s, r.graph_id, r.graph_node_id);
         self.trace.push_slice(s);
     }
 

@@ -103,6 +103,17 @@ fn kernel(start: u64, end: u64, stream: u32, corr: u32) -> RawKernel {
         correlation_id: corr,
         grid_id: 1,
         name: std::ptr::null(),
+        reserved0: std::ptr::null(),
+        queued: 0,
+        submitted: 0,
+        launch_type: 0,
+        carveout_requested_flag: 0,
+        carveout_requested: 0,
+        padding: 0,
+        shared_memory_executed: 0,
+        graph_node_id: 0,
+        shmem_limit_config: 0,
+        graph_id: 0,
     }
 }
 
@@ -235,6 +246,10 @@ fn copies_carry_bytes_direction_and_pageability() {
         stream_id: 7,
         correlation_id: 3,
         runtime_correlation_id: 0,
+        pad: 0,
+        reserved0: std::ptr::null(),
+        graph_node_id: 0,
+        graph_id: 0,
     }));
     c.push(Record::Memset(RawMemset {
         kind: kind::MEMSET,
@@ -248,6 +263,10 @@ fn copies_carry_bytes_direction_and_pageability() {
         correlation_id: 4,
         flags: 0,
         memory_kind: 3,
+        pad: 0,
+        reserved0: std::ptr::null(),
+        graph_node_id: 0,
+        graph_id: 0,
     }));
     let t = &batch(&c);
     assert_eq!(

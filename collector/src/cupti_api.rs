@@ -18,7 +18,12 @@ pub const ERROR_MAX_LIMIT_REACHED: CuptiResult = 12;
 
 pub const CB_DOMAIN_DRIVER_API: u32 = 1;
 pub const CB_DOMAIN_RUNTIME_API: u32 = 2;
+pub const CB_DOMAIN_RESOURCE: u32 = 3;
 pub const CB_DOMAIN_NVTX: u32 = 5;
+/// `CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED`.
+pub const CBID_GRAPHNODE_CREATED: u32 = 13;
+/// `CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED`.
+pub const CBID_GRAPHNODE_CLONED: u32 = 20;
 pub const API_ENTER: u32 = 0;
 pub const API_EXIT: u32 = 1;
 pub const FLUSH_FORCED: u32 = 1;
@@ -57,6 +62,8 @@ pub struct Cupti {
     pub enable_driver_api: Option<unsafe extern "C" fn(u32, u8) -> CuptiResult>,
     /// `cuptiActivityEnableHWTrace(enable)` (CUPTI 12.8 and newer).
     pub enable_hw_trace: Option<unsafe extern "C" fn(u8) -> CuptiResult>,
+    /// `cuptiGetGraphNodeId(node, &id)` (CUPTI 11.0 and newer).
+    pub get_graph_node_id: Option<unsafe extern "C" fn(*mut c_void, *mut u64) -> CuptiResult>,
     /// `cuptiActivitySetAttribute(attr, &value_size, &value)`.
     pub activity_set_attribute:
         Option<unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> CuptiResult>,
@@ -179,6 +186,7 @@ impl Cupti {
             enable_driver_api: optional!(h, c"cuptiActivityEnableDriverApi"),
             enable_hw_trace: optional!(h, c"cuptiActivityEnableHWTrace"),
             activity_set_attribute: optional!(h, c"cuptiActivitySetAttribute"),
+            get_graph_node_id: optional!(h, c"cuptiGetGraphNodeId"),
             handle: h as usize,
             reported: Mutex::new(HashSet::new()),
         })

@@ -23,11 +23,18 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-/// Python locations by CUDA correlation id, waiting for their API record.
+/// Python locations by CUDA correlation id, waiting for their API record,
+/// and the Python line that captured each CUDA graph node (kept for the
+/// run: every replay of the graph runs the node again).
 #[derive(Default)]
 pub struct PyLines {
     map: Mutex<HashMap<u32, String>>,
+    nodes: Mutex<HashMap<u64, std::sync::Arc<str>>>,
 }
+
+/// At most this many graph nodes keep their capturing line (a job that
+/// captures graph after graph without end keeps its first ones).
+const MAX_GRAPH_NODES: usize = 1 << 20;
 
 /// More than this many unclaimed locations means their API records were
 /// not recorded (outside the window, dropped): start over.
@@ -53,6 +60,34 @@ impl PyLines {
 
     pub fn len(&self) -> usize {
         self.map.lock().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// A graph node was made (during stream capture, inside the launch
+    /// call that became it) at `location`.
+    pub fn node_created(&self, node: u64, location: String) {
+        if let Ok(mut m) = self.nodes.lock() {
+            if m.len() < MAX_GRAPH_NODES {
+                m.insert(node, location.into());
+            }
+        }
+    }
+
+    /// Graph node `copy` was cloned from `original` (instantiating an
+    /// executable graph clones every node): it keeps the original's line.
+    pub fn node_cloned(&self, original: u64, copy: u64) {
+        if let Ok(mut m) = self.nodes.lock() {
+            if let Some(loc) = m.get(&original).cloned() {
+                if m.len() < MAX_GRAPH_NODES {
+                    m.insert(copy, loc);
+                }
+            }
+        }
+    }
+
+    /// The line that captured graph node `node`, when known.
+    pub fn node_line(&self, node: u64) -> Option<std::sync::Arc<str>> {
+        let m = self.nodes.lock().ok()?;
+        m.get(&node).cloned()
     }
 
     pub fn is_empty(&self) -> bool {

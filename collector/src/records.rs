@@ -58,6 +58,19 @@ pub struct RawKernel {
     pub correlation_id: u32,
     pub grid_id: i64,
     pub name: *const c_char,
+    pub reserved0: *const std::ffi::c_void,
+    pub queued: u64,
+    pub submitted: u64,
+    pub launch_type: u8,
+    pub carveout_requested_flag: u8,
+    pub carveout_requested: u8,
+    pub padding: u8,
+    pub shared_memory_executed: u32,
+    /// The graph node that ran this kernel (0: not launched by a graph).
+    pub graph_node_id: u64,
+    pub shmem_limit_config: u32,
+    /// The graph that ran this kernel (0: not launched by a graph).
+    pub graph_id: u32,
 }
 
 /// Prefix of `CUpti_ActivityMemcpy6`.
@@ -77,6 +90,12 @@ pub struct RawMemcpy {
     pub stream_id: u32,
     pub correlation_id: u32,
     pub runtime_correlation_id: u32,
+    pub pad: u32,
+    pub reserved0: *const std::ffi::c_void,
+    /// The graph node of this copy (0: not run by a graph).
+    pub graph_node_id: u64,
+    /// The graph of this copy (0: not run by a graph).
+    pub graph_id: u32,
 }
 
 /// Prefix of `CUpti_ActivityMemset4`.
@@ -94,6 +113,12 @@ pub struct RawMemset {
     pub correlation_id: u32,
     pub flags: u16,
     pub memory_kind: u16,
+    pub pad: u32,
+    pub reserved0: *const std::ffi::c_void,
+    /// The graph node of this memset (0: not run by a graph).
+    pub graph_node_id: u64,
+    /// The graph of this memset (0: not run by a graph).
+    pub graph_id: u32,
 }
 
 /// `CUpti_ActivityAPI` (runtime and driver calls).
@@ -168,6 +193,28 @@ pub struct RawCallbackData {
     pub correlation_id: u32,
 }
 
+/// `CUpti_ResourceData` (resource callbacks).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RawResourceData {
+    pub context: *mut std::ffi::c_void,
+    pub resource_handle: u64,
+    pub resource_descriptor: *const std::ffi::c_void,
+}
+
+/// `CUpti_GraphData` (the descriptor of graph resource callbacks).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct RawGraphData {
+    pub graph: *mut std::ffi::c_void,
+    pub original_graph: *mut std::ffi::c_void,
+    pub node: *mut std::ffi::c_void,
+    pub original_node: *mut std::ffi::c_void,
+    pub node_type: u32,
+    pub dependency: *mut std::ffi::c_void,
+    pub graph_exec: *mut std::ffi::c_void,
+}
+
 /// `CUpti_NvtxData`.
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -224,7 +271,13 @@ mod tests {
             dynamic_shared_memory = dynamicSharedMemory,
             correlation_id = correlationId,
             grid_id = gridId,
-            name = name
+            name = name,
+            queued = queued,
+            launch_type = launchType,
+            shared_memory_executed = sharedMemoryExecuted,
+            graph_node_id = graphNodeId,
+            shmem_limit_config = shmemLimitConfig,
+            graph_id = graphId
         );
         same!(
             RawMemcpy,
@@ -239,7 +292,9 @@ mod tests {
             context_id = contextId,
             stream_id = streamId,
             correlation_id = correlationId,
-            runtime_correlation_id = runtimeCorrelationId
+            runtime_correlation_id = runtimeCorrelationId,
+            graph_node_id = graphNodeId,
+            graph_id = graphId
         );
         same!(
             RawMemset,
@@ -251,7 +306,9 @@ mod tests {
             context_id = contextId,
             stream_id = streamId,
             correlation_id = correlationId,
-            memory_kind = memoryKind
+            memory_kind = memoryKind,
+            graph_node_id = graphNodeId,
+            graph_id = graphId
         );
         same!(
             RawApi,
@@ -309,6 +366,21 @@ mod tests {
             correlation_id = correlationId
         );
         same!(
+            RawResourceData,
+            c::CUpti_ResourceData,
+            resource_handle = resourceHandle,
+            resource_descriptor = resourceDescriptor
+        );
+        same!(
+            RawGraphData,
+            c::CUpti_GraphData,
+            node = node,
+            original_node = originalNode,
+            node_type = nodeType,
+            graph_exec = graphExec
+        );
+        assert_eq!(size_of::<RawGraphData>(), size_of::<c::CUpti_GraphData>());
+        same!(
             RawNvtxData,
             c::CUpti_NvtxData,
             function_params = functionParams
@@ -327,6 +399,19 @@ mod tests {
             kind::CONCURRENT_KERNEL
         );
         assert_eq!(K::CUPTI_ACTIVITY_KIND_MARKER as u32, kind::MARKER);
+        use crate::cupti_api as a;
+        assert_eq!(
+            c::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32,
+            a::CB_DOMAIN_RESOURCE
+        );
+        assert_eq!(
+            c::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED as u32,
+            a::CBID_GRAPHNODE_CREATED
+        );
+        assert_eq!(
+            c::CUpti_CallbackIdResource::CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED as u32,
+            a::CBID_GRAPHNODE_CLONED
+        );
         assert_eq!(K::CUPTI_ACTIVITY_KIND_OVERHEAD as u32, kind::OVERHEAD);
         assert_eq!(
             K::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION as u32,

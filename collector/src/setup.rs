@@ -119,6 +119,20 @@ pub(crate) fn subscribe(
                 "python_callsites".into(),
                 format!("{} runtime functions watched", sync_cbids.len()),
             ));
+            // The line that captured each CUDA graph node (read once, when
+            // the node is made; replays cost nothing).
+            let graph_lines = cupti.get_graph_node_id.is_some()
+                && on(CB_DOMAIN_RESOURCE, CBID_GRAPHNODE_CREATED)
+                && on(CB_DOMAIN_RESOURCE, CBID_GRAPHNODE_CLONED);
+            meta.push((
+                "graph_node_lines".into(),
+                if graph_lines {
+                    "on"
+                } else {
+                    "off (CUPTI refused the graph-node callbacks)"
+                }
+                .into(),
+            ));
         }
         match trigger {
             Trigger::ProfilerApi => {

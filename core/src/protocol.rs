@@ -13,6 +13,22 @@ pub const OPTIMIZER_STEP_RANGE: &str = "streamscope:optimizer.step";
 /// missing (CUPTI takes one subscriber). `streamscope record` repeats it.
 pub const TORCH_PROFILER_KEY: &str = "torch_profiler";
 
+/// Argument of a kernel, copy or memset run by a CUDA graph: the graph's id
+/// (CUPTI's `graphId`).
+pub const GRAPH_ID_ARG: &str = "graph_id";
+
+/// Argument of a kernel, copy or memset run by a CUDA graph: the graph
+/// node's id (CUPTI's `graphNodeId`).
+pub const GRAPH_NODE_ARG: &str = "graph_node_id";
+
+/// Host API calls that launch a whole executable graph.
+pub const GRAPH_LAUNCH_APIS: &[&str] = &[
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+    "cudaGraphLaunch_ptsz",
+    "cuGraphLaunch_ptsz",
+];
+
 /// Process metadata key: optimizer steps the hooks noted but could not keep.
 pub const OPTIMIZER_STEPS_LOST_KEY: &str = "optimizer_steps_lost";
 
