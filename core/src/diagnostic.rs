@@ -60,6 +60,10 @@ pub enum Kind {
     StepsUnavailable,
     /// A directory holds several on-demand captures: the latest is loaded.
     CaptureChosen,
+    /// The host launched steps more than a step ahead of the GPU running
+    /// them: host step intervals are not step times (the GPU-clock
+    /// durations are).
+    HostRunsAhead,
 }
 
 /// How bad a problem is, as Perfetto's import stats grade them.
@@ -80,9 +84,8 @@ impl Kind {
         use Kind::*;
         match self {
             UnterminatedSlices | UnmatchedSliceEnds | TrackParentLoop | BadDuration
-            | UnreadableMetadata | DuplicateRank | UnmatchedCollectives | CaptureChosen => {
-                Severity::Info
-            }
+            | UnreadableMetadata | DuplicateRank | UnmatchedCollectives | CaptureChosen
+            | HostRunsAhead => Severity::Info,
             Truncated | DamagedPackets | IncrementalStateLost | MalformedEvents
             | MissingTimestamp | UnplacedEvents | UnknownCategories | EmptyFile
             | UnreadableFile => Severity::DataLoss,

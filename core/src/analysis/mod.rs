@@ -9,6 +9,7 @@ mod assemble;
 mod breakdown;
 pub(crate) mod collectives;
 pub mod compare;
+mod graph_steps;
 pub(crate) mod intervals;
 mod measured;
 mod names;
@@ -32,6 +33,7 @@ pub use measured::Measured;
 pub use nccl::bus_factor;
 pub use report::*;
 pub use steps::is_step_name;
+pub use steps::period_starts;
 pub use xrank::{Instance, Matching, Part};
 
 use crate::diagnostic::{Diagnostic, Kind};
@@ -310,16 +312,7 @@ pub(crate) fn analyze_rank_alone(
             let (comm_stalls, _) = waits::comm_stalls_of(&ctx, &head, &hits);
             let prefetch = waits::prefetch_slack_of(&ctx, &head, &hits, is_all_gather);
             let all_hits = (head.len() == all.len()).then_some(hits);
-            let rows = step_rows(
-                trace,
-                &ctx,
-                steps,
-                source,
-                &all,
-                &is_all_gather,
-                all_hits,
-                opts,
-            );
+            let rows = step_rows(trace, &ctx, steps, &all, &is_all_gather, all_hits, opts);
             (idle, comm_stalls, prefetch, rows)
         },
         || {
@@ -392,6 +385,9 @@ pub(crate) fn analyze_rank_alone(
         Some((a, b)) if !series.is_empty() => measured::measure(&series, a, b, &unions.compute),
         _ => measured::Measured::default(),
     };
+    if let Some(d) = host_runs_ahead(ctx.rank, &rows) {
+        report.diagnostics.push(d);
+    }
     report.steps.extend(rows);
     let syncs = found.groups;
     colls
@@ -652,23 +648,28 @@ fn headline_window<'a>(
     }
     if steps.len() >= 2 {
         // The steady state: the first step (lazy initialization, allocator
-        // growth, NCCL setup) and everything before it are start-up.
-        let kept: Vec<i64> = steps[1..].iter().map(|s| s.number).collect();
+        // growth, NCCL setup) and everything before it are start-up; with
+        // graph replays after marker steps, everything up to the first
+        // replay after them.
+        let from = detected.steady_from.unwrap_or(1).clamp(1, steps.len() - 1);
+        let kept: Vec<i64> = steps[from..].iter().map(|s| s.number).collect();
+        let why = if from == 1 {
+            "first step dropped as warm-up".to_string()
+        } else {
+            "steps before them and the first replay dropped as warm-up and capture".to_string()
+        };
         let w = Window {
             rule: WindowRule::SteadySteps,
-            start_ns: steps.get(1).map(|s| s.start_ns),
+            start_ns: steps.get(from).map(|s| s.start_ns),
             end_ns: steps.last().map(|s| s.end_ns),
-            label: format!(
-                "steps {} ({}; first step dropped as warm-up)",
-                step_list(&kept),
-                source.name()
-            ),
+            label: format!("steps {} ({}; {why})", step_list(&kept), source.name()),
             steps: kept,
         };
+        let from32 = from as u32;
         return (
             w,
-            Box::new(|e: &Ev| e.step != NONE && e.step >= 1),
-            1..steps.len(),
+            Box::new(move |e: &Ev| e.step != NONE && e.step >= from32),
+            from..steps.len(),
         );
     }
     if let [only] = steps.as_slice() {
@@ -726,6 +727,33 @@ pub fn step_list(v: &[i64]) -> String {
     }
 }
 
+/// A note when the host launched steps more than a step ahead of the GPU:
+/// step k+1's host start came before step k's first GPU start.
+fn host_runs_ahead(rank: u32, rows: &[StepReport]) -> Option<Diagnostic> {
+    let ahead = rows
+        .windows(2)
+        .filter(|w| w[0].gpu_start_ns.is_some_and(|g| w[1].start_ns < g))
+        .count();
+    (ahead > 0 && rows.first().is_some_and(|r| r.source != "repetition")).then(|| {
+        let host: Vec<f64> = rows.iter().map(|r| r.host_interval_us).collect();
+        let gpu: Vec<f64> = rows.iter().map(|r| r.duration_us).collect();
+        let med = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(0.0) / 1000.0
+        };
+        Diagnostic::new(
+            Kind::HostRunsAhead,
+            ahead as u64,
+            format!(
+                "rank {rank}: the host ran more than a step ahead of the GPU in {ahead} step(s) \
+                 (median host interval {:.3} ms, GPU step {:.3} ms): step times are the GPU's",
+                med(host),
+                med(gpu)
+            ),
+        )
+    })
+}
+
 /// One row per step: the metrics over the GPU work each step launched
 /// (its syncs are the caller's to fill in).
 #[allow(clippy::too_many_arguments)]
@@ -733,7 +761,6 @@ fn step_rows(
     t: &Trace,
     ctx: &RankCtx,
     steps: &[Step],
-    source: StepSource,
     all: &[&Ev],
     is_all_gather: &dyn Fn(u32) -> bool,
     all_hits: Option<Vec<waits::StallHit>>,
@@ -759,10 +786,24 @@ fn step_rows(
             stall_ns[s as usize] += gap;
         }
     }
+    let gpu_first: Vec<Option<i64>> = buckets
+        .iter()
+        .map(|b| b.iter().map(|e| e.s).min())
+        .collect();
+    let gpu_last: Vec<Option<i64>> = buckets
+        .iter()
+        .map(|b| b.iter().map(|e| e.e).max())
+        .collect();
     steps
         .iter()
         .enumerate()
         .map(|(k, s)| {
+            let host_ns = s.end_ns - s.start_ns;
+            let gpu_ns = match (gpu_first[k], gpu_first.get(k + 1).copied().flatten()) {
+                (Some(a), Some(b)) if b >= a => b - a,
+                (Some(a), _) => gpu_last[k].map_or(host_ns, |e| e - a),
+                (None, _) => host_ns,
+            };
             let unions = Unions::of(buckets[k].iter().copied());
             let mut prefetch =
                 waits::prefetch_slack(t, ctx, &buckets[k], is_all_gather, opts.stall_tolerance_ns);
@@ -771,10 +812,12 @@ fn step_rows(
                 rank: ctx.rank,
                 step: s.number,
                 name: s.name.clone(),
-                source: source.name().to_string(),
+                source: s.source.name().to_string(),
                 start_ns: s.start_ns,
                 end_ns: s.end_ns,
-                duration_us: (s.end_ns - s.start_ns) as f64 / 1000.0,
+                duration_us: gpu_ns as f64 / 1000.0,
+                host_interval_us: host_ns as f64 / 1000.0,
+                gpu_start_ns: gpu_first[k],
                 breakdown: unions.breakdown(),
                 idle_by_stream: waits::idle_by_stream(
                     t,

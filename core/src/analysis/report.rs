@@ -293,12 +293,22 @@ pub struct StepReport {
     pub name: String,
     /// "ProfilerStep", "nvtx", "optimizer-step" or "repetition".
     pub source: String,
-    /// Step bounds (host time for marked steps, GPU time for repetition).
+    /// Step bounds (host time for marked steps and graph launches, GPU
+    /// time for repetition).
     pub start_ns: i64,
     /// See `start_ns`.
     pub end_ns: i64,
-    /// end − start.
+    /// The step time on the GPU's clock: from the step's first GPU start to
+    /// the next step's first GPU start (the last step, and a step the next
+    /// of which ran nothing: to its last GPU end); the host interval when
+    /// the step ran no GPU work.
     pub duration_us: f64,
+    /// end − start: the host's interval for marked steps.
+    #[serde(default)]
+    pub host_interval_us: f64,
+    /// First GPU start of the step's work (None: it ran none).
+    #[serde(default)]
+    pub gpu_start_ns: Option<i64>,
     /// GPU work launched in the step (by correlation), or starting in it.
     pub breakdown: Breakdown,
     /// HTA idle categories per stream over the step's GPU work.

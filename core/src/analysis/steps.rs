@@ -21,6 +21,9 @@ pub struct Step {
     pub end_ns: i64,
     /// Bounds are host time (markers) rather than GPU time (repetition).
     pub host_time: bool,
+    /// Where this step came from (marker steps followed by graph launches
+    /// differ within a rank).
+    pub source: StepSource,
 }
 
 /// Where a rank's steps came from.
@@ -32,6 +35,8 @@ pub enum StepSource {
     Nvtx,
     /// The collector's optimizer-step ranges (`protocol::OPTIMIZER_STEP_RANGE`).
     OptimizerStep,
+    /// Launches of one CUDA graph, at a regular period.
+    GraphLaunch,
     /// The period of the main stream's kernel sequence.
     Repetition,
     /// No steps found.
@@ -39,12 +44,14 @@ pub enum StepSource {
 }
 
 impl StepSource {
-    /// Name as reported in `step_source` ("ProfilerStep", "nvtx", "optimizer-step", "repetition", "none").
+    /// Name as reported in `step_source` ("ProfilerStep", "nvtx",
+    /// "optimizer-step", "graph-launch", "repetition", "none").
     pub fn name(self) -> &'static str {
         match self {
             StepSource::ProfilerStep => "ProfilerStep",
             StepSource::Nvtx => "nvtx",
             StepSource::OptimizerStep => "optimizer-step",
+            StepSource::GraphLaunch => "graph-launch",
             StepSource::Repetition => "repetition",
             StepSource::None => "none",
         }
@@ -77,6 +84,9 @@ pub struct Detected {
     pub source: StepSource,
     /// The repeating kernel sequence, when the period detector found one.
     pub repeating: Option<Repeating>,
+    /// The first step of the steady state when it is not the second
+    /// (marker steps followed by graph replays: the first replay after them).
+    pub steady_from: Option<usize>,
 }
 
 /// Finds the steps of a rank.
@@ -121,6 +131,11 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             start_ns: sl.start_ns()[i],
             end_ns: sl.start_ns()[i] + sl.dur_ns()[i],
             host_time: true,
+            source: if is_profiler {
+                StepSource::ProfilerStep
+            } else {
+                StepSource::Nvtx
+            },
         };
         if is_profiler {
             profiler.push(step);
@@ -132,29 +147,60 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
         steps,
         source,
         repeating: None,
+        steady_from: None,
     };
     if !profiler.is_empty() {
         return found(outermost(profiler, false), StepSource::ProfilerStep);
     }
+    let launches = super::graph_steps::launches(t, ctx);
+    let host_end = ctx
+        .host
+        .iter()
+        .map(|&h| sl.start_ns()[h as usize] + sl.dur_ns()[h as usize])
+        .max()
+        .unwrap_or(0);
+    // Marker steps, then graph replays once the markers stop (a step
+    // captured whole in a graph runs no Python optimizer step after the
+    // capture): the replays are the steady state.
+    let with_tail = |mut steps: Vec<Step>, source: StepSource| {
+        let after = steps.last().map_or(i64::MIN, |s| s.end_ns);
+        let next = steps.last().map_or(0, |s| s.number + 1);
+        match super::graph_steps::graph_steps(&launches, after, host_end, next) {
+            Some(tail) => {
+                let from = steps.len() + 1;
+                steps.extend(tail);
+                Detected {
+                    steady_from: Some(from.min(steps.len() - 1)),
+                    ..found(steps, StepSource::GraphLaunch)
+                }
+            }
+            None => found(steps, source),
+        }
+    };
     if !nvtx.is_empty() {
-        return found(outermost(nvtx, true), StepSource::Nvtx);
+        return with_tail(outermost(nvtx, true), StepSource::Nvtx);
     }
     if !marker_ends.is_empty() {
-        return found(
+        return with_tail(
             marker_steps(marker_ends, first_launch),
             StepSource::OptimizerStep,
         );
+    }
+    if let Some(steps) = super::graph_steps::graph_steps(&launches, i64::MIN, host_end, 0) {
+        return found(steps, StepSource::GraphLaunch);
     }
     match repetition(t, ctx) {
         (Some(steps), rep) => Detected {
             steps,
             source: StepSource::Repetition,
             repeating: rep,
+            steady_from: None,
         },
         (None, rep) => Detected {
             steps: Vec::new(),
             source: StepSource::None,
             repeating: rep,
+            steady_from: None,
         },
     }
 }
@@ -175,6 +221,7 @@ fn marker_steps(mut ends: Vec<i64>, first_launch: i64) -> Vec<Step> {
                 start_ns: prev,
                 end_ns: end_ns + 1,
                 host_time: true,
+                source: StepSource::OptimizerStep,
             };
             prev = end_ns + 1;
             s
@@ -233,6 +280,43 @@ fn sync_call_ends(t: &Trace, ctx: &RankCtx) -> Vec<i64> {
         .collect();
     v.sort_unstable();
     v
+}
+
+/// Positions of `seq` whose name is not rare: a name seen fewer than a
+/// quarter as often as the median name (counted over distinct names seen at
+/// least twice) is an extra copy or sync every few steps, or start-up.
+fn steady_positions(seq: &[u32]) -> Vec<usize> {
+    let distinct = seq.iter().copied().max().map_or(0, |m| m as usize + 1);
+    let mut count = vec![0usize; distinct];
+    for &x in seq {
+        count[x as usize] += 1;
+    }
+    let mut c: Vec<usize> = count.iter().copied().filter(|&n| n >= 2).collect();
+    c.sort_unstable();
+    let median = c.get(c.len() / 2).copied().unwrap_or(0);
+    (0..seq.len())
+        .filter(|&i| count[seq[i] as usize] * 4 >= median)
+        .collect()
+}
+
+/// Where each full period of a kernel-name sequence begins (indices into
+/// `seq`, ascending; the last is where the period after the last full one
+/// would begin), by the rules of the repetition steps: rare names left
+/// out, the longest repeating region, the shortest period covering it.
+/// Empty when nothing repeats 3 times.
+pub fn period_starts(seq: &[u32]) -> Vec<usize> {
+    let kept = steady_positions(seq);
+    let s: Vec<u32> = kept.iter().map(|&i| seq[i]).collect();
+    let Some((p, a, b)) = find_period(&s) else {
+        return Vec::new();
+    };
+    (a..=b.saturating_sub(p).max(a))
+        .step_by(p)
+        .filter_map(|i| kept.get(i).copied())
+        .chain(kept.get(a + (b - a) / p * p).copied())
+        .collect::<std::collections::BTreeSet<usize>>()
+        .into_iter()
+        .collect()
 }
 
 /// Fewest full periods taken as steps.
@@ -378,27 +462,29 @@ pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeat
     else {
         return (None, None);
     };
-    let evs: Vec<(StrId, i64, i64)> = ctx
+    let all_evs: Vec<(StrId, i64, i64, u32)> = ctx
         .gpu
         .iter()
         .filter(|e| e.stream == main)
-        .map(|e| (t.slices().name()[e.id as usize], e.s, e.e))
+        .map(|e| (t.slices().name()[e.id as usize], e.s, e.e, e.id))
         .collect();
-    let main_ids: Vec<u32> = ctx
-        .gpu
-        .iter()
-        .filter(|e| e.stream == main)
-        .map(|e| e.id)
-        .collect();
-    // Dense name ids.
+    // Dense name ids; rare names (a loss read or a log every N steps)
+    // left out, so they do not break the period.
     let mut ids: rustc_hash::FxHashMap<StrId, u32> = Default::default();
-    let seq: Vec<u32> = evs
+    let full: Vec<u32> = all_evs
         .iter()
         .map(|e| {
             let next = ids.len() as u32;
             *ids.entry(e.0).or_insert(next)
         })
         .collect();
+    let kept = steady_positions(&full);
+    let evs: Vec<(StrId, i64, i64)> = kept
+        .iter()
+        .map(|&i| (all_evs[i].0, all_evs[i].1, all_evs[i].2))
+        .collect();
+    let main_ids: Vec<u32> = kept.iter().map(|&i| all_evs[i].3).collect();
+    let seq: Vec<u32> = kept.iter().map(|&i| full[i]).collect();
     let Some((p, a, b)) = find_period(&seq) else {
         return (None, None);
     };
@@ -475,6 +561,7 @@ pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeat
                 start_ns,
                 end_ns,
                 host_time: false,
+                source: StepSource::Repetition,
             }
         })
         .collect::<Vec<Step>>();
