@@ -23,10 +23,18 @@ pub struct CaptureArgs {
     /// How long to capture: 5s, 500ms, 1.5 (seconds).
     #[arg(long)]
     pub duration: Option<String>,
-    /// Capture N whole training steps (optimizer steps, from the Python
-    /// hooks), ending after 60 s if they do not come.
+    /// Capture N whole training steps, counted as `report` finds steps:
+    /// optimizer steps (from the Python hooks), else launches of one CUDA
+    /// graph, else the period of the kernels.
     #[arg(long)]
     pub steps: Option<u32>,
+    /// With --steps: the longest the capture may run (default 60s).
+    #[arg(long, value_name = "DURATION")]
+    pub max_duration: Option<String>,
+    /// With --steps: end the capture, with a message, when no step at all
+    /// is found within this long (default 30s).
+    #[arg(long, value_name = "DURATION")]
+    pub find_steps_within: Option<String>,
     /// Start this long from now (default and minimum 0.3 s, so that every
     /// process has the request before the common start instant).
     #[arg(long)]
@@ -134,6 +142,9 @@ pub fn send(socket: &Path, line: &str) -> Result<String, String> {
 }
 
 pub fn run(args: &CaptureArgs) -> anyhow::Result<()> {
+    if args.steps.is_none() && (args.max_duration.is_some() || args.find_steps_within.is_some()) {
+        bail!("--max-duration and --find-steps-within go with --steps");
+    }
     let length = match (&args.duration, args.steps) {
         (Some(d), None) => {
             let ms = parse_duration_ms(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
@@ -142,10 +153,34 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<()> {
             }
             CaptureLength::Millis(ms)
         }
-        (None, Some(n)) if (1..=100_000).contains(&n) => CaptureLength::Steps {
-            steps: n,
-            max_ms: proto::STEPS_TIME_BOUND_MS,
-        },
+        (None, Some(n)) if (1..=100_000).contains(&n) => {
+            let ms = |v: &Option<String>, flag: &str, default: u64| -> anyhow::Result<u64> {
+                match v {
+                    None => Ok(default),
+                    Some(d) => match parse_duration_ms(d) {
+                        Ok(0) => bail!("{flag} must be more than 0"),
+                        Ok(ms) => Ok(ms),
+                        Err(e) => bail!("{flag}: {e}"),
+                    },
+                }
+            };
+            let max_ms = ms(
+                &args.max_duration,
+                "--max-duration",
+                proto::STEPS_TIME_BOUND_MS,
+            )?;
+            let find_ms = ms(
+                &args.find_steps_within,
+                "--find-steps-within",
+                proto::STEPS_FIND_BOUND_MS,
+            )?
+            .min(max_ms);
+            CaptureLength::Steps {
+                steps: n,
+                max_ms,
+                find_ms,
+            }
+        }
         (None, Some(n)) => bail!("--steps {n}: expected 1..=100000"),
         (Some(_), Some(_)) => bail!("give --duration or --steps, not both"),
         (None, None) => bail!("give --duration (e.g. 5s) or --steps N"),

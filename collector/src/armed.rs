@@ -309,14 +309,28 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         format!("armed capture {k}: {}", req.to_line().trim_end()),
     ));
     let mut cw = CaptureWriter::new(s, ctx, k, meta, start, out);
-    let (deadline, steps_wanted) = match req.length {
-        CaptureLength::Millis(ms) => (start + ms as i64 * 1_000_000, None),
+    let (deadline, steps_wanted, find_by) = match req.length {
+        CaptureLength::Millis(ms) => (start + ms as i64 * 1_000_000, None, i64::MAX),
         // N whole steps: from the start to the end of the (N+1)-th step
         // boundary after it.
-        CaptureLength::Steps { steps, max_ms } => {
-            (start + max_ms as i64 * 1_000_000, Some(steps as usize + 1))
-        }
+        CaptureLength::Steps {
+            steps,
+            max_ms,
+            find_ms,
+        } => (
+            start + max_ms as i64 * 1_000_000,
+            Some(steps as usize + 1),
+            start + find_ms as i64 * 1_000_000,
+        ),
     };
+    if steps_wanted.is_some() {
+        cw.conv.step_probe = Some(Default::default());
+    }
+    // Step boundaries from graph launches or the kernels' period (looked
+    // at twice a second), when the job marks no optimizer steps.
+    let mut probed: Vec<i64> = Vec::new();
+    let mut last_probe = Instant::now();
+    let mut ended_why: Option<String> = None;
     let mut last_flush = Instant::now();
     let flush_every = crate::session::flush_period();
     let mut stop;
@@ -330,16 +344,43 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         let flush_now = requested > s.sync.done.load(Ordering::SeqCst);
         stop = s.sync.stop.load(Ordering::SeqCst);
         let now = monotonic_ns();
-        let steps_done = steps_wanted.is_some_and(|n| cw.step_ends.len() >= n);
-        let ending = stop || now >= deadline || steps_done;
+        if let (Some(p), true) = (&cw.conv.step_probe, cw.step_ends.is_empty()) {
+            if last_probe.elapsed() >= Duration::from_millis(500) {
+                probed = p.boundaries(start);
+                last_probe = Instant::now();
+            }
+        }
+        let marked = steps_wanted.is_some_and(|n| cw.step_ends.len() >= n);
+        let by_probe = cw.step_ends.is_empty() && steps_wanted.is_some_and(|n| probed.len() >= n);
+        let steps_done = marked || by_probe;
+        let nothing_found =
+            steps_wanted.is_some() && now >= find_by && cw.step_ends.is_empty() && probed.len() < 2;
+        if nothing_found {
+            ended_why = Some(format!(
+                "no steps found within {:.0} s (no optimizer-step marks, no CUDA graph launched twice, no repeating kernels); use `streamscope capture --duration` for this job",
+                (find_by - start) as f64 / 1e9
+            ));
+        } else if steps_wanted.is_some() && now >= deadline && !steps_done {
+            ended_why = Some(format!(
+                "--max-duration ({:.0} s) reached before the steps asked for ended ({} found)",
+                (deadline - start) as f64 / 1e9,
+                cw.step_ends.len().max(probed.len()).saturating_sub(1)
+            ));
+        }
+        let ending = stop || now >= deadline || steps_done || nothing_found;
         if !(ending || flush_now || last_flush.elapsed() >= flush_every) {
             continue;
         }
         if ending {
             let end = match steps_wanted {
-                Some(n) if steps_done => cw.step_ends[n - 1],
+                Some(n) if marked => cw.step_ends[n - 1],
+                Some(n) if by_probe => probed[n - 1],
                 _ => now.min(deadline),
             };
+            if let Some(why) = &ended_why {
+                crate::warn!("streamscope: capture {k}: {why}");
+                cw.conv.set_process_metadata("capture_end", why.clone());
+            }
             cw.end_window(s, &kinds, end, stop);
         }
         // SAFETY: plain flag; completed buffers come back through the

@@ -75,6 +75,8 @@ pub struct Converter {
     pub incomplete_records: u64,
     /// Launch calls and NCCL kernels, for the NCCL plugin's operations.
     pub nccl_links: crate::nccl_plugin::link::KernelLinks,
+    /// Step counting of an armed `capture --steps N` (None otherwise).
+    pub step_probe: Option<crate::step_probe::StepProbe>,
 }
 
 /// How many batches a sync record waits for its API call.
@@ -195,6 +197,7 @@ impl Converter {
             records_seen: 0,
             incomplete_records: 0,
             nccl_links: Default::default(),
+            step_probe: None,
         }
     }
 
@@ -360,6 +363,9 @@ impl Converter {
         }
         s.correlation = r.correlation_id;
         s.launch = Some(launch);
+        if let Some(p) = &mut self.step_probe {
+            p.gpu(track.0, name, start, r.graph_id, r.correlation_id);
+        }
         self.graph_args(&mut s, r.graph_id, r.graph_node_id);
         self.trace.push_slice(s);
     }

@@ -48,6 +48,7 @@ pub mod records;
 pub mod session;
 mod setup;
 pub mod signals;
+pub mod step_probe;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -26,6 +26,11 @@ pub const DEFAULT_DURATION_MS: u64 = 5_000;
 /// (no Python hooks, a job that stalled), unless the request says `max_ms`.
 pub const STEPS_TIME_BOUND_MS: u64 = 60_000;
 
+/// A `steps=N` capture that has found no step at all after this long (no
+/// optimizer-step marks, no graph launched twice, no repeating kernels)
+/// ends, unless the request says `find_ms`.
+pub const STEPS_FIND_BOUND_MS: u64 = 30_000;
+
 /// A start instant further ahead than this is refused.
 pub const MAX_START_AHEAD_NS: i64 = 60_000_000_000;
 
@@ -87,18 +92,22 @@ pub fn capture_file_name(rank: Option<u32>, host: &str, pid: u32, k: u32) -> Str
 pub enum CaptureLength {
     /// After this many milliseconds.
     Millis(u64),
-    /// After this many optimizer steps (`streamscope:optimizer.step`
-    /// ranges) have ended, or after `max_ms` when they do not come.
+    /// After this many steps have ended (optimizer-step marks, else graph
+    /// launches or the kernels' period, as `report` finds steps), or after
+    /// `max_ms` when they do not come, or after `find_ms` when no step at
+    /// all was found by then.
     Steps {
-        /// Optimizer steps to capture.
+        /// Steps to capture.
         steps: u32,
         /// Longest the capture lasts, in milliseconds.
         max_ms: u64,
+        /// How long the capture looks for a first step, in milliseconds.
+        find_ms: u64,
     },
 }
 
 /// One capture request: `capture duration_ms=N [start_ns=T]` or
-/// `capture steps=N [max_ms=M] [start_ns=T]`. `start_ns` is an absolute
+/// `capture steps=N [max_ms=M] [find_ms=F] [start_ns=T]`. `start_ns` is an absolute
 /// CLOCK_MONOTONIC instant (the same for every process of a node, so all
 /// ranks start together); absent or past: at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,8 +123,12 @@ impl CaptureRequest {
     pub fn to_line(&self) -> String {
         let mut s = match self.length {
             CaptureLength::Millis(ms) => format!("capture duration_ms={ms}"),
-            CaptureLength::Steps { steps, max_ms } => {
-                format!("capture steps={steps} max_ms={max_ms}")
+            CaptureLength::Steps {
+                steps,
+                max_ms,
+                find_ms,
+            } => {
+                format!("capture steps={steps} max_ms={max_ms} find_ms={find_ms}")
             }
         };
         if let Some(t) = self.start_ns {
@@ -142,6 +155,7 @@ impl CaptureRequest {
             }
         }
         let (mut duration, mut steps, mut max_ms, mut start) = (None, None, None, None);
+        let mut find_ms = None;
         for w in words {
             let Some((k, v)) = w.split_once('=') else {
                 return Err(format!("expected key=value, got {w:?}"));
@@ -154,6 +168,7 @@ impl CaptureRequest {
                 "duration_ms" => duration = Some(num(v)?),
                 "steps" => steps = Some(num(v)?),
                 "max_ms" => max_ms = Some(num(v)?),
+                "find_ms" => find_ms = Some(num(v)?),
                 "start_ns" => {
                     start = Some(
                         v.parse::<i64>()
@@ -175,6 +190,7 @@ impl CaptureRequest {
             (None, Some(n)) if (1..=100_000).contains(&n) => CaptureLength::Steps {
                 steps: n as u32,
                 max_ms: check_ms(max_ms.unwrap_or(STEPS_TIME_BOUND_MS), "max_ms")?,
+                find_ms: check_ms(find_ms.unwrap_or(STEPS_FIND_BOUND_MS), "find_ms")?,
             },
             (None, Some(n)) => return Err(format!("steps={n}: expected 1..=100000")),
             (Some(_), Some(_)) => return Err("give duration_ms or steps, not both".into()),
@@ -242,17 +258,22 @@ mod tests {
             length: CaptureLength::Steps {
                 steps: 3,
                 max_ms: 1000,
+                find_ms: 500,
             },
             start_ns: Some(42),
         };
-        assert_eq!(s.to_line(), "capture steps=3 max_ms=1000 start_ns=42\n");
+        assert_eq!(
+            s.to_line(),
+            "capture steps=3 max_ms=1000 find_ms=500 start_ns=42\n"
+        );
         assert_eq!(CaptureRequest::parse(&s.to_line()), Ok(s));
         let d = CaptureRequest::parse("capture steps=2").expect("steps");
         assert_eq!(
             d.length,
             CaptureLength::Steps {
                 steps: 2,
-                max_ms: STEPS_TIME_BOUND_MS
+                max_ms: STEPS_TIME_BOUND_MS,
+                find_ms: STEPS_FIND_BOUND_MS,
             }
         );
         for bad in [
