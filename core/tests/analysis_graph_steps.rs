@@ -176,6 +176,16 @@ fn whole_step_graph_replays_are_the_steps() {
             sources[4..].iter().all(|s| *s == "graph-launch"),
             "{sources:?}"
         );
+        // Graph launches and GPU time by graphs against eagerly, per step.
+        assert!(r.steps[..4]
+            .iter()
+            .all(|s| s.graph_launches == 0 && s.graph_gpu_us == 0.0));
+        for s in &r.steps[4..] {
+            assert_eq!(s.graph_launches, 1, "{what}: step {}", s.step);
+            assert!(s.graph_gpu_us > 9_000.0, "{what}: {s:?}");
+            assert!(s.eager_gpu_us < 10.0, "{what}: {s:?}");
+        }
+        assert!(r.steps[0].eager_gpu_us > 17_000.0, "{what}");
         // The steady state: the replays after the first.
         assert_eq!(k.window.rule, WindowRule::SteadySteps, "{what}");
         assert_eq!(k.window.steps, (5..34).collect::<Vec<i64>>(), "{what}");

@@ -30,6 +30,8 @@ pub struct Launch {
     pub events: u32,
     /// Their summed duration.
     pub busy_ns: i64,
+    /// The launch call's correlation id (shared by all its GPU work).
+    pub corr: u32,
 }
 
 /// The graph launches of a rank that ran GPU work, in host order.
@@ -55,6 +57,7 @@ pub fn launches(t: &Trace, ctx: &RankCtx) -> Vec<Launch> {
                 key: 0,
                 events: 0,
                 busy_ns: 0,
+                corr: c,
             });
             out.len() - 1
         });

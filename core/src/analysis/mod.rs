@@ -312,7 +312,16 @@ pub(crate) fn analyze_rank_alone(
             let (comm_stalls, _) = waits::comm_stalls_of(&ctx, &head, &hits);
             let prefetch = waits::prefetch_slack_of(&ctx, &head, &hits, is_all_gather);
             let all_hits = (head.len() == all.len()).then_some(hits);
-            let rows = step_rows(trace, &ctx, steps, &all, &is_all_gather, all_hits, opts);
+            let rows = step_rows(
+                trace,
+                &ctx,
+                steps,
+                &detected.graph_corrs,
+                &all,
+                &is_all_gather,
+                all_hits,
+                opts,
+            );
             (idle, comm_stalls, prefetch, rows)
         },
         || {
@@ -761,6 +770,7 @@ fn step_rows(
     t: &Trace,
     ctx: &RankCtx,
     steps: &[Step],
+    graph_corrs: &[u32],
     all: &[&Ev],
     is_all_gather: &dyn Fn(u32) -> bool,
     all_hits: Option<Vec<waits::StallHit>>,
@@ -804,6 +814,19 @@ fn step_rows(
                 (Some(a), _) => gpu_last[k].map_or(host_ns, |e| e - a),
                 (None, _) => host_ns,
             };
+            let (mut graph_ns, mut eager_ns) = (0i64, 0i64);
+            let mut launches: Vec<u32> = Vec::new();
+            for e in &buckets[k] {
+                let c = t.slices().correlation()[e.id as usize];
+                if c != 0 && graph_corrs.binary_search(&c).is_ok() {
+                    graph_ns += e.e - e.s;
+                    launches.push(c);
+                } else {
+                    eager_ns += e.e - e.s;
+                }
+            }
+            launches.sort_unstable();
+            launches.dedup();
             let unions = Unions::of(buckets[k].iter().copied());
             let mut prefetch =
                 waits::prefetch_slack(t, ctx, &buckets[k], is_all_gather, opts.stall_tolerance_ns);
@@ -817,6 +840,9 @@ fn step_rows(
                 end_ns: s.end_ns,
                 duration_us: gpu_ns as f64 / 1000.0,
                 host_interval_us: host_ns as f64 / 1000.0,
+                graph_launches: launches.len() as u32,
+                graph_gpu_us: graph_ns as f64 / 1000.0,
+                eager_gpu_us: eager_ns as f64 / 1000.0,
                 gpu_start_ns: gpu_first[k],
                 breakdown: unions.breakdown(),
                 idle_by_stream: waits::idle_by_stream(

@@ -309,6 +309,15 @@ pub struct StepReport {
     /// First GPU start of the step's work (None: it ran none).
     #[serde(default)]
     pub gpu_start_ns: Option<i64>,
+    /// CUDA graph launches whose work ran in the step.
+    #[serde(default)]
+    pub graph_launches: u32,
+    /// GPU time (summed durations) of the step's work run by graphs, µs.
+    #[serde(default)]
+    pub graph_gpu_us: f64,
+    /// GPU time of the step's work launched eagerly (not by a graph), µs.
+    #[serde(default)]
+    pub eager_gpu_us: f64,
     /// GPU work launched in the step (by correlation), or starting in it.
     pub breakdown: Breakdown,
     /// HTA idle categories per stream over the step's GPU work.

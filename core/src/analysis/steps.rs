@@ -87,6 +87,8 @@ pub struct Detected {
     /// The first step of the steady state when it is not the second
     /// (marker steps followed by graph replays: the first replay after them).
     pub steady_from: Option<usize>,
+    /// Correlation ids of the rank's graph launches that ran GPU work, sorted.
+    pub graph_corrs: Vec<u32>,
 }
 
 /// Finds the steps of a rank.
@@ -143,16 +145,31 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             nvtx.push(step);
         }
     }
+    if !profiler.is_empty() {
+        return Detected {
+            steps: outermost(profiler, false),
+            source: StepSource::ProfilerStep,
+            repeating: None,
+            steady_from: None,
+            graph_corrs: super::graph_steps::launches(t, ctx)
+                .iter()
+                .map(|l| l.corr)
+                .collect::<std::collections::BTreeSet<u32>>()
+                .into_iter()
+                .collect(),
+        };
+    }
+    let launches = super::graph_steps::launches(t, ctx);
+    let mut graph_corrs: Vec<u32> = launches.iter().map(|l| l.corr).collect();
+    graph_corrs.sort_unstable();
+    let graph_corrs = &graph_corrs;
     let found = |steps: Vec<Step>, source: StepSource| Detected {
         steps,
         source,
         repeating: None,
         steady_from: None,
+        graph_corrs: graph_corrs.clone(),
     };
-    if !profiler.is_empty() {
-        return found(outermost(profiler, false), StepSource::ProfilerStep);
-    }
-    let launches = super::graph_steps::launches(t, ctx);
     let host_end = ctx
         .host
         .iter()
@@ -195,12 +212,14 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             source: StepSource::Repetition,
             repeating: rep,
             steady_from: None,
+            graph_corrs: graph_corrs.clone(),
         },
         (None, rep) => Detected {
             steps: Vec::new(),
             source: StepSource::None,
             repeating: rep,
             steady_from: None,
+            graph_corrs: graph_corrs.clone(),
         },
     }
 }
