@@ -345,7 +345,7 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         stop = s.sync.stop.load(Ordering::SeqCst);
         let now = monotonic_ns();
         if let (Some(p), true) = (&cw.conv.step_probe, cw.step_ends.is_empty()) {
-            if last_probe.elapsed() >= Duration::from_millis(500) {
+            if last_probe.elapsed() >= Duration::from_millis(200) {
                 probed = p.boundaries(start);
                 last_probe = Instant::now();
             }
@@ -389,7 +389,20 @@ fn run_capture(s: &'static Session, ctx: &ArmedCtx, k: u32, req: CaptureRequest)
         let _ = s.cupti.check("cuptiActivityFlushAll", rc);
         s.count_global_drops();
         last_flush = Instant::now();
-        cw.write_batch(s, ending);
+        // A capture of N steps holds its batches (up to HOLD_SLICES) until
+        // it ends, so that the work recorded past its last step, seen only
+        // once the records arrive, is cut off (`end`).
+        cw.note_steps();
+        let hold = steps_wanted.is_some() && cw.conv.trace.slices().len() < HOLD_SLICES;
+        if ending {
+            let end = cw.window.bounds().1;
+            if let (Some(end), true) = (end, steps_wanted.is_some() && !stop) {
+                cw.cut_after(end);
+            }
+        }
+        if ending || !hold {
+            cw.write_batch(s, ending);
+        }
         if ending {
             break;
         }
@@ -436,6 +449,9 @@ fn start_recording(s: &Session, k: u32, meta: &mut Vec<(String, String)>) -> (Ve
     let lines = setup::armed_callbacks(&s.cupti, &s.sync_cbids, true);
     (kinds, lines)
 }
+
+/// Most slices a capture of N steps holds before writing (about 40 MB).
+const HOLD_SLICES: usize = 1 << 20;
 
 /// One capture's file and what goes into it.
 struct CaptureWriter {
@@ -534,13 +550,8 @@ impl CaptureWriter {
             crate::session::drain(s, conv, Duration::ZERO);
         }
         self.nccl.write(conv, ending);
-        let (steps, _) = python::take_optimizer_steps();
-        for (tid, a, b) in steps {
-            if b >= self.start {
-                self.step_ends.push(b);
-                conv.host_range(tid, a, b, protocol::OPTIMIZER_STEP_RANGE);
-            }
-        }
+        self.note_steps();
+        let conv = &mut self.conv;
         conv.finish_batch(ending);
         let dropped = (s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records())
             .saturating_sub(self.dropped_before)
@@ -559,6 +570,26 @@ impl CaptureWriter {
             crate::warn!("streamscope: capture {k}: writing failed: {e}");
             self.write_failed = true;
         }
+    }
+
+    /// The optimizer steps the Python hooks noted since the last call.
+    fn note_steps(&mut self) {
+        let (steps, _) = python::take_optimizer_steps();
+        for (tid, a, b) in steps {
+            if b >= self.start {
+                self.step_ends.push(b);
+                self.conv
+                    .host_range(tid, a, b, protocol::OPTIMIZER_STEP_RANGE);
+            }
+        }
+    }
+
+    /// Drops the held slices that start after `end` (a capture of N
+    /// steps: the work past its last step boundary).
+    fn cut_after(&mut self, end: i64) {
+        let b = &mut self.conv.trace;
+        let starts: Vec<i64> = b.slices().start_ns().to_vec();
+        b.retain_slices(|id| starts[id.index()] < end);
     }
 
     /// The process's capture bounds from the window.

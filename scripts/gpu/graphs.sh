@@ -38,6 +38,9 @@ if [ "$what" = all ] || [ "$what" = capture ]; then
   job=$!
   sleep 25
   step capture-steps 90 "$S" capture "$OUT/armed" --steps 3
+  # The capture ends on its own once 3 steps are seen (graph launches).
+  for _ in $(seq 30); do ls "$OUT"/armed/*.capture-1.pftrace >/dev/null 2>&1 && ! pgrep -f "capture-1" >/dev/null && break; sleep 1; done
+  sleep 5
   ls -la "$OUT/armed"
   step capture-after 60 "$S" capture "$OUT/armed" --duration 1s
   wait "$job"
@@ -49,3 +52,7 @@ if [ "$what" = all ] || [ "$what" = capture ]; then
 fi
 cat "$SUMMARY"
 find "$OUT" -type f -printf '%10s %p\n' | sort -k2
+# Only 8 files come back from the device: the recordings go in one tar.
+find "$OUT" -name '*.pftrace' -exec gzip -9 -n {} +
+(cd "$OUT" && tar cf graphs-traces.tar --exclude='*.sock' graph-*-h200 armed plain-*.json ./*.job.json 2>/dev/null)
+ls -la "$OUT/graphs-traces.tar"

@@ -512,6 +512,12 @@ impl TraceBuilder {
         r
     }
 
+    /// Keeps only the slices `keep` says yes to, with the flows between
+    /// them (a capture's batch cut at its window's end).
+    pub fn retain_slices(&mut self, keep: impl FnMut(SliceId) -> bool) {
+        self.t.retain_slices(keep);
+    }
+
     /// Has [`finish`](TraceBuilder::finish) rebuild the flows from CUDA
     /// correlation ids, after the sort (the flows added so far go): per
     /// process, each GPU activity slice (kernel, memcpy, memset) with a
