@@ -39,8 +39,7 @@ if [ "$what" = all ] || [ "$what" = capture ]; then
   sleep 25
   step capture-steps 90 "$S" capture "$OUT/armed" --steps 3
   # The capture ends on its own once 3 steps are seen (graph launches).
-  for _ in $(seq 30); do ls "$OUT"/armed/*.capture-1.pftrace >/dev/null 2>&1 && ! pgrep -f "capture-1" >/dev/null && break; sleep 1; done
-  sleep 5
+  sleep 8
   ls -la "$OUT/armed"
   step capture-after 60 "$S" capture "$OUT/armed" --duration 1s
   wait "$job"
@@ -56,3 +55,5 @@ find "$OUT" -type f -printf '%10s %p\n' | sort -k2
 find "$OUT" -name '*.pftrace' -exec gzip -9 -n {} +
 (cd "$OUT" && tar cf graphs-traces.tar --exclude='*.sock' graph-*-h200 armed plain-*.json ./*.job.json 2>/dev/null)
 ls -la "$OUT/graphs-traces.tar"
+# ... and nothing else but the log and the summary stays.
+(cd "$OUT" && rm -rf graph-*-h200 armed ./*.json run.log)

@@ -78,10 +78,52 @@ pub struct TimelineIndex {
     /// Coverage pyramid per row (indexed like `rows`): GPU rows (stream and
     /// GPU tracks) only; CPU rows fold.
     pub coverage: Vec<Option<Coverage>>,
+    /// Per track (indexed by track id): the GPU span of each CUDA graph
+    /// launch's work on that track (first start, last end), by start;
+    /// empty for tracks without graph work.
+    pub graph_spans: Vec<Vec<(i64, i64)>>,
     /// First start and last end of the whole trace.
     pub span_ns: (i64, i64),
     /// Per string id: the name of a host call that blocks on the GPU.
     pub sync_name: Vec<bool>,
+}
+
+/// The GPU span of each graph launch's work per track: slices carrying a
+/// `graph_id` argument, grouped by correlation id (one launch). Costs
+/// nothing on traces without graph work.
+fn graph_spans(trace: &Trace) -> Vec<Vec<(i64, i64)>> {
+    let mut out = vec![Vec::new(); trace.tracks().len()];
+    let Some(key) = trace
+        .strings()
+        .lookup(streamscope_core::protocol::GRAPH_ID_ARG)
+    else {
+        return out;
+    };
+    let sl = trace.slices();
+    let mut open: std::collections::HashMap<(u32, u32), (i64, i64)> = Default::default();
+    for id in sl.ids() {
+        let i = id.index();
+        if !sl.kind()[i].is_gpu_activity() || sl.correlation()[i] == 0 {
+            continue;
+        }
+        if !trace.args_of(id).iter().any(|(k, _)| *k == key) {
+            continue;
+        }
+        let (s, e) = (sl.start_ns()[i], sl.end_ns(id));
+        let span = open
+            .entry((sl.track()[i].0, sl.correlation()[i]))
+            .or_insert((s, e));
+        *span = (span.0.min(s), span.1.max(e));
+    }
+    for ((track, _), span) in open {
+        if let Some(v) = out.get_mut(track as usize) {
+            v.push(span);
+        }
+    }
+    for v in &mut out {
+        v.sort_unstable();
+    }
+    out
 }
 
 impl TimelineIndex {
@@ -213,7 +255,9 @@ impl TimelineIndex {
                     .contains("Synchronize")
             })
             .collect();
+        let graph_spans = graph_spans(trace);
         TimelineIndex {
+            graph_spans,
             rows,
             track_rows,
             depth,
@@ -270,6 +314,41 @@ mod tests {
     use super::*;
     use streamscope_core::TraceBuilder;
     use streamscope_core::{NewSlice, Process, SliceKind, TrackKind};
+
+    #[test]
+    fn graph_launches_get_one_span_per_track() {
+        let mut t = TraceBuilder::new();
+        let p = t.add_process(Process::default());
+        let d = t.add_device(streamscope_core::Device {
+            process: p,
+            ..Default::default()
+        });
+        let st = t.add_track(
+            p,
+            None,
+            TrackKind::Stream {
+                device: d,
+                stream: 7,
+            },
+            "s",
+        );
+        let key = t.intern(streamscope_core::protocol::GRAPH_ID_ARG);
+        let k = t.intern("k");
+        // Two launches of 3 kernels (correlations 5 and 6), one eager kernel.
+        for (corr, t0) in [(5u32, 0i64), (6, 1000)] {
+            for j in 0..3 {
+                let mut s = NewSlice::new(st, SliceKind::Kernel, k, t0 + j * 100, 50);
+                s.correlation = corr;
+                s.args.push((key, streamscope_core::ArgValue::UInt(1)));
+                t.push_slice(s);
+            }
+        }
+        let mut eager = NewSlice::new(st, SliceKind::Kernel, k, 2000, 50);
+        eager.correlation = 9;
+        t.push_slice(eager);
+        let idx = TimelineIndex::build(&t.finish());
+        assert_eq!(idx.graph_spans[st.0 as usize], vec![(0, 250), (1000, 1250)]);
+    }
 
     #[test]
     fn nested_slices_get_depths_and_disjoint_rows() {

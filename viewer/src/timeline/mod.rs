@@ -554,6 +554,33 @@ fn overlays_ui(
             Pos2::new(x1, y + layout::ROW_H),
         ))
     };
+    // A bracket over the work of each CUDA graph launch, above its lane.
+    let (w0, w1) = (
+        map.t(f64::from(lanes.left())),
+        map.t(f64::from(lanes.right())),
+    );
+    for (row, r) in model.index.rows.iter().enumerate() {
+        let spans = match model.index.graph_spans.get(r.track.0 as usize) {
+            Some(v) if r.depth == 0 && !v.is_empty() => v,
+            _ => continue,
+        };
+        let y = match row_y.get(row) {
+            Some(&y) if !y.is_nan() => y,
+            _ => continue,
+        };
+        let first = spans.partition_point(|s| s.1 < w0);
+        let stroke = Stroke::new(1.0, Color32::from_rgb(200, 150, 255));
+        for &(a, b) in spans[first..].iter().take_while(|s| s.0 <= w1) {
+            let x0 = (map.x(a) as f32).max(lanes.left());
+            let x1 = (map.x(b) as f32).min(lanes.right());
+            if x1 - x0 < 3.0 {
+                continue;
+            }
+            painter.hline(x0..=x1, y + 0.5, stroke);
+            painter.vline(x0, (y + 0.5)..=(y + 3.0), stroke);
+            painter.vline(x1, (y + 0.5)..=(y + 3.0), stroke);
+        }
+    }
     if let Some(h) = st.highlight {
         let x0 = (map.x(h.start_ns) as f32).max(lanes.left() - 5.0);
         let x1 = (map.x(h.end_ns) as f32)
