@@ -318,15 +318,61 @@ fn steady_positions(seq: &[u32]) -> Vec<usize> {
         .collect()
 }
 
+/// The period of `seq` as [`find_period`] finds it, on the whole sequence
+/// or with its rare names left out ([`steady_positions`]): the second when
+/// every name it leaves out occurs less than every other period it finds,
+/// it finds more periods, and its region spans at least 90 % of the
+/// first's (a copy every N steps breaks the whole sequence's period; a
+/// name seen once a step is not rare). Returns the positions of `seq` the
+/// period was found on and `(period, a, b)` over them.
+fn best_period(seq: &[u32]) -> Option<(Vec<usize>, (usize, usize, usize))> {
+    let span = |kept: &[usize], (_, a, b): (usize, usize, usize)| kept[b - 1] + 1 - kept[a];
+    let all: Vec<usize> = (0..seq.len()).collect();
+    let whole = find_period(seq).map(|r| (all, r));
+    let kept = steady_positions(seq);
+    if kept.len() == seq.len() {
+        return whole;
+    }
+    let sub: Vec<u32> = kept.iter().map(|&i| seq[i]).collect();
+    // The most often a left-out name occurs.
+    let mut count: rustc_hash::FxHashMap<u32, usize> = Default::default();
+    for &x in seq {
+        *count.entry(x).or_default() += 1;
+    }
+    let mut is_kept = vec![false; seq.len()];
+    for &i in &kept {
+        is_kept[i] = true;
+    }
+    let left_out_max = (0..seq.len())
+        .filter(|&i| !is_kept[i])
+        .map(|i| count[&seq[i]])
+        .max()
+        .unwrap_or(0);
+    let steady = find_period(&sub).map(|r| (kept, r));
+    let cycles = |(p, a, b): (usize, usize, usize)| (b - a) / p;
+    match (whole, steady) {
+        // The steady period only when what it leaves out is rare for it
+        // (seen less than every other period), it finds more periods and
+        // spans about as much.
+        (Some(w), Some(s))
+            if left_out_max * 2 < cycles(s.1)
+                && cycles(s.1) > cycles(w.1)
+                && span(&s.0, s.1) * 10 >= span(&w.0, w.1) * 9 =>
+        {
+            Some(s)
+        }
+        (Some(w), _) => Some(w),
+        (None, s) => s.filter(|s| left_out_max * 2 < cycles(s.1)),
+    }
+}
+
 /// Where each full period of a kernel-name sequence begins (indices into
 /// `seq`, ascending; the last is where the period after the last full one
 /// would begin), by the rules of the repetition steps: rare names left
 /// out, the longest repeating region, the shortest period covering it.
 /// Empty when nothing repeats 3 times.
 pub fn period_starts(seq: &[u32]) -> Vec<usize> {
-    let kept = steady_positions(seq);
-    let s: Vec<u32> = kept.iter().map(|&i| seq[i]).collect();
-    let Some((p, a, b)) = find_period(&s) else {
+    let Some((kept, (p, a, b))) = best_period(seq) else {
         return Vec::new();
     };
     (a..=b.saturating_sub(p).max(a))
@@ -497,16 +543,16 @@ pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeat
             *ids.entry(e.0).or_insert(next)
         })
         .collect();
-    let kept = steady_positions(&full);
+    let Some((kept, (p, a, b))) = best_period(&full) else {
+        return (None, None);
+    };
     let evs: Vec<(StrId, i64, i64)> = kept
         .iter()
         .map(|&i| (all_evs[i].0, all_evs[i].1, all_evs[i].2))
         .collect();
     let main_ids: Vec<u32> = kept.iter().map(|&i| all_evs[i].3).collect();
     let seq: Vec<u32> = kept.iter().map(|&i| full[i]).collect();
-    let Some((p, a, b)) = find_period(&seq) else {
-        return (None, None);
-    };
+
     // Phase: the step boundary. Where the launching thread blocked in a
     // host synchronization between two launches in most periods (the
     // per-step `loss.item()`, logging, a barrier); among those, or without
