@@ -108,7 +108,7 @@ fn text_and_markdown_tables() {
     let lines: Vec<&str> = text.lines().collect();
     let h = lines
         .iter()
-        .position(|l| l.starts_with("rank  device") && l.contains("  window  "))
+        .position(|l| l.starts_with("rank  GPU") && l.contains("  median step ms  "))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(lines[h + 1].starts_with("----  "));
     assert_eq!(lines[h + 2].split_whitespace().next(), Some("0"));
@@ -117,7 +117,7 @@ fn text_and_markdown_tables() {
     let md = render::markdown(&r);
     assert!(md.starts_with("## streamscope report"));
     assert!(
-        md.contains("| rank | device | window | overlap % |"),
+        md.contains("| rank | GPU | median step ms | overlap % |"),
         "{md}"
     );
     assert!(md.contains("|---|---|"));
