@@ -9,10 +9,20 @@ use streamscope_core::load::load_paths;
 use super::files;
 use super::progress::human_bytes;
 
+/// Exit code of a run that wrote no trace, when the command itself succeeded.
+pub const NO_TRACE_EXIT: i32 = 2;
+
 /// Lists the traces in `out` and prints their summary; says why when
 /// there are none (`collector_found`: whether the collector was injected).
-/// Returns `code`.
-pub fn print(out: &Path, collector_found: bool, code: i32, dropped: u64) -> i32 {
+/// Returns `code`, or [`NO_TRACE_EXIT`] when no trace was written, the
+/// command succeeded and `allow_untraced` is false.
+pub fn print(
+    out: &Path,
+    collector_found: bool,
+    code: i32,
+    dropped: u64,
+    allow_untraced: bool,
+) -> i32 {
     let traces = files(out, |n| n.ends_with(".pftrace"));
     if traces.is_empty() {
         let why = if collector_found {
@@ -20,8 +30,16 @@ pub fn print(out: &Path, collector_found: bool, code: i32, dropped: u64) -> i32 
         } else {
             "the collector library was not found"
         };
-        eprintln!("streamscope: no trace was written: {why}. Exit code {code}.");
-        return code;
+        if allow_untraced {
+            eprintln!("streamscope: no trace was written: {why}. Exit code {code}.");
+            return code;
+        }
+        let exit = if code == 0 { NO_TRACE_EXIT } else { code };
+        eprintln!(
+            "streamscope: error: no trace was written: {why}. The command exited with {code}; \
+             record exits with {exit} (--allow-untraced: exit with the command's code)."
+        );
+        return exit;
     }
     eprintln!(
         "streamscope: {} trace file(s) in {}:",
