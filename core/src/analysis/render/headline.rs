@@ -175,8 +175,8 @@ pub(super) fn lines(r: &Report) -> Vec<String> {
                     format!("{} ms GPU idle/step", ms(p))
                 });
             let l = format!(
-                "costliest sync, rank {}: {per}, {} ({} {} x{})",
-                h.rank, s.where_, s.pattern, s.api, s.count
+                "costliest sync, rank {}: {per}, {}, {} x{} ({})",
+                h.rank, s.where_, s.pattern, s.count, s.api
             );
             // Wrapped, never cut: the line of the sync is the point.
             out.extend(super::wrap(&l, WIDTH, "  ").lines().map(String::from));
