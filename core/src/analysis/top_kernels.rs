@@ -9,6 +9,11 @@ use super::rank::{Ev, RankCtx};
 use super::sync::{is_library_frame, python_location};
 use crate::model::{SliceId, SliceKind, Trace, TrackId};
 
+/// Per kernel name: launches, total ns, sampled slice ids, HTA class.
+type PerName = (u64, i64, Vec<u32>, &'static str);
+/// Per thread: its python frames and the launches (start, group) on it.
+type PerThread = (Vec<u32>, Vec<(i64, usize)>);
+
 /// Kernels kept per rank.
 pub const TOP_KERNELS: usize = 10;
 /// Launches per kernel whose Python line is looked up.
@@ -43,7 +48,7 @@ pub(super) fn top_kernels(t: &Trace, ctx: &RankCtx, head: &[&Ev], steps: usize) 
     let sl = t.slices();
     let mut busy_ns: i64 = 0;
     // name -> (count, total ns, sampled slice ids, class)
-    let mut by_name: HashMap<u32, (u64, i64, Vec<u32>, &'static str)> = HashMap::new();
+    let mut by_name: HashMap<u32, PerName> = HashMap::new();
     for e in head {
         let d = e.e.saturating_sub(e.s).max(0);
         busy_ns = busy_ns.saturating_add(d);
@@ -60,7 +65,7 @@ pub(super) fn top_kernels(t: &Trace, ctx: &RankCtx, head: &[&Ev], steps: usize) 
             v.2.push(e.id);
         }
     }
-    let mut all: Vec<(u32, (u64, i64, Vec<u32>, &'static str))> = by_name.into_iter().collect();
+    let mut all: Vec<(u32, PerName)> = by_name.into_iter().collect();
     all.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(&b.0)));
     all.truncate(TOP_KERNELS);
     let samples: Vec<&[u32]> = all.iter().map(|(_, v)| &v.2[..]).collect();
@@ -135,7 +140,7 @@ fn most_common(v: Vec<String>) -> String {
 fn kineto_frames(t: &Trace, ctx: &RankCtx, points: &[(usize, u32)]) -> Vec<(usize, String)> {
     let sl = t.slices();
     let end = |r: u32| sl.start_ns()[r as usize] + sl.dur_ns()[r as usize];
-    let mut by_track: HashMap<TrackId, (Vec<u32>, Vec<(i64, usize)>)> = HashMap::new();
+    let mut by_track: HashMap<TrackId, PerThread> = HashMap::new();
     for &(g, h) in points {
         by_track
             .entry(sl.track()[h as usize])
