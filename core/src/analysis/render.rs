@@ -243,20 +243,19 @@ fn md_cell(c: &str) -> String {
 /// GitHub-flavoured markdown: the headline block (as preformatted text),
 /// then the tables.
 pub fn markdown(r: &Report) -> String {
-    let mut head = header_lines(r);
-    let block = headline::lines(r);
-    if !block.is_empty() {
-        head.push(String::new());
-        head.push("```".into());
-        head.extend(block);
-        head.push("```".into());
-    }
-    markdown_of(
+    let mut s = markdown_of(
         "streamscope report",
-        &head,
+        &header_lines(r),
         &tables::tables(r),
         &r.diagnostics,
-    )
+    );
+    let block = headline::lines(r);
+    if !block.is_empty() {
+        // Preformatted, between the header lines and the first table.
+        let at = s.find("\n### ").map_or(s.len(), |i| i + 1);
+        s.insert_str(at, &format!("```\n{}\n```\n\n", block.join("\n")));
+    }
+    s
 }
 
 /// A `## title`, the header lines, the tables and a Notes list.

@@ -61,7 +61,11 @@ fn table(rows: &[(String, &RankHeadline)]) -> Table {
                     step_cell(h),
                     h.steps.to_string(),
                     p1(h.overlap_pct),
-                    ms(h.exposed_comm_ms_per_step),
+                    // No communication at all: nothing to expose.
+                    match h.overlap_pct {
+                        None if h.exposed_comm_ms_per_step == 0.0 => "-".into(),
+                        _ => ms(h.exposed_comm_ms_per_step),
+                    },
                     p1(h.idle_pct),
                 ]
             })
@@ -148,7 +152,7 @@ pub(super) fn lines(r: &Report) -> Vec<String> {
     if let Some(s) = &r.headline.straggler {
         out.push(format!(
             "straggler: rank {}, last to arrive in {} of {} steps; the longest wait for it: \
-             median {} ms a step",
+             {} ms/step (median)",
             s.rank,
             s.steps,
             s.of_steps,
@@ -185,7 +189,7 @@ pub(super) fn lines(r: &Report) -> Vec<String> {
     for h in &detail {
         if let Some(k) = &h.top_kernel {
             let per = k.per_step_ms.map_or(format!("{} ms", ms(k.total_ms)), |p| {
-                format!("{} ms a step", ms(p))
+                format!("{} ms/step", ms(p))
             });
             let at = if k.python.is_empty() {
                 String::new()
