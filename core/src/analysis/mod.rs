@@ -10,6 +10,7 @@ mod breakdown;
 pub(crate) mod collectives;
 pub mod compare;
 mod graph_steps;
+pub mod headline;
 pub(crate) mod intervals;
 mod measured;
 mod names;
@@ -22,6 +23,7 @@ mod step_rows;
 mod steps;
 pub mod streamed;
 pub(crate) mod sync;
+pub mod top_kernels;
 mod waits;
 pub mod whatif;
 mod window;
@@ -456,7 +458,9 @@ pub(crate) fn analyze_rank_alone(
         exposed_transfer_us: None,
         measured: rank_measured,
         sm_contention,
+        ..RankReport::default()
     });
+    headline::stamp(trace, &ctx, &head, window_steps.len(), &mut report.ranks);
     // Kept until every rank is read (many ranks): no spare capacity.
     report.collectives_per_step.shrink_to_fit();
     report.collectives.shrink_to_fit();
