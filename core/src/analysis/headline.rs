@@ -48,6 +48,13 @@ pub struct RankHeadline {
     pub costliest_sync: Option<HeadlineSync>,
     /// The kernel with the most time in the window.
     pub top_kernel: Option<super::top_kernels::TopKernel>,
+    /// CUDA graph launches per step of the window (0: none ran).
+    #[serde(default)]
+    pub graph_launches_per_step: f64,
+    /// Share of the window's GPU time (summed durations) run by CUDA
+    /// graphs, % (`None` without steps).
+    #[serde(default)]
+    pub graph_gpu_pct: Option<f64>,
 }
 
 /// A host-sync call site of the headline.
@@ -103,7 +110,16 @@ pub(super) fn fill(report: &mut Report) {
                 gpu_idle_ms: ms(g.gpu_idle_us),
                 gpu_idle_ms_per_step: (steps > 0).then(|| ms(g.gpu_idle_us) / per),
             });
+        let (mut launches, mut graph_us, mut eager_us) = (0u64, 0.0, 0.0);
+        for s in report.window_steps(r.rank) {
+            launches += u64::from(s.graph_launches);
+            graph_us += s.graph_gpu_us;
+            eager_us += s.eager_gpu_us;
+        }
         let h = RankHeadline {
+            graph_launches_per_step: launches as f64 / per,
+            graph_gpu_pct: (graph_us + eager_us > 0.0)
+                .then(|| 100.0 * graph_us / (graph_us + eager_us)),
             rank: r.rank,
             device: r.device.clone(),
             has_gpu_events: r.has_gpu_events,

@@ -187,6 +187,14 @@ pub(super) fn lines(r: &Report) -> Vec<String> {
         }
     }
     for h in &detail {
+        if h.graph_launches_per_step > 0.0 {
+            out.push(format!(
+                "CUDA graphs, rank {}: {:.1} launch(es)/step, {} % of GPU time run by graphs",
+                h.rank,
+                h.graph_launches_per_step,
+                p1(h.graph_gpu_pct)
+            ));
+        }
         if let Some(k) = &h.top_kernel {
             let per = k.per_step_ms.map_or(format!("{} ms", ms(k.total_ms)), |p| {
                 format!("{} ms/step", ms(p))
