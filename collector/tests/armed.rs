@@ -55,11 +55,14 @@ fn child_armed() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1000);
+    let marks = std::env::var_os("FAKE_NO_STEPS").is_none();
     let t = Instant::now();
     while t.elapsed() < Duration::from_millis(run_ms) {
         std::thread::sleep(Duration::from_millis(100));
         let now = monotonic_ns();
-        streamscope_collector::python::streamscope_optimizer_step(now - 20_000_000, now);
+        if marks {
+            streamscope_collector::python::streamscope_optimizer_step(now - 20_000_000, now);
+        }
     }
 }
 
@@ -197,6 +200,46 @@ fn sigusr2_captures_only_its_window() {
         meta.iter()
             .any(|(k, v)| k == "python_callsites" && v.contains("during this capture")),
         "{meta:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_steps_capture_that_finds_no_step_ends_and_says_why() {
+    let Some((dir, so)) = rig("armed", "nosteps") else {
+        return;
+    };
+    // No optimizer-step marks, no graph, no repeating kernel sequence.
+    let child = spawn(
+        &dir,
+        &so,
+        3000,
+        &[("FAKE_NO_STEPS", "1"), ("FAKE_ONE_KERNEL", "1")],
+    );
+    let sock = wait_for_socket(&dir);
+    let asked = Instant::now();
+    assert_eq!(
+        ask(&sock, "capture steps=2 max_ms=60000 find_ms=400\n"),
+        "ok capture 1\n"
+    );
+    let err = finish(child);
+    assert!(asked.elapsed() < Duration::from_secs(10));
+    assert!(err.contains("no steps found within"), "{err}");
+    assert!(err.contains("--duration"), "{err}");
+    let t = load_paths(&[dir.join("rank-3.capture-1.pftrace")]).expect("capture");
+    let p = &t.processes()[0];
+    let why = p
+        .metadata
+        .iter()
+        .find(|(k, _)| k == "capture_end")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    assert!(why.contains("no steps found"), "{:?}", p.metadata);
+    let d = p.capture_end_ns.expect("end") - p.capture_start_ns.expect("start");
+    assert!(
+        (300_000_000..2_000_000_000).contains(&d),
+        "{} ms",
+        d / 1_000_000
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -134,6 +134,33 @@ fn graph_kernels_carry_their_graph_node_and_capturing_line() {
 }
 
 #[test]
+fn compiled_triton_kernels_name_their_inductor_source_line() {
+    let t = load("graph-compile-h200");
+    let sl = t.slices();
+    let (mut triton, mut named) = (0, 0);
+    for id in sl.ids() {
+        if sl.kind()[id.index()] != SliceKind::Kernel
+            || !t.str(sl.name()[id.index()]).starts_with("triton_")
+        {
+            continue;
+        }
+        triton += 1;
+        // The reduce-overhead graphs were captured from Inductor's
+        // generated wrapper: its file and line of each kernel's launch.
+        if t.arg_string(id, "python")
+            .is_some_and(|l| l.contains("torchinductor") && l.contains(".py:"))
+        {
+            named += 1;
+        }
+    }
+    assert!(triton >= 60 * 10, "{triton} Triton kernels");
+    assert!(
+        named * 10 >= triton * 9,
+        "{named} of {triton} name an Inductor source line"
+    );
+}
+
+#[test]
 fn a_capture_of_three_steps_holds_about_three() {
     let r = analyze(
         &load("graph-step-capture-h200"),

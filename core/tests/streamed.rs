@@ -83,9 +83,12 @@ fn real_traces_stream_to_the_same_report() {
         let a = in_memory(&paths, &opts);
         let b = streamed_json(&paths, &opts);
         assert!(a == b, "{}: streamed report differs", dir.display());
-        // Cross-rank figures are there to compare (the folders hold two ranks).
+        // Cross-rank figures are there to compare where the folder holds two
+        // ranks (graph-compile-h200's second file is a helper process).
         let v: serde_json::Value = serde_json::from_str(&b).expect("json");
-        assert!(v["cross_rank"]["comm_kernels"].as_u64().unwrap_or(0) > 0);
+        if v["ranks"].as_array().map_or(0, Vec::len) >= 2 {
+            assert!(v["cross_rank"]["comm_kernels"].as_u64().unwrap_or(0) > 0);
+        }
     }
 }
 
