@@ -60,6 +60,9 @@ pub enum Kind {
     StepsUnavailable,
     /// A directory holds several on-demand captures: the latest is loaded.
     CaptureChosen,
+    /// A Kineto `baseTimeNanoseconds` out of range (negative, beyond 2^63
+    /// ns, or carrying events past it): not added, times kept relative.
+    BadTimeBase,
 }
 
 /// How bad a problem is, as Perfetto's import stats grade them.
@@ -80,9 +83,8 @@ impl Kind {
         use Kind::*;
         match self {
             UnterminatedSlices | UnmatchedSliceEnds | TrackParentLoop | BadDuration
-            | UnreadableMetadata | DuplicateRank | UnmatchedCollectives | CaptureChosen => {
-                Severity::Info
-            }
+            | UnreadableMetadata | DuplicateRank | UnmatchedCollectives | CaptureChosen
+            | BadTimeBase => Severity::Info,
             Truncated | DamagedPackets | IncrementalStateLost | MalformedEvents
             | MissingTimestamp | UnplacedEvents | UnknownCategories | EmptyFile
             | UnreadableFile => Severity::DataLoss,
