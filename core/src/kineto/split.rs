@@ -24,6 +24,7 @@ use crate::diagnostic::{Diagnostic, Kind};
 use std::io::Read;
 use std::path::Path;
 
+use super::squeeze::Squeeze;
 use super::{import, KeepArgs};
 use crate::error::{Result, TraceError};
 use crate::model::Trace;
@@ -55,8 +56,7 @@ pub fn import_gzip(path: &Path, gz: &[u8], keep: KeepArgs) -> Result<Trace> {
         Err(e) => {
             // A damaged or truncated stream: load the JSON it still holds.
             let mut text = Vec::new();
-            let Err(gz_err) = flate2::bufread::MultiGzDecoder::new(gz).read_to_end(&mut text)
-            else {
+            let Err(gz_err) = inflate(gz).read_to_end(&mut text) else {
                 return Err(e); // the stream is whole: the JSON error stands
             };
             match import::import_keeping(path, &text, keep) {
@@ -116,7 +116,7 @@ fn import_gzip_file_route(
     }
     let text =
         std::io::BufReader::with_capacity(READ_BYTES, std::io::Cursor::new(head).chain(rest));
-    let decoder = flate2::bufread::MultiGzDecoder::new(text);
+    let decoder = inflate(text);
     match read_pieces(path, decoder, size, Split::DEFAULT, keep, |e| {
         gzip_error(path, e)
     }) {
@@ -126,6 +126,13 @@ fn import_gzip_file_route(
         }
         Ok(Outcome::Again) | Err(_) => again(),
     }
+}
+
+/// The JSON text of a gzip stream, its long runs of whitespace cut short
+/// ([`Squeeze`]): what is held of it is bounded by its events, whatever the
+/// padding.
+pub(super) fn inflate<R: std::io::BufRead>(gz: R) -> Squeeze<flate2::bufread::MultiGzDecoder<R>> {
+    Squeeze::new(flate2::bufread::MultiGzDecoder::new(gz))
 }
 
 /// Compressed bytes read at a time by [`import_gzip_file`].
@@ -221,7 +228,7 @@ fn import_gzip_split(
     let size = gzip_size_hint(gz);
     let one_pass = || {
         let mut text = Vec::with_capacity(size);
-        flate2::bufread::MultiGzDecoder::new(gz)
+        inflate(gz)
             .read_to_end(&mut text)
             .map_err(|e| gzip_error(path, e))?;
         import::import_keeping(path, &text, keep)
@@ -229,7 +236,7 @@ fn import_gzip_split(
     let Some(split) = split.filter(|_| size >= MIN_SPLIT_BYTES) else {
         return Ok((one_pass()?, Route::OnePass));
     };
-    let decoder = flate2::bufread::MultiGzDecoder::new(gz);
+    let decoder = inflate(gz);
     match read_pieces(path, decoder, size, split, keep, |e| gzip_error(path, e))? {
         Outcome::Trace(t) => Ok((*t, Route::Pieces)),
         Outcome::Whole(text) => Ok((import::import_keeping(path, &text, keep)?, Route::OnePass)),
