@@ -13,6 +13,9 @@ use crate::model::Trace;
 
 mod gzip;
 pub(crate) use gzip::gzip_error;
+mod write;
+pub(crate) use write::write_model_file;
+pub use write::{check_output, refuse_input_as_output, remove_temp_files, write_atomically};
 
 /// What a file holds, judged by its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -493,110 +496,6 @@ fn load_file_reporting(
             bytes.reserve_exact((regular_len as usize).saturating_sub(bytes.len()));
             f.read_to_end(&mut bytes).map_err(io)?;
             crate::kineto::read_bytes_keeping(path, &bytes, keep)
-        }
-    }
-}
-
-/// Writes a whole model with `write` (a format's writer) to `path`
-/// through [`write_atomically`], gzip-compressed when `path` ends in
-/// `.gz`; an existing `path` is replaced only with `overwrite`. A trace
-/// without processes is an error (it would be an empty file).
-pub(crate) fn write_model_file(
-    trace: &crate::model::Trace,
-    path: &Path,
-    overwrite: bool,
-    write: impl FnOnce(&crate::model::Trace, &mut dyn std::io::Write) -> std::io::Result<()>,
-) -> Result<()> {
-    if trace.processes().is_empty() {
-        return Err(TraceError::NothingToWrite {
-            path: path.to_path_buf(),
-        });
-    }
-    let gz = path
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().ends_with(".gz"));
-    write_atomically(path, overwrite, |w| {
-        if !gz {
-            return write(trace, w);
-        }
-        let mut z = flate2::write::GzEncoder::new(w, flate2::Compression::default());
-        write(trace, &mut z)?;
-        z.finish().map(|_| ())
-    })
-}
-
-/// Writes `path` through a temporary file in the same directory, renamed
-/// into place once complete and synced: a failed write leaves what was
-/// there before, a reader never sees a partial file, and of two writers
-/// to one path the last rename wins whole. Without `overwrite`, an
-/// existing `path` is refused (checked again atomically at the end, so a
-/// concurrent writer cannot be clobbered either).
-pub fn write_atomically(
-    path: &Path,
-    overwrite: bool,
-    write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>,
-) -> Result<()> {
-    use std::io::Write;
-    let err = |source| TraceError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    if !overwrite && std::fs::symlink_metadata(path).is_ok() {
-        return Err(TraceError::OutputExists {
-            path: path.to_path_buf(),
-        });
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(err)?;
-    let result = (|| {
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, &file);
-        write(&mut w)?;
-        w.flush()?;
-        drop(w);
-        file.sync_all()?;
-        if overwrite {
-            std::fs::rename(&tmp, path)
-        } else {
-            // A hard link fails if `path` appeared meanwhile. Where links
-            // are not supported, check and rename (a narrow race).
-            match std::fs::hard_link(&tmp, path) {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&tmp);
-                    Ok(())
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
-                Err(_) if std::fs::symlink_metadata(path).is_ok() => {
-                    Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
-                }
-                Err(_) => std::fs::rename(&tmp, path),
-            }
-        }
-    })();
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                Err(TraceError::OutputExists {
-                    path: path.to_path_buf(),
-                })
-            } else {
-                Err(err(e))
-            }
         }
     }
 }
