@@ -204,6 +204,12 @@ pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
 fn checked_report(args: &ReportArgs) -> anyhow::Result<Report> {
     let opts = options(args)?;
     let report = build_report(&args.traces, &opts)?;
+    if let Err(why) = streamscope_core::analysis::invariants::check(&report) {
+        bail!(
+            "{}: the report breaks its invariants ({why}): damaged input or a bug; not printed",
+            display_paths(&args.traces)
+        );
+    }
     if !args.merge {
         crate::runs::refuse_mixed_runs(&args.traces, &report)?;
     }

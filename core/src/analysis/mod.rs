@@ -11,6 +11,7 @@ pub(crate) mod collectives;
 pub mod compare;
 pub mod headline;
 pub(crate) mod intervals;
+pub mod invariants;
 mod measured;
 mod names;
 pub(crate) mod nccl;
