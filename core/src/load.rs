@@ -11,6 +11,7 @@ use crate::error::{Result, TraceError};
 pub use crate::kineto::KeepArgs;
 use crate::model::Trace;
 
+mod fifo;
 mod gzip;
 pub(crate) use gzip::gzip_error;
 mod write;
@@ -63,6 +64,7 @@ pub(crate) fn sources_noted(paths: &[PathBuf]) -> Result<(Vec<Source>, Vec<Diagn
         let mut found = expand(p)?;
         if listed {
             notes.extend(latest_capture(p, &mut found));
+            notes.extend(broken_links(p));
         }
         files.extend(found.into_iter().map(|path| Source { path, listed }));
     }
@@ -310,6 +312,34 @@ fn trace_subfolders(dir: &Path) -> String {
     )
 }
 
+/// A warning per trace-named symbolic link in `dir` that leads nowhere
+/// (dangling, or a loop of links): skipped by [`expand`], but never
+/// silently.
+fn broken_links(dir: &Path) -> Vec<Diagnostic> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut links: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| is_trace_name(p))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+        .filter(|p| std::fs::metadata(p).is_err())
+        .collect();
+    links.sort();
+    links
+        .into_iter()
+        .map(|p| {
+            Diagnostic::new(
+                Kind::UnreadableFile,
+                1,
+                "a symbolic link to nothing (or a loop of links); skipped",
+            )
+            .in_file(p.display())
+        })
+        .collect()
+}
+
 /// The capture number K of an on-demand capture file
 /// (`rank-R.capture-K.pftrace[.gz]`, as `streamscope capture` names them).
 pub(crate) fn capture_number(p: &Path) -> Option<u32> {
@@ -464,13 +494,19 @@ fn load_file_reporting(
 ) -> Result<Trace> {
     use std::io::Read;
     let io = |e| TraceError::io(path, e);
-    let f = std::fs::File::open(path).map_err(io)?;
-    // The length of a regular file (one that can be read again); 0 for a pipe.
-    let regular_len = f
-        .metadata()
-        .ok()
-        .filter(|m| m.is_file())
-        .map_or(0, |m| m.len());
+    // A FIFO is opened without waiting for a writer that may never come.
+    let (f, regular_len): (Box<dyn Read + Send>, u64) = if fifo::is_fifo(path) {
+        (Box::new(fifo::open(path).map_err(io)?), 0)
+    } else {
+        let f = std::fs::File::open(path).map_err(io)?;
+        // The length of a regular file (one that can be read again); 0 for a pipe.
+        let regular_len = f
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map_or(0, |m| m.len());
+        (Box::new(f), regular_len)
+    };
     let mut f = Counting { inner: f, on_read };
     let mut head = Vec::with_capacity(SNIFF_BYTES as usize);
     (&mut f)

@@ -677,6 +677,10 @@ impl Summary {
     pub fn is_summary_file(path: &Path) -> bool {
         use std::io::Read;
         let mut head = [0u8; 64];
+        // A pipe or FIFO is read once, by the load: never sniffed here.
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return false;
+        }
         let Ok(mut f) = std::fs::File::open(path) else {
             return false;
         };
