@@ -418,6 +418,14 @@ fn without_source_location(e: &str) -> String {
 }
 
 fn view(args: &ViewArgs) -> Result<()> {
+    if let Some(png) = &args.screenshot {
+        let inputs = [
+            args.traces.clone(),
+            args.compare.clone().unwrap_or_default(),
+        ]
+        .concat();
+        streamscope_core::load::refuse_input_as_output(png, &inputs)?;
+    }
     let display = ["DISPLAY", "WAYLAND_DISPLAY", "WAYLAND_SOCKET"]
         .iter()
         .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));

@@ -227,3 +227,26 @@ fn a_temporary_file_of_a_killed_export_is_removed_by_the_next() {
     assert!(!stale.exists(), "the dead writer's file is removed");
     assert!(live.exists(), "a running writer's file is left alone");
 }
+
+#[test]
+fn a_screenshot_of_a_trace_that_did_not_load_is_an_error() {
+    let d = dir("screenshot");
+    let bad = d.join("bad.json");
+    std::fs::write(&bad, b"{\"traceEvents\": [oops").expect("write");
+    let png = d.join("shot.png");
+    let (o, se) = run(bin().args(["view", "--screenshot"]).arg(&png).arg(&bad));
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(
+        se.contains("bad.json") && se.contains("no screenshot taken"),
+        "{se}"
+    );
+    assert!(!png.exists());
+    // Nor over its input.
+    let input = d.join("rank-0.pftrace.gz");
+    std::fs::copy(rank0(), &input).expect("copy");
+    let before = std::fs::read(&input).expect("read");
+    let (o, se) = run(bin().args(["view", "--screenshot"]).arg(&input).arg(&input));
+    assert_eq!(o.status.code(), Some(2), "{se}");
+    assert!(se.contains("is an input"), "{se}");
+    assert_eq!(std::fs::read(&input).expect("read"), before);
+}
