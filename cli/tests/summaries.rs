@@ -17,7 +17,10 @@ fn repo() -> PathBuf {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("streamscope-summaries-{}-{name}", std::process::id()));
+    let d = std::env::temp_dir().join(format!(
+        "streamscope-summaries-{}-{name}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("tmp dir");
     d
@@ -65,7 +68,11 @@ fn a_flipped_digit_is_caught_by_the_checksum() {
     // One digit of a slice count flipped.
     let at = text.find("\"slices\":").expect("a slice count") + "\"slices\":".len();
     let mut bytes = text.into_bytes();
-    bytes[at] = if bytes[at] == b'9' { b'1' } else { bytes[at] + 1 };
+    bytes[at] = if bytes[at] == b'9' {
+        b'1'
+    } else {
+        bytes[at] + 1
+    };
     std::fs::write(&s, &bytes).expect("write");
     let (o, so, se) = merge(&[&s]);
     assert_eq!(o.status.code(), Some(2), "{se}");
@@ -96,12 +103,27 @@ fn version_fields_are_read_as_they_are() {
     summarize(&repo().join("traces/fsdp-ref-nccl-h200x2"), &s);
     let v = json(&s);
     for (version, says) in [
-        (Some(serde_json::json!(1)), "summary version 1; this build reads version 2"),
+        (
+            Some(serde_json::json!(1)),
+            "summary version 1; this build reads version 2",
+        ),
         (Some(serde_json::json!(3)), "summary version 3"),
-        (Some(serde_json::json!("1")), "version \"1\" is not a version number"),
-        (Some(serde_json::json!(1.5)), "version 1.5 is not a version number"),
-        (Some(serde_json::json!(-1)), "version -1 is not a version number"),
-        (Some(serde_json::Value::Null), "version null is not a version number"),
+        (
+            Some(serde_json::json!("1")),
+            "version \"1\" is not a version number",
+        ),
+        (
+            Some(serde_json::json!(1.5)),
+            "version 1.5 is not a version number",
+        ),
+        (
+            Some(serde_json::json!(-1)),
+            "version -1 is not a version number",
+        ),
+        (
+            Some(serde_json::Value::Null),
+            "version null is not a version number",
+        ),
         (None, "no version field"),
     ] {
         let mut w = v.clone();
@@ -115,7 +137,10 @@ fn version_fields_are_read_as_they_are() {
         std::fs::write(&f, serde_json::to_vec(&w).expect("JSON")).expect("write");
         let (o, _, se) = merge(&[&f]);
         assert_eq!(o.status.code(), Some(2), "{version:?}: {se}");
-        assert!(se.contains("v.summary") && se.contains(says), "{version:?}: {se}");
+        assert!(
+            se.contains("v.summary") && se.contains(says),
+            "{version:?}: {se}"
+        );
     }
 }
 
