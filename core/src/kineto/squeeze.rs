@@ -1,13 +1,15 @@
-//! Long runs of whitespace between JSON tokens, cut short as the text is
-//! inflated.
+//! Long runs of whitespace between JSON tokens, cut short.
 //!
 //! Whitespace outside strings means nothing in JSON, but the piece reader
 //! (`split`) holds the text between two events whole and a one-pass import
 //! holds all of it: a gzip file of a few MB that inflates to gigabytes of
-//! blanks would otherwise be inflated into memory whole. [`Squeeze`] keeps
-//! the first [`KEEP`] bytes of each run of whitespace outside strings and
-//! drops the rest, so what is held is bounded by the events themselves,
-//! whatever the padding. Strings (and their escapes) pass untouched.
+//! blanks would otherwise be held whole. [`Blanks`] keeps the first
+//! [`KEEP`] bytes of each run of whitespace outside strings and drops the
+//! rest, so what is held is bounded by the events themselves, whatever the
+//! padding. Strings (and their escapes) pass untouched. The piece reader
+//! applies it to a piece only once the piece has grown far past its size
+//! (its fast path does not pay for it); one-pass inflations read through
+//! [`Squeeze`].
 
 use std::io::{self, Read};
 
@@ -19,51 +21,70 @@ pub(crate) const KEEP: usize = 4096;
 /// outside strings cut to [`KEEP`] bytes.
 pub(crate) struct Squeeze<R> {
     inner: R,
-    in_string: bool,
-    escaped: bool,
-    /// Whitespace bytes in the current run so far.
-    run: usize,
+    blanks: Blanks,
 }
 
 impl<R: Read> Squeeze<R> {
     pub(crate) fn new(inner: R) -> Squeeze<R> {
         Squeeze {
             inner,
-            in_string: false,
-            escaped: false,
-            run: 0,
+            blanks: Blanks::default(),
         }
     }
+}
 
+/// Where JSON text stands, from a point outside any string: in a string
+/// (after a backslash), or in a run of whitespace of so many bytes.
+#[derive(Debug, Default)]
+pub(crate) struct Blanks {
+    in_string: bool,
+    escaped: bool,
+    /// Whitespace bytes in the current run so far.
+    run: usize,
+}
+
+impl Blanks {
     /// Keeps the bytes of `buf[..n]` that are not excess whitespace, in
-    /// place; how many are kept.
-    fn filter(&mut self, buf: &mut [u8], n: usize) -> usize {
-        let mut w = 0;
-        for r in 0..n {
-            let b = buf[r];
-            let keep = if self.in_string {
+    /// place; how many are kept. Inside a string it jumps from quote or
+    /// backslash to the next (memchr); bytes move only once one was dropped.
+    pub(crate) fn filter(&mut self, buf: &mut [u8], n: usize) -> usize {
+        let (mut r, mut w) = (0, 0);
+        while r < n {
+            let (end, keep) = if self.in_string {
                 if self.escaped {
                     self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == b'"' {
-                    self.in_string = false;
+                    (r + 1, true)
+                } else {
+                    match memchr::memchr2(b'"', b'\\', &buf[r..n]) {
+                        Some(i) => {
+                            if buf[r + i] == b'"' {
+                                self.in_string = false;
+                            } else {
+                                self.escaped = true;
+                            }
+                            (r + i + 1, true)
+                        }
+                        None => (n, true),
+                    }
                 }
-                true
-            } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                self.run += 1;
-                self.run <= KEEP
             } else {
-                self.run = 0;
-                if b == b'"' {
-                    self.in_string = true;
+                let b = buf[r];
+                if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                    self.run += 1;
+                    (r + 1, self.run <= KEEP)
+                } else {
+                    self.run = 0;
+                    self.in_string = b == b'"';
+                    (r + 1, true)
                 }
-                true
             };
             if keep {
-                buf[w] = b;
-                w += 1;
+                if w != r {
+                    buf.copy_within(r..end, w);
+                }
+                w += end - r;
             }
+            r = end;
         }
         w
     }
@@ -81,7 +102,7 @@ impl<R: Read> Read for Squeeze<R> {
             if n == 0 {
                 return Ok(0);
             }
-            let kept = self.filter(buf, n);
+            let kept = self.blanks.filter(buf, n);
             if kept > 0 {
                 return Ok(kept);
             }
