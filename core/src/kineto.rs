@@ -26,6 +26,11 @@ mod time;
 
 pub(crate) use time::us_text_to_ns;
 
+/// JSON text read with its long whitespace runs cut ([`squeeze::Squeeze`]).
+pub(crate) fn squeeze<R: Read>(r: R) -> impl Read {
+    squeeze::Squeeze::new(r)
+}
+
 use std::io::Read;
 use std::path::Path;
 

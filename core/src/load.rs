@@ -526,6 +526,15 @@ fn load_file_reporting(
             crate::kineto::read_gzip_file(path, head, f, regular_len as usize, keep)
         }
         // `kineto::read_bytes` inflates a gzip file itself, on two cores.
+        // A pipe of plain JSON is held whole: its whitespace runs cut first
+        // (padding costs time, not memory).
+        Format::Kineto if !gz && regular_len == 0 => {
+            let mut bytes = Vec::new();
+            crate::kineto::squeeze(std::io::Cursor::new(head).chain(f))
+                .read_to_end(&mut bytes)
+                .map_err(io)?;
+            crate::kineto::read_bytes_keeping(path, &bytes, keep)
+        }
         Format::Kineto => {
             let mut bytes = head;
             // Sized once (a regular file), not grown by doubling.

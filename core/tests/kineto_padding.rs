@@ -22,7 +22,7 @@ fn peak_rss_kb() -> Option<u64> {
 #[test]
 fn whitespace_padding_between_events_is_not_held() {
     const PAD_MIB: usize = 40;
-    let event = |i: u32| {
+    let event = move |i: u32| {
         format!(
             r#"{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": 1, "ts": {i}, "dur": 1}}"#
         )
@@ -42,13 +42,45 @@ fn whitespace_padding_between_events_is_not_held() {
     let before = peak_rss_kb();
     let t = streamscope_core::load::load_file(&path).unwrap_or_else(|e| panic!("{e}"));
     let after = peak_rss_kb();
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!(t.slices().len(), 3);
-    if let (Some(a), Some(b)) = (before, after) {
-        let grew_mib = b.saturating_sub(a) / 1024;
-        assert!(
-            grew_mib < (PAD_MIB as u64) / 3,
-            "peak RSS grew {grew_mib} MiB reading {PAD_MIB} MiB of padding"
-        );
-    }
+    let grew = |a: Option<u64>, b: Option<u64>, what: &str| {
+        if let (Some(a), Some(b)) = (a, b) {
+            let grew_mib = b.saturating_sub(a) / 1024;
+            assert!(
+                grew_mib < (PAD_MIB as u64) / 3,
+                "{what}: peak RSS grew {grew_mib} MiB reading {PAD_MIB} MiB of padding"
+            );
+        }
+    };
+    grew(before, after, "gzip");
+    // Plain JSON through a FIFO (read whole, as a pipe is), written a MiB
+    // at a time by another thread.
+    let fifo = dir.join("padded.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let w = fifo.clone();
+    let writer = std::thread::spawn(move || {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&w)
+            .expect("open for writing");
+        f.write_all(format!(r#"{{"traceEvents": [{}, {},"#, event(0), event(1)).as_bytes())
+            .expect("write");
+        let blank = vec![b' '; 1 << 20];
+        for _ in 0..PAD_MIB {
+            f.write_all(&blank).expect("write");
+        }
+        f.write_all(format!("\n{}]}}", event(2)).as_bytes())
+            .expect("write");
+    });
+    let before = peak_rss_kb();
+    let t = streamscope_core::load::load_file(&fifo).unwrap_or_else(|e| panic!("{e}"));
+    let after = peak_rss_kb();
+    writer.join().expect("writer");
+    assert_eq!(t.slices().len(), 3);
+    grew(before, after, "FIFO");
+    std::fs::remove_dir_all(&dir).ok();
 }
