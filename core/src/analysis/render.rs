@@ -531,8 +531,8 @@ fn clock_offsets_table(r: &Report) -> Option<Table> {
         return None;
     }
     Some(Table {
-            title: "Clock offsets to the first rank's clock (median of matched collectives' end differences)".into(),
-            headers: vec!["host", "clock", "ranks", "offset us", "residual us", "instances"],
+            title: "Clock offsets to the first rank's clock (from matched collectives' kernel ends; offset at the middle of them, drift)".into(),
+            headers: vec!["host", "clock", "ranks", "offset us", "drift us/s", "residual us", "instances"],
             rows: x
                 .clock_offsets
                 .iter()
@@ -546,6 +546,7 @@ fn clock_offsets_table(r: &Report) -> Option<Table> {
                             .collect::<Vec<_>>()
                             .join(", "),
                         format!("{:.3}", o.offset_ns as f64 / 1000.0),
+                        format!("{:.2}", o.drift_us_per_s),
                         format!("{:.3}", o.residual_us),
                         o.instances.to_string(),
                     ]
