@@ -85,13 +85,20 @@ pub struct Sample {
     pub e1: i64,
 }
 
+/// The median (the mean of the two middle values of an even count); `v`
+/// is reordered.
 fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
+    let n = v.len();
+    if n == 0 {
         return None;
     }
-    v.sort_unstable_by(f64::total_cmp);
-    let n = v.len();
-    Some((v[(n - 1) / 2] + v[n / 2]) / 2.0)
+    let (lower, hi, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    let hi = *hi;
+    if n % 2 == 1 {
+        return Some(hi);
+    }
+    let lo = lower.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    Some((lo + hi) / 2.0)
 }
 
 /// Relative spread of the end difference of one instance, and the lag of
@@ -102,9 +109,9 @@ fn median(v: &mut [f64]) -> Option<f64> {
 const SPREAD: f64 = 0.03;
 const LAG: f64 = 0.04;
 
-/// Largest class the drift fit pairs whole (larger ones are thinned to
-/// about this many instances, evenly over time).
-const PAIRED: usize = 600;
+/// Largest class the drift fit pairs whole (a larger one is thinned to
+/// every k-th instance, at most this many: the pairs grow as its square).
+const PAIRED: usize = 256;
 
 /// The map of one clock onto the first rank's from matched instances, and
 /// the residual (ns): see docs/METRICS.md ("Clocks").
@@ -254,45 +261,41 @@ fn drift(
 pub fn estimate(
     cg: &ClockGroups,
     ranks: &[u32],
-    samples: &dyn Fn(usize, usize) -> Vec<Sample>,
+    samples: &(dyn Fn(usize, usize) -> Vec<Sample> + Sync),
 ) -> Vec<(usize, ClockOffset, ClockMap)> {
-    let mut out = Vec::new();
-    for g in 1..cg.groups.len() {
-        let Some(rep) = cg.of.iter().position(|&x| x == g) else {
-            continue;
-        };
+    // Clocks are independent: fitted on all cores, kept in order.
+    let one = |g: usize| -> Option<(usize, ClockOffset, ClockMap)> {
+        let rep = cg.of.iter().position(|&x| x == g)?;
         let s = samples(g, rep);
-        let Some((map, resid)) = fit(&s) else {
-            continue;
-        };
+        let (map, resid) = fit(&s)?;
         let (domain, host) = &cg.groups[g];
         let host = if host.is_empty() {
             format!("host of rank {} (no hostname recorded)", ranks[rep])
         } else {
             host.clone()
         };
-        out.push((
-            g,
-            ClockOffset {
-                host,
-                clock: domain.name().to_string(),
-                ranks: cg
-                    .of
-                    .iter()
-                    .zip(ranks)
-                    .filter(|(x, _)| **x == g)
-                    .map(|(_, r)| *r)
-                    .collect(),
-                offset_ns: map.offset_ns,
-                drift_us_per_s: map.drift * 1e6,
-                at_ns: map.apply(map.at_ns),
-                residual_us: resid as f64 / 1000.0,
-                instances: s.len() as u64,
-            },
-            map,
-        ));
-    }
-    out
+        let offset = ClockOffset {
+            host,
+            clock: domain.name().to_string(),
+            ranks: cg
+                .of
+                .iter()
+                .zip(ranks)
+                .filter(|(x, _)| **x == g)
+                .map(|(_, r)| *r)
+                .collect(),
+            offset_ns: map.offset_ns,
+            drift_us_per_s: map.drift * 1e6,
+            at_ns: map.apply(map.at_ns),
+            residual_us: resid as f64 / 1000.0,
+            instances: s.len() as u64,
+        };
+        Some((g, offset, map))
+    };
+    crate::analysis::par_map((1..cg.groups.len()).collect(), &one)
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 #[cfg(test)]
