@@ -165,7 +165,7 @@ pub fn fit(samples: &[Sample]) -> Option<(ClockMap, i64)> {
         let last: Vec<bool> = samples
             .iter()
             .zip(&t)
-            .map(|(x, ti)| x.s1 as f64 + a + b * ti > x.s0 as f64)
+            .map(|(x, ti)| x.s1.saturating_sub(x.s0) as f64 + a + b * ti > 0.0)
             .collect();
         let class = |i: usize| unit_of(i) * 2 + last[i] as usize;
         b = drift(&d, &t, samples.len(), units.len() * 2, &class).unwrap_or(0.0);
