@@ -86,19 +86,30 @@ fn rel(a: f64, b: f64) -> f64 {
     (b - a).abs() / a.abs().max(1e-9)
 }
 
-/// Rank 1 of fsdp-ref-nccl-h200x2 (2 × H200, one host) moved to "node-b",
-/// its clock shifted by −10 s..+10 s and drifting by up to ±10 µs/s.
-///
-/// Measured (debug build, this test): the estimate is the same for every
-/// offset and drift (to a few ns): offset 2.32 µs from the truth at the
-/// middle of the matched collectives (the goal is 2 µs: see
-/// docs/METRICS.md, "Clocks", for why end differences give no better on
-/// this 0.58 s recording), drift 7.3 µs/s from the truth; rank 1's wait
-/// for rank 0 within 2 %, rank 0's exposed wait 3.5 % (471 → 454 µs), the
-/// all-gather skew median 2.7 %; a few near-ties change order.
-#[test]
-fn a_rank_on_another_host_is_aligned_by_offset_and_drift() {
-    let t0 = bundled("fsdp-ref-nccl-h200x2");
+/// How close one recording's report on two hosts must come to its
+/// one-host report.
+struct Bounds {
+    /// Offset error at the middle of the matched collectives, ns.
+    offset_ns: f64,
+    /// Drift error, µs/s.
+    drift_us_per_s: f64,
+    /// Relative error of the waits, skews, transfers and exposed splits
+    /// over the whole window (`strict`: those named there within 2 %).
+    whole: f64,
+    /// Figures held to 2 % even where `whole` is looser.
+    strict: &'static [&'static str],
+    /// Arrival-order counts may change by this many (near-ties).
+    ties: f64,
+    /// Relative error of one step's waits of 1 ms or more.
+    step: f64,
+}
+
+/// Rank 1 of a recording moved to "node-b", its clock shifted by
+/// −10 s..+10 s and drifting by up to ±10 µs/s: the clock map comes back
+/// the same for every offset and drift, within `b` of the truth, and the
+/// cross-rank figures within `b` of the one-host report.
+fn check(name: &str, b: &Bounds) {
+    let t0 = bundled(name);
     let base = analyze(&t0, &AnalysisOptions::default());
     assert!(base.cross_rank.clock_offsets.is_empty());
     let want = figures(&base);
@@ -117,7 +128,7 @@ fn a_rank_on_another_host_is_aligned_by_offset_and_drift() {
             let t = on_other_host(&t0, 1, "node-b", offset, drift, mid);
             let r = analyze(&t, &AnalysisOptions::default());
             let x = &r.cross_rank;
-            let what = format!("offset {offset} ns, drift {drift_us_per_s} us/s");
+            let what = format!("{name}: offset {offset} ns, drift {drift_us_per_s} us/s");
             assert!(x.comparable, "{what}: {:?}", x.notes);
             assert!(x.clocks.contains("2 hosts"), "{what}: {}", x.clocks);
             assert_eq!(x.clock_offsets.len(), 1, "{what}");
@@ -129,47 +140,84 @@ fn a_rank_on_another_host_is_aligned_by_offset_and_drift() {
             let truth = -(offset as f64 + drift * (o.at_ns - mid) as f64);
             let err = o.offset_ns as f64 - truth;
             assert!(
-                err.abs() <= 2_500.0,
+                err.abs() <= b.offset_ns,
                 "{what}: offset {} vs {truth}",
                 o.offset_ns
             );
-            assert!(
-                (o.drift_us_per_s + drift_us_per_s).abs() <= 8.0,
-                "{what}: {o:?}"
-            );
+            let drift_err = o.drift_us_per_s + drift_us_per_s;
+            assert!(drift_err.abs() <= b.drift_us_per_s, "{what}: {o:?}");
             assert!(o.residual_us < 10.0, "{what}: {o:?}");
-            errors.push((err, o.drift_us_per_s + drift_us_per_s));
+            errors.push((err, drift_err));
             let got = figures(&r);
             assert_eq!(got.len(), want.len(), "{what}");
-            for (a, b) in want.iter().zip(&got) {
-                assert_eq!(a.0, b.0);
-                let n = &a.0;
-                if n.ends_with("straggler") {
-                    assert_eq!(a.1, b.1, "{what}: {n}");
+            for (a, g) in want.iter().zip(&got) {
+                assert_eq!(a.0, g.0);
+                let (n, a, g) = (&a.0, a.1, g.1);
+                let bound = if n.ends_with("straggler") {
+                    0.0
                 } else if n.ends_with("count") || n.ends_with(" last") {
-                    // Instances whose ranks arrived within the error: near-ties.
-                    assert!((a.1 - b.1).abs() <= 2.0, "{what}: {n} {} vs {}", a.1, b.1);
+                    assert!((a - g).abs() <= b.ties, "{what}: {n} {a} vs {g}");
+                    continue;
                 } else if n.contains(" step ") {
-                    // One step's waits: those of a millisecond or more.
-                    if a.1 >= 1000.0 {
-                        assert!(rel(a.1, b.1) <= 0.05, "{what}: {n} {} vs {}", a.1, b.1);
+                    if a < 1000.0 {
+                        continue;
                     }
-                } else if n.starts_with("rank 1 waits")
-                    || n.ends_with("transfer")
-                    || n.ends_with("bw")
-                {
-                    assert!(rel(a.1, b.1) <= 0.02, "{what}: {n} {} vs {}", a.1, b.1);
+                    b.step
+                } else if b.strict.iter().any(|s| n.contains(s)) {
+                    0.02
                 } else {
-                    assert!(rel(a.1, b.1) <= 0.04, "{what}: {n} {} vs {}", a.1, b.1);
-                }
+                    b.whole
+                };
+                assert!(rel(a, g) <= bound, "{what}: {n} {a} vs {g}");
             }
         }
     }
     // Neither the offset nor the drift moves the estimate.
     for e in &errors {
-        assert!((e.0 - errors[0].0).abs() <= 20.0, "{errors:?}");
-        assert!((e.1 - errors[0].1).abs() <= 0.05, "{errors:?}");
+        assert!((e.0 - errors[0].0).abs() <= 20.0, "{name}: {errors:?}");
+        assert!((e.1 - errors[0].1).abs() <= 0.05, "{name}: {errors:?}");
     }
+}
+
+/// fsdp-ref-nccl-h200x2 (0.58 s, one 6 µs all-reduce at its end). Measured
+/// (debug build, this test): offset 2.32 µs from the truth at the middle
+/// for every offset and drift (the goal, 2 µs, is missed here:
+/// docs/METRICS.md, "Clocks", says why), drift 7.3 µs/s off; rank 1's
+/// wait for rank 0 +2.0 % (21.24 → 21.66 ms), rank 0's exposed wait
+/// −3.5 % (471 → 454 µs), the all-gather skew median +2.7 %, transfers
+/// and bandwidth within 2 %, every step's straggler the same, 2 of 40
+/// near-tie instances in another arrival order.
+#[test]
+fn fsdp_ref_nccl_on_two_hosts() {
+    check(
+        "fsdp-ref-nccl-h200x2",
+        &Bounds {
+            offset_ns: 2_500.0,
+            drift_us_per_s: 8.0,
+            whole: 0.04,
+            strict: &["rank 1 waits", "transfer", "bw"],
+            ties: 2.0,
+            step: 0.05,
+        },
+    );
+}
+
+/// torch-fsdp2-h200x2 (0.76 s, ms-long waits). Measured: offset 0.51 µs
+/// from the truth, drift 0.36 µs/s off; every cross-rank figure within
+/// 0.25 % of the one-host report (the goal met).
+#[test]
+fn torch_fsdp2_on_two_hosts() {
+    check(
+        "torch-fsdp2-h200x2",
+        &Bounds {
+            offset_ns: 2_000.0,
+            drift_us_per_s: 2.0,
+            whole: 0.02,
+            strict: &[],
+            ties: 0.0,
+            step: 0.02,
+        },
+    );
 }
 
 /// A rank moved to another clock whose process has no hostname (the
