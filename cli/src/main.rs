@@ -15,6 +15,7 @@ mod capture;
 mod compare;
 mod record;
 mod report;
+mod runs;
 mod sweep;
 mod whatif;
 
@@ -36,15 +37,18 @@ enum Command {
     /// Start a capture in the armed processes (`record --armed`) of this host: one file per process, rank-R.capture-K.pftrace.
     Capture(capture::CaptureArgs),
     /// Overlap, exposed communication, idle time, steps, sync stalls and SM occupancy.
+    #[command(after_help = REPORT_KEYS)]
     Report(report::ReportArgs),
     /// Open the timeline viewer (the bundled trace when no TRACE is given).
     View(ViewArgs),
     /// Two runs side by side: step time, overlap, exposed communication, idle, and kernels and collectives by change.
+    #[command(after_help = COMPARE_KEYS)]
     Compare(compare::CompareArgs),
     /// Replay the steps with changed durations: slower/faster collectives
     /// (--comm-scale, --link-bw), compute (--compute-scale), host syncs
     /// removed (--drop-syncs); predicted step time, overlap, exposed
     /// communication, critical path and the communication wall per collective.
+    #[command(after_help = WHATIF_KEYS)]
     Whatif(whatif::WhatIfArgs),
     /// Run a command once per configuration of an environment grid (NCCL
     /// knobs), each recorded; then step time, overlap, exposed
@@ -55,6 +59,17 @@ enum Command {
     /// Ranks, devices, streams, counts per kind, time span and dropped records.
     Info(InfoArgs),
 }
+
+/// The top-level keys of `report --format json` (docs/METRICS.md).
+const REPORT_KEYS: &str = "JSON keys (--format json): headline, ranks, other_processes, steps, \
+collectives, collectives_per_step, occupancy, cross_rank, sync_warnings, dropped_records, \
+diagnostics. Definitions: docs/METRICS.md.";
+/// The top-level keys of `compare --format json`.
+const COMPARE_KEYS: &str = "JSON keys (--format json): control, test, ranks, kernels, \
+collectives, diagnostics. Definitions: docs/METRICS.md.";
+/// The top-level keys of `whatif --format json`.
+const WHATIF_KEYS: &str = "JSON keys (--format json): changes, consistency_max_error_pct, \
+graph_nodes, graph_edges, ranks, notes. Definitions: docs/WHATIF.md.";
 
 #[derive(clap::Args)]
 struct ViewArgs {
@@ -298,13 +313,7 @@ fn info_text(t: &Trace) -> String {
             .map(|r| format!("rank {r}"))
             .unwrap_or_else(|| "rank ?".into());
         let world = p.world_size.map(|w| format!(" of {w}")).unwrap_or_default();
-        let _ = writeln!(
-            o,
-            "\n{rank}{world} · pid {} · {} · clock {}",
-            p.pid,
-            if p.name.is_empty() { "-" } else { &p.name },
-            p.clock.name()
-        );
+        let _ = writeln!(o, "\n{}", process_line(p, &format!("{rank}{world}")));
         if p.dropped_records > 0 {
             let _ = writeln!(o, "  dropped records: {}", p.dropped_records);
         }
@@ -333,11 +342,18 @@ fn info_text(t: &Trace) -> String {
                         .unwrap_or(device.0);
                     let _ = writeln!(
                         o,
-                        "  stream {stream:<5} GPU {ord}: {n} slices, {kernels} kernels"
+                        "  stream {stream:<5} GPU {ord}: {}, {}",
+                        plural(n, "slice"),
+                        plural(kernels, "kernel")
                     );
                 }
                 TrackKind::Thread { tid } => {
-                    let _ = writeln!(o, "  thread {tid:<5} {}: {n} slices", t.str(tr.name));
+                    let _ = writeln!(
+                        o,
+                        "  thread {tid:<5} {}: {}",
+                        t.str(tr.name),
+                        plural(n, "slice")
+                    );
                 }
                 TrackKind::Counter { .. } => {
                     let samples = t
@@ -346,7 +362,12 @@ fn info_text(t: &Trace) -> String {
                         .iter()
                         .filter(|c| c.0 == ti as u32)
                         .count();
-                    let _ = writeln!(o, "  counter {}: {samples} samples", t.str(tr.name));
+                    let _ = writeln!(
+                        o,
+                        "  counter {}: {}",
+                        t.str(tr.name),
+                        plural(samples, "sample")
+                    );
                 }
                 _ => {}
             }
@@ -374,7 +395,80 @@ fn info_text(t: &Trace) -> String {
     o
 }
 
+/// "1 slice", "2 slices".
+fn plural(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// "rank 0 of 2 · pid 1006 · host vm · python3 · clock monotonic": each
+/// fact once (the collector's process name repeats the rank, host and pid).
+fn process_line(p: &streamscope_core::Process, rank: &str) -> String {
+    let pid = p.pid.to_string();
+    let mut parts = vec![rank.to_string(), format!("pid {pid}")];
+    if !p.hostname.is_empty() {
+        parts.push(format!("host {}", p.hostname));
+    }
+    let said = |x: &str| {
+        x.is_empty()
+            || x == pid
+            || x == p.hostname
+            || rank.starts_with(x)
+            || x == format!("pid {pid}")
+    };
+    let name: Vec<&str> = p
+        .name
+        .split(" · ")
+        .map(str::trim)
+        .filter(|x| !said(x))
+        .collect();
+    if !name.is_empty() {
+        parts.push(name.join(" · "));
+    }
+    parts.push(format!("clock {}", p.clock.name()));
+    parts.join(" · ")
+}
+
+/// The hint when the viewer cannot open a window.
+const NO_DISPLAY_HINT: &str =
+    "to render the viewer to a PNG instead: streamscope view TRACE --screenshot OUT.png \
+     (under xvfb-run where no X server runs; scripts/demo.sh does it)";
+
+/// A windowing error without the source location winit puts in it
+/// ("os error at /root/.cargo/registry/.../mod.rs:765: why" -> "os error: why").
+fn without_source_location(e: &str) -> String {
+    match e.find(" at /") {
+        Some(i) => {
+            let rest = &e[i + 4..];
+            // The location ends with ":LINE: ".
+            let end = rest.find(": ").map_or(rest.len(), |k| k + 2);
+            format!("{}: {}", &e[..i], &rest[end..])
+        }
+        None => e.to_string(),
+    }
+}
+
 fn view(args: &ViewArgs) -> Result<()> {
+    let display = ["DISPLAY", "WAYLAND_DISPLAY", "WAYLAND_SOCKET"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+    if !display && args.screenshot.is_none() {
+        anyhow::bail!("no display (DISPLAY and WAYLAND_DISPLAY are unset); {NO_DISPLAY_HINT}");
+    }
+    view_window(args).map_err(|e| {
+        let line = without_source_location(&error_line(&e));
+        if args.screenshot.is_none() && line.contains("cannot open the viewer window") {
+            anyhow::anyhow!("{line}; {NO_DISPLAY_HINT}")
+        } else {
+            anyhow::anyhow!(line)
+        }
+    })
+}
+
+fn view_window(args: &ViewArgs) -> Result<()> {
     streamscope_viewer::run(streamscope_viewer::ViewOptions {
         traces: args.traces.clone(),
         screenshot: args.screenshot.clone(),
@@ -423,10 +517,16 @@ fn error_line(e: &anyhow::Error) -> String {
     let mut line = e.to_string();
     for cause in e.chain().skip(1) {
         let c = cause.to_string();
-        if !line.contains(&c) {
-            line.push_str(": ");
-            line.push_str(&c);
+        if line.contains(&c) {
+            continue;
         }
+        // "loading X" then "X: No such file": the path once.
+        let c = match c.split_once(": ") {
+            Some((head, rest)) if line.ends_with(head) => rest.to_string(),
+            _ => c,
+        };
+        line.push_str(": ");
+        line.push_str(&c);
     }
     line.replace('\n', " ")
 }

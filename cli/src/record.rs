@@ -79,6 +79,12 @@ pub struct RecordArgs {
     /// GPU metrics sampling rate in Hz: 1000 to 100000, or 1k to 100k (default 10k).
     #[arg(long, value_name = "HZ", value_parser = streamscope_core::gpu_metrics::parse_hz, requires = "gpu_metrics")]
     pub gpu_metrics_hz: Option<u32>,
+    /// Run the command even when no trace can be written (the collector
+    /// library is not found) and exit with its code when it wrote none.
+    /// Without it, `record` refuses to start untraced and exits non-zero
+    /// when the run wrote no trace.
+    #[arg(long)]
+    pub allow_untraced: bool,
     /// The command to run, after `--`.
     #[arg(
         required = true,
@@ -178,6 +184,14 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         bail!("--gpu-metrics does not work with --armed (GPU metrics are sampled for whole recordings only)");
     }
     let out = output_dir(&args.output, args.force)?;
+    if !args.allow_untraced {
+        if let Err(why) = setup::locate_collector() {
+            bail!(
+                "no trace can be written: {why}; the command was not run \
+                 (--allow-untraced runs it untraced)"
+            );
+        }
+    }
     let setup::Launch {
         mut cmd,
         collector,
@@ -202,6 +216,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         collector.is_ok(),
         code,
         totals.dropped,
+        args.allow_untraced,
     ))
 }
 

@@ -17,9 +17,9 @@ use streamscope_core::load::KeepArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Aligned tables, like `nsys stats`.
+    /// Aligned text: the headline block (report: the tables too with --full).
     Text,
-    /// JSON with `ranks`, `steps`, `collectives`, `cross_rank`, `occupancy`, `sync_warnings`, `dropped_records`.
+    /// JSON (the command's help lists its keys).
     Json,
     /// Markdown tables for a pull request.
     Markdown,
@@ -39,6 +39,16 @@ pub struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Text: after the headline block, every table (overlap and breakdown,
+    /// top kernels, per step, idle per stream, stalls and prefetch,
+    /// collectives, who waits for whom, occupancy, GPU metrics, host syncs).
+    #[arg(long)]
+    pub full: bool,
+    /// Analyze traces of different runs together (two arguments whose
+    /// ranks overlap, or recorded far apart in time) as one job; without
+    /// it they are refused (`compare A B` puts two runs side by side).
+    #[arg(long)]
+    pub merge: bool,
     /// Only this rank.
     #[arg(long)]
     pub rank: Option<u32>,
@@ -180,7 +190,8 @@ fn write_summary(args: &ReportArgs, out: &Path, opts: &AnalysisOptions) -> anyho
 pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
     let report = checked_report(args)?;
     Ok(match args.format {
-        Format::Text => render::text(&report),
+        Format::Text if args.full => render::text(&report),
+        Format::Text => render::text_brief(&report),
         Format::Json => render::json(&report) + "\n",
         Format::Markdown => render::markdown(&report),
     })
@@ -190,6 +201,9 @@ pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
 fn checked_report(args: &ReportArgs) -> anyhow::Result<Report> {
     let opts = options(args)?;
     let report = build_report(&args.traces, &opts)?;
+    if !args.merge {
+        crate::runs::refuse_mixed_runs(&args.traces, &report)?;
+    }
     if let Some(r) = args.rank {
         if report.ranks.is_empty() {
             bail!("rank {r} is not in {}", display_paths(&args.traces));
@@ -256,6 +270,8 @@ mod tests {
             summary_out: None,
             force: false,
             format,
+            full: true,
+            merge: false,
             rank: None,
             steps: None,
             sync_idle_threshold_us: 50.0,

@@ -1,13 +1,24 @@
-//! `streamscope record` on commands that never touch CUDA: the command runs,
-//! its exit code comes back, and the message says no trace was written.
+//! `streamscope record` on commands that never touch CUDA: without a
+//! collector it refuses to start (or runs untraced with --allow-untraced);
+//! a run that wrote no trace says so loudly and exits non-zero unless
+//! --allow-untraced; the command's own failing exit code comes back.
 
 use std::process::Command;
 
-fn record(dir: &std::path::Path, cmd: &[&str]) -> (i32, String) {
+/// `record -o DIR [extra...] -- cmd...` with STREAMSCOPE_COLLECTOR set to
+/// `collector` (a path that may not exist).
+fn record_with(
+    dir: &std::path::Path,
+    collector: &std::path::Path,
+    extra: &[&str],
+    cmd: &[&str],
+) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
+        .env("STREAMSCOPE_COLLECTOR", collector)
         .arg("record")
         .arg("-o")
         .arg(dir)
+        .args(extra)
         .arg("--")
         .args(cmd)
         .output()
@@ -24,23 +35,63 @@ fn temp(name: &str) -> std::path::PathBuf {
     d
 }
 
+/// A file standing for the collector: CUDA_INJECTION64_PATH names it, and
+/// a command that never loads CUDA never opens it.
+fn stand_in_collector(dir: &std::path::Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir).expect("dir");
+    let lib = dir.join("libstreamscope_collector.so");
+    std::fs::write(&lib, b"").expect("write");
+    lib
+}
+
 #[test]
-fn a_program_without_cuda_runs_and_says_no_trace() {
-    let dir = temp("true");
-    let (code, stderr) = record(&dir, &["true"]);
+fn without_a_collector_record_refuses_to_run_untraced() {
+    let dir = temp("nocollector");
+    let marker = dir.with_extension("ran");
+    let _ = std::fs::remove_file(&marker);
+    let touch = format!("touch {}", marker.display());
+    let missing = dir.with_extension("missing.so");
+    let (code, stderr) = record_with(&dir, &missing, &[], &["sh", "-c", &touch]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("error: no trace can be written") && stderr.contains("--allow-untraced"),
+        "{stderr}"
+    );
+    assert!(!marker.exists(), "the command must not have run");
+    // --allow-untraced: it runs, and its exit code comes back.
+    let (code, stderr) = record_with(&dir, &missing, &["--allow-untraced"], &["sh", "-c", &touch]);
     assert_eq!(code, 0, "{stderr}");
+    assert!(marker.exists(), "the command ran");
     assert!(stderr.contains("no trace was written"), "{stderr}");
+    let _ = std::fs::remove_file(&marker);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_program_without_cuda_writes_no_trace_and_record_fails_loudly() {
+    let dir = temp("true");
+    let lib = stand_in_collector(&temp("true-lib"));
+    let (code, stderr) = record_with(&dir, &lib, &[], &["true"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("error: no trace was written"), "{stderr}");
     assert!(dir.is_dir(), "the output directory is created");
     let _ = std::fs::remove_dir_all(&dir);
+    let (code, stderr) = record_with(&dir, &lib, &["--allow-untraced"], &["true"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("no trace was written"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(temp("true-lib"));
 }
 
 #[test]
 fn the_childs_exit_code_comes_back() {
     let dir = temp("exit3");
-    let (code, stderr) = record(&dir, &["sh", "-c", "echo out; exit 3"]);
+    let lib = stand_in_collector(&temp("exit3-lib"));
+    let (code, stderr) = record_with(&dir, &lib, &[], &["sh", "-c", "echo out; exit 3"]);
     assert_eq!(code, 3, "{stderr}");
     assert!(stderr.contains("no trace was written"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(temp("exit3-lib"));
 }
 
 #[test]
@@ -49,6 +100,7 @@ fn the_child_sees_the_collector_environment() {
     let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
         .args([
             "record",
+            "--allow-untraced",
             "--capture-range",
             "nvtx:step",
             "--delay",
@@ -485,7 +537,7 @@ fn gpu_metrics_without_a_gpu_record_the_job_anyway() {
     // metrics.
     let dir = temp("gpu-metrics-none");
     let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))
-        .args(["record", "-o"])
+        .args(["record", "--allow-untraced", "-o"])
         .arg(&dir)
         .args(["--gpu-metrics", "--gpu-metrics-hz", "5k", "--", "true"])
         .output()

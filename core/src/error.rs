@@ -46,10 +46,13 @@ pub enum TraceError {
         why: String,
     },
     /// A directory without trace files.
-    #[error("{path}: directory holds no trace files (.pftrace, .perfetto-trace, .json, .json.gz)")]
+    #[error("{path}: directory holds no trace files (.pftrace, .perfetto-trace, .json, .json.gz){subfolders}")]
     EmptyDirectory {
         /// The directory.
         path: PathBuf,
+        /// Its subfolders that hold trace files, in words ("" when none):
+        /// "; its subfolders with traces: a, b (name one: DIR/a)".
+        subfolders: String,
     },
     /// Writing a trace without processes.
     #[error("{path}: nothing to write: the trace has no processes")]

@@ -256,9 +256,55 @@ pub fn expand(path: &Path) -> Result<Vec<PathBuf>> {
     if files.is_empty() {
         return Err(TraceError::EmptyDirectory {
             path: path.to_path_buf(),
+            subfolders: trace_subfolders(path),
         });
     }
     Ok(files)
+}
+
+/// The subfolders of `dir` (two levels down at most) that hold trace
+/// files, in words for [`TraceError::EmptyDirectory`]; "" when none do.
+fn trace_subfolders(dir: &Path) -> String {
+    let holds = |d: &Path| {
+        std::fs::read_dir(d).is_ok_and(|rd| {
+            rd.flatten()
+                .any(|e| e.path().is_file() && is_trace_name(&e.path()))
+        })
+    };
+    let subdirs = |d: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d)
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.is_dir())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let mut found: Vec<PathBuf> = Vec::new();
+    for sub in subdirs(dir) {
+        if holds(&sub) {
+            found.push(sub);
+        } else {
+            found.extend(subdirs(&sub).into_iter().filter(|s| holds(s)));
+        }
+    }
+    let Some(first) = found.first() else {
+        return String::new();
+    };
+    let names: Vec<String> = found
+        .iter()
+        .take(12)
+        .map(|f| f.strip_prefix(dir).unwrap_or(f).display().to_string())
+        .collect();
+    format!(
+        "; its subfolders hold traces, one run each: {}{} (name one, e.g. {})",
+        names.join(", "),
+        if found.len() > 12 { ", ..." } else { "" },
+        first.display()
+    )
 }
 
 /// The capture number K of an on-demand capture file

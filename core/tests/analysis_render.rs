@@ -108,7 +108,7 @@ fn text_and_markdown_tables() {
     let lines: Vec<&str> = text.lines().collect();
     let h = lines
         .iter()
-        .position(|l| l.starts_with("rank  device") && l.contains("  window  "))
+        .position(|l| l.starts_with("rank  GPU") && l.contains("  median step ms  "))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(lines[h + 1].starts_with("----  "));
     assert_eq!(lines[h + 2].split_whitespace().next(), Some("0"));
@@ -117,10 +117,51 @@ fn text_and_markdown_tables() {
     let md = render::markdown(&r);
     assert!(md.starts_with("## streamscope report"));
     assert!(
-        md.contains("| rank | device | window | overlap % |"),
+        md.contains("| rank | GPU | median step ms | overlap % |"),
         "{md}"
     );
     assert!(md.contains("|---|---|"));
     let table_rows = md.lines().filter(|l| l.starts_with("| 1 |")).count();
     assert!(table_rows >= 3, "rank 1 rows in several tables");
+}
+
+#[test]
+fn past_eight_ranks_the_headline_summarizes_within_100_columns() {
+    let t = fsdp_like(&SynthOptions {
+        ranks: 12,
+        target_slices: 24_000,
+        ..Default::default()
+    });
+    let r = analyze(&t, &AnalysisOptions::default());
+    // JSON keeps every rank; the text block summarizes.
+    assert_eq!(r.headline.ranks.len(), 12);
+    assert!(r.ranks.iter().all(|k| k.median_step_ms.is_some()));
+    let text = render::text_brief(&r);
+    for l in text.lines() {
+        assert!(l.chars().count() <= render::WIDTH, "{l}");
+    }
+    assert!(text.contains("12 ranks: median step time"), "{text}");
+    assert!(text.contains("(slowest"), "{text}");
+    let rows = text
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u32>().is_ok())
+        })
+        .count();
+    assert!((1..=5).contains(&rows), "{rows} rank rows:\n{text}");
+    // Up to 8 ranks, a row each.
+    let t = fsdp_like(&SynthOptions {
+        ranks: 3,
+        target_slices: 6_000,
+        ..Default::default()
+    });
+    let text = render::text_brief(&analyze(&t, &AnalysisOptions::default()));
+    for k in 0..3 {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{k}     "))),
+            "rank {k}:\n{text}"
+        );
+    }
 }

@@ -31,14 +31,21 @@ pub struct Launch {
     pub sampler: Option<gpu_metrics::Sampler>,
 }
 
+/// The collector `record` would inject ($STREAMSCOPE_COLLECTOR, else
+/// beside this executable), or why there is none.
+pub fn locate_collector() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().ok();
+    find_collector(
+        std::env::var_os(ENV_COLLECTOR).map(PathBuf::from),
+        exe.as_deref(),
+    )
+}
+
 /// `program rest...` with the collector injected and the environment of
 /// `args`, writing into `out`.
 pub fn launch(args: &RecordArgs, program: &OsString, rest: &[OsString], out: &Path) -> Launch {
     let exe = std::env::current_exe().ok();
-    let collector = find_collector(
-        std::env::var_os(ENV_COLLECTOR).map(PathBuf::from),
-        exe.as_deref(),
-    );
+    let collector = locate_collector();
     let mut cmd = Command::new(program);
     cmd.args(rest);
     let hooks_dir = inject_collector(&mut cmd, &collector, args);
@@ -140,11 +147,42 @@ pub fn find_collector(env_value: Option<PathBuf>, exe: Option<&Path>) -> Result<
         dir.join(COLLECTOR_FILE),
         dir.join("../lib").join(COLLECTOR_FILE),
     ];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .ok_or_else(|| format!("{COLLECTOR_FILE} not found next to {} (build it with `cargo build -p streamscope-collector`, or set {ENV_COLLECTOR})", dir.display()))
+    if let Some(p) = candidates.iter().find(|p| p.is_file()) {
+        return Ok(p.clone());
+    }
+    // A cargo build folder (target/release, target/debug, target/PROFILE):
+    // the collector of another profile, the newest, when this one has none.
+    if let Some(p) = other_profiles(dir) {
+        return Ok(p);
+    }
+    let profile = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    let build = match profile.as_deref() {
+        Some("release") => "cargo build --release -p streamscope-collector".to_string(),
+        Some("debug") => "cargo build -p streamscope-collector".to_string(),
+        Some(p) => format!("cargo build --profile {p} -p streamscope-collector"),
+        None => "cargo build --release -p streamscope-collector".to_string(),
+    };
+    Err(format!(
+        "{COLLECTOR_FILE} not found next to {} (build it with `{build}`, or set {ENV_COLLECTOR})",
+        dir.display()
+    ))
+}
+
+/// The newest collector in a sibling profile folder of `dir` when `dir`
+/// is a cargo profile folder (its parent holds CACHEDIR.TAG).
+fn other_profiles(dir: &Path) -> Option<PathBuf> {
+    let target = dir.parent()?;
+    if !target.join("CACHEDIR.TAG").is_file() {
+        return None;
+    }
+    std::fs::read_dir(target)
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join(COLLECTOR_FILE))
+        .filter(|p| p.is_file())
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max_by_key(|(t, _)| *t)
+        .map(|(_, p)| p)
 }
 
 /// libcupti for NVTX injection: the first `libcupti.so*` in `dirs`.

@@ -9,10 +9,20 @@ use streamscope_core::load::load_paths;
 use super::files;
 use super::progress::human_bytes;
 
+/// Exit code of a run that wrote no trace, when the command itself succeeded.
+pub const NO_TRACE_EXIT: i32 = 2;
+
 /// Lists the traces in `out` and prints their summary; says why when
 /// there are none (`collector_found`: whether the collector was injected).
-/// Returns `code`.
-pub fn print(out: &Path, collector_found: bool, code: i32, dropped: u64) -> i32 {
+/// Returns `code`, or [`NO_TRACE_EXIT`] when no trace was written, the
+/// command succeeded and `allow_untraced` is false.
+pub fn print(
+    out: &Path,
+    collector_found: bool,
+    code: i32,
+    dropped: u64,
+    allow_untraced: bool,
+) -> i32 {
     let traces = files(out, |n| n.ends_with(".pftrace"));
     if traces.is_empty() {
         let why = if collector_found {
@@ -20,8 +30,16 @@ pub fn print(out: &Path, collector_found: bool, code: i32, dropped: u64) -> i32 
         } else {
             "the collector library was not found"
         };
-        eprintln!("streamscope: no trace was written: {why}. Exit code {code}.");
-        return code;
+        if allow_untraced {
+            eprintln!("streamscope: no trace was written: {why}. Exit code {code}.");
+            return code;
+        }
+        let exit = if code == 0 { NO_TRACE_EXIT } else { code };
+        eprintln!(
+            "streamscope: error: no trace was written: {why}. The command exited with {code}; \
+             record exits with {exit} (--allow-untraced: exit with the command's code)."
+        );
+        return exit;
     }
     eprintln!(
         "streamscope: {} trace file(s) in {}:",
@@ -101,14 +119,21 @@ pub fn summary(r: &Report) -> String {
             v.map(|x| format!("{x:.1}%"))
                 .unwrap_or_else(|| "n/a".into())
         };
+        // The headline's figures, in ms (docs/METRICS.md, "Headline").
+        let h = r.headline.ranks.iter().find(|h| h.rank == rank.rank);
+        let step = match h.and_then(|h| Some((h.median_step_ms?, h.steps))) {
+            Some((m, n)) => format!(" · step {m:.2} ms (median of {n})"),
+            None => String::new(),
+        };
+        let exposed = match h {
+            Some(h) if h.steps > 0 => format!("{:.2} ms/step", h.exposed_comm_ms_per_step),
+            _ => format!("{:.2} ms", rank.breakdown.exposed_comm_us / 1000.0),
+        };
         s += &format!(
-            "  {}: {} GPU events · overlap {} · exposed comm {:.0} µs · compute {:.0} µs · comm {:.0} µs · idle {}\n",
+            "  {}: {} GPU events · overlap {} · exposed comm {exposed}{step} · idle {}\n",
             rank.label,
             rank.breakdown.gpu_events,
             pct(rank.breakdown.overlap_pct),
-            rank.breakdown.exposed_comm_us,
-            rank.breakdown.compute_us,
-            rank.breakdown.comm_us,
             pct(rank.breakdown.idle_pct)
         );
         if rank.measured.any() {
@@ -120,8 +145,14 @@ pub fn summary(r: &Report) -> String {
         s += &format!("  {n} host-sync warning(s):\n");
         for w in r.sync_warnings.iter().take(SUMMARY_WARNINGS) {
             s += &format!(
-                "    rank {} · {} · {} at {} · {}× · host blocked {:.0} µs · GPU idle {:.0} µs\n",
-                w.rank, w.pattern, w.api, w.where_, w.count, w.host_blocked_us, w.gpu_idle_us
+                "    rank {} · {} · {} at {} · {}× · host blocked {:.2} ms · GPU idle {:.2} ms\n",
+                w.rank,
+                w.pattern,
+                w.api,
+                w.where_,
+                w.count,
+                w.host_blocked_us / 1000.0,
+                w.gpu_idle_us / 1000.0
             );
         }
         if n > SUMMARY_WARNINGS {
@@ -182,6 +213,9 @@ mod tests {
             .collect();
         assert_eq!(ranks.len(), 2, "{s}");
         assert!(ranks.iter().all(|l| l.contains('%')), "{s}");
+        // The headline's step time, in ms; no µs left.
+        assert!(ranks.iter().all(|l| l.contains(" ms (median of ")), "{s}");
+        assert!(!s.contains("µs"), "{s}");
         // No samples, no metrics line.
         assert!(!s.contains("GPU metrics:"), "{s}");
     }

@@ -165,6 +165,7 @@ impl Assembly {
                 .total_cmp(&a.gpu_idle_us)
                 .then(a.rank.cmp(&b.rank))
         });
+        super::headline::fill(&mut report);
         report
     }
 }

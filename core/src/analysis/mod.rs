@@ -9,6 +9,7 @@ mod assemble;
 mod breakdown;
 pub(crate) mod collectives;
 pub mod compare;
+pub mod headline;
 pub(crate) mod intervals;
 mod measured;
 mod names;
@@ -20,6 +21,7 @@ mod report;
 mod steps;
 pub mod streamed;
 pub(crate) mod sync;
+pub mod top_kernels;
 mod waits;
 pub mod whatif;
 mod xrank;
@@ -447,7 +449,9 @@ pub(crate) fn analyze_rank_alone(
         exposed_transfer_us: None,
         measured: rank_measured,
         sm_contention,
+        ..RankReport::default()
     });
+    headline::stamp(trace, &ctx, &head, window_steps.len(), &mut report.ranks);
     // Kept until every rank is read (many ranks): no spare capacity.
     report.collectives_per_step.shrink_to_fit();
     report.collectives.shrink_to_fit();

@@ -33,6 +33,11 @@ pub struct Report {
     pub dropped_records: u64,
     /// Loader diagnostics carried over from the trace, then the analysis's.
     pub diagnostics: Vec<crate::diagnostic::Diagnostic>,
+    /// The first screen: per rank step time, overlap, exposed
+    /// communication, idle, costliest sync and top kernel; the straggler
+    /// (milliseconds; docs/METRICS.md, "Headline").
+    #[serde(default)]
+    pub headline: super::headline::Headline,
 }
 
 impl Report {
@@ -51,15 +56,42 @@ impl Report {
     /// Median duration of `rank`'s headline-window steps, µs (the mean of
     /// the middle two for an even count); None without steps.
     pub fn median_step_us(&self, rank: u32) -> Option<f64> {
+        self.step_time(rank).map(|s| s.median_us)
+    }
+
+    /// The step time of `rank` over its headline-window (steady-state)
+    /// steps, from each step row's `duration_us`: median and spread; None
+    /// without steps. The one place the headline, `compare` and the JSON
+    /// `median_step_ms` take step time from.
+    pub fn step_time(&self, rank: u32) -> Option<StepTime> {
         let mut d: Vec<f64> = self.window_steps(rank).map(|s| s.duration_us).collect();
         d.sort_by(f64::total_cmp);
         let n = d.len();
-        match n {
-            0 => None,
-            _ if n % 2 == 1 => Some(d[n / 2]),
-            _ => Some((d[n / 2 - 1] + d[n / 2]) / 2.0),
-        }
+        let median_us = match n {
+            0 => return None,
+            _ if n % 2 == 1 => d[n / 2],
+            _ => (d[n / 2 - 1] + d[n / 2]) / 2.0,
+        };
+        Some(StepTime {
+            steps: n as u64,
+            median_us,
+            min_us: d[0],
+            max_us: d[n - 1],
+        })
     }
+}
+
+/// Step time of one rank over its headline-window steps.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct StepTime {
+    /// Steps counted.
+    pub steps: u64,
+    /// Median duration (the mean of the middle two for an even count), µs.
+    pub median_us: f64,
+    /// Shortest step, µs.
+    pub min_us: f64,
+    /// Longest step, µs.
+    pub max_us: f64,
 }
 
 /// A traced process without GPU work.
@@ -201,6 +233,24 @@ pub struct RankReport {
     /// Compute kernels slowed by NCCL kernels sharing the SMs (headline
     /// window; needs no sampling).
     pub sm_contention: super::measured::SmContention,
+    /// Median step time over the headline window's steps, ms (`None`
+    /// without steps; [`Report::step_time`]).
+    #[serde(default)]
+    pub median_step_ms: Option<f64>,
+    /// The kernels with the most time in the headline window, most first.
+    #[serde(default)]
+    pub top_kernels: Vec<super::top_kernels::TopKernel>,
+    /// Host the rank ran on ("" when unknown).
+    #[serde(default)]
+    pub host: String,
+    /// Wall-clock time (Unix epoch, ns) of the rank's first event, when
+    /// the trace holds a realtime clock reading; tells runs apart.
+    #[serde(default)]
+    pub first_event_unix_ns: Option<i64>,
+    /// The same of its last event's end: two ranks whose spans do not
+    /// overlap ran at different times (different runs).
+    #[serde(default)]
+    pub last_event_unix_ns: Option<i64>,
 }
 
 /// HTA idle categories of one stream.

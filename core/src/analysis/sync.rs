@@ -417,7 +417,7 @@ fn enclosing(t: &Trace, ctx: &RankCtx, occs: &[Occ], kind: SliceKind) -> Vec<Vec
 }
 
 /// A frame of PyTorch or an installed package rather than of the program.
-fn is_library_frame(location: &str) -> bool {
+pub(crate) fn is_library_frame(location: &str) -> bool {
     location.contains("site-packages/")
         || location.contains("dist-packages/")
         || location.starts_with("torch/")
@@ -633,7 +633,10 @@ fn rate_in_window(g: &mut SyncGroup, idle_ns: i64, window_steps: usize, opts: &A
     // A warning means a cost: GPU idle caused in the window. A sync
     // that repeats but leaves the device busy is listed, not raised.
     if g.gpu_idle_us >= opts.sync_gpu_idle_threshold_us && idle_ns > 0 {
-        let mut why = vec![format!("costs {:.1} µs of GPU idle", g.gpu_idle_us)];
+        let mut why = vec![format!(
+            "costs {:.2} ms of GPU idle",
+            g.gpu_idle_us / 1000.0
+        )];
         if window_steps >= 2 && g.steps_with >= 2 {
             why.push(format!("in {} of {} steps", g.steps_with, window_steps));
         } else if g.count >= 2 {
