@@ -572,7 +572,7 @@ fn regimes(
         let n = gpu[idx[pos]];
         let (v0, v1) = (2 * n, 2 * n + 1);
         let at = |v: u32| r.map_or(g.measured(v), |r| r.at[v as usize]);
-        let off = |v: u32| g.ctx_offset[g.nodes[(v / 2) as usize].ctx as usize];
+        let off = |v: u32| g.offset(v);
         let last = g.preds_of(v1)[1..]
             .iter()
             .map(|&p| at(p) + off(p) - off(v0))

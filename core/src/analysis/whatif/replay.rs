@@ -160,7 +160,7 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
                 }
                 NodeKind::Comm => {
                     let inst = g.instance[(v / 2) as usize];
-                    let off = |vx: u32| g.ctx_offset[g.nodes[(vx / 2) as usize].ctx as usize];
+                    let off = |vx: u32| g.offset(vx);
                     // A kernel that ended before the last rank's started
                     // (clocks too far apart to compare) is not coupled.
                     let ended_first = ps.get(1..).is_some_and(|rest| {
