@@ -12,6 +12,7 @@ use streamscope_core::load::{load_paths_keeping, KeepArgs};
 use streamscope_core::{SliceKind, Trace, TrackKind};
 
 mod capture;
+mod cleanup;
 mod compare;
 mod record;
 mod report;
@@ -113,11 +114,16 @@ struct ExportArgs {
     #[arg(long = "to", value_enum)]
     to: ExportFormat,
     /// Output file, gzip-compressed when its name ends in .gz. An existing
-    /// file is refused unless --force; an input
-    /// (or a trace file inside an input directory) is always refused.
+    /// file is refused unless --force; an input (or a trace file inside an
+    /// input directory) is always refused. Written through a temporary
+    /// .NAME.streamscope-PID-N.tmp beside it, renamed into place when
+    /// complete (removed on Ctrl-C/SIGTERM; the next write removes one left
+    /// by a kill -9).
     #[arg(short, long)]
     output: PathBuf,
-    /// Replace an existing output file.
+    /// Replace an existing output file: a regular file only (a symbolic
+    /// link to one has its target replaced); a device, FIFO, socket,
+    /// directory or dangling link is refused.
     #[arg(long)]
     force: bool,
 }
@@ -173,62 +179,22 @@ pub fn load_with_progress_keeping(paths: &[PathBuf], keep: KeepArgs) -> Result<T
     Ok(trace)
 }
 
-/// Refuses an output that is one of the inputs, or a trace file inside an
-/// input directory (the next load of that directory would show its ranks
-/// twice), whatever --force says.
-fn check_output_is_not_an_input(args: &ExportArgs) -> Result<()> {
-    let out = &args.output;
-    // The output may not exist yet: judge by its canonical directory.
-    let dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let Ok(dir) = std::fs::canonicalize(&dir) else {
-        return Ok(()); // the write names the missing directory
-    };
-    let Some(name) = out.file_name() else {
-        return Ok(());
-    };
-    let out_canon = dir.join(name);
-    let out_canon = std::fs::canonicalize(&out_canon).unwrap_or(out_canon);
-    for input in &args.traces {
-        let Ok(inp) = std::fs::canonicalize(input) else {
-            continue;
-        };
-        if inp == out_canon {
-            anyhow::bail!(
-                "{}: is an input of this export; write elsewhere",
-                out.display()
-            );
-        }
-        let listed = streamscope_core::load::expand(&inp).unwrap_or_default();
-        let would_be_listed = inp.is_dir()
-            && out_canon.parent() == Some(inp.as_path())
-            && streamscope_core::load::is_trace_name(&out_canon);
-        if listed.contains(&out_canon) || would_be_listed {
-            anyhow::bail!(
-                "{}: is inside input directory {}, whose next load would show its ranks twice; write elsewhere",
-                out.display(),
-                input.display()
-            );
-        }
-    }
-    Ok(())
-}
-
 fn export(args: &ExportArgs) -> Result<()> {
     let t0 = Instant::now();
-    check_output_is_not_an_input(args)?;
-    if !args.force && std::fs::symlink_metadata(&args.output).is_ok() {
-        anyhow::bail!(
-            "{}: already exists (pass --force to replace it)",
-            args.output.display()
-        );
-    }
+    streamscope_core::load::refuse_input_as_output(&args.output, &args.traces)?;
+    streamscope_core::load::check_output(&args.output, args.force)?;
     let trace = load_with_progress(&args.traces)?;
     let overwrite = args.force;
     match args.to {
         ExportFormat::Perfetto => {
+            let offset = streamscope_core::perfetto::time_offset_ns(&trace);
+            if offset > 0 {
+                eprintln!(
+                    "streamscope: warning: {}: times from {} ns: Perfetto's are unsigned, so every time is written {offset} ns later (process metadata time_offset_ns); chrome-json keeps them",
+                    args.output.display(),
+                    -offset
+                );
+            }
             streamscope_core::perfetto::write_new_file(&trace, &args.output, overwrite)?
         }
         ExportFormat::ChromeJson => {
@@ -452,6 +418,14 @@ fn without_source_location(e: &str) -> String {
 }
 
 fn view(args: &ViewArgs) -> Result<()> {
+    if let Some(png) = &args.screenshot {
+        let inputs = [
+            args.traces.clone(),
+            args.compare.clone().unwrap_or_default(),
+        ]
+        .concat();
+        streamscope_core::load::refuse_input_as_output(png, &inputs)?;
+    }
     let display = ["DISPLAY", "WAYLAND_DISPLAY", "WAYLAND_SOCKET"]
         .iter()
         .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
@@ -490,6 +464,10 @@ fn view_window(args: &ViewArgs) -> Result<()> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Export(_) | Command::Report(_)) {
+        // They write through temporary files: removed if interrupted.
+        cleanup::remove_temp_files_on_signals();
+    }
     let result = match &cli.command {
         // record exits with the recorded command's exit code.
         Command::Record(a) => record::run(a),

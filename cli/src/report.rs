@@ -33,7 +33,7 @@ pub struct ReportArgs {
     /// Write this rank set's summary (per-rank results and collective records) to FILE instead of a report; `report FILE...` merges summaries.
     #[arg(long, value_name = "FILE")]
     pub summary_out: Option<PathBuf>,
-    /// Replace an existing --summary-out file.
+    /// Replace an existing --summary-out file (a regular file only, as `export --force`; never an input).
     #[arg(long)]
     pub force: bool,
     /// Output format.
@@ -154,6 +154,9 @@ fn build_report(paths: &[PathBuf], opts: &AnalysisOptions) -> anyhow::Result<Rep
 
 /// `--summary-out`: analyzes the traces rank file by rank file and writes their summary.
 fn write_summary(args: &ReportArgs, out: &Path, opts: &AnalysisOptions) -> anyhow::Result<()> {
+    // Never over an input, only a regular file: judged before any work.
+    streamscope_core::load::refuse_input_as_output(out, &args.traces)?;
+    streamscope_core::load::check_output(out, args.force)?;
     if summary_inputs(&args.traces)? {
         bail!(
             "--summary-out takes trace files, not summaries ({})",
@@ -201,6 +204,12 @@ pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
 fn checked_report(args: &ReportArgs) -> anyhow::Result<Report> {
     let opts = options(args)?;
     let report = build_report(&args.traces, &opts)?;
+    if let Err(why) = streamscope_core::analysis::invariants::check(&report) {
+        bail!(
+            "{}: the report breaks its invariants ({why}): damaged input or a bug; not printed",
+            display_paths(&args.traces)
+        );
+    }
     if !args.merge {
         crate::runs::refuse_mixed_runs(&args.traces, &report)?;
     }

@@ -64,6 +64,9 @@ pub enum Kind {
     /// them: host step intervals are not step times (the GPU-clock
     /// durations are).
     HostRunsAhead,
+    /// A Kineto `baseTimeNanoseconds` out of range (negative, beyond 2^63
+    /// ns, or carrying events past it): not added, times kept relative.
+    BadTimeBase,
 }
 
 /// How bad a problem is, as Perfetto's import stats grade them.
@@ -85,7 +88,7 @@ impl Kind {
         match self {
             UnterminatedSlices | UnmatchedSliceEnds | TrackParentLoop | BadDuration
             | UnreadableMetadata | DuplicateRank | UnmatchedCollectives | CaptureChosen
-            | HostRunsAhead => Severity::Info,
+            | HostRunsAhead | BadTimeBase => Severity::Info,
             Truncated | DamagedPackets | IncrementalStateLost | MalformedEvents
             | MissingTimestamp | UnplacedEvents | UnknownCategories | EmptyFile
             | UnreadableFile => Severity::DataLoss,

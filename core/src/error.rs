@@ -66,6 +66,14 @@ pub enum TraceError {
         /// The output file.
         path: PathBuf,
     },
+    /// An output that may not be written: an input, or not a regular file.
+    #[error("{path}: {why}")]
+    Output {
+        /// The output file.
+        path: PathBuf,
+        /// Why it is refused.
+        why: String,
+    },
     /// A rank-set summary that cannot be read or merged.
     #[error("{path}: {why}")]
     Summary {

@@ -21,9 +21,15 @@ mod json;
 mod order;
 mod process;
 mod split;
+mod squeeze;
 mod time;
 
 pub(crate) use time::us_text_to_ns;
+
+/// JSON text read with its long whitespace runs cut ([`squeeze::Squeeze`]).
+pub(crate) fn squeeze<R: Read>(r: R) -> impl Read {
+    squeeze::Squeeze::new(r)
+}
 
 use std::io::Read;
 use std::path::Path;
@@ -286,7 +292,7 @@ pub fn read_bytes_keeping(path: &Path, bytes: &[u8], keep: KeepArgs) -> Result<T
     if bytes.starts_with(&GZIP_MAGIC) {
         if gzip_holds_ours(bytes) {
             let mut text = Vec::new();
-            flate2::read::MultiGzDecoder::new(bytes)
+            split::inflate(bytes)
                 .read_to_end(&mut text)
                 .map_err(|e| TraceError::io(path, e))?;
             return crate::chrome::read_json(path, &text);

@@ -11,8 +11,12 @@ use crate::error::{Result, TraceError};
 pub use crate::kineto::KeepArgs;
 use crate::model::Trace;
 
+mod fifo;
 mod gzip;
 pub(crate) use gzip::gzip_error;
+mod write;
+pub(crate) use write::write_model_file;
+pub use write::{check_output, refuse_input_as_output, remove_temp_files, write_atomically};
 
 /// What a file holds, judged by its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +64,7 @@ pub(crate) fn sources_noted(paths: &[PathBuf]) -> Result<(Vec<Source>, Vec<Diagn
         let mut found = expand(p)?;
         if listed {
             notes.extend(latest_capture(p, &mut found));
+            notes.extend(broken_links(p));
         }
         files.extend(found.into_iter().map(|path| Source { path, listed }));
     }
@@ -307,6 +312,34 @@ fn trace_subfolders(dir: &Path) -> String {
     )
 }
 
+/// A warning per trace-named symbolic link in `dir` that leads nowhere
+/// (dangling, or a loop of links): skipped by [`expand`], but never
+/// silently.
+fn broken_links(dir: &Path) -> Vec<Diagnostic> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut links: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| is_trace_name(p))
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+        .filter(|p| std::fs::metadata(p).is_err())
+        .collect();
+    links.sort();
+    links
+        .into_iter()
+        .map(|p| {
+            Diagnostic::new(
+                Kind::UnreadableFile,
+                1,
+                "a symbolic link to nothing (or a loop of links); skipped",
+            )
+            .in_file(p.display())
+        })
+        .collect()
+}
+
 /// The capture number K of an on-demand capture file
 /// (`rank-R.capture-K.pftrace[.gz]`, as `streamscope capture` names them).
 pub(crate) fn capture_number(p: &Path) -> Option<u32> {
@@ -461,13 +494,19 @@ fn load_file_reporting(
 ) -> Result<Trace> {
     use std::io::Read;
     let io = |e| TraceError::io(path, e);
-    let f = std::fs::File::open(path).map_err(io)?;
-    // The length of a regular file (one that can be read again); 0 for a pipe.
-    let regular_len = f
-        .metadata()
-        .ok()
-        .filter(|m| m.is_file())
-        .map_or(0, |m| m.len());
+    // A FIFO is opened without waiting for a writer that may never come.
+    let (f, regular_len): (Box<dyn Read + Send>, u64) = if fifo::is_fifo(path) {
+        (Box::new(fifo::open(path).map_err(io)?), 0)
+    } else {
+        let f = std::fs::File::open(path).map_err(io)?;
+        // The length of a regular file (one that can be read again); 0 for a pipe.
+        let regular_len = f
+            .metadata()
+            .ok()
+            .filter(|m| m.is_file())
+            .map_or(0, |m| m.len());
+        (Box::new(f), regular_len)
+    };
     let mut f = Counting { inner: f, on_read };
     let mut head = Vec::with_capacity(SNIFF_BYTES as usize);
     (&mut f)
@@ -487,116 +526,21 @@ fn load_file_reporting(
             crate::kineto::read_gzip_file(path, head, f, regular_len as usize, keep)
         }
         // `kineto::read_bytes` inflates a gzip file itself, on two cores.
+        // A pipe of plain JSON is held whole: its whitespace runs cut first
+        // (padding costs time, not memory).
+        Format::Kineto if !gz && regular_len == 0 => {
+            let mut bytes = Vec::new();
+            crate::kineto::squeeze(std::io::Cursor::new(head).chain(f))
+                .read_to_end(&mut bytes)
+                .map_err(io)?;
+            crate::kineto::read_bytes_keeping(path, &bytes, keep)
+        }
         Format::Kineto => {
             let mut bytes = head;
             // Sized once (a regular file), not grown by doubling.
             bytes.reserve_exact((regular_len as usize).saturating_sub(bytes.len()));
             f.read_to_end(&mut bytes).map_err(io)?;
             crate::kineto::read_bytes_keeping(path, &bytes, keep)
-        }
-    }
-}
-
-/// Writes a whole model with `write` (a format's writer) to `path`
-/// through [`write_atomically`], gzip-compressed when `path` ends in
-/// `.gz`; an existing `path` is replaced only with `overwrite`. A trace
-/// without processes is an error (it would be an empty file).
-pub(crate) fn write_model_file(
-    trace: &crate::model::Trace,
-    path: &Path,
-    overwrite: bool,
-    write: impl FnOnce(&crate::model::Trace, &mut dyn std::io::Write) -> std::io::Result<()>,
-) -> Result<()> {
-    if trace.processes().is_empty() {
-        return Err(TraceError::NothingToWrite {
-            path: path.to_path_buf(),
-        });
-    }
-    let gz = path
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().ends_with(".gz"));
-    write_atomically(path, overwrite, |w| {
-        if !gz {
-            return write(trace, w);
-        }
-        let mut z = flate2::write::GzEncoder::new(w, flate2::Compression::default());
-        write(trace, &mut z)?;
-        z.finish().map(|_| ())
-    })
-}
-
-/// Writes `path` through a temporary file in the same directory, renamed
-/// into place once complete and synced: a failed write leaves what was
-/// there before, a reader never sees a partial file, and of two writers
-/// to one path the last rename wins whole. Without `overwrite`, an
-/// existing `path` is refused (checked again atomically at the end, so a
-/// concurrent writer cannot be clobbered either).
-pub fn write_atomically(
-    path: &Path,
-    overwrite: bool,
-    write: impl FnOnce(&mut std::io::BufWriter<&std::fs::File>) -> std::io::Result<()>,
-) -> Result<()> {
-    use std::io::Write;
-    let err = |source| TraceError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    if !overwrite && std::fs::symlink_metadata(path).is_ok() {
-        return Err(TraceError::OutputExists {
-            path: path.to_path_buf(),
-        });
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".into());
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}-{n}.tmp", std::process::id()));
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .map_err(err)?;
-    let result = (|| {
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, &file);
-        write(&mut w)?;
-        w.flush()?;
-        drop(w);
-        file.sync_all()?;
-        if overwrite {
-            std::fs::rename(&tmp, path)
-        } else {
-            // A hard link fails if `path` appeared meanwhile. Where links
-            // are not supported, check and rename (a narrow race).
-            match std::fs::hard_link(&tmp, path) {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&tmp);
-                    Ok(())
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(e),
-                Err(_) if std::fs::symlink_metadata(path).is_ok() => {
-                    Err(std::io::Error::from(std::io::ErrorKind::AlreadyExists))
-                }
-                Err(_) => std::fs::rename(&tmp, path),
-            }
-        }
-    })();
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            if e.kind() == std::io::ErrorKind::AlreadyExists {
-                Err(TraceError::OutputExists {
-                    path: path.to_path_buf(),
-                })
-            } else {
-                Err(err(e))
-            }
         }
     }
 }

@@ -119,6 +119,11 @@ fn regression_inputs_load_with_their_warnings() {
             MalformedEvents,
             None,
         ),
+        (
+            "kineto/regress-time-base-beyond-i64.json",
+            BadTimeBase,
+            Some(3),
+        ),
     ] {
         let t = load::load_file(&dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         assert!(
@@ -136,4 +141,17 @@ fn regression_inputs_load_with_their_warnings() {
     let t = load::load_file(&dir.join("kineto/regress-edge-timestamps.json")).expect("loads");
     let (a, b) = t.time_span().expect("span");
     assert!(b >= a);
+    // A base near 2^63 ns is not added: the slices keep their distances.
+    let t = load::load_file(&dir.join("kineto/regress-time-base-beyond-i64.json")).expect("loads");
+    assert_eq!(t.time_span(), Some((0, 4_100_000)));
+    // A time before 0: a Perfetto export moves every time, keeping the span.
+    let t = load::load_file(&dir.join("kineto/regress-negative-ts.json")).expect("loads");
+    let bytes = perfetto::write_trace(&t, Vec::new()).expect("in memory");
+    let back = perfetto::read_stream(Path::new("neg.pftrace"), &bytes[..]).expect("reads back");
+    let span = |t: &Trace| t.time_span().map(|(a, b)| b - a);
+    assert_eq!(span(&back), span(&t));
+    assert_eq!(span(&t), Some(4_100_000));
+    // A megabyte of blanks between two events.
+    let t = load::load_file(&dir.join("kineto/regress-whitespace-padding.json.gz")).expect("loads");
+    assert_eq!(t.slices().len(), 3);
 }

@@ -65,7 +65,39 @@ pub fn run(opts: ViewOptions) -> anyhow::Result<()> {
     } else {
         ViewerApp::open_in_background(opts.traces.clone())
     };
+    if let Some(png) = &opts.screenshot {
+        refuse_failed_load(&app, png)?;
+    }
     run_app(app, &opts)
+}
+
+/// A screenshot of a trace that did not load (of the error shown instead)
+/// is no screenshot: an error naming the file, and no PNG.
+fn refuse_failed_load(app: &ViewerApp, png: &std::path::Path) -> anyhow::Result<()> {
+    let failed = app.files.iter().find_map(|f| {
+        f.result
+            .as_ref()
+            .err()
+            .filter(|_| !f.path.is_dir())
+            .map(|e| (f, e))
+    });
+    if let Some((f, e)) = failed {
+        let path = f.path.display().to_string();
+        let e = if e.contains(&path) {
+            e.clone()
+        } else {
+            format!("{path}: {e}")
+        };
+        return Err(anyhow!("{e}; no screenshot taken ({})", png.display()));
+    }
+    if app.model.is_none() {
+        let why = app
+            .message
+            .clone()
+            .unwrap_or_else(|| "nothing loaded".into());
+        return Err(anyhow!("{why}; no screenshot taken ({})", png.display()));
+    }
+    Ok(())
 }
 
 /// Runs an already built app (e.g. over a generated trace); `opts.traces`

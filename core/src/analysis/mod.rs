@@ -12,6 +12,7 @@ pub mod compare;
 mod graph_steps;
 pub mod headline;
 pub(crate) mod intervals;
+pub mod invariants;
 mod measured;
 mod names;
 pub(crate) mod nccl;

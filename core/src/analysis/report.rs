@@ -612,11 +612,21 @@ pub struct ClockOffset {
     pub clock: String,
     /// Ranks on this clock.
     pub ranks: Vec<u32>,
-    /// Added to this clock's times, puts them on the first rank's clock:
-    /// the median over matched instances of (first rank's kernel end − this
-    /// clock's first rank's kernel end).
+    /// Added to this clock's times at `at_ns`, puts them on the first
+    /// rank's clock (estimated from the matched instances' kernel ends:
+    /// docs/METRICS.md, "Clocks").
     pub offset_ns: i64,
-    /// Median absolute deviation of those differences from the offset, µs.
+    /// How fast the offset changes: at time t it is `offset_ns` +
+    /// drift × (t − `at_ns`), µs per s (ppm).
+    #[serde(default)]
+    pub drift_us_per_s: f64,
+    /// The moment (first rank's clock, ns) where the offset is
+    /// `offset_ns`: the middle of the matched instances.
+    #[serde(default)]
+    pub at_ns: i64,
+    /// Median absolute deviation of the end differences from their
+    /// medians (per collective kind and size, and arrival order), once
+    /// the drift is taken out, µs.
     pub residual_us: f64,
     /// Matched instances it was estimated from.
     pub instances: u64,

@@ -43,7 +43,8 @@ use crate::model::{SliceId, Trace};
 /// The `format` field of a summary file.
 pub const SUMMARY_FORMAT: &str = "streamscope-summary";
 /// The summary version this build writes and reads.
-pub const SUMMARY_VERSION: u32 = 1;
+/// (2: a `checksum` of the content.)
+pub const SUMMARY_VERSION: u32 = 2;
 
 /// One rank file, analyzed on its own.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -87,6 +88,10 @@ pub struct Summary {
     pub format: String,
     /// [`SUMMARY_VERSION`] of the writer.
     pub version: u32,
+    /// CRC-32 (hex) of the content (`options` and `files`, as compact
+    /// JSON with sorted keys), checked when the summary is read.
+    #[serde(default)]
+    pub checksum: String,
     /// The analysis options the files were analyzed with.
     pub options: String,
     /// Its files, in load order.
@@ -381,6 +386,8 @@ impl Check {
 /// Files analyzed under another numbering or step filter than the set's.
 struct Mismatch {
     why: String,
+    /// The file (in push order) that does not fit.
+    at: usize,
     numbers: Vec<Vec<u32>>,
     hta: bool,
 }
@@ -451,7 +458,7 @@ impl Merger {
     /// The report of the files pushed, or why it cannot be made from them.
     fn finish(self, opts: &AnalysisOptions) -> std::result::Result<Report, Mismatch> {
         let (numbers, hta) = expected(&self.checks);
-        for (f, n) in self.checks.iter().zip(&numbers) {
+        for (at, (f, n)) in self.checks.iter().zip(&numbers).enumerate() {
             if f.skipped {
                 continue;
             }
@@ -470,7 +477,12 @@ impl Merger {
             } else {
                 continue;
             };
-            return Err(Mismatch { why, numbers, hta });
+            return Err(Mismatch {
+                why,
+                at,
+                numbers,
+                hta,
+            });
         }
         let mut head = self.head;
         let names: Vec<&str> = self.checks.iter().map(|c| c.file.as_str()).collect();
@@ -592,15 +604,25 @@ impl Summary {
         Summary {
             format: SUMMARY_FORMAT.to_string(),
             version: SUMMARY_VERSION,
+            checksum: String::new(),
             options: options_key(opts),
             files,
         }
     }
 
     /// Writes it as JSON to `path` (atomically; an existing file only with `overwrite`).
+    /// Its checksum is computed here.
     pub fn write(&self, path: &Path, overwrite: bool) -> Result<()> {
+        let sum = content_checksum(
+            &serde_json::to_value(&self.options).unwrap_or_default(),
+            &serde_json::to_value(&self.files).unwrap_or_default(),
+        );
+        let out = Summary {
+            checksum: sum,
+            ..self.clone()
+        };
         load::write_atomically(path, overwrite, |w| {
-            serde_json::to_writer(w, self).map_err(std::io::Error::other)
+            serde_json::to_writer(w, &out).map_err(std::io::Error::other)
         })
     }
 
@@ -616,10 +638,36 @@ impl Summary {
         if v.get("format").and_then(|x| x.as_str()) != Some(SUMMARY_FORMAT) {
             return Err(bad("not a streamscope summary (no format field)".into()));
         }
-        let version = v.get("version").and_then(|x| x.as_u64()).unwrap_or(0);
-        if version != SUMMARY_VERSION as u64 {
+        match v.get("version") {
+            Some(x) if x.as_u64() == Some(u64::from(SUMMARY_VERSION)) => {}
+            Some(x) if x.as_u64().is_some() => {
+                return Err(bad(format!(
+                    "summary version {x}; this build reads version {SUMMARY_VERSION}"
+                )))
+            }
+            Some(x) => {
+                let x = x.to_string();
+                return Err(bad(format!(
+                    "damaged summary: version {} is not a version number (this build reads version {SUMMARY_VERSION})",
+                    x.chars().take(40).collect::<String>()
+                )));
+            }
+            None => {
+                return Err(bad(format!(
+                    "damaged summary: no version field (this build reads version {SUMMARY_VERSION})"
+                )))
+            }
+        }
+        let null = serde_json::Value::Null;
+        let sum = content_checksum(
+            v.get("options").unwrap_or(&null),
+            v.get("files").unwrap_or(&null),
+        );
+        let stated = v.get("checksum").and_then(|x| x.as_str()).unwrap_or("");
+        if stated != sum {
             return Err(bad(format!(
-                "summary version {version}; this build reads version {SUMMARY_VERSION}"
+                "damaged summary: its content does not match its checksum ({} stated, {sum} computed); make it again with --summary-out",
+                if stated.is_empty() { "none" } else { stated }
             )));
         }
         serde_json::from_value(v).map_err(|e| bad(format!("damaged summary: {e}")))
@@ -629,6 +677,10 @@ impl Summary {
     pub fn is_summary_file(path: &Path) -> bool {
         use std::io::Read;
         let mut head = [0u8; 64];
+        // A pipe or FIFO is read once, by the load: never sniffed here.
+        if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+            return false;
+        }
         let Ok(mut f) = std::fs::File::open(path) else {
             return false;
         };
@@ -639,18 +691,64 @@ impl Summary {
                 Ok(k) => n += k,
             }
         }
-        let prefix = format!("{{\"format\":\"{SUMMARY_FORMAT}\"");
-        head[..n].starts_with(prefix.as_bytes())
+        starts_like_summary(&head[..n])
     }
+}
+
+/// Whether `head` starts like a summary: `{"format": "streamscope-summary"`,
+/// whitespace allowed between the tokens, or, as a JSON tool that sorts
+/// keys writes it, an object whose first key is another of a summary's
+/// own (no trace's top level has them); [`Summary::read`] judges the rest.
+fn starts_like_summary(head: &[u8]) -> bool {
+    let mut rest = head;
+    let mut token = |t: &[u8]| {
+        let at = rest
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(rest.len());
+        let ok = rest[at..].starts_with(t);
+        if ok {
+            rest = &rest[at + t.len()..];
+        }
+        ok
+    };
+    if !token(b"{") {
+        return false;
+    }
+    if token(b"\"format\"") {
+        return token(b":") && token(format!("\"{SUMMARY_FORMAT}\"").as_bytes());
+    }
+    ["checksum", "files", "options", "version"]
+        .iter()
+        .any(|k| token(format!("\"{k}\"").as_bytes()) && token(b":"))
+}
+
+/// CRC-32 (hex) of a summary's `options` and `files` as compact JSON
+/// (keys sorted: the same whatever spaces or key order a tool wrote).
+fn content_checksum(options: &serde_json::Value, files: &serde_json::Value) -> String {
+    struct Crc(flate2::Crc);
+    impl std::io::Write for Crc {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.update(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut crc = Crc(flate2::Crc::new());
+    let _ = serde_json::to_writer(&mut crc, &[options, files]);
+    format!("{:08x}", crc.0.sum())
 }
 
 /// Merges summary files (in order) into one report; they must have been
 /// made with `opts`. One summary is held at a time besides the merged rows.
 pub fn merge_summaries(paths: &[PathBuf], opts: &AnalysisOptions) -> Result<Report> {
     let key = options_key(opts);
-    let first = paths.first().cloned().unwrap_or_default();
     let mut m = Merger::new();
-    for path in paths {
+    // The summary each file pushed came from.
+    let mut owners: Vec<usize> = Vec::new();
+    for (k, path) in paths.iter().enumerate() {
         let s = Summary::read(path)?;
         if s.options != key {
             return Err(TraceError::Summary {
@@ -663,10 +761,15 @@ pub fn merge_summaries(paths: &[PathBuf], opts: &AnalysisOptions) -> Result<Repo
         }
         for f in &s.files {
             m.push(f);
+            owners.push(k);
         }
     }
     m.finish(opts).map_err(|e| TraceError::Summary {
-        path: first,
+        path: owners
+            .get(e.at)
+            .and_then(|&k| paths.get(k))
+            .cloned()
+            .unwrap_or_default(),
         why: e.why,
     })
 }

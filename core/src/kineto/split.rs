@@ -24,11 +24,15 @@ use crate::diagnostic::{Diagnostic, Kind};
 use std::io::Read;
 use std::path::Path;
 
+use super::squeeze::{Blanks, Squeeze};
 use super::{import, KeepArgs};
 use crate::error::{Result, TraceError};
 use crate::model::Trace;
 use pipeline::read_pieces;
 
+/// A piece this many times its size without a cut has its whitespace runs
+/// cut ([`Blanks`]).
+const SQUEEZE_FROM: usize = 4;
 /// Below this inflated size a second thread gains too little.
 const MIN_SPLIT_BYTES: usize = 1 << 20;
 /// Inflated text per piece: small enough that the first, inflated before
@@ -55,8 +59,7 @@ pub fn import_gzip(path: &Path, gz: &[u8], keep: KeepArgs) -> Result<Trace> {
         Err(e) => {
             // A damaged or truncated stream: load the JSON it still holds.
             let mut text = Vec::new();
-            let Err(gz_err) = flate2::bufread::MultiGzDecoder::new(gz).read_to_end(&mut text)
-            else {
+            let Err(gz_err) = inflate(gz).read_to_end(&mut text) else {
                 return Err(e); // the stream is whole: the JSON error stands
             };
             match import::import_keeping(path, &text, keep) {
@@ -126,6 +129,13 @@ fn import_gzip_file_route(
         }
         Ok(Outcome::Again) | Err(_) => again(),
     }
+}
+
+/// The JSON text of a gzip stream, its long runs of whitespace cut short
+/// ([`Squeeze`]), for an inflation held whole: what is held of it is
+/// bounded by its events, whatever the padding.
+pub(super) fn inflate<R: std::io::BufRead>(gz: R) -> Squeeze<flate2::bufread::MultiGzDecoder<R>> {
+    Squeeze::new(flate2::bufread::MultiGzDecoder::new(gz))
 }
 
 /// Compressed bytes read at a time by [`import_gzip_file`].
@@ -221,7 +231,7 @@ fn import_gzip_split(
     let size = gzip_size_hint(gz);
     let one_pass = || {
         let mut text = Vec::with_capacity(size);
-        flate2::bufread::MultiGzDecoder::new(gz)
+        inflate(gz)
             .read_to_end(&mut text)
             .map_err(|e| gzip_error(path, e))?;
         import::import_keeping(path, &text, keep)
@@ -275,6 +285,10 @@ impl<R: std::io::Read> Cutter<R> {
         buf.push(&self.carry);
         self.carry.clear();
         let mut want = len;
+        // Once the piece is far past its size: its whitespace runs cut
+        // (from `body`, outside any string: a piece starts at an event or
+        // the document), up to `.1`.
+        let mut blanks: Option<(Blanks, usize)> = None;
         loop {
             let end = (body + want).max(buf.len + 1);
             buf.grow_to(end + PIECE_END.len());
@@ -293,8 +307,24 @@ impl<R: std::io::Read> Cutter<R> {
                 buf.push(PIECE_END);
                 return Ok(false);
             }
-            // No cut yet (one long event, or not events at all): read on.
-            want = want.saturating_mul(2);
+            // No cut yet (one long event, padding, or not events at all):
+            // read on, doubling; past SQUEEZE_FROM pieces, padding is cut
+            // as it comes and, where it was most of what came, the piece
+            // grows by one piece at a time.
+            if buf.len - body < SQUEEZE_FROM.saturating_mul(len) {
+                want = want.saturating_mul(2);
+                continue;
+            }
+            let (state, from) = blanks.get_or_insert_with(|| (Blanks::default(), body));
+            let came = buf.len - *from;
+            let kept = state.filter(&mut buf.bytes[*from..], came);
+            buf.len = *from + kept;
+            *from = buf.len;
+            want = if kept < came / 2 {
+                buf.len - body + len
+            } else {
+                want.saturating_mul(2)
+            };
         }
     }
 }
@@ -401,6 +431,41 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data/hta")
             .join(rel)
+    }
+
+    #[test]
+    fn padding_between_events_is_not_held_by_a_piece() {
+        let event = |n: &str| {
+            format!(r#"{{"ph":"X","cat":"cpu_op","name":"{n}","ts":1,"dur":1,"pid":1,"tid":1}}"#)
+        };
+        let head = format!(r#"{{"traceEvents":[{},"#, event("a"));
+        let tail = format!(r#"{},{}]}}"#, event("b"), event("c"));
+        let pad = std::io::repeat(b' ').take(48 << 20);
+        let text = std::io::Cursor::new(head.into_bytes())
+            .chain(pad)
+            .chain(std::io::Cursor::new(tail.into_bytes()));
+        let len = 1 << 16;
+        let mut cutter = Cutter::new(text);
+        let mut buf = PieceBuf::default();
+        let (mut held, mut pieces) = (0, Vec::new());
+        loop {
+            let last = cutter.piece(&mut buf, len).expect("in memory");
+            held = held.max(buf.bytes.len());
+            pieces.push(String::from_utf8_lossy(buf.text()).into_owned());
+            if last {
+                break;
+            }
+        }
+        // The piece grows to SQUEEZE_FROM pieces, then by one at a time.
+        assert!(held <= (SQUEEZE_FROM + 2) * len, "{held} bytes held");
+        let all = pieces.concat();
+        assert!(all.contains("\"a\"") && all.contains("\"b\"") && all.contains("\"c\""));
+        // A long event (no whitespace) still doubles as before.
+        let long = format!(r#"{{"traceEvents":[{}]}}"#, event(&"x".repeat(40 * len)));
+        let mut cutter = Cutter::new(std::io::Cursor::new(long.clone().into_bytes()));
+        let mut buf = PieceBuf::default();
+        assert!(cutter.piece(&mut buf, len).expect("in memory"));
+        assert_eq!(buf.text(), long.as_bytes());
     }
 
     /// Pieces of `piece_bytes`, three a round, the helper parsing all it

@@ -21,4 +21,4 @@ mod wire;
 mod writer;
 
 pub use reader::{read_file, read_stream};
-pub use writer::{write_file, write_new_file, write_trace, PerfettoWriter};
+pub use writer::{time_offset_ns, write_file, write_new_file, write_trace, PerfettoWriter};

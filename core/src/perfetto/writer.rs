@@ -99,6 +99,8 @@ pub struct PerfettoWriter<W: Write> {
     bytes_written: u64,
     packets_written: u64,
     next_lane_uuid: u64,
+    /// Added to every time written (see [`time_offset_ns`]).
+    offset_ns: i64,
 }
 
 impl<W: Write> PerfettoWriter<W> {
@@ -115,7 +117,21 @@ impl<W: Write> PerfettoWriter<W> {
             bytes_written: 0,
             packets_written: 0,
             next_lane_uuid: 0,
+            offset_ns: 0,
         }
+    }
+
+    /// Writes every time `offset_ns` later ([`time_offset_ns`] of a whole
+    /// model: Perfetto's timestamps are unsigned), and says so in each
+    /// process's metadata (`time_offset_ns`).
+    pub fn with_time_offset(mut self, offset_ns: i64) -> Self {
+        self.offset_ns = offset_ns.max(0);
+        self
+    }
+
+    /// `ts` as written: shifted by the offset, within Perfetto's u64.
+    fn wire_ts(&self, ts: i64) -> u64 {
+        (i128::from(ts) + i128::from(self.offset_ns)).clamp(0, i128::from(u64::MAX)) as u64
     }
 
     /// Bytes handed to the output so far.
@@ -214,7 +230,8 @@ impl<W: Write> PerfettoWriter<W> {
         let at = self.enc.begin(TRACE_PACKET);
         let seq = &self.seqs[p];
         if let Some(ts) = ts {
-            self.enc.uint(PKT_TIMESTAMP, ts.max(0) as u64);
+            let ts = self.wire_ts(ts);
+            self.enc.uint(PKT_TIMESTAMP, ts);
         }
         self.enc.uint(PKT_SEQUENCE_ID, seq.id as u64);
         if needs_state {
@@ -266,7 +283,7 @@ impl<W: Write> PerfettoWriter<W> {
             let cs = self.enc.begin(PKT_CLOCK_SNAPSHOT);
             let snapshot = if proc_.clock_snapshot.is_empty() {
                 // No measured pair: declare the clocks equal at the capture start.
-                let t0 = proc_.capture_start_ns.unwrap_or(0).max(0);
+                let t0 = proc_.capture_start_ns.unwrap_or(0);
                 vec![
                     (proc_.clock.perfetto_id(), t0),
                     (ClockDomain::Boottime.perfetto_id(), t0),
@@ -277,7 +294,8 @@ impl<W: Write> PerfettoWriter<W> {
             for (clock, ts) in snapshot {
                 let c = self.enc.begin(1);
                 self.enc.uint(1, clock as u64);
-                self.enc.uint(2, ts.max(0) as u64);
+                let ts = self.wire_ts(ts);
+                self.enc.uint(2, ts);
                 self.enc.end(c);
             }
             self.enc.end(cs);
@@ -733,15 +751,26 @@ impl<W: Write> PerfettoWriter<W> {
         kv(&mut self.enc, "dropped_records", &|e| {
             e.uint(DA_UINT, pr.dropped_records)
         });
+        // Times in the metadata move with the events.
+        let off = self.offset_ns;
         if let Some(v) = pr.capture_start_ns {
-            kv(&mut self.enc, "capture_start_ns", &|e| e.int(DA_INT, v));
+            kv(&mut self.enc, "capture_start_ns", &|e| {
+                e.int(DA_INT, v.saturating_add(off))
+            });
         }
         if let Some(v) = pr.capture_end_ns {
-            kv(&mut self.enc, "capture_end_ns", &|e| e.int(DA_INT, v));
+            kv(&mut self.enc, "capture_end_ns", &|e| {
+                e.int(DA_INT, v.saturating_add(off))
+            });
         }
         for (clock, ts) in &pr.clock_snapshot {
             kv(&mut self.enc, &format!("clock_snapshot.{clock}"), &|e| {
-                e.int(DA_INT, *ts)
+                e.int(DA_INT, ts.saturating_add(off))
+            });
+        }
+        if off != 0 {
+            kv(&mut self.enc, "meta.time_offset_ns", &|e| {
+                e.bytes(DA_STRING, off.to_string().as_bytes())
             });
         }
         for (k, v) in &pr.metadata {
@@ -801,10 +830,26 @@ impl<W: Write> PerfettoWriter<W> {
 }
 
 /// Writes a whole model as a Perfetto trace.
+/// Times before 0 ns, which Perfetto's unsigned timestamps cannot hold,
+/// are written [`time_offset_ns`] later, all of them, so that every
+/// duration and distance keeps its meaning.
 pub fn write_trace<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
-    let mut w = PerfettoWriter::new(out);
+    let mut w = PerfettoWriter::new(out).with_time_offset(time_offset_ns(trace));
     w.write_batch(trace)?;
     w.finish(trace)
+}
+
+/// How much later a whole model's times are written: minus its earliest
+/// time (slice start, counter sample or capture start) when that is before
+/// 0 ns, else 0.
+pub fn time_offset_ns(trace: &Trace) -> i64 {
+    let earliest = (trace.slices().start_ns().iter())
+        .chain(trace.counters().ts_ns())
+        .copied()
+        .chain(trace.processes().iter().filter_map(|p| p.capture_start_ns))
+        .min()
+        .unwrap_or(0);
+    earliest.min(0).saturating_neg()
 }
 
 /// Writes a whole model to `path`, replacing it (see [`write_new_file`]).

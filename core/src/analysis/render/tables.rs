@@ -592,8 +592,8 @@ fn clock_offsets_table(r: &Report) -> Option<Table> {
         return None;
     }
     Some(Table {
-            title: "Clock offsets to the first rank's clock (median of matched collectives' end differences)".into(),
-            headers: vec!["host", "clock", "ranks", "offset ms", "residual ms", "instances"],
+            title: "Clock offsets to the first rank's clock (from matched collectives' kernel ends; offset at the middle of them, drift)".into(),
+            headers: vec!["host", "clock", "ranks", "offset ms", "drift us/s", "residual ms", "instances"],
             rows: x
                 .clock_offsets
                 .iter()
@@ -607,6 +607,7 @@ fn clock_offsets_table(r: &Report) -> Option<Table> {
                             .collect::<Vec<_>>()
                             .join(", "),
                         format!("{:.6}", o.offset_ns as f64 / 1e6),
+                        format!("{:.2}", o.drift_us_per_s),
                         format!("{:.6}", o.residual_us / 1000.0),
                         o.instances.to_string(),
                     ]

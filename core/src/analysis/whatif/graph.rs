@@ -88,8 +88,12 @@ pub struct Graph {
     pub instance: Vec<u32>,
     /// Per node: whether its name or Python location matches a `--drop-syncs` spec.
     pub droppable: Vec<bool>,
-    /// Per rank context: its clock offset to the first rank's clock (ns).
+    /// Per rank context: its clock offset to the first rank's clock (ns),
+    /// as at its last matched NCCL kernel.
     pub ctx_offset: Vec<i64>,
+    /// Per matched NCCL kernel node: its own offset to the first rank's
+    /// clock (with a drifting clock, the offset differs along the run).
+    pub comm_offset: IntMap<u32, i64>,
     /// Per rank context: the node of each of its GPU events (`ctx.gpu` order).
     pub gpu_nodes: Vec<Vec<u32>>,
     /// Per rank context: its host nodes, by thread (track), each in start order.
@@ -99,6 +103,16 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// Offset of vertex `v`'s time to the first rank's clock: its matched
+    /// NCCL kernel's own, else its rank's.
+    pub fn offset(&self, v: u32) -> i64 {
+        let node = v / 2;
+        match self.comm_offset.get(&node) {
+            Some(&o) => o,
+            None => self.ctx_offset[self.nodes[node as usize].ctx as usize],
+        }
+    }
+
     /// The predecessors of vertex `v`.
     pub fn preds_of(&self, v: u32) -> &[u32] {
         let (a, b) = (
@@ -157,6 +171,7 @@ struct Builder {
     instance: Vec<u32>,
     droppable: Vec<bool>,
     ctx_offset: Vec<i64>,
+    comm_offset: IntMap<u32, i64>,
     gpu_nodes: Vec<Vec<u32>>,
     host_threads: Vec<Vec<(u32, Vec<u32>)>>,
     spec_hits: Vec<u64>,
@@ -190,6 +205,7 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
         instance: Vec::new(),
         droppable: Vec::new(),
         ctx_offset: vec![0i64; ctxs.len()],
+        comm_offset: IntMap::default(),
         gpu_nodes: Vec::with_capacity(ctxs.len()),
         host_threads: Vec::with_capacity(ctxs.len()),
         spec_hits: vec![0u64; drop_specs.len()],
@@ -310,6 +326,7 @@ impl Builder {
                     self.instance[n as usize] = inst;
                     let p = &matching.instances[inst as usize].parts[part as usize];
                     self.ctx_offset[ci] = p.start_ns - e.s;
+                    self.comm_offset.insert(n, p.start_ns - e.s);
                 }
             }
             nodes_of_gpu.push(n);
@@ -608,6 +625,7 @@ fn finish(b: Builder) -> Graph {
         instance: b.instance,
         droppable: b.droppable,
         ctx_offset: b.ctx_offset,
+        comm_offset: b.comm_offset,
         gpu_nodes: b.gpu_nodes,
         host_threads: b.host_threads,
         spec_hits: b.spec_hits,

@@ -145,6 +145,12 @@ pub type Refusal = String;
 
 /// Replays the steps of `t` under `opts`.
 pub fn whatif(t: &Trace, opts: &WhatIfOptions) -> Result<WhatIfReport, Refusal> {
+    if opts.drop_syncs.iter().any(|s| s.trim().is_empty()) {
+        return Err(
+            "--drop-syncs '': an empty pattern would match every sync; give FILE:LINE or part of an API name or Python location"
+                .into(),
+        );
+    }
     let all = rank::build(t, None);
     let mut ctxs: Vec<RankCtx> = all
         .into_iter()
@@ -213,6 +219,12 @@ pub fn whatif(t: &Trace, opts: &WhatIfOptions) -> Result<WhatIfReport, Refusal> 
         Some(replay::replay(&g, &matching, &ch))
     };
     let p = pred.as_ref().unwrap_or(&base);
+    if p.overflowed || base.overflowed {
+        return Err(format!(
+            "{}: the predicted times leave the range streamscope represents (±146 years in ns); give a smaller change",
+            describe(&ch, &opts.drop_syncs)
+        ));
+    }
     if p.cycle_breaks > 0 {
         notes.push(format!(
             "{} vertices replayed in measured order (a dependency cycle from host/GPU clock noise)",
@@ -560,7 +572,7 @@ fn regimes(
         let n = gpu[idx[pos]];
         let (v0, v1) = (2 * n, 2 * n + 1);
         let at = |v: u32| r.map_or(g.measured(v), |r| r.at[v as usize]);
-        let off = |v: u32| g.ctx_offset[g.nodes[(v / 2) as usize].ctx as usize];
+        let off = |v: u32| g.offset(v);
         let last = g.preds_of(v1)[1..]
             .iter()
             .map(|&p| at(p) + off(p) - off(v0))

@@ -40,6 +40,9 @@ pub struct Replayed {
     pub cycle_breaks: u64,
     /// NCCL kernels whose transfer kept its measured time under `--link-bw` (no bytes known).
     pub without_bytes: u64,
+    /// A predicted duration or time left the range of i64 nanoseconds
+    /// (the factors are too large): the times are not to be used.
+    pub overflowed: bool,
 }
 
 /// Predicted transfer of instance `inst` under `ch`, as a factor on each part's measured transfer.
@@ -57,8 +60,20 @@ fn transfer_factor(m: &Matching, inst: u32, ch: &Changes) -> Option<f64> {
     Some(ch.comm_scale.unwrap_or(1.0))
 }
 
-fn scaled(ns: i64, f: f64) -> i64 {
-    (ns as f64 * f).round() as i64
+/// Times and durations this far from 0 (ns, about 146 years) are out of
+/// range: sums of two stay within i64.
+const LIMIT: f64 = (1u64 << 62) as f64;
+
+/// `ns` × `f`, rounded; `None` when out of range.
+fn scaled(ns: i64, f: f64) -> Option<i64> {
+    let x = (ns as f64 * f).round();
+    (x.abs() < LIMIT).then_some(x as i64)
+}
+
+/// `a` + `b`, or `None` out of range (an error: the replay is refused).
+fn add(a: i64, b: Option<i64>) -> Option<i64> {
+    let s = a.checked_add(b?)?;
+    (s.unsigned_abs() < 1 << 62).then_some(s)
 }
 
 /// Replays `g` under `ch`.
@@ -75,6 +90,7 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
         bound_by: vec![NONE; nv],
         cycle_breaks: 0,
         without_bytes: 0,
+        overflowed: false,
     };
     let mut done = vec![false; nv];
     let mut queue: Vec<u32> = (0..nv as u32).filter(|&v| indeg[v as usize] == 0).collect();
@@ -120,32 +136,31 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
                 }
             }
             match best {
-                Some((x, p)) => (x + g.residual[v as usize], p),
-                None => (n.s, NONE),
+                Some((x, p)) => (add(x, Some(g.residual[v as usize])), p),
+                None => (Some(n.s), NONE),
             }
         } else {
             let start = value(v - 1, &out);
             let dur = n.e - n.s;
             match n.kind {
-                NodeKind::Compute => (start + scaled(dur, compute_scale), v - 1),
-                NodeKind::Memory | NodeKind::Host => (start + dur, v - 1),
+                NodeKind::Compute => (add(start, scaled(dur, compute_scale)), v - 1),
+                NodeKind::Memory | NodeKind::Host => (add(start, Some(dur)), v - 1),
                 NodeKind::Sync => {
                     if ch.drop_syncs && g.droppable[(v / 2) as usize] {
-                        (start, v - 1)
+                        (Some(start), v - 1)
                     } else if let Some(&w) = ps.get(1) {
-                        let via = value(w, &out) + g.residual[v as usize];
-                        if via > start {
-                            (via, w)
-                        } else {
-                            (start, v - 1)
+                        match add(value(w, &out), Some(g.residual[v as usize])) {
+                            Some(via) if via > start => (Some(via), w),
+                            Some(_) => (Some(start), v - 1),
+                            None => (None, w),
                         }
                     } else {
-                        (start + dur, v - 1)
+                        (add(start, Some(dur)), v - 1)
                     }
                 }
                 NodeKind::Comm => {
                     let inst = g.instance[(v / 2) as usize];
-                    let off = |vx: u32| g.ctx_offset[g.nodes[(vx / 2) as usize].ctx as usize];
+                    let off = |vx: u32| g.offset(vx);
                     // A kernel that ended before the last rank's started
                     // (clocks too far apart to compare) is not coupled.
                     let ended_first = ps.get(1..).is_some_and(|rest| {
@@ -153,7 +168,7 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
                             .any(|&p| g.measured(p) + off(p) - off(v - 1) > n.e)
                     });
                     if inst == NONE || ps.len() < 2 || ended_first {
-                        (start + scaled(dur, comm_scale), v - 1)
+                        (add(start, scaled(dur, comm_scale)), v - 1)
                     } else {
                         // The transfer starts when the last rank arrives
                         // (times compared on the first rank's clock).
@@ -180,11 +195,15 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
                                 1.0
                             }
                         };
-                        (last.0 - own_off + scaled(transfer, f), last.1)
+                        (add(last.0 - own_off, scaled(transfer, f)), last.1)
                     }
                 }
             }
         };
+        let t = t.unwrap_or_else(|| {
+            out.overflowed = true;
+            0
+        });
         out.at[v as usize] = t;
         out.bound_by[v as usize] = by;
         done[v as usize] = true;

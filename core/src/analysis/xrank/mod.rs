@@ -11,7 +11,8 @@
 //!
 //! Ranks on one clock (one clock domain on one host) are compared as they
 //! are; ranks on other clocks are first put on the first rank's clock by
-//! an offset estimated from the matched instances' ends ([`clocks`]).
+//! an offset and a drift estimated from the matched instances' ends
+//! ([`clocks`]).
 //!
 //! The matching reads only [`RankComms`]: per rank, one compact
 //! [`CommRec`] per NCCL kernel, taken from its trace by [`collect`]. A
@@ -605,31 +606,51 @@ fn match_groups<'a>(
 }
 
 /// Ranks on other clocks (another host, another domain): put them on the
-/// first rank's clock by the offset the instances' ends say. Returns each
-/// rank's offset, or None (with a note in `m`) when a clock cannot be
-/// aligned.
+/// first rank's clock by the map (offset and drift) the instances' ends
+/// say. Returns each rank's map, or None (with a note in `m`) when a clock
+/// cannot be aligned.
 fn align_clocks(
     m: &mut Matching,
     cg: &clocks::ClockGroups,
     ranks: &[RankComms],
     pool: &Pool,
     matched: &Matched,
-) -> Option<Vec<i64>> {
-    let mut off = vec![0i64; ranks.len()];
+) -> Option<Vec<clocks::ClockMap>> {
+    let mut maps = vec![clocks::ClockMap::default(); ranks.len()];
     if cg.groups.len() <= 1 {
-        return Some(off);
+        return Some(maps);
     }
     let rank_nums: Vec<u32> = ranks.iter().map(|c| c.rank).collect();
-    let kind_of = |o: usize| {
-        let (key, i) = matched.instances[o];
-        pool.text(pool.g(0, matched.rec(ranks, key, i, 0).1.kind))
+    // Units: instances of one collective kind and message size.
+    let mut unit_ids: HashMap<(u32, u64), u32> = HashMap::new();
+    let units: Vec<u32> = matched
+        .instances
+        .iter()
+        .map(|&(key, i)| {
+            let k = matched.rec(ranks, key, i, 0).1;
+            let n = unit_ids.len() as u32;
+            *unit_ids.entry((pool.g(0, k.kind), k.bytes)).or_insert(n)
+        })
+        .collect();
+    let samples = |_g: usize, rep: usize| -> Vec<clocks::Sample> {
+        matched
+            .instances
+            .iter()
+            .zip(&units)
+            .map(|(&(key, i), &unit)| {
+                let a = matched.rec(ranks, key, i, 0).1;
+                let b = matched.rec(ranks, key, i, rep).1;
+                clocks::Sample {
+                    unit,
+                    s0: a.s,
+                    e0: a.e,
+                    s1: b.s,
+                    e1: b.e,
+                }
+            })
+            .collect()
     };
-    let se_of = |o: usize, r: usize| {
-        let (key, i) = matched.instances[o];
-        let k = matched.rec(ranks, key, i, r).1;
-        (k.s, k.e)
-    };
-    let est = clocks::estimate(cg, &rank_nums, matched.instances.len(), &kind_of, &se_of);
+    let est = clocks::estimate(cg, &rank_nums, &samples);
     if est.len() + 1 < cg.groups.len() {
         m.notes.push(format!(
             "collectives not compared across ranks: their clocks differ ({}) and no matched collective aligns them",
@@ -637,10 +658,10 @@ fn align_clocks(
         ));
         return None;
     }
-    for (gi, o, ns) in est {
-        for (c, x) in off.iter_mut().enumerate() {
+    for (gi, o, map) in est {
+        for (c, x) in maps.iter_mut().enumerate() {
             if cg.of[c] == gi {
-                *x = ns;
+                *x = map;
             }
         }
         m.clock_offsets.push(o);
@@ -649,7 +670,7 @@ fn align_clocks(
         "{}; aligned to rank {}'s clock by collective ends",
         m.clocks, rank_nums[0]
     );
-    Some(off)
+    Some(maps)
 }
 
 /// Record indices grouped by `key`, each group in record order.
@@ -671,18 +692,18 @@ fn group_by<K: Eq + std::hash::Hash + Copy>(
 }
 
 /// Builds one instance from the ranks' records (in rank-context order),
-/// their times moved by each rank's clock offset.
+/// their times put on the first rank's clock by each rank's clock map.
 fn instance(
     ranks: &[RankComms],
     key: &(String, String),
     kind: String,
     ks: &[(u32, &CommRec)],
-    off: &[i64],
+    maps: &[clocks::ClockMap],
 ) -> Instance {
     let se: Vec<(i64, i64)> = ks
         .iter()
-        .zip(off)
-        .map(|((_, k), o)| (k.s.saturating_add(*o), k.e.saturating_add(*o)))
+        .zip(maps)
+        .map(|((_, k), c)| (c.apply(k.s), c.apply(k.e)))
         .collect();
     let first = se.iter().map(|x| x.0).min().unwrap_or(0);
     let mut last = 0usize;

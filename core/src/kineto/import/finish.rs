@@ -48,27 +48,69 @@ impl Builder {
 
     /// Newer traces give ts relative to `baseTimeNanoseconds`; older ones
     /// give epoch µs and no base. A base with ts that already look like
-    /// epoch times (at least half the base) is not added twice.
+    /// epoch times (at least half the base) is not added twice. A base
+    /// that is not a count of ns in range (negative, beyond 2^63, not an
+    /// integer), or that would carry an event past 2^63 ns, is not added:
+    /// the times stay relative, with a warning that says so.
     fn shift_to_epoch(&mut self, info: &TopInfo) {
-        let Some(base) = info
-            .base_time_ns
-            .as_deref()
-            .and_then(|r| ns_text_to_ns(r.get()))
-        else {
+        let Some(raw) = info.base_time_ns.as_deref().map(|r| r.get()) else {
             return;
         };
-        let first = (self.trace.slices().start_ns().iter())
-            .min()
-            .copied()
-            .unwrap_or(0);
-        if base <= 0 || first >= base / 2 {
+        if raw == "null" {
             return;
         }
+        let events = self.trace.slices().len() + self.trace.counters().len();
+        let (first, last) = self.event_range();
+        let why = match ns_text_to_ns(raw) {
+            None => Some("not a count of nanoseconds within ±2^63"),
+            Some(b) if b < 0 => Some("negative"),
+            Some(0) => None,
+            // Already epoch times: not added twice.
+            Some(b) if first >= b / 2 => return,
+            Some(b) if last.checked_add(b).is_none() || first.checked_add(b).is_none() => {
+                Some("would carry events past 2^63 ns")
+            }
+            Some(_) => None,
+        };
+        if let Some(why) = why {
+            if events > 0 {
+                self.trace.push_diagnostic(
+                    Diagnostic::new(
+                        Kind::BadTimeBase,
+                        events as u64,
+                        format!(
+                            "baseTimeNanoseconds {} is unusable ({why}): {events} events kept at their times relative to the trace's base",
+                            raw.chars().take(40).collect::<String>()
+                        ),
+                    )
+                    .in_file(&self.label),
+                );
+            }
+            return;
+        }
+        let Some(base) = ns_text_to_ns(raw).filter(|&b| b > 0) else {
+            return;
+        };
         self.trace.shift_events(base);
         if let Some((s, e)) = self.capture.as_mut() {
             *s = s.saturating_add(base);
             *e = e.saturating_add(base);
         }
+    }
+
+    /// The earliest start and the latest end of the events (slices and
+    /// counter samples); (0, 0) when there are none.
+    fn event_range(&self) -> (i64, i64) {
+        let sl = self.trace.slices();
+        let ends = sl
+            .start_ns()
+            .iter()
+            .zip(sl.dur_ns())
+            .map(|(s, d)| s.saturating_add(*d));
+        let starts = sl.start_ns().iter().chain(self.trace.counters().ts_ns());
+        let first = starts.clone().min().copied().unwrap_or(0);
+        let last = ends.chain(starts.copied()).max().unwrap_or(0);
+        (first, last)
     }
 
     fn fill_process(&mut self, info: &TopInfo, host_pid: i64) {
