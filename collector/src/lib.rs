@@ -90,4 +90,6 @@ pub extern "C" fn InitializeInjection() -> std::ffi::c_int {
 }
 
 #[cfg(test)]
+mod convert_fixtures;
+#[cfg(test)]
 mod convert_tests;
