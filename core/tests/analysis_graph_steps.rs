@@ -270,3 +270,93 @@ fn repetition_holds_across_a_copy_every_ten_steps() {
     let m = median(&r);
     assert!((m - 1.35).abs() < 0.02, "median step {m} ms");
 }
+
+/// Two ranks whose whole step, NCCL all-reduce included, is one CUDA graph
+/// (DDP/FSDP captured in a graph): the replays are the steps on both
+/// ranks, the NCCL kernels run by the graphs are matched across ranks (no
+/// NCCL plugin records come from replays: by stream and kind in order),
+/// and the rank whose host launches late is the straggler.
+#[test]
+fn nccl_inside_graphs_is_matched_across_ranks() {
+    let mut t = TraceBuilder::new();
+    let mut tracks = Vec::new();
+    for r in 0..2u32 {
+        let p = t.add_process(Process {
+            pid: 100 + r,
+            rank: Some(r),
+            ..Default::default()
+        });
+        let d = t.add_device(streamscope_core::synth::h200(p, r));
+        let host = t.add_track(p, None, TrackKind::Thread { tid: 100 + r }, "main");
+        let mk = |t: &mut TraceBuilder, s: u32, n: &str| {
+            t.add_track(
+                p,
+                None,
+                TrackKind::Stream {
+                    device: d,
+                    stream: s,
+                },
+                n,
+            )
+        };
+        let compute = mk(&mut t, 7, "compute");
+        let comm = mk(&mut t, 20, "nccl");
+        tracks.push((host, compute, comm));
+    }
+    let (launch, gemm, ar) = (
+        t.intern("cudaGraphLaunch"),
+        t.intern("gemm_bwd"),
+        t.intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+    );
+    let key = t.intern(GRAPH_ID_ARG);
+    let mut corr = 1u32;
+    for step in 0..12i64 {
+        let t0 = MS + step * 10 * MS;
+        for (r, &(host, compute, comm)) in tracks.iter().enumerate() {
+            // Rank 1's host launches each replay 1 ms late: rank 0's
+            // all-reduce waits for it.
+            let late = r as i64 * MS;
+            let mut a = NewSlice::new(host, SliceKind::Runtime, launch, t0 + late, 10 * US);
+            a.correlation = corr;
+            t.push_slice(a);
+            let g0 = t0 + late + 50 * US;
+            let mut k = NewSlice::new(compute, SliceKind::Kernel, gemm, g0, 6 * MS);
+            k.class = SliceClass::Compute;
+            k.correlation = corr;
+            k.args.push((key, ArgValue::UInt(1)));
+            t.push_slice(k);
+            // The all-reduce starts with the backward; it ends when both
+            // ranks are in, plus the transfer.
+            let ar_start = t0 + late + 1_050 * US;
+            let ar_end = t0 + MS + 1_050 * US + 2 * MS;
+            let mut c = NewSlice::new(comm, SliceKind::Kernel, ar, ar_start, ar_end - ar_start);
+            c.class = SliceClass::Communication;
+            c.correlation = corr;
+            c.args.push((key, ArgValue::UInt(1)));
+            t.push_slice(c);
+            corr += 1;
+        }
+    }
+    let r = analyze(&t.finish(), &AnalysisOptions::default());
+    assert_eq!(r.ranks.len(), 2);
+    for k in &r.ranks {
+        assert_eq!(k.step_source, "graph-launch", "rank {}", k.rank);
+        let steps = r.steps.iter().filter(|s| s.rank == k.rank).count();
+        assert_eq!(steps, 12, "rank {}", k.rank);
+        // The all-reduce runs under the backward GEMM for the most part.
+        let o = k.breakdown.overlap_pct.expect("overlap");
+        assert!(o > 50.0, "rank {}: overlap {o}", k.rank);
+    }
+    assert_eq!(r.cross_rank.comm_kernels, 24);
+    assert_eq!(r.cross_rank.matched_kernels, 24);
+    let steady: Vec<&streamscope_core::analysis::StepReport> = r
+        .steps
+        .iter()
+        .filter(|s| s.rank == 0 && s.step >= 1)
+        .collect();
+    assert!(
+        steady.iter().all(|s| s.straggler_rank == Some(1)),
+        "{:?}",
+        steady.iter().map(|s| s.straggler_rank).collect::<Vec<_>>()
+    );
+}
