@@ -2,7 +2,7 @@
 # Every GPU step of the project, in one script for the lent GPU machine
 # (see docs/GPU.md). Builds nothing: run scripts/build-carry.sh here first,
 # then on the device, from the repo root, with .carry carried:
-#   OUT=$OUT bash scripts/gpu-check.sh [fsdp-ref|collector|all|traces|truth|metrics]
+#   OUT=$OUT bash scripts/gpu-check.sh [fsdp-ref|collector|all|traces|truth|metrics|graphs]
 # Logs and traces land under $OUT.
 set -u
 cd "$(dirname "$0")/.."
@@ -32,6 +32,10 @@ fi
 if [ "$what" = truth ]; then
   # The collector's measurements on 2 GPUs (under 9 min): scripts/gpu/truth.sh.
   bash scripts/gpu/truth.sh || echo "truth.sh failed: $?"
+fi
+if [ "$what" = graphs ]; then
+  # CUDA graphs and compiled models on one GPU (under 4 min): scripts/gpu/graphs.sh.
+  bash scripts/gpu/graphs.sh all || echo "graphs.sh failed: $?"
 fi
 if [ "$what" = traces ]; then
   bash scripts/gpu/traces.sh || echo "traces.sh failed: $?"
