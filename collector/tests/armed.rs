@@ -4,6 +4,8 @@
 //! socket), each capture is its own file with records only from its
 //! window, and the control socket is private. Each scenario runs in a
 //! child process (this test binary re-run with STREAMSCOPE_FAKE_CHILD).
+// libc and CUDA calls of the test itself, each with a SAFETY comment.
+#![allow(unsafe_code)]
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;

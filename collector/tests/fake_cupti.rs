@@ -3,6 +3,8 @@
 //! tests/fake/fake_cupti.c: no GPU needed. Each scenario runs in a child
 //! process (this test binary re-run with STREAMSCOPE_FAKE_CHILD set), since
 //! the collector lives for the whole process.
+// libc and CUDA calls of the test itself, each with a SAFETY comment.
+#![allow(unsafe_code)]
 
 use std::path::Path;
 use std::process::Command;

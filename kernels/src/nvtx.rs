@@ -156,10 +156,16 @@ pub struct Injection {
 }
 
 /// Runs an injection's init against this client's tables; `None` if it declines.
-pub fn attach(init: InitFn) -> Option<Injection> {
+///
+/// # Safety
+/// `init` must follow NVTX's `InitializeInjectionNvtx2` contract: it may
+/// call `get_export_table` and write into the slots it hands out only
+/// function pointers of NVTX's signature for each callback id, which stay
+/// valid for the life of the process (its library is never unloaded).
+pub unsafe fn attach(init: InitFn) -> Option<Injection> {
     let s = slots();
-    // SAFETY: `init` follows NVTX's InitializeInjectionNvtx2 contract; it may
-    // call get_export_table and write function pointers into our slots.
+    // SAFETY: the caller's contract: `init` is an InitializeInjectionNvtx2
+    // that may call get_export_table and write function pointers into our slots.
     let ok = unsafe { init(get_export_table) };
     if ok == 0 {
         return None;
@@ -198,7 +204,9 @@ fn load_from_env() -> Option<Injection> {
             return None;
         }
     };
-    let injection = attach(init);
+    // SAFETY: `init` is the library's InitializeInjectionNvtx2 (above), and
+    // the library stays loaded for the process (below).
+    let injection = unsafe { attach(init) };
     // The injection's handlers live in the library: keep it loaded for the process.
     std::mem::forget(lib);
     injection
@@ -322,7 +330,8 @@ mod tests {
 
     #[test]
     fn injection_receives_ranges() {
-        let inj = attach(fake_init).expect("fake injection accepts");
+        // SAFETY: fake_init keeps NVTX's contract (its handlers are statics).
+        let inj = unsafe { attach(fake_init) }.expect("fake injection accepts");
         {
             let _outer = push_with(Some(inj), "step 3");
             let _inner = push_with(Some(inj), "forward");
@@ -333,7 +342,9 @@ mod tests {
 
     #[test]
     fn declined_or_absent_injection_is_a_no_op() {
-        assert!(attach(declining_init).is_none());
+        // SAFETY: declining_init writes nothing.
+        let declined = unsafe { attach(declining_init) };
+        assert!(declined.is_none());
         let r = push_with(None, "nothing");
         assert!(r.pop.is_none());
     }

@@ -1,6 +1,8 @@
 //! GPU tests of fsdp-ref (ignored by default: they need CUDA, cuBLAS, NVRTC,
 //! NCCL and at least one GPU). Run on the GPU machine with
 //! `kernels-gpu-tests --ignored --test-threads=1` (scripts/gpu/fsdp-ref.sh).
+// libc and CUDA calls of the test itself, each with a SAFETY comment.
+#![allow(unsafe_code)]
 
 use std::sync::Arc;
 
@@ -44,10 +46,8 @@ fn mismatch(got: &[f32], want: &[f32], rtol: f32) -> f32 {
 #[ignore = "needs libnvrtc (no GPU)"]
 fn kernels_compile_for_hopper_with_nvrtc() {
     // SAFETY: only probes whether libnvrtc can be opened.
-    assert!(
-        unsafe { cudarc::nvrtc::sys::is_culib_present() },
-        "libnvrtc not on LD_LIBRARY_PATH"
-    );
+    let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+    assert!(present, "libnvrtc not on LD_LIBRARY_PATH");
     let ptx = compile_ptx(90).expect("cuda/fsdp_kernels.cu compiles");
     let text = ptx.to_src();
     for name in KERNEL_NAMES {
