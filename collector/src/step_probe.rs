@@ -43,19 +43,16 @@ impl StepProbe {
     /// launches of the most-launched graph when a graph ran at least twice,
     /// else the starts of the periods of the busiest stream's kernels.
     pub fn boundaries(&self, from: i64) -> Vec<i64> {
-        if let Some(v) = self
+        let after = |v: &Vec<(u32, i64)>| -> Vec<i64> {
+            v.iter().map(|l| l.1).filter(|&s| s >= from).collect()
+        };
+        if let Some(mut b) = self
             .graphs
             .values()
-            .map(|v| v.iter().filter(|l| l.1 >= from).count())
-            .max()
-            .filter(|&n| n >= 2)
-            .and_then(|n| {
-                self.graphs
-                    .values()
-                    .find(|v| v.iter().filter(|l| l.1 >= from).count() == n)
-            })
+            .map(after)
+            .max_by_key(Vec::len)
+            .filter(|b| b.len() >= 2)
         {
-            let mut b: Vec<i64> = v.iter().map(|l| l.1).filter(|&s| s >= from).collect();
             b.sort_unstable();
             return b;
         }

@@ -84,6 +84,41 @@ pub fn contains(u: &[(i64, i64)], t: i64) -> bool {
     k > 0 && t < u[k - 1].1
 }
 
+/// For host slices `ranges` of one track (sorted here by start, longest
+/// first) and instants `at` (ascending), calls `f(i, open)` for each
+/// instant `at[i]` with the ranges that started at or before it and enclose
+/// it, outermost first (the innermost last): the nesting stack of NVTX
+/// ranges or Python frames around a call.
+pub(crate) fn enclosing_each(
+    sl: &crate::model::Slices,
+    ranges: &mut [u32],
+    at: &[i64],
+    mut f: impl FnMut(usize, &[u32]),
+) {
+    let start = |r: u32| sl.start_ns()[r as usize];
+    let end = |r: u32| start(r) + sl.dur_ns()[r as usize];
+    ranges.sort_by_key(|&r| (start(r), std::cmp::Reverse(end(r))));
+    let mut stack: Vec<u32> = Vec::new();
+    let mut open: Vec<u32> = Vec::new();
+    let mut next = 0usize;
+    for (i, &t_ns) in at.iter().enumerate() {
+        while next < ranges.len() && start(ranges[next]) <= t_ns {
+            let r = ranges[next];
+            while stack.last().is_some_and(|&top| end(top) < start(r)) {
+                stack.pop();
+            }
+            stack.push(r);
+            next += 1;
+        }
+        while stack.last().is_some_and(|&top| end(top) < t_ns) {
+            stack.pop();
+        }
+        open.clear();
+        open.extend(stack.iter().copied().filter(|&r| end(r) >= t_ns));
+        f(i, &open);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

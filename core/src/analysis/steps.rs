@@ -145,20 +145,6 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             nvtx.push(step);
         }
     }
-    if !profiler.is_empty() {
-        return Detected {
-            steps: outermost(profiler, false),
-            source: StepSource::ProfilerStep,
-            repeating: None,
-            steady_from: None,
-            graph_corrs: super::graph_steps::launches(t, ctx)
-                .iter()
-                .map(|l| l.corr)
-                .collect::<std::collections::BTreeSet<u32>>()
-                .into_iter()
-                .collect(),
-        };
-    }
     let launches = super::graph_steps::launches(t, ctx);
     let mut graph_corrs: Vec<u32> = launches.iter().map(|l| l.corr).collect();
     graph_corrs.sort_unstable();
@@ -194,6 +180,9 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             None => found(steps, source),
         }
     };
+    if !profiler.is_empty() {
+        return found(outermost(profiler, false), StepSource::ProfilerStep);
+    }
     if !nvtx.is_empty() {
         return with_tail(outermost(nvtx, true), StepSource::Nvtx);
     }
@@ -304,7 +293,8 @@ fn sync_call_ends(t: &Trace, ctx: &RankCtx) -> Vec<i64> {
 /// Positions of `seq` whose name is not rare: a name seen fewer than a
 /// quarter as often as the median name (counted over distinct names seen at
 /// least twice) is an extra copy or sync every few steps, or start-up.
-fn steady_positions(seq: &[u32]) -> Vec<usize> {
+/// Also returns how often each name id occurs.
+fn steady_split(seq: &[u32]) -> (Vec<usize>, Vec<usize>) {
     let distinct = seq.iter().copied().max().map_or(0, |m| m as usize + 1);
     let mut count = vec![0usize; distinct];
     for &x in seq {
@@ -313,13 +303,14 @@ fn steady_positions(seq: &[u32]) -> Vec<usize> {
     let mut c: Vec<usize> = count.iter().copied().filter(|&n| n >= 2).collect();
     c.sort_unstable();
     let median = c.get(c.len() / 2).copied().unwrap_or(0);
-    (0..seq.len())
+    let kept = (0..seq.len())
         .filter(|&i| count[seq[i] as usize] * 4 >= median)
-        .collect()
+        .collect();
+    (kept, count)
 }
 
 /// The period of `seq` as [`find_period`] finds it, on the whole sequence
-/// or with its rare names left out ([`steady_positions`]): the second when
+/// or with its rare names left out ([`steady_split`]): the second when
 /// every name it leaves out occurs less than every other period it finds,
 /// it finds more periods, and its region spans at least 90 % of the
 /// first's (a copy every N steps breaks the whole sequence's period; a
@@ -329,23 +320,19 @@ fn best_period(seq: &[u32]) -> Option<(Vec<usize>, (usize, usize, usize))> {
     let span = |kept: &[usize], (_, a, b): (usize, usize, usize)| kept[b - 1] + 1 - kept[a];
     let all: Vec<usize> = (0..seq.len()).collect();
     let whole = find_period(seq).map(|r| (all, r));
-    let kept = steady_positions(seq);
+    let (kept, count) = steady_split(seq);
     if kept.len() == seq.len() {
         return whole;
     }
     let sub: Vec<u32> = kept.iter().map(|&i| seq[i]).collect();
     // The most often a left-out name occurs.
-    let mut count: rustc_hash::FxHashMap<u32, usize> = Default::default();
-    for &x in seq {
-        *count.entry(x).or_default() += 1;
-    }
     let mut is_kept = vec![false; seq.len()];
     for &i in &kept {
         is_kept[i] = true;
     }
     let left_out_max = (0..seq.len())
         .filter(|&i| !is_kept[i])
-        .map(|i| count[&seq[i]])
+        .map(|i| count[seq[i] as usize])
         .max()
         .unwrap_or(0);
     let steady = find_period(&sub).map(|r| (kept, r));

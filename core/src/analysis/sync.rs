@@ -11,7 +11,7 @@
 use crate::model::SliceId;
 use rustc_hash::FxHashMap as HashMap;
 
-use super::intervals::union;
+use super::intervals::{enclosing_each, union};
 use super::rank::{RankCtx, NONE};
 use super::report::SyncGroup;
 use super::steps::{is_step_name, step_at, Step};
@@ -368,7 +368,6 @@ fn refine_with_preceding_copies(
 /// one thread nest).
 fn enclosing(t: &Trace, ctx: &RankCtx, occs: &[Occ], kind: SliceKind) -> Vec<Vec<u32>> {
     let sl = t.slices();
-    let end = |r: u32| sl.start_ns()[r as usize] + sl.dur_ns()[r as usize];
     let mut by_track: HashMap<TrackId, (Vec<u32>, Vec<usize>)> = HashMap::default();
     for (k, o) in occs.iter().enumerate() {
         by_track
@@ -386,32 +385,16 @@ fn enclosing(t: &Trace, ctx: &RankCtx, occs: &[Occ], kind: SliceKind) -> Vec<Vec
     }
     let mut out = vec![Vec::new(); occs.len()];
     for (mut ranges, mut at) in by_track.into_values() {
-        ranges.sort_by_key(|&r| (sl.start_ns()[r as usize], std::cmp::Reverse(end(r))));
         at.sort_by_key(|&k| occs[k].start_ns);
-        let mut stack: Vec<u32> = Vec::new();
-        let mut next = 0usize;
-        for k in at {
-            let t_ns = occs[k].start_ns;
-            while next < ranges.len() && sl.start_ns()[ranges[next] as usize] <= t_ns {
-                let r = ranges[next];
-                while stack
-                    .last()
-                    .is_some_and(|&top| end(top) < sl.start_ns()[r as usize])
-                {
-                    stack.pop();
-                }
-                stack.push(r);
-                next += 1;
-            }
-            while stack.last().is_some_and(|&top| end(top) < t_ns) {
-                stack.pop();
-            }
-            out[k] = stack
+        let times: Vec<i64> = at.iter().map(|&k| occs[k].start_ns).collect();
+        enclosing_each(sl, &mut ranges, &times, |i, open| {
+            let k = at[i];
+            out[k] = open
                 .iter()
                 .copied()
-                .filter(|&r| end(r) >= t_ns && r != occs[k].host)
+                .filter(|&r| r != occs[k].host)
                 .collect();
-        }
+        });
     }
     out
 }

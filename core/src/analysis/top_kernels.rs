@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::intervals::enclosing_each;
 use super::rank::{Ev, RankCtx};
 use super::sync::{is_library_frame, python_location};
 use crate::model::{SliceId, SliceKind, Trace, TrackId};
@@ -139,7 +140,6 @@ fn most_common(v: Vec<String>) -> String {
 /// thread over its python frames, which nest.
 fn kineto_frames(t: &Trace, ctx: &RankCtx, points: &[(usize, u32)]) -> Vec<(usize, String)> {
     let sl = t.slices();
-    let end = |r: u32| sl.start_ns()[r as usize] + sl.dur_ns()[r as usize];
     let mut by_track: HashMap<TrackId, PerThread> = HashMap::new();
     for &(g, h) in points {
         by_track
@@ -169,32 +169,18 @@ fn kineto_frames(t: &Trace, ctx: &RankCtx, points: &[(usize, u32)]) -> Vec<(usiz
         if frames.is_empty() {
             continue;
         }
-        frames.sort_by_key(|&r| (sl.start_ns()[r as usize], std::cmp::Reverse(end(r))));
         at.sort_unstable();
-        let mut stack: Vec<u32> = Vec::new();
-        let mut next = 0usize;
-        for (t_ns, g) in at {
-            while next < frames.len() && sl.start_ns()[frames[next] as usize] <= t_ns {
-                let r = frames[next];
-                while stack
-                    .last()
-                    .is_some_and(|&top| end(top) < sl.start_ns()[r as usize])
-                {
-                    stack.pop();
-                }
-                stack.push(r);
-                next += 1;
-            }
-            let open: Vec<String> = stack
+        let times: Vec<i64> = at.iter().map(|a| a.0).collect();
+        enclosing_each(sl, &mut frames, &times, |i, open| {
+            let open: Vec<&String> = open
                 .iter()
-                .filter(|&&r| end(r) >= t_ns)
-                .filter_map(|&r| loc.get(&sl.name()[r as usize].0).cloned().flatten())
+                .filter_map(|&r| loc.get(&sl.name()[r as usize].0)?.as_ref())
                 .collect();
             let user = open.iter().rev().find(|f| !is_library_frame(f));
             if let Some(p) = user.or(open.last()) {
-                out.push((g, p.clone()));
+                out.push((at[i].1, (*p).clone()));
             }
-        }
+        });
     }
     out
 }
