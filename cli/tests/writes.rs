@@ -13,12 +13,28 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A fresh directory of this test's own.
-fn dir(name: &str) -> PathBuf {
+/// A fresh directory of this test's own, removed when the test ends
+/// (each holds copies of a bundled trace: left behind, they fill /tmp).
+struct TmpDir(PathBuf);
+
+impl std::ops::Deref for TmpDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TmpDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn dir(name: &str) -> TmpDir {
     let d = std::env::temp_dir().join(format!("streamscope-writes-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("tmp dir");
-    d
+    TmpDir(d)
 }
 
 fn run(cmd: &mut Command) -> (Output, String) {
@@ -58,12 +74,13 @@ fn summary_out_never_replaces_an_input() {
     let (o, se) = run(bin()
         .args(["report", "--force", "--summary-out"])
         .arg(d.join(".").join("rank-0.pftrace.gz"))
-        .arg(&d));
+        .arg(&*d));
     assert_eq!(o.status.code(), Some(2), "{se}");
     assert!(se.contains("input"), "{se}");
     assert_eq!(std::fs::read(&input).expect("read"), before, "input kept");
     // A link to the input is the input.
-    let link = dir("summary-link").join("alias.summary");
+    let link_dir = dir("summary-link");
+    let link = link_dir.join("alias.summary");
     std::os::unix::fs::symlink(&input, &link).expect("symlink");
     let (o, se) = run(bin()
         .args(["report", "--force", "--summary-out"])
@@ -72,7 +89,8 @@ fn summary_out_never_replaces_an_input() {
     assert_eq!(o.status.code(), Some(2), "{se}");
     assert_eq!(std::fs::read(&input).expect("read"), before, "input kept");
     // Elsewhere, it is written.
-    let out = dir("summary-ok").join("a.summary");
+    let out_dir = dir("summary-ok");
+    let out = out_dir.join("a.summary");
     let (o, se) = run(bin()
         .args(["report", "--summary-out"])
         .arg(&out)
@@ -214,7 +232,7 @@ fn a_temporary_file_of_a_killed_export_is_removed_by_the_next() {
     std::fs::write(&stale, b"partial").expect("write");
     std::fs::write(&live, b"partial").expect("write");
     // Not a trace name: a directory load skips it.
-    let (o, se) = run(bin().arg("info").arg(&d).arg(rank0()));
+    let (o, se) = run(bin().arg("info").arg(&*d).arg(rank0()));
     assert_eq!(o.status.code(), Some(2), "{se}");
     assert!(se.contains("holds no trace files"), "{se}");
     let (o, se) = run(bin()
