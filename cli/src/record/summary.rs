@@ -77,6 +77,7 @@ fn print_analysis(out: &Path) {
         Ok(trace) => {
             let report = analyze(&trace, &AnalysisOptions::default());
             eprint!("{}", summary(&report));
+            eprint!("{}", host_cost(&trace, &report));
             let profiler = torch_profiler_lines(&trace);
             if !profiler.is_empty() {
                 eprintln!("streamscope: torch.profiler ran inside the recorded job:");
@@ -87,6 +88,80 @@ fn print_analysis(out: &Path) {
         }
         Err(e) => eprintln!("streamscope: could not read the traces back: {e}"),
     }
+}
+
+/// What a recorded CUDA call adds to the host's time, µs, by kind of call:
+/// the recorded-minus-plain medians of `examples/api_cost.py` on one H200
+/// (scripts/gpu/record-cost.sh; docs/PERFORMANCE.md, "What recording costs
+/// a host-bound job"). An estimate: a call's cost varies by a few µs from
+/// run to run.
+fn call_cost_us(api: &str) -> f64 {
+    if api.contains("Launch") {
+        3.1
+    } else if api.contains("Memcpy") || api.contains("Memset") {
+        4.8
+    } else if api.contains("Synchronize") {
+        3.5
+    } else if api.contains("Event") {
+        1.9
+    } else {
+        2.0
+    }
+}
+
+/// Per rank with steps: the CUDA calls recorded per step and the host
+/// time their recording is estimated to add to a step ([`call_cost_us`]).
+pub fn host_cost(trace: &streamscope_core::Trace, r: &Report) -> String {
+    use streamscope_core::SliceKind;
+    let s = trace.slices();
+    let mut out = String::new();
+    for rank in &r.ranks {
+        let Some(step_ms) = rank.median_step_ms.filter(|m| *m > 0.0) else {
+            continue;
+        };
+        // The calls made in the headline window's steps.
+        let w = &rank.window;
+        let steps = w.steps.len();
+        let (Some(w_start), Some(w_end)) = (w.start_ns, w.end_ns) else {
+            continue;
+        };
+        if steps == 0 || w_end <= w_start {
+            continue;
+        }
+        let (mut calls, mut cost_us) = (0u64, 0.0f64);
+        let mut costs: std::collections::HashMap<streamscope_core::StrId, f64> =
+            std::collections::HashMap::new();
+        for i in 0..s.len() {
+            let start = s.start_ns()[i];
+            if !matches!(s.kind()[i], SliceKind::Runtime | SliceKind::Driver)
+                || start < w_start
+                || start >= w_end
+                || trace.track(s.track()[i]).process.0 != rank.process
+            {
+                continue;
+            }
+            let name = s.name()[i];
+            cost_us += *costs
+                .entry(name)
+                .or_insert_with(|| call_cost_us(trace.str(name)));
+            calls += 1;
+        }
+        if calls == 0 {
+            continue;
+        }
+        let steps = steps as f64;
+        let (per_step, added_ms) = (calls as f64 / steps, cost_us / steps / 1000.0);
+        out += &format!(
+            "  {}: recording cost (estimate): {:.0} CUDA calls traced per step, \
+             about {:.2} ms of host time each step ({:.0}% of the recorded {:.2} ms step)\n",
+            rank.label,
+            per_step,
+            added_ms,
+            100.0 * added_ms / step_ms,
+            step_ms
+        );
+    }
+    out
 }
 
 /// Host-sync warnings listed in the end-of-record summary.
@@ -197,6 +272,45 @@ fn measured_line(m: &streamscope_core::analysis::Measured) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bundled sync_zoo recording: ~21 syncs and ~200 launches a
+    /// ~23 ms step (examples/sync_zoo.py), so a few hundred calls per step
+    /// and an estimate of about a millisecond.
+    #[test]
+    fn host_cost_counts_the_calls_of_a_step() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/sync-zoo-h200");
+        let t = load_paths(&[dir]).expect("bundled trace");
+        let r = analyze(&t, &AnalysisOptions::default());
+        let s = host_cost(&t, &r);
+        eprintln!("{s}");
+        let line = s.lines().next().expect("one rank with steps");
+        let num = |after: &str| -> f64 {
+            let rest = &line[line.find(after).expect(after) + after.len()..];
+            rest.split_whitespace()
+                .next()
+                .and_then(|w| w.trim_end_matches('%').parse().ok())
+                .expect("a number")
+        };
+        let calls = num("estimate): ");
+        let ms = num("about ");
+        assert!((200.0..1500.0).contains(&calls), "{s}");
+        assert!(ms > 0.3 && ms < 5.0, "{s}");
+        assert_eq!(s.lines().count(), 1, "{s}");
+        // Nothing for a trace without API calls.
+        let g = streamscope_core::synth::fsdp_like(&streamscope_core::synth::SynthOptions {
+            ranks: 1,
+            target_slices: 2_000,
+            ..Default::default()
+        });
+        let gr = analyze(&g, &AnalysisOptions::default());
+        let has_api = (0..g.slices().len()).any(|i| {
+            matches!(
+                g.slices().kind()[i],
+                streamscope_core::SliceKind::Runtime | streamscope_core::SliceKind::Driver
+            )
+        });
+        assert_eq!(host_cost(&g, &gr).is_empty(), !has_api);
+    }
 
     #[test]
     fn summary_has_a_line_per_rank() {
