@@ -66,14 +66,53 @@ impl Reader {
     /// Resolves tracks, processes and devices, closes what was left open.
     pub(super) fn finish(mut self) -> Trace {
         let unterminated = self.close_open_slices();
+        let offset = self.undo_time_offset();
         let mut owners = self.add_processes();
         self.add_orphan_processes(&mut owners);
         let order = self.track_order();
         let mut track_of_index = self.add_tracks(&order, &mut owners);
         self.link_track_parents(&order, &track_of_index);
         self.place_events(&mut track_of_index, &mut owners);
+        if offset != 0 {
+            self.trace.shift_events(-offset);
+        }
         self.push_read_diagnostics(unterminated);
         self.trace.finish()
+    }
+
+    /// A trace our writer shifted later (times before 0 ns: see
+    /// `perfetto::time_offset_ns`) says by how much in its processes'
+    /// `time_offset_ns`: the processes' times are moved back here (the
+    /// events after they are placed), and the key is dropped, so the
+    /// model reads as it was written and a re-export shifts it again.
+    fn undo_time_offset(&mut self) -> i64 {
+        let offset = self
+            .process_meta
+            .values()
+            .filter_map(|(p, _)| {
+                p.metadata
+                    .iter()
+                    .find(|(k, _)| k == "time_offset_ns")
+                    .and_then(|(_, v)| v.trim().parse::<i64>().ok())
+            })
+            .find(|&o| o > 0)
+            .unwrap_or(0);
+        if offset == 0 {
+            return 0;
+        }
+        for (p, _) in self.process_meta.values_mut() {
+            p.metadata.retain(|(k, _)| k != "time_offset_ns");
+            for b in [&mut p.capture_start_ns, &mut p.capture_end_ns]
+                .into_iter()
+                .flatten()
+            {
+                *b = b.saturating_sub(offset);
+            }
+            for (_, ts) in &mut p.clock_snapshot {
+                *ts = ts.saturating_sub(offset);
+            }
+        }
+        offset
     }
 
     /// Slices whose end was lost: closes them at the last timestamp seen
