@@ -17,7 +17,7 @@ fn repo() -> PathBuf {
 }
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
         "streamscope-summaries-{}-{name}",
         std::process::id()
     ));

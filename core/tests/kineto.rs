@@ -362,7 +362,7 @@ fn df_index_resolver_allreduce() {
 }
 
 fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
-    let p = std::env::temp_dir().join(format!("streamscope-kineto-{}-{name}", std::process::id()));
+    let p = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("streamscope-kineto-{}-{name}", std::process::id()));
     std::fs::write(&p, bytes).expect("write temp file");
     p
 }

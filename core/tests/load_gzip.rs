@@ -11,7 +11,7 @@ use streamscope_core::load::{expand, load_file, load_paths};
 use streamscope_core::*;
 
 fn tmp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir()
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("streamscope-load-gzip-{}", std::process::id()))
         .join(name);
     let _ = std::fs::remove_dir_all(&d);
