@@ -17,7 +17,8 @@ fn peer(rel: &str) -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("streamscope-cli-{}", std::process::id()));
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("streamscope-cli-{}", std::process::id()));
     std::fs::create_dir_all(&d).expect("tmp dir");
     d.join(name)
 }

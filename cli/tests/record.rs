@@ -30,7 +30,8 @@ fn record_with(
 }
 
 fn temp(name: &str) -> std::path::PathBuf {
-    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ss-record-{name}-{}", std::process::id()));
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ss-record-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }

@@ -20,7 +20,8 @@ fn sweep(dir: &Path, args: &[&str]) -> (i32, String, String) {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("streamscope-sweep-{name}-{}", std::process::id()));
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("streamscope-sweep-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d
 }

@@ -8,7 +8,8 @@ fn initialize_without_cupti_returns_one_and_writes_nothing() {
     if Cupti::open(&[]).is_ok() {
         return; // a machine with CUPTI: covered by the GPU tests
     }
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ss-nocupti-{}", std::process::id()));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ss-nocupti-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::env::set_var("STREAMSCOPE_OUT", &dir);
     std::env::set_var("STREAMSCOPE_CUPTI_LIB", dir.join("libcupti.so.13"));

@@ -189,7 +189,8 @@ fn frames_hooks_and_user_lines() {
         eprintln!("no python3: skipped");
         return;
     }
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ss-pyhooks-{}", std::process::id()));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ss-pyhooks-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let hooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
     // The stand-in lives under a folder named torch: a library file to the

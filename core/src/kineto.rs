@@ -23,12 +23,19 @@ mod process;
 mod split;
 mod squeeze;
 mod time;
+mod top_level;
 
 pub(crate) use time::us_text_to_ns;
 
-/// JSON text read with its long whitespace runs cut ([`squeeze::Squeeze`]).
-pub(crate) fn squeeze<R: Read>(r: R) -> impl Read {
-    squeeze::Squeeze::new(r)
+/// JSON text read with its long whitespace runs cut ([`squeeze::Squeeze`]);
+/// for a Kineto document (`kineto`) also the top-level values the import
+/// does not read, cut to their shell.
+pub(crate) fn squeeze<R: Read>(r: R, kineto: bool) -> impl Read {
+    if kineto {
+        squeeze::Squeeze::kineto(r)
+    } else {
+        squeeze::Squeeze::new(r)
+    }
 }
 
 use std::io::Read;
@@ -292,7 +299,7 @@ pub fn read_bytes_keeping(path: &Path, bytes: &[u8], keep: KeepArgs) -> Result<T
     if bytes.starts_with(&GZIP_MAGIC) {
         if gzip_holds_ours(bytes) {
             let mut text = Vec::new();
-            split::inflate(bytes)
+            squeeze::Squeeze::new(flate2::bufread::MultiGzDecoder::new(bytes))
                 .read_to_end(&mut text)
                 .map_err(|e| TraceError::io(path, e))?;
             return crate::chrome::read_json(path, &text);

@@ -530,7 +530,8 @@ fn load_file_reporting(
         // (padding costs time, not memory).
         Format::Kineto if !gz && regular_len == 0 => {
             let mut bytes = Vec::new();
-            crate::kineto::squeeze(std::io::Cursor::new(head).chain(f))
+            let kineto = !crate::chrome::is_ours(&head);
+            crate::kineto::squeeze(std::io::Cursor::new(head).chain(f), kineto)
                 .read_to_end(&mut bytes)
                 .map_err(io)?;
             crate::kineto::read_bytes_keeping(path, &bytes, keep)

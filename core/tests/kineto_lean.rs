@@ -223,7 +223,8 @@ fn tricky_document(events: usize) -> String {
 
 #[test]
 fn made_up_documents_analyze_the_same_from_a_lean_import() {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("streamscope-lean-{}", std::process::id()));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("streamscope-lean-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     // Small (one pass, plain and gzip) and large (gzip read in pieces).
     for (events, name) in [(20, "small"), (6_000, "large")] {

@@ -35,7 +35,8 @@ fn whitespace_padding_between_events_is_not_held() {
         gz.extend_from_slice(&blank);
     }
     gz.extend_from_slice(&gzip(format!("\n{}]}}", event(2)).as_bytes()));
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ss-padding-{}", std::process::id()));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ss-padding-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path: PathBuf = dir.join("padded.json.gz");
     std::fs::write(&path, &gz).expect("write");

@@ -9,7 +9,8 @@ use streamscope_core::diagnostic::Kind;
 use streamscope_core::load::{load_file, load_paths};
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ss-links-{}-{name}", std::process::id()));
+    let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ss-links-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("dir");
     d

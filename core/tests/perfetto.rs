@@ -12,7 +12,8 @@ use streamscope_core::synth::{fsdp_like, h200, SynthOptions};
 use streamscope_core::*;
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("streamscope-test-{}", std::process::id()));
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("streamscope-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir.join(name)
 }

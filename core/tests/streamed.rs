@@ -47,7 +47,8 @@ fn real_sets() -> Vec<PathBuf> {
 struct TempDir(PathBuf);
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ss-streamed-{tag}-{}", std::process::id()));
+        let d = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("ss-streamed-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("temp dir");
         TempDir(d)

@@ -25,6 +25,7 @@ use std::io::Read;
 use std::path::Path;
 
 use super::squeeze::{Blanks, Squeeze};
+use super::top_level::TopLevel;
 use super::{import, KeepArgs};
 use crate::error::{Result, TraceError};
 use crate::model::Trace;
@@ -135,7 +136,7 @@ fn import_gzip_file_route(
 /// ([`Squeeze`]), for an inflation held whole: what is held of it is
 /// bounded by its events, whatever the padding.
 pub(super) fn inflate<R: std::io::BufRead>(gz: R) -> Squeeze<flate2::bufread::MultiGzDecoder<R>> {
-    Squeeze::new(flate2::bufread::MultiGzDecoder::new(gz))
+    Squeeze::kineto(flate2::bufread::MultiGzDecoder::new(gz))
 }
 
 /// Compressed bytes read at a time by [`import_gzip_file`].
@@ -211,7 +212,16 @@ pub fn import_plain_file(
     match read_pieces(path, reader, len, split, keep, io)? {
         Outcome::Trace(t) => Ok(*t),
         Outcome::Whole(text) => whole(&text),
-        Outcome::Again => whole(&std::fs::read(path).map_err(io)?),
+        // Read again through the squeeze: padding and the top-level values
+        // the import does not read are not held.
+        Outcome::Again => {
+            let mut text = Vec::new();
+            let file = std::fs::File::open(path).map_err(io)?;
+            Squeeze::kineto(std::io::BufReader::new(file))
+                .read_to_end(&mut text)
+                .map_err(io)?;
+            whole(&text)
+        }
     }
 }
 
@@ -282,13 +292,18 @@ impl<R: std::io::Read> Cutter<R> {
         }
         self.first = false;
         let body = buf.len;
+        let start = if body == 0 {
+            TopLevel::document()
+        } else {
+            TopLevel::in_events()
+        };
         buf.push(&self.carry);
         self.carry.clear();
         let mut want = len;
         // Once the piece is far past its size: its whitespace runs cut
         // (from `body`, outside any string: a piece starts at an event or
         // the document), up to `.1`.
-        let mut blanks: Option<(Blanks, usize)> = None;
+        let mut blanks: Option<(TopLevel, Blanks, usize)> = None;
         loop {
             let end = (body + want).max(buf.len + 1);
             buf.grow_to(end + PIECE_END.len());
@@ -315,9 +330,14 @@ impl<R: std::io::Read> Cutter<R> {
                 want = want.saturating_mul(2);
                 continue;
             }
-            let (state, from) = blanks.get_or_insert_with(|| (Blanks::default(), body));
+            // From here the piece's top-level values the import does not
+            // read are cut to their shell too (TopLevel, from the piece's
+            // start: the document's, or an event's in `traceEvents`).
+            let (top, state, from) =
+                blanks.get_or_insert_with(|| (start.clone(), Blanks::default(), body));
             let came = buf.len - *from;
-            let kept = state.filter(&mut buf.bytes[*from..], came);
+            let came_top = top.filter(&mut buf.bytes[*from..], came);
+            let kept = state.filter(&mut buf.bytes[*from..], came_top);
             buf.len = *from + kept;
             *from = buf.len;
             want = if kept < came / 2 {

@@ -13,22 +13,38 @@
 
 use std::io::{self, Read};
 
+use super::top_level::TopLevel;
+
 /// Bytes of one run of whitespace (outside strings) that are kept: enough
 /// that no real trace's indentation is touched.
 pub(crate) const KEEP: usize = 4096;
 
 /// A reader that passes JSON text through with every run of whitespace
-/// outside strings cut to [`KEEP`] bytes.
+/// outside strings cut to [`KEEP`] bytes, and for a Kineto document
+/// ([`Squeeze::kineto`]) the top-level values the import does not read cut
+/// to their shell ([`TopLevel`]).
 pub(crate) struct Squeeze<R> {
     inner: R,
+    top: Option<TopLevel>,
     blanks: Blanks,
 }
 
 impl<R: Read> Squeeze<R> {
+    /// Whitespace runs cut, nothing else (any JSON text).
     pub(crate) fn new(inner: R) -> Squeeze<R> {
         Squeeze {
             inner,
+            top: None,
             blanks: Blanks::default(),
+        }
+    }
+
+    /// A Kineto document: whitespace runs cut, and the top-level values
+    /// the import does not read cut to their shell.
+    pub(crate) fn kineto(inner: R) -> Squeeze<R> {
+        Squeeze {
+            top: Some(TopLevel::document()),
+            ..Squeeze::new(inner)
         }
     }
 }
@@ -102,6 +118,10 @@ impl<R: Read> Read for Squeeze<R> {
             if n == 0 {
                 return Ok(0);
             }
+            let n = match &mut self.top {
+                Some(top) => top.filter(buf, n),
+                None => n,
+            };
             let kept = self.blanks.filter(buf, n);
             if kept > 0 {
                 return Ok(kept);
