@@ -2,6 +2,7 @@
 //! and the environment they set for the collector (its PM sampler:
 //! collector/src/pm_sampling).
 
+use crate::error::ArgError;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,8 +13,8 @@ use streamscope_core::protocol::{GPU_METRICS_FEED_PREFIX, GPU_SAMPLER_EXE};
 
 /// `--gpu-metrics=LIST`: checked (names of letters, digits, `_` and `.`),
 /// passed on as given; unknown names are probed on the GPU.
-pub fn parse_gpu_metrics(s: &str) -> Result<String, String> {
-    parse_list(s)?;
+pub fn parse_gpu_metrics(s: &str) -> Result<String, ArgError> {
+    parse_list(s).map_err(ArgError::GpuMetrics)?;
     Ok(if s.trim().is_empty() {
         "default".into()
     } else {
