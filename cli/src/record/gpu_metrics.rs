@@ -180,11 +180,9 @@ mod tests {
         a: RecordArgs,
     }
 
-    fn parse(args: &[&str]) -> Result<RecordArgs, String> {
+    fn parse(args: &[&str]) -> Result<RecordArgs, clap::Error> {
         use clap::Parser;
-        Wrap::try_parse_from(std::iter::once("record").chain(args.iter().copied()))
-            .map(|w| w.a)
-            .map_err(|e| e.to_string())
+        Wrap::try_parse_from(std::iter::once("record").chain(args.iter().copied())).map(|w| w.a)
     }
 
     #[test]
@@ -213,9 +211,11 @@ mod tests {
         assert_eq!(a.gpu_metrics_hz, Some(20_000));
         assert!(parse(&["--gpu-metrics=a;b", "--", "x"])
             .expect_err("an error")
+            .to_string()
             .contains("';'"));
         assert!(parse(&["--gpu-metrics", "--gpu-metrics-hz=500", "--", "x"])
             .expect_err("an error")
+            .to_string()
             .contains("1 kHz to 100 kHz"));
         // The rate alone means nothing.
         assert!(parse(&["--gpu-metrics-hz=20000", "--", "x"]).is_err());
