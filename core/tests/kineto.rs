@@ -223,7 +223,7 @@ fn nccl_data_rank0() {
     assert_eq!(gpu_work, 3774);
     assert_eq!(t.flows().len(), 3774);
     for f in t.flows() {
-        let (a, b) = (f.from.0 as usize, f.to.0 as usize);
+        let (a, b) = (f.from.index(), f.to.index());
         assert!(matches!(
             t.slices().kind()[a],
             SliceKind::Runtime | SliceKind::Driver
@@ -494,7 +494,7 @@ fn events_without_ts_are_skipped_with_a_warning() {
     );
     assert_eq!(t.flows().len(), 1);
     assert_eq!(
-        t.str(t.slices().name()[t.flows()[0].from.0 as usize]),
+        t.str(t.slices().name()[t.flows()[0].from.index()]),
         "cudaLaunchKernel"
     );
     // A context sync (no stream) lands on the thread that made the call.

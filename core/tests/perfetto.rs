@@ -516,7 +516,10 @@ fn threads_of_different_pids_without_process_descriptors_stay_apart() {
     pids.sort_unstable();
     assert_eq!(pids, vec![100, 200]);
     assert_eq!(t.slices().len(), 2);
-    assert_ne!(t.slice_process(SliceId(0)), t.slice_process(SliceId(1)));
+    assert_ne!(
+        t.slice_process(SliceId::from_index(0)),
+        t.slice_process(SliceId::from_index(1))
+    );
 }
 
 #[test]

@@ -545,7 +545,12 @@ impl ViewerApp {
             }
             Tab::Syncs => {
                 let sl = model.trace.slices();
-                let bounds = |s: u32| (sl.start_ns()[s as usize], sl.end_ns(SliceId(s)));
+                let bounds = |s: u32| {
+                    (
+                        sl.start_ns()[s as usize],
+                        sl.end_ns(SliceId::from_index(s as usize)),
+                    )
+                };
                 if let Some(t) = panels::syncs::syncs_ui(ui, &model.report, &mut self.syncs, bounds)
                 {
                     self.timeline.zoom_to(&model.index, t.start_ns, t.end_ns);
