@@ -5,6 +5,7 @@
 //! instant, so the ranks of the node start together; sockets of other
 //! hosts (a shared directory) are skipped: same-host only.
 
+use crate::error::{ArgError, SendError};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -42,7 +43,7 @@ pub struct CaptureArgs {
 }
 
 /// "5s", "500ms", "1.5" (seconds) as milliseconds.
-pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
+pub fn parse_duration_ms(s: &str) -> Result<u64, ArgError> {
     let t = s.trim();
     let (num, scale) = if let Some(v) = t.strip_suffix("ms") {
         (v, 1.0)
@@ -57,20 +58,16 @@ pub fn parse_duration_ms(s: &str) -> Result<u64, String> {
         Ok(v) if v.is_finite() && v >= 0.0 && v * scale <= proto::MAX_DURATION_MS as f64 => {
             Ok((v * scale).round() as u64)
         }
-        _ => Err(format!(
-            "expected a duration such as 5s, 500ms or 1.5 (at most 1 h), got {s:?}"
-        )),
+        _ => Err(ArgError::Duration(s.to_string())),
     }
 }
 
 /// "0,3" as ranks.
-pub fn parse_ranks(s: &str) -> Result<Vec<u32>, String> {
+pub fn parse_ranks(s: &str) -> Result<Vec<u32>, ArgError> {
     let v: Result<Vec<u32>, _> = s.split(',').map(|r| r.trim().parse::<u32>()).collect();
     match v {
         Ok(v) if !v.is_empty() => Ok(v),
-        _ => Err(format!(
-            "--ranks {s:?}: expected comma-separated rank numbers such as 0,3"
-        )),
+        _ => Err(ArgError::Ranks(s.to_string())),
     }
 }
 
@@ -120,23 +117,20 @@ pub fn find_armed(dir: &Path, host: &str) -> anyhow::Result<(Vec<Armed>, usize)>
 }
 
 /// Sends one request; the reply line, or why there is none.
-pub fn send(socket: &Path, line: &str) -> Result<String, String> {
+pub fn send(socket: &Path, line: &str) -> Result<String, SendError> {
     let mut c = UnixStream::connect(socket).map_err(|e| match e.kind() {
-        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound => {
-            format!("stale socket, nobody listening ({e})")
-        }
-        _ => format!("cannot connect: {e}"),
+        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound => SendError::Stale(e),
+        _ => SendError::Connect(e),
     })?;
     let _ = c.set_read_timeout(Some(Duration::from_secs(3)));
     let _ = c.set_write_timeout(Some(Duration::from_secs(3)));
-    c.write_all(line.as_bytes())
-        .map_err(|e| format!("cannot send: {e}"))?;
+    c.write_all(line.as_bytes()).map_err(SendError::Send)?;
     let mut reply = String::new();
     BufReader::new(c)
         .read_line(&mut reply)
-        .map_err(|e| format!("no answer: {e}"))?;
+        .map_err(SendError::Read)?;
     if reply.trim().is_empty() {
-        return Err("no answer".into());
+        return Err(SendError::NoAnswer);
     }
     Ok(reply.trim().to_string())
 }
@@ -307,12 +301,12 @@ mod tests {
         assert_eq!(parse_duration_ms("1.5"), Ok(1500));
         assert_eq!(parse_duration_ms("2m"), Ok(120_000));
         for bad in ["", "x", "-1s", "5h", "99999999s"] {
-            assert!(parse_duration_ms(bad).is_err(), "{bad}");
+            assert_eq!(parse_duration_ms(bad), Err(ArgError::Duration(bad.into())));
         }
         assert_eq!(parse_ranks("0,3"), Ok(vec![0, 3]));
         assert_eq!(parse_ranks(" 1 "), Ok(vec![1]));
         for bad in ["", "a", "0,,1", "-1"] {
-            assert!(parse_ranks(bad).is_err(), "{bad}");
+            assert_eq!(parse_ranks(bad), Err(ArgError::Ranks(bad.into())));
         }
     }
 }

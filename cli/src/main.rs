@@ -14,6 +14,7 @@ use streamscope_core::{SliceKind, Trace, TrackKind};
 mod capture;
 mod cleanup;
 mod compare;
+mod error;
 mod record;
 mod report;
 mod runs;
@@ -135,15 +136,10 @@ struct InfoArgs {
     traces: Vec<PathBuf>,
 }
 
-fn parse_size(s: &str) -> Result<(u32, u32), String> {
-    let (w, h) = s
-        .split_once('x')
-        .ok_or_else(|| format!("expected WxH, got {s:?}"))?;
-    let n = |v: &str| {
-        v.trim()
-            .parse::<u32>()
-            .map_err(|_| format!("expected WxH, got {s:?}"))
-    };
+fn parse_size(s: &str) -> Result<(u32, u32), error::ArgError> {
+    let bad = || error::ArgError::Size(s.to_string());
+    let (w, h) = s.split_once('x').ok_or_else(bad)?;
+    let n = |v: &str| v.trim().parse::<u32>().map_err(|_| bad());
     Ok((n(w)?, n(h)?))
 }
 
@@ -551,6 +547,6 @@ mod tests {
     #[test]
     fn size_parses() {
         assert_eq!(parse_size("1600x1000"), Ok((1600, 1000)));
-        assert!(parse_size("big").is_err());
+        assert_eq!(parse_size("big"), Err(error::ArgError::Size("big".into())));
     }
 }

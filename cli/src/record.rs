@@ -3,6 +3,7 @@
 //! every CUDA process it starts (torchrun workers included) writes one
 //! trace into DIR; then prints where the traces are and a short summary.
 
+use crate::error::ArgError;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
@@ -96,18 +97,18 @@ pub struct RecordArgs {
 }
 
 /// `cudaProfilerApi` or `nvtx:NAME`.
-pub fn parse_capture_range(s: &str) -> Result<String, String> {
+pub fn parse_capture_range(s: &str) -> Result<String, ArgError> {
     match s {
         "cudaProfilerApi" => Ok(s.to_string()),
         _ if s.strip_prefix("nvtx:").is_some_and(|n| !n.is_empty()) => Ok(s.to_string()),
-        _ => Err(format!("expected cudaProfilerApi or nvtx:NAME, got {s:?}")),
+        _ => Err(ArgError::CaptureRange(s.to_string())),
     }
 }
 
-fn parse_seconds(s: &str) -> Result<f64, String> {
+fn parse_seconds(s: &str) -> Result<f64, ArgError> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("expected a number of seconds >= 0, got {s:?}")),
+        _ => Err(ArgError::Seconds(s.to_string())),
     }
 }
 
@@ -257,7 +258,7 @@ mod tests {
         );
         assert!(parse_capture_range("nvtx:").is_err());
         assert!(parse_capture_range("profiler").is_err());
-        assert!(parse_seconds("-2").is_err());
+        assert_eq!(parse_seconds("-2"), Err(ArgError::Seconds("-2".into())));
         assert_eq!(parse_seconds("1.5"), Ok(1.5));
     }
 

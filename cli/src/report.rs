@@ -7,6 +7,7 @@
 //! (`--summary-out`) of rank sets analyzed where their files are merge
 //! into the report of all their files.
 
+use crate::error::ArgError;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -64,11 +65,14 @@ pub struct ReportArgs {
 }
 
 /// "A..B", "A..=B" or "A".
-pub fn parse_steps(s: &str) -> Result<(i64, i64), String> {
+pub fn parse_steps(s: &str) -> Result<(i64, i64), ArgError> {
     let num = |x: &str| {
         x.trim()
             .parse::<i64>()
-            .map_err(|e| format!("bad step number {x:?}: {e}"))
+            .map_err(|source| ArgError::StepNumber {
+                text: x.to_string(),
+                source,
+            })
     };
     let (a, b) = match s.split_once("..") {
         Some((a, b)) => (num(a)?, num(b.trim_start_matches('='))?),
@@ -78,7 +82,7 @@ pub fn parse_steps(s: &str) -> Result<(i64, i64), String> {
         }
     };
     if b < a {
-        return Err(format!("empty step range {s:?}"));
+        return Err(ArgError::EmptySteps(s.to_string()));
     }
     Ok((a, b))
 }
@@ -434,7 +438,18 @@ mod tests {
         assert_eq!(parse_steps("4..6"), Ok((4, 6)));
         assert_eq!(parse_steps("4..=6"), Ok((4, 6)));
         assert_eq!(parse_steps("5"), Ok((5, 5)));
-        assert!(parse_steps("6..4").is_err());
-        assert!(parse_steps("x..4").is_err());
+        assert_eq!(
+            parse_steps("6..4"),
+            Err(ArgError::EmptySteps("6..4".into()))
+        );
+        let e = parse_steps("x..4").expect_err("not a number");
+        assert!(
+            matches!(&e, ArgError::StepNumber { text, .. } if text == "x"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            r#"bad step number "x": invalid digit found in string"#
+        );
     }
 }

@@ -8,6 +8,7 @@
 //! time. The grid, the plan and the table are plain functions over
 //! directories; running a configuration is one `streamscope record` child.
 
+use crate::error::{ArgError, RunError};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -20,17 +21,17 @@ pub const DONE: &str = ".sweep-done";
 /// Written into a configuration's directory when its run failed (the reason inside).
 pub const FAILED: &str = ".sweep-failed";
 
-fn parse_env(s: &str) -> Result<(String, Vec<String>), String> {
+fn parse_env(s: &str) -> Result<(String, Vec<String>), ArgError> {
     let (name, values) = s
         .split_once('=')
-        .ok_or_else(|| format!("expected NAME=v1,v2,..., got {s:?}"))?;
+        .ok_or_else(|| ArgError::EnvAxis(s.to_string()))?;
     let name = name.trim();
     if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
-        return Err(format!("not an environment variable name: {name:?}"));
+        return Err(ArgError::EnvName(name.to_string()));
     }
     let values: Vec<String> = values.split(',').map(|v| v.trim().to_string()).collect();
     if values.iter().any(|v| v.is_empty()) {
-        return Err(format!("empty value in {s:?}"));
+        return Err(ArgError::EnvValue(s.to_string()));
     }
     Ok((name.to_string(), values))
 }
@@ -344,13 +345,16 @@ pub fn write_outputs(dir: &Path, t: &Table) -> anyhow::Result<()> {
 }
 
 /// Runs one configuration under `streamscope record`; Err is the reason it failed.
-fn run_one(dir: &Path, c: &Config, command: &[OsString]) -> Result<(), String> {
+fn run_one(dir: &Path, c: &Config, command: &[OsString]) -> Result<(), RunError> {
     let cdir = dir.join(&c.name);
     // A run that stopped half way: start it over (the directory is the sweep's own).
     if cdir.exists() {
-        std::fs::remove_dir_all(&cdir).map_err(|e| format!("clearing {}: {e}", cdir.display()))?;
+        std::fs::remove_dir_all(&cdir).map_err(|source| RunError::Clear {
+            path: cdir.clone(),
+            source,
+        })?;
     }
-    let exe = std::env::current_exe().map_err(|e| format!("locating streamscope: {e}"))?;
+    let exe = std::env::current_exe().map_err(RunError::Executable)?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("record")
         .arg("-o")
@@ -365,7 +369,7 @@ fn run_one(dir: &Path, c: &Config, command: &[OsString]) -> Result<(), String> {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .output()
-        .map_err(|e| format!("starting streamscope record: {e}"))?;
+        .map_err(RunError::Start)?;
     // What record said last: the reason when it failed or wrote nothing.
     let said = String::from_utf8_lossy(&out.stderr)
         .lines()
@@ -375,13 +379,13 @@ fn run_one(dir: &Path, c: &Config, command: &[OsString]) -> Result<(), String> {
         .unwrap_or_default();
     if !out.status.success() {
         return Err(match out.status.code() {
-            Some(c) => format!("streamscope record exited with status {c}{said}"),
-            None => format!("streamscope record was killed by a signal{said}"),
+            Some(code) => RunError::Exited { code, said },
+            None => RunError::Killed { said },
         });
     }
     let traces = streamscope_core::load::expand(&cdir).unwrap_or_default();
     if traces.is_empty() {
-        return Err(format!("no trace in {}{said}", cdir.display()));
+        return Err(RunError::NoTrace { dir: cdir, said });
     }
     Ok(())
 }

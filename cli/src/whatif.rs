@@ -1,6 +1,7 @@
 //! `streamscope whatif TRACE...`: the steps replayed with changed
 //! durations (communication, compute, host syncs).
 
+use crate::error::ArgError;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -8,15 +9,15 @@ use streamscope_core::analysis::whatif::{self, render, Changes, WhatIfOptions};
 
 use crate::report::Format;
 
-fn positive(s: &str) -> Result<f64, String> {
+fn positive(s: &str) -> Result<f64, ArgError> {
     let x: f64 = s
         .trim()
         .parse()
-        .map_err(|_| format!("expected a number, got {s:?}"))?;
+        .map_err(|_| ArgError::NotANumber(s.to_string()))?;
     if x.is_finite() && x > 0.0 {
         Ok(x)
     } else {
-        Err(format!("expected a positive number, got {s}"))
+        Err(ArgError::NotPositive(s.to_string()))
     }
 }
 

@@ -13,6 +13,7 @@
 //! (`STREAMSCOPE_CAPTURE_SIGNAL`, default SIGUSR2; the handler only sets an
 //! atomic), `touch DIR/capture`, and the control socket (control.rs).
 
+use crate::error::{EnvError, SignalError};
 use std::ffi::c_int;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -57,7 +58,7 @@ fn requests() -> &'static Requests {
 
 /// The trigger signal from `STREAMSCOPE_CAPTURE_SIGNAL`: a number or a
 /// name (`USR1`, `SIGUSR2`, `RTMIN+2` not accepted); SIGUSR2 when unset.
-pub fn trigger_signal(value: Option<&str>) -> Result<c_int, String> {
+pub fn trigger_signal(value: Option<&str>) -> Result<c_int, EnvError> {
     let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
         return Ok(libc::SIGUSR2);
     };
@@ -82,10 +83,10 @@ pub fn trigger_signal(value: Option<&str>) -> Result<c_int, String> {
         libc::SIGFPE,
     ];
     if sig <= 0 || sig >= 65 || forbidden.contains(&sig) {
-        return Err(format!(
-            "{}={v}: expected USR1, USR2, HUP, WINCH, URG or a signal number",
-            protocol::env::CAPTURE_SIGNAL
-        ));
+        return Err(EnvError::Signal {
+            var: protocol::env::CAPTURE_SIGNAL,
+            value: v.to_string(),
+        });
     }
     Ok(sig)
 }
@@ -114,13 +115,13 @@ extern "C" fn on_trigger(sig: c_int, info: *mut libc::siginfo_t, ctx: *mut std::
 
 /// Installs the trigger signal's handler (only an atomic store, then the
 /// program's own handler if it had one).
-pub fn install_trigger_signal(sig: c_int) -> Result<(), String> {
+pub fn install_trigger_signal(sig: c_int) -> Result<(), SignalError> {
     // SAFETY: zeroed sigaction structs are valid; we fill handler, flags
     // and an empty mask; the old disposition is saved for chaining.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
         if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-            return Err(format!("sigaction({sig}) failed"));
+            return Err(SignalError(sig));
         }
         if PREV.set((sig, old)).is_err() {
             return Ok(());
@@ -130,7 +131,7 @@ pub fn install_trigger_signal(sig: c_int) -> Result<(), String> {
         act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
         libc::sigemptyset(&mut act.sa_mask);
         if libc::sigaction(sig, &act, std::ptr::null_mut()) != 0 {
-            return Err(format!("sigaction({sig}) failed"));
+            return Err(SignalError(sig));
         }
     }
     Ok(())
@@ -628,7 +629,10 @@ mod tests {
         assert_eq!(trigger_signal(Some("SIGUSR2")), Ok(libc::SIGUSR2));
         assert_eq!(trigger_signal(Some("10")), Ok(10));
         for bad in ["KILL", "9", "15", "TERM", "x", "0", "99"] {
-            assert!(trigger_signal(Some(bad)).is_err(), "{bad}");
+            assert!(
+                matches!(trigger_signal(Some(bad)), Err(EnvError::Signal { .. })),
+                "{bad}"
+            );
         }
     }
 

@@ -7,6 +7,7 @@
 //! profiler-API and NVTX callbacks, or by the clock), and the writer sees a
 //! record only after its end, so a record's fate is known when it arrives.
 
+use crate::error::EnvError;
 use std::sync::Mutex;
 
 use streamscope_core::protocol::env;
@@ -52,26 +53,30 @@ impl CaptureSpec {
 
     /// Parses the environment (through `get`); a malformed value is an
     /// error naming the variable.
-    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, EnvError> {
         let trigger = match get(ENV_RANGE).as_deref().map(str::trim) {
             None | Some("") => Trigger::Always,
             Some("cudaProfilerApi") => Trigger::ProfilerApi,
             Some(s) => match s.strip_prefix("nvtx:") {
                 Some(name) if !name.is_empty() => Trigger::Nvtx(name.to_string()),
                 _ => {
-                    return Err(format!(
-                        "{ENV_RANGE}={s}: expected cudaProfilerApi or nvtx:NAME"
-                    ))
+                    return Err(EnvError::CaptureRange {
+                        var: ENV_RANGE,
+                        value: s.to_string(),
+                    })
                 }
             },
         };
-        let secs = |var: &str| -> Result<Option<i64>, String> {
+        let secs = |var: &str| -> Result<Option<i64>, EnvError> {
             match get(var) {
                 None => Ok(None),
                 Some(v) if v.trim().is_empty() => Ok(None),
                 Some(v) => match v.trim().parse::<f64>() {
                     Ok(s) if s.is_finite() && s >= 0.0 => Ok(Some((s * 1e9) as i64)),
-                    _ => Err(format!("{var}={v}: expected a number of seconds >= 0")),
+                    _ => Err(EnvError::Seconds {
+                        var: var.to_string(),
+                        value: v,
+                    }),
                 },
             }
         };
@@ -193,7 +198,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn parse(vars: &[(&str, &str)]) -> Result<CaptureSpec, String> {
+    fn parse(vars: &[(&str, &str)]) -> Result<CaptureSpec, EnvError> {
         let m: HashMap<String, String> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -231,10 +236,23 @@ mod tests {
         let n = parse(&[(ENV_RANGE, "nvtx:step 3"), (ENV_DURATION, "2")]).expect("nvtx");
         assert_eq!(n.trigger, Trigger::Nvtx("step 3".into()));
         assert_eq!(n.duration_ns, Some(2_000_000_000));
-        assert!(parse(&[(ENV_RANGE, "nvtx:")]).is_err());
+        assert!(matches!(
+            parse(&[(ENV_RANGE, "nvtx:")]),
+            Err(EnvError::CaptureRange { .. })
+        ));
         assert!(parse(&[(ENV_RANGE, "bogus")]).is_err());
         let e = parse(&[(ENV_DELAY, "-1")]).expect_err("negative delay");
-        assert!(e.contains(ENV_DELAY), "{e}");
+        assert_eq!(
+            e,
+            EnvError::Seconds {
+                var: ENV_DELAY.into(),
+                value: "-1".into()
+            }
+        );
+        assert!(
+            e.to_string().starts_with(&format!("{ENV_DELAY}=-1: ")),
+            "{e}"
+        );
         assert!(parse(&[(ENV_DURATION, "abc")]).is_err());
     }
 

@@ -3,6 +3,7 @@
 //! (`DIR/.control/NAME.sock`, a Unix socket only this user can reach)
 //! served by its own collector thread, never by the application's.
 
+use crate::error::ControlError;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -39,13 +40,10 @@ impl Default for Requests {
 
 impl Requests {
     /// Queues a capture; its number, or why not (one running or waiting).
-    pub fn submit(&self, r: CaptureRequest) -> Result<u32, String> {
-        let mut st = self
-            .state
-            .lock()
-            .map_err(|_| "internal error".to_string())?;
+    pub fn submit(&self, r: CaptureRequest) -> Result<u32, ControlError> {
+        let mut st = self.state.lock().map_err(|_| ControlError::Poisoned)?;
         if let Some(k) = st.active.or(st.pending.map(|p| p.0)) {
-            return Err(format!("capture {k} is already running"));
+            return Err(ControlError::Busy(k));
         }
         let k = st.next_k;
         st.next_k += 1;
@@ -71,20 +69,25 @@ impl Requests {
 
 /// Creates `dir` with mode 0700, or accepts an existing one that is a real
 /// folder of ours that nobody else can enter.
-pub fn private_dir(dir: &Path) -> Result<(), String> {
+pub fn private_dir(dir: &Path) -> Result<(), ControlError> {
     match std::fs::DirBuilder::new().mode(0o700).create(dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        Err(source) => {
+            return Err(ControlError::Create {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
     }
-    let m = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let m = std::fs::symlink_metadata(dir).map_err(|source| ControlError::Inspect {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     // SAFETY: getuid has no arguments and cannot fail.
     let uid = unsafe { libc::getuid() };
     if !m.is_dir() || m.uid() != uid || m.permissions().mode() & 0o077 != 0 {
-        return Err(format!(
-            "{} is not a private folder of this user (mode 0700)",
-            dir.display()
-        ));
+        return Err(ControlError::NotPrivate(dir.to_path_buf()));
     }
     Ok(())
 }
@@ -97,24 +100,32 @@ pub struct ControlSocket {
 }
 
 impl ControlSocket {
-    pub fn bind(out_dir: &Path, rank: Option<u32>, host: &str, pid: u32) -> Result<Self, String> {
+    pub fn bind(
+        out_dir: &Path,
+        rank: Option<u32>,
+        host: &str,
+        pid: u32,
+    ) -> Result<Self, ControlError> {
         let dir = out_dir.join(proto::CONTROL_DIR);
         private_dir(&dir)?;
         let path = dir.join(proto::control_socket_name(rank, host, pid));
         // A file left by an earlier process with our pid (pids wrap) is stale.
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path)
-            .map_err(|e| format!("cannot bind {}: {e}", path.display()))?;
+        let listener = UnixListener::bind(&path).map_err(|source| ControlError::Bind {
+            path: path.clone(),
+            source,
+        })?;
         // The folder (0700) already keeps others out; the socket says so too.
-        if let Err(e) = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)) {
+        if let Err(source) = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        {
             let _ = std::fs::remove_file(&path);
-            return Err(format!("cannot chmod {}: {e}", path.display()));
+            return Err(ControlError::Chmod { path, source });
         }
         Ok(ControlSocket { path, listener })
     }
 
     /// Serves requests on a thread of its own until the process ends.
-    pub fn serve(self, requests: &'static Requests) -> Result<PathBuf, String> {
+    pub fn serve(self, requests: &'static Requests) -> Result<PathBuf, ControlError> {
         let path = self.path.clone();
         std::thread::Builder::new()
             .name("streamscope-control".into())
@@ -127,7 +138,7 @@ impl ControlSocket {
                     }));
                 }
             })
-            .map_err(|e| format!("cannot start the control thread: {e}"))?;
+            .map_err(ControlError::Thread)?;
         Ok(path)
     }
 }
@@ -169,13 +180,17 @@ mod tests {
     #[test]
     fn one_capture_at_a_time_numbered_from_1() {
         let r = Requests::default();
-        assert_eq!(r.submit(req()), Ok(1));
-        assert!(r.submit(req()).is_err(), "one waiting");
+        assert_eq!(r.submit(req()).ok(), Some(1));
+        assert!(
+            matches!(r.submit(req()), Err(ControlError::Busy(1))),
+            "one waiting"
+        );
         assert_eq!(r.take().map(|p| p.0), Some(1));
         let e = r.submit(req()).expect_err("one running");
-        assert!(e.contains("capture 1"), "{e}");
+        assert!(matches!(e, ControlError::Busy(1)), "{e:?}");
+        assert_eq!(e.to_string(), "capture 1 is already running");
         r.finish();
-        assert_eq!(r.submit(req()), Ok(2));
+        assert_eq!(r.submit(req()).ok(), Some(2));
     }
 
     #[test]

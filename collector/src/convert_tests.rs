@@ -150,7 +150,7 @@ fn kernels_go_on_stream_tracks_under_their_gpu() {
         ),
         (1000, 2000, 11)
     );
-    let lc = t.launch_of(SliceId(0)).expect("launch config");
+    let lc = t.launch_of(SliceId::from_index(0)).expect("launch config");
     assert_eq!(lc.grid, [132, 2, 1]);
     assert_eq!(lc.block, [256, 1, 1]);
     assert_eq!(
@@ -207,7 +207,7 @@ fn copies_carry_bytes_direction_and_pageability() {
         names(t),
         vec!["Memcpy DtoH (Device -> Pageable)", "Memset (Device)"]
     );
-    let cp = t.copy_of(SliceId(0)).expect("copy info");
+    let cp = t.copy_of(SliceId::from_index(0)).expect("copy info");
     assert_eq!(
         (cp.bytes, cp.kind, cp.pageable),
         (4, CopyKind::DeviceToHost, true)
@@ -220,7 +220,10 @@ fn copies_carry_bytes_direction_and_pageability() {
         t.slices().class(),
         vec![SliceClass::Memory, SliceClass::Memory]
     );
-    assert_eq!(t.copy_of(SliceId(1)).map(|c| c.bytes), Some(4096));
+    assert_eq!(
+        t.copy_of(SliceId::from_index(1)).map(|c| c.bytes),
+        Some(4096)
+    );
 }
 
 #[test]
@@ -267,10 +270,10 @@ fn api_calls_get_thread_tracks_names_and_python_lines() {
     );
     assert_eq!(t.track_name(t.slices().track()[1]), "thread 101");
     assert_eq!(
-        t.arg_string(SliceId(0), "python").as_deref(),
+        t.arg_string(SliceId::from_index(0), "python").as_deref(),
         Some("train.py:7 (step)")
     );
-    assert_eq!(t.arg_string(SliceId(1), "python"), None);
+    assert_eq!(t.arg_string(SliceId::from_index(1), "python"), None);
     assert!(py.is_empty(), "the location was claimed");
 }
 

@@ -6,6 +6,7 @@
 // The struct field each symbol is stored in fixes the transmute's target type.
 #![allow(clippy::missing_transmute_annotations)]
 
+use crate::error::CuptiError;
 use std::collections::HashSet;
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::Mutex;
@@ -125,7 +126,7 @@ macro_rules! need {
     ($h:expr, $name:literal) => {{
         let p = dlsym($h, $name);
         if p.is_null() {
-            return Err(format!("{} has no {}", "libcupti", $name.to_string_lossy()));
+            return Err(CuptiError::Missing($name.to_string_lossy().into_owned()));
         }
         // SAFETY: the symbol is the CUPTI function of that name; the field
         // type is its C signature (enums passed as u32).
@@ -147,7 +148,7 @@ macro_rules! optional {
 
 impl Cupti {
     /// Opens libcupti: `explicit` paths first, then the usual names.
-    pub fn open(explicit: &[String]) -> Result<Cupti, String> {
+    pub fn open(explicit: &[String]) -> Result<Cupti, CuptiError> {
         let mut tried = Vec::new();
         let mut found = None;
         for name in explicit.iter().map(String::as_str).chain(NAMES) {
@@ -161,10 +162,9 @@ impl Cupti {
             }
         }
         let Some((h, path)) = found else {
-            return Err(format!(
-                "libcupti not found (tried {}; set LD_LIBRARY_PATH or STREAMSCOPE_CUPTI_LIB)",
-                tried.join(", ")
-            ));
+            return Err(CuptiError::NotFound {
+                tried: tried.join(", "),
+            });
         };
         Ok(Cupti {
             path,
@@ -206,20 +206,24 @@ impl Cupti {
 
     /// Ok for success; otherwise prints "streamscope: FUNC failed: ..." to
     /// stderr (once per function) and returns the message.
-    pub fn check(&self, func: &'static str, r: CuptiResult) -> Result<(), String> {
+    pub fn check(&self, func: &'static str, r: CuptiResult) -> Result<(), CuptiError> {
         if r == SUCCESS {
             return Ok(());
         }
-        let msg = format!("{func} failed: {} ({r})", self.result_string(r));
+        let e = CuptiError::Call {
+            func,
+            why: self.result_string(r),
+            code: r,
+        };
         let first = self
             .reported
             .lock()
             .map(|mut s| s.insert(func))
             .unwrap_or(false);
         if first {
-            crate::warn!("streamscope: {msg}");
+            crate::warn!("streamscope: {e}");
         }
-        Err(msg)
+        Err(e)
     }
 
     /// CUPTI's name of callback `cbid` in `domain` ("" if unknown).
@@ -245,7 +249,7 @@ impl Cupti {
 impl PmApi {
     /// Looks the functions up in `cupti`'s library; Err names the first
     /// one missing (a CUPTI older than 12.6).
-    pub fn load(cupti: &Cupti) -> Result<PmApi, String> {
+    pub fn load(cupti: &Cupti) -> Result<PmApi, CuptiError> {
         let h = cupti.handle as *mut c_void;
         Ok(PmApi {
             profiler_initialize: need!(h, c"cuptiProfilerInitialize"),

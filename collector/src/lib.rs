@@ -38,6 +38,7 @@ pub mod control;
 pub mod convert;
 pub mod cupti_api;
 pub mod driver;
+pub mod error;
 pub mod flush_sync;
 pub mod marker_names;
 pub mod nccl_plugin;

@@ -9,6 +9,7 @@
 //! SIGKILL loses about that much. atexit and the SIGINT/SIGTERM handlers ask it for a final
 //! flush and wait for it with a time bound.
 
+use crate::error::{CuptiError, StartError};
 use std::alloc::Layout;
 use std::ffi::c_void;
 use std::fs::File;
@@ -290,7 +291,7 @@ impl HostInfo for RealHost {
 
 /// Callback ids of `domain` whose normalized names are in `names`.
 /// Sets everything up. Err: one line for "CUPTI unavailable (...)".
-pub fn start() -> Result<(), String> {
+pub fn start() -> Result<(), StartError> {
     let env = |k: &str| std::env::var(k).ok();
     let armed = crate::armed::is_armed(&env);
     let spec = if armed {
@@ -311,8 +312,10 @@ pub fn start() -> Result<(), String> {
     };
     let out_dir =
         PathBuf::from(env(process_info::ENV_OUT).unwrap_or_else(|| "streamscope-out".into()));
-    std::fs::create_dir_all(&out_dir)
-        .map_err(|e| format!("cannot create {}: {e}", out_dir.display()))?;
+    std::fs::create_dir_all(&out_dir).map_err(|source| StartError::OutputDir {
+        path: out_dir.clone(),
+        source,
+    })?;
     let pid = std::process::id();
     let host = process_info::hostname();
     let process = process_info::describe(env, pid, &host, &process_info::cmdline());
@@ -324,11 +327,14 @@ pub fn start() -> Result<(), String> {
             ts_offset_ns: 0,
         };
         start_cupti(spec, ctx.process.clone(), Output::Armed(ctx))?;
-        return crate::armed::install_trigger_signal(sig);
+        return Ok(crate::armed::install_trigger_signal(sig)?);
     }
     // The file first: nothing of CUPTI is touched when it cannot be written.
     let (trace_path, file) = process_info::create_trace_file(&out_dir, process.rank, &host, pid)
-        .map_err(|e| format!("cannot create a trace file in {}: {e}", out_dir.display()))?;
+        .map_err(|source| StartError::TraceFile {
+            dir: out_dir.clone(),
+            source,
+        })?;
     let progress_path = process_info::progress_path(&out_dir, &host, pid);
     let r = start_cupti(
         spec,
@@ -353,7 +359,7 @@ enum Output {
 /// metadata entries (collector, library, API version).
 fn open_cupti(
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Cupti, Vec<(String, String)>), String> {
+) -> Result<(Cupti, Vec<(String, String)>), CuptiError> {
     let mut libs = Vec::new();
     if let Some(p) = env(protocol::env::CUPTI_LIB) {
         libs.push(p);
@@ -444,7 +450,7 @@ fn spawn_writer(
     conv: Converter,
     output: Output,
     pm: Option<crate::pm_sampling::feed::Feed>,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let spawned = std::thread::Builder::new()
         .name("streamscope-writer".into())
         .stack_size(16 << 20)
@@ -460,7 +466,7 @@ fn spawn_writer(
             }
             s.sync.finished.store(true, Ordering::SeqCst);
         })
-        .map_err(|e| format!("cannot start the writer thread: {e}"));
+        .map_err(StartError::WriterThread);
     if spawned.is_err() {
         // Buffers CUPTI still hands back are freed at once from now on.
         s.sync.finished.store(true, Ordering::SeqCst);
@@ -472,7 +478,7 @@ fn start_cupti(
     spec: CaptureSpec,
     mut process: streamscope_core::Process,
     mut output: Output,
-) -> Result<(), String> {
+) -> Result<(), StartError> {
     let armed = matches!(output, Output::Armed(_));
     let env = |k: &str| std::env::var(k).ok();
     let pid = process.pid;
@@ -543,9 +549,9 @@ fn start_cupti(
         profiler_stop,
     };
     if SESSION.set(new_session).is_err() {
-        return Err("collector initialized twice".into());
+        return Err(StartError::Twice);
     }
-    let s = session().ok_or("no session")?;
+    let s = session().ok_or(StartError::NoSession)?;
     let host = RealHost {
         cupti: &s.cupti,
         driver,

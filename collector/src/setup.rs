@@ -1,6 +1,7 @@
 //! CUPTI set-up steps of the session: which activity kinds and API
 //! functions are recorded, and which API callbacks are subscribed.
 
+use crate::error::CuptiError;
 use std::ffi::c_void;
 
 use streamscope_core::protocol;
@@ -24,7 +25,7 @@ pub(crate) fn enable_activity(
     cupti: &Cupti,
     env: &dyn Fn(&str) -> Option<String>,
     meta: &mut Meta,
-) -> Result<Vec<u32>, String> {
+) -> Result<Vec<u32>, CuptiError> {
     // SAFETY: plain enum argument.
     let rc = unsafe { (cupti.activity_enable)(kind::CONCURRENT_KERNEL) };
     cupti.check("cuptiActivityEnable(CONCURRENT_KERNEL)", rc)?;

@@ -21,6 +21,7 @@
 //! alternate signal stack when the program set one (SA_ONSTACK), so a stack
 //! overflow still reaches the default action.
 
+use crate::error::SignalError;
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
 
@@ -209,7 +210,7 @@ fn handler_flags(old_flags: c_int) -> c_int {
 }
 
 /// Installs the handlers, keeping the previous ones to chain to.
-pub fn install() -> Result<(), String> {
+pub fn install() -> Result<(), SignalError> {
     prime_backtrace();
     let sigs = [libc::SIGINT, libc::SIGTERM]
         .into_iter()
@@ -221,7 +222,7 @@ pub fn install() -> Result<(), String> {
         unsafe {
             let mut old: libc::sigaction = std::mem::zeroed();
             if libc::sigaction(sig, std::ptr::null(), &mut old) != 0 {
-                return Err(format!("sigaction({sig}) failed"));
+                return Err(SignalError(sig));
             }
             if slot.set(old).is_err() {
                 continue;
@@ -235,7 +236,7 @@ pub fn install() -> Result<(), String> {
             }
             libc::sigemptyset(&mut act.sa_mask);
             if libc::sigaction(sig, &act, std::ptr::null_mut()) != 0 {
-                return Err(format!("sigaction({sig}) failed"));
+                return Err(SignalError(sig));
             }
         }
     }

@@ -172,12 +172,12 @@ mod tests {
         t.push_slice(s);
         let t = t.finish();
         let k = CommKeys::new(&t);
-        let r = CollectiveRecord::of_slice(&t, &k, SliceId(0));
+        let r = CollectiveRecord::of_slice(&t, &k, SliceId::from_index(0));
         assert_eq!(r.collective.as_deref(), Some("AllGather"));
         assert_eq!(r.process_group.as_deref(), Some("7"));
         assert_eq!((r.seq, r.group_size), (Some(42), Some(2)));
         assert_eq!(r.bytes(), Some(4000));
-        assert!(CollectiveRecord::of_slice(&t, &k, SliceId(99)).is_empty());
+        assert!(CollectiveRecord::of_slice(&t, &k, SliceId::from_index(99)).is_empty());
     }
 }
 

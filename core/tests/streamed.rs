@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use streamscope_core::analysis::relocate::{Offsets, Relocate};
 use streamscope_core::analysis::streamed::{self, Summary};
 use streamscope_core::analysis::{analyze, render, AnalysisOptions};
 use streamscope_core::diagnostic::Kind;
@@ -230,4 +231,138 @@ fn summaries_of_two_rank_sets_merge_into_the_report_of_all() {
         err.contains("junk.summary") && err.contains("not a streamscope summary"),
         "{err}"
     );
+}
+
+/// The delta a relocated report's JSON number at `path` (object keys and
+/// array indices) should show under `by`; `parent` is the object holding it.
+fn expected_move(
+    path: &[String],
+    parent: Option<&serde_json::Value>,
+    by: &Offsets,
+) -> (&'static str, i64) {
+    let last = path.last().map_or("", String::as_str);
+    let key_before = |n: usize| path.len().checked_sub(n).map(|i| path[i].as_str());
+    if last == "slice" || last == "comm_slice" || key_before(2) == Some("slices") {
+        return ("slice", by.slices.into());
+    }
+    if key_before(3) == Some("per_all_gather") && last == "0" {
+        return ("slice", by.slices.into());
+    }
+    if last == "process" {
+        return ("process", by.processes.into());
+    }
+    let off_device = parent.is_some_and(|p| p["device"] == serde_json::json!(u32::MAX));
+    if last == "device" && !off_device {
+        return ("device", by.devices.into());
+    }
+    if last == "stream" && off_device {
+        return ("track", by.tracks.into());
+    }
+    ("", 0)
+}
+
+fn walk_moves(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    path: &mut Vec<String>,
+    parent: Option<&serde_json::Value>,
+    by: &Offsets,
+    moved: &mut std::collections::BTreeMap<&'static str, usize>,
+) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            assert_eq!(x.len(), y.len(), "{path:?}");
+            for (k, v) in x {
+                path.push(k.clone());
+                walk_moves(v, &y[k], path, Some(a), by, moved);
+                path.pop();
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            assert_eq!(x.len(), y.len(), "{path:?}");
+            for (i, (v, w)) in x.iter().zip(y).enumerate() {
+                path.push(i.to_string());
+                walk_moves(v, w, path, parent, by, moved);
+                path.pop();
+            }
+        }
+        (Value::Number(x), Value::Number(y)) if x.is_u64() => {
+            let (kind, d) = expected_move(path, parent, by);
+            let (x, y) = (x.as_u64().expect("u64") as i64, y.as_i64().expect("int"));
+            assert_eq!(y - x, d, "{path:?}: {x} -> {y}");
+            if d != 0 {
+                *moved.entry(kind).or_default() += 1;
+            }
+        }
+        _ => assert_eq!(a, b, "{path:?}"),
+    }
+}
+
+/// A relocated report differs from the original exactly at its slice,
+/// process and device indices (and the streams of GPU tracks off any
+/// device: their track ids), each moved by its offset.
+#[test]
+fn relocation_moves_every_index_and_nothing_else() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../traces/fsdp-ref-overlap-h200x2");
+    let report = analyze(
+        &load_paths(&[dir]).expect("load"),
+        &AnalysisOptions::default(),
+    );
+    let by = Offsets {
+        slices: 1_000_000,
+        processes: 1_000,
+        devices: 100,
+        tracks: 10_000,
+    };
+    let mut moved_report = report.clone();
+    moved_report.relocate(&by);
+    let a = serde_json::to_value(&report).expect("json");
+    let b = serde_json::to_value(&moved_report).expect("json");
+    let mut moved = std::collections::BTreeMap::new();
+    walk_moves(&a, &b, &mut Vec::new(), None, &by, &mut moved);
+    // Stall, prefetch and sync slice ids, rank processes, stream and
+    // occupancy devices are all there and all moved.
+    for kind in ["slice", "process", "device"] {
+        assert!(
+            moved.get(kind).copied().unwrap_or(0) > 0,
+            "{kind}: {moved:?}"
+        );
+    }
+    assert!(moved["slice"] > 1000, "{moved:?}");
+}
+
+/// Summaries of three rank sets of a six-rank job merge into the report of
+/// all six files: every file after the first has its indices moved.
+#[test]
+fn summaries_of_three_rank_sets_merge_into_the_report_of_all() {
+    let tmp = TempDir::new("three");
+    let ranks: Vec<u32> = (0..6).collect();
+    synth_job(&tmp.0, 6, &ranks, 2_000);
+    let opts = AnalysisOptions::default();
+    let files: Vec<_> = sources(std::slice::from_ref(&tmp.0))
+        .expect("files")
+        .into_iter()
+        .map(|s| s.path)
+        .collect();
+    assert_eq!(files.len(), 6);
+    let mut summaries = Vec::new();
+    for (k, set) in files.chunks(2).enumerate() {
+        let parts = streamed::summarize_files(set, &opts, &|_, _| {}).expect("summary");
+        let path = tmp.0.join(format!("set-{k}.summary"));
+        Summary::new(parts, &opts)
+            .write(&path, true)
+            .expect("write");
+        summaries.push(path);
+    }
+    let merged = streamed::merge_summaries(&summaries, &opts).expect("merge");
+    let direct = in_memory(&files, &opts);
+    assert!(
+        render::json(&merged) == direct,
+        "merged summaries differ from the direct report"
+    );
+    let v: serde_json::Value = serde_json::from_str(&direct).expect("json");
+    // The last rank's rows hold indices past the first files' counts.
+    assert_eq!(v["ranks"][5]["process"], 5);
+    assert!(v["ranks"][5]["idle_by_stream"][0]["device"].as_u64() >= Some(5));
 }

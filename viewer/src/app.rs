@@ -41,7 +41,7 @@ pub struct ScreenshotJob {
     pub frames: u32,
     pub requested: bool,
     /// Error of the write, reported by `run` after the window closes.
-    pub result: std::sync::Arc<std::sync::Mutex<Option<Result<(), String>>>>,
+    pub result: std::sync::Arc<std::sync::Mutex<Option<Result<(), crate::error::ScreenshotError>>>>,
 }
 
 /// A load running on a worker thread, so the window stays responsive.
@@ -130,7 +130,7 @@ impl ViewerApp {
                 let errors: Vec<String> = app
                     .files
                     .iter()
-                    .filter_map(|f| f.result.as_ref().err().cloned())
+                    .filter_map(|f| f.result.as_ref().err().map(|e| e.to_string()))
                     .collect();
                 app.message = Some(format!("cannot compare: {}", errors.join("; ")));
             }
@@ -313,14 +313,14 @@ impl ViewerApp {
         }
         if let (Some(m), false) = (&self.model, self.framing.is_empty()) {
             if let Err(e) = self.framing.apply(m, &mut self.timeline) {
-                self.message = Some(e);
+                self.message = Some(e.to_string());
             }
         }
     }
 
     /// Sets what the view opens on and applies it to the loaded trace set,
     /// if any (its error, e.g. no such step, is also shown in the window).
-    pub fn set_framing(&mut self, framing: Framing) -> Result<(), String> {
+    pub fn set_framing(&mut self, framing: Framing) -> Result<(), crate::error::FramingError> {
         self.framing = framing;
         let Some(m) = &self.model else {
             return Ok(());
@@ -328,7 +328,7 @@ impl ViewerApp {
         self.timeline = TimelineState::default();
         let r = framing.apply(m, &mut self.timeline);
         if let Err(e) = &r {
-            self.message = Some(e.clone());
+            self.message = Some(e.to_string());
         }
         r
     }
@@ -545,7 +545,12 @@ impl ViewerApp {
             }
             Tab::Syncs => {
                 let sl = model.trace.slices();
-                let bounds = |s: u32| (sl.start_ns()[s as usize], sl.end_ns(SliceId(s)));
+                let bounds = |s: u32| {
+                    (
+                        sl.start_ns()[s as usize],
+                        sl.end_ns(SliceId::from_index(s as usize)),
+                    )
+                };
                 if let Some(t) = panels::syncs::syncs_ui(ui, &model.report, &mut self.syncs, bounds)
                 {
                     self.timeline.zoom_to(&model.index, t.start_ns, t.end_ns);

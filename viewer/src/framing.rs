@@ -1,6 +1,7 @@
 //! What the view opens on: `--step N`, `--range A..B`, `--rank R` (the same
 //! for the window and for `--screenshot`).
 
+use crate::error::{FramingError, RangeError};
 use streamscope_core::analysis::StepReport;
 use streamscope_core::ProcessId;
 
@@ -33,7 +34,7 @@ impl Framing {
 
     /// Points `st` at the framing over `model`; an error names what the
     /// trace lacks (no such rank or step) and leaves `st` as it was.
-    pub fn apply(&self, model: &Model, st: &mut TimelineState) -> Result<(), String> {
+    pub fn apply(&self, model: &Model, st: &mut TimelineState) -> Result<(), FramingError> {
         let ranks = &model.report.ranks;
         let process = match self.rank {
             None => None,
@@ -44,7 +45,10 @@ impl Framing {
                     .map(|x| x.process)
                     .ok_or_else(|| {
                         let have: Vec<String> = ranks.iter().map(|x| x.rank.to_string()).collect();
-                        format!("no rank {r} in the trace (ranks: {})", have.join(", "))
+                        FramingError::NoRank {
+                            rank: r,
+                            ranks: have.join(", "),
+                        }
                     })?,
             ),
         };
@@ -70,10 +74,13 @@ impl Framing {
                         have.sort_unstable();
                         have.dedup();
                         if have.is_empty() {
-                            "the trace has no steps (no ProfilerStep or NVTX step ranges, no repetition found)".to_string()
+                            FramingError::NoSteps
                         } else {
                             let have: Vec<String> = have.iter().map(|s| s.to_string()).collect();
-                            format!("no step {n} (steps: {})", have.join(", "))
+                            FramingError::NoStep {
+                                step: n,
+                                steps: have.join(", "),
+                            }
                         }
                     })?;
                 window = Some((step.start_ns, step.end_ns, true));
@@ -81,7 +88,7 @@ impl Framing {
             Some(FrameTarget::Range(a, b)) => {
                 let (a, b) = (a.min(b), a.max(b));
                 if a.is_nan() || b.is_nan() || b <= a {
-                    return Err(format!("empty range {a}..{b}"));
+                    return Err(FramingError::EmptyRange { start: a, end: b });
                 }
                 let o = model.index.span_ns.0;
                 let (t0, t1) = (
@@ -129,39 +136,35 @@ impl Framing {
 /// Parses `A..B`: times relative to the trace start, each with a unit (ns,
 /// us, µs, ms, s); a bare number takes the other side's unit
 /// (`120..160ms`).
-pub fn parse_range(s: &str) -> Result<(f64, f64), String> {
+pub fn parse_range(s: &str) -> Result<(f64, f64), RangeError> {
     let (a, b) = s
         .split_once("..")
-        .ok_or_else(|| format!("{s:?}: expected A..B, e.g. 120ms..160ms"))?;
+        .ok_or_else(|| RangeError::NotARange(s.to_string()))?;
     let (av, au) = split_unit(a.trim())?;
     let (bv, bu) = split_unit(b.trim())?;
     let (au, bu) = match (au, bu) {
-        (None, None) => {
-            return Err(format!(
-                "{s:?}: give a unit (ns, us, ms or s), e.g. 120ms..160ms"
-            ))
-        }
+        (None, None) => return Err(RangeError::NoUnit(s.to_string())),
         (Some(u), None) | (None, Some(u)) => (u, u),
         (Some(x), Some(y)) => (x, y),
     };
     let (a, b) = (av * au, bv * bu);
     if b <= a {
-        return Err(format!("{s:?}: the end must come after the start"));
+        return Err(RangeError::Backwards(s.to_string()));
     }
     Ok((a, b))
 }
 
 /// "12.5ms" -> (12.5, Some(1e6)).
-fn split_unit(s: &str) -> Result<(f64, Option<f64>), String> {
+fn split_unit(s: &str) -> Result<(f64, Option<f64>), RangeError> {
     let cut = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == 'e'))
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(cut);
     let v: f64 = num
         .parse()
-        .map_err(|_| format!("{s:?}: not a number with a unit"))?;
+        .map_err(|_| RangeError::NotANumber(s.to_string()))?;
     if !v.is_finite() {
-        return Err(format!("{s:?}: not a finite time"));
+        return Err(RangeError::NotFinite(s.to_string()));
     }
     let u = match unit.trim() {
         "" => None,
@@ -169,7 +172,12 @@ fn split_unit(s: &str) -> Result<(f64, Option<f64>), String> {
         "us" | "µs" => Some(1e3),
         "ms" => Some(1e6),
         "s" => Some(1e9),
-        other => return Err(format!("{s:?}: unknown unit {other:?} (ns, us, ms, s)")),
+        other => {
+            return Err(RangeError::UnknownUnit {
+                side: s.to_string(),
+                unit: other.to_string(),
+            })
+        }
     };
     Ok((v, u))
 }
@@ -184,9 +192,19 @@ mod tests {
         assert_eq!(parse_range("120..160ms"), Ok((120e6, 160e6)));
         assert_eq!(parse_range("1.5s..2000ms"), Ok((1.5e9, 2e9)));
         assert_eq!(parse_range("5us..7µs"), Ok((5e3, 7e3)));
-        assert!(parse_range("120..160").is_err());
-        assert!(parse_range("160ms..120ms").is_err());
-        assert!(parse_range("12ms").is_err());
-        assert!(parse_range("12 parsecs..13ms").is_err());
+        assert!(matches!(
+            parse_range("120..160"),
+            Err(RangeError::NoUnit(_))
+        ));
+        assert!(matches!(
+            parse_range("160ms..120ms"),
+            Err(RangeError::Backwards(_))
+        ));
+        assert!(matches!(parse_range("12ms"), Err(RangeError::NotARange(_))));
+        let e = parse_range("12 parsecs..13ms").expect_err("unknown unit");
+        assert_eq!(
+            e.to_string(),
+            r#""12 parsecs": unknown unit "parsecs" (ns, us, ms, s)"#
+        );
     }
 }

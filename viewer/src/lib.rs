@@ -20,6 +20,7 @@
 
 pub mod app;
 pub mod browse;
+pub mod error;
 pub mod framing;
 pub mod load;
 pub mod model;
@@ -83,8 +84,9 @@ fn refuse_failed_load(app: &ViewerApp, png: &std::path::Path) -> anyhow::Result<
     });
     if let Some((f, e)) = failed {
         let path = f.path.display().to_string();
+        let e = e.to_string();
         let e = if e.contains(&path) {
-            e.clone()
+            e
         } else {
             format!("{path}: {e}")
         };

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
+use crate::error::LoadError;
 use streamscope_core::load::expand;
 use streamscope_core::Trace;
 
@@ -13,7 +14,7 @@ use streamscope_core::Trace;
 pub struct FileStatus {
     pub path: PathBuf,
     /// Ranks (processes) and slices loaded, or the error.
-    pub result: Result<(usize, usize), String>,
+    pub result: Result<(usize, usize), LoadError>,
 }
 
 /// Progress of a load, shared with the thread that runs it: files read so
@@ -53,9 +54,9 @@ pub fn load_all(paths: &[PathBuf]) -> (Option<Trace>, Vec<FileStatus>) {
 /// read on all cores (as `streamscope_core::load::load_paths` does) and
 /// appended in order; a path with a file that fails shows that error.
 pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, Vec<FileStatus>) {
-    let expanded: Vec<Result<Vec<PathBuf>, String>> = paths
+    let expanded: Vec<Result<Vec<PathBuf>, LoadError>> = paths
         .iter()
-        .map(|p| expand(p).map_err(|e| e.to_string()))
+        .map(|p| expand(p).map_err(LoadError::from))
         .collect();
     // (path index, file, size)
     let files: Vec<(usize, PathBuf, u64)> = expanded
@@ -76,7 +77,7 @@ pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, 
         .min(files.len())
         .max(1);
     let next = AtomicUsize::new(0);
-    let mut loaded: Vec<(usize, Result<Trace, String>)> = std::thread::scope(|scope| {
+    let mut loaded: Vec<(usize, Result<Trace, LoadError>)> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
@@ -97,7 +98,7 @@ pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, 
                             progress.bytes_read.fetch_add(n, Ordering::Relaxed);
                         };
                         let r = streamscope_core::load::load_file_with_progress(f, &on_read)
-                            .map_err(|e| e.to_string());
+                            .map_err(LoadError::from);
                         if let Ok(t) = &r {
                             progress.events.fetch_add(
                                 (t.slices().len() + t.counters().len()) as u64,
@@ -119,7 +120,7 @@ pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, 
             .collect()
     });
     loaded.sort_by_key(|(i, _)| *i);
-    let mut per_path: Vec<Option<Result<Trace, String>>> = expanded
+    let mut per_path: Vec<Option<Result<Trace, LoadError>>> = expanded
         .into_iter()
         .map(|r| match r {
             Ok(_) => None,
@@ -142,7 +143,7 @@ pub fn load_all_with(paths: &[PathBuf], progress: &Progress) -> (Option<Trace>, 
     // Files never read (cancelled, or a loader thread died) fail their path.
     for (i, (p, f, _)) in files.iter().enumerate() {
         if !got[i] {
-            per_path[*p] = Some(Err(format!("{}: not read (loading stopped)", f.display())));
+            per_path[*p] = Some(Err(LoadError::NotRead(f.clone())));
         }
     }
     let mut merged: Option<Trace> = None;
@@ -238,7 +239,8 @@ mod tests {
         let (trace, status) = load_all(std::slice::from_ref(&missing));
         assert!(trace.is_none());
         assert_eq!(status.len(), 1);
-        let err = status[0].result.clone().err().unwrap_or_default();
-        assert!(err.contains("trace.pftrace"), "{err}");
+        let err = status[0].result.clone().expect_err("fails");
+        assert!(matches!(err, LoadError::Trace(_)), "{err:?}");
+        assert!(err.to_string().contains("trace.pftrace"), "{err}");
     }
 }

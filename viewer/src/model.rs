@@ -78,7 +78,10 @@ impl Model {
                 for p in &inst.parts {
                     let dur = p.end_ns.saturating_sub(p.start_ns);
                     if p.wait_ns > 0 && dur > 0 {
-                        share.insert(p.slice.0, (p.wait_ns as f64 / dur as f64).min(1.0) as f32);
+                        share.insert(
+                            p.slice.get(),
+                            (p.wait_ns as f64 / dur as f64).min(1.0) as f32,
+                        );
                     }
                 }
             }
@@ -96,7 +99,7 @@ impl Model {
     /// in it, when the kernels of every rank could be matched.
     pub fn collective_of(&self, slice: u32) -> Option<(&Instance, &Part)> {
         let m = self.matching();
-        let &(i, p) = m.by_slice.get(&SliceId(slice))?;
+        let &(i, p) = m.by_slice.get(&SliceId::from_index(slice as usize))?;
         let inst = m.instances.get(i as usize)?;
         Some((inst, inst.parts.get(p as usize)?))
     }

@@ -1,6 +1,7 @@
 //! `--screenshot OUT.png`: once the first frames have laid out, ask the
 //! backend for the rendered pixels, write them as PNG and close the window.
 
+use crate::error::ScreenshotError;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -46,22 +47,27 @@ pub(crate) fn after_frame(ctx: &Context, app: &mut ViewerApp) {
     ctx.request_repaint();
 }
 
-pub(crate) fn new_result_slot() -> Arc<Mutex<Option<Result<(), String>>>> {
+pub(crate) fn new_result_slot() -> Arc<Mutex<Option<Result<(), ScreenshotError>>>> {
     Arc::new(Mutex::new(None))
 }
 
 /// Writes an egui image as an RGBA PNG.
-pub fn write_png(path: &Path, img: &ColorImage) -> Result<(), String> {
+pub fn write_png(path: &Path, img: &ColorImage) -> Result<(), ScreenshotError> {
     let [w, h] = img.size;
     let mut bytes = Vec::with_capacity(w * h * 4);
     for c in &img.pixels {
         bytes.extend_from_slice(&c.to_array());
     }
     let buf = image::RgbaImage::from_raw(w as u32, h as u32, bytes)
-        .ok_or_else(|| format!("{}: screenshot buffer has the wrong size", path.display()))?;
+        .ok_or_else(|| ScreenshotError::WrongSize(path.to_path_buf()))?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| ScreenshotError::Write {
+            path: dir.to_path_buf(),
+            why: e.to_string(),
+        })?;
     }
-    buf.save(path)
-        .map_err(|e| format!("{}: {e}", path.display()))
+    buf.save(path).map_err(|e| ScreenshotError::Write {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })
 }

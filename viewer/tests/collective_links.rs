@@ -26,8 +26,12 @@ fn an_nccl_kernel_links_to_its_peers_on_the_other_rank() {
             .expect("an all-gather kernel on rank 0") as u32;
         let (inst, part) = m.collective_of(s).expect("matched across ranks");
         assert_eq!(inst.parts.len(), 2);
-        assert_eq!(part.slice.0, s);
-        let peer = inst.parts.iter().find(|p| p.slice.0 != s).expect("peer");
+        assert_eq!(part.slice.get(), s);
+        let peer = inst
+            .parts
+            .iter()
+            .find(|p| p.slice.get() != s)
+            .expect("peer");
         (
             s,
             t.tracks()[t.slices().track()[peer.slice.index()].0 as usize].process,

@@ -3,6 +3,7 @@
 mod common;
 
 use egui_kittest::Harness;
+use streamscope_viewer::error::FramingError;
 use streamscope_viewer::timeline::layout::{GroupKey, LineKind};
 use streamscope_viewer::{FrameTarget, Framing, ViewerApp};
 
@@ -85,6 +86,8 @@ fn a_missing_step_or_rank_is_an_error_shown_in_the_window() {
             rank: None,
         })
         .expect_err("no step 999");
+    assert!(matches!(e, FramingError::NoStep { step: 999, .. }), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("no step 999 (steps: "), "{e}");
     assert_eq!(app.message.as_deref(), Some(e.as_str()));
     let e = app
@@ -93,7 +96,18 @@ fn a_missing_step_or_rank_is_an_error_shown_in_the_window() {
             rank: Some(7),
         })
         .expect_err("no rank 7");
-    assert!(e.contains("no rank 7 in the trace (ranks: 0, 1)"), "{e}");
+    assert_eq!(
+        e,
+        FramingError::NoRank {
+            rank: 7,
+            ranks: "0, 1".into()
+        }
+    );
+    assert!(
+        e.to_string()
+            .contains("no rank 7 in the trace (ranks: 0, 1)"),
+        "{e}"
+    );
     let mut h = harness(app);
     h.run();
     use egui_kittest::kittest::Queryable;

@@ -213,7 +213,7 @@ fn keys_zoom_and_pan() {
     let (a, b) = app.timeline.window_ns(&m.index);
     let (s, e) = (
         m.trace.slices().start_ns()[sel as usize],
-        m.trace.slices().end_ns(SliceId(sel)),
+        m.trace.slices().end_ns(SliceId::from_index(sel as usize)),
     );
     assert!(
         a <= s && e <= b && (b - a) < 4 * (e - s),

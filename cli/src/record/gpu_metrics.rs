@@ -2,6 +2,7 @@
 //! and the environment they set for the collector (its PM sampler:
 //! collector/src/pm_sampling).
 
+use crate::error::ArgError;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -12,8 +13,8 @@ use streamscope_core::protocol::{GPU_METRICS_FEED_PREFIX, GPU_SAMPLER_EXE};
 
 /// `--gpu-metrics=LIST`: checked (names of letters, digits, `_` and `.`),
 /// passed on as given; unknown names are probed on the GPU.
-pub fn parse_gpu_metrics(s: &str) -> Result<String, String> {
-    parse_list(s)?;
+pub fn parse_gpu_metrics(s: &str) -> Result<String, ArgError> {
+    parse_list(s).map_err(ArgError::GpuMetrics)?;
     Ok(if s.trim().is_empty() {
         "default".into()
     } else {
@@ -179,11 +180,9 @@ mod tests {
         a: RecordArgs,
     }
 
-    fn parse(args: &[&str]) -> Result<RecordArgs, String> {
+    fn parse(args: &[&str]) -> Result<RecordArgs, clap::Error> {
         use clap::Parser;
-        Wrap::try_parse_from(std::iter::once("record").chain(args.iter().copied()))
-            .map(|w| w.a)
-            .map_err(|e| e.to_string())
+        Wrap::try_parse_from(std::iter::once("record").chain(args.iter().copied())).map(|w| w.a)
     }
 
     #[test]
@@ -212,9 +211,11 @@ mod tests {
         assert_eq!(a.gpu_metrics_hz, Some(20_000));
         assert!(parse(&["--gpu-metrics=a;b", "--", "x"])
             .expect_err("an error")
+            .to_string()
             .contains("';'"));
         assert!(parse(&["--gpu-metrics", "--gpu-metrics-hz=500", "--", "x"])
             .expect_err("an error")
+            .to_string()
             .contains("1 kHz to 100 kHz"));
         // The rate alone means nothing.
         assert!(parse(&["--gpu-metrics-hz=20000", "--", "x"]).is_err());

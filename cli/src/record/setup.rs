@@ -2,6 +2,7 @@
 //! collector injected, CUPTI for NVTX, the Python hooks, the capture
 //! settings, the GPU metrics sampler).
 
+use crate::error::CollectorError;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,7 +25,7 @@ pub struct Launch {
     /// The command with its environment set.
     pub cmd: Command,
     /// The collector library, or why it was not found (running untraced).
-    pub collector: Result<PathBuf, String>,
+    pub collector: Result<PathBuf, CollectorError>,
     /// The Python hooks' folder (removed at the end).
     pub hooks_dir: Option<PathBuf>,
     /// The GPU metrics sampler beside the job (`--gpu-metrics`).
@@ -33,7 +34,7 @@ pub struct Launch {
 
 /// The collector `record` would inject ($STREAMSCOPE_COLLECTOR, else
 /// beside this executable), or why there is none.
-pub fn locate_collector() -> Result<PathBuf, String> {
+pub fn locate_collector() -> Result<PathBuf, CollectorError> {
     let exe = std::env::current_exe().ok();
     find_collector(
         std::env::var_os(ENV_COLLECTOR).map(PathBuf::from),
@@ -74,7 +75,7 @@ pub fn launch(args: &RecordArgs, program: &OsString, rest: &[OsString], out: &Pa
 /// returns the hooks' folder.
 fn inject_collector(
     cmd: &mut Command,
-    collector: &Result<PathBuf, String>,
+    collector: &Result<PathBuf, CollectorError>,
     args: &RecordArgs,
 ) -> Option<PathBuf> {
     match collector {
@@ -132,17 +133,23 @@ fn set_capture_env(cmd: &mut Command, args: &RecordArgs, out: &Path) {
 }
 
 /// The collector library: $STREAMSCOPE_COLLECTOR, else next to this executable.
-pub fn find_collector(env_value: Option<PathBuf>, exe: Option<&Path>) -> Result<PathBuf, String> {
+pub fn find_collector(
+    env_value: Option<PathBuf>,
+    exe: Option<&Path>,
+) -> Result<PathBuf, CollectorError> {
     if let Some(p) = env_value {
         return if p.is_file() {
             Ok(p)
         } else {
-            Err(format!("{ENV_COLLECTOR}={} does not exist", p.display()))
+            Err(CollectorError::Missing {
+                var: ENV_COLLECTOR,
+                path: p,
+            })
         };
     }
     let dir = exe
         .and_then(Path::parent)
-        .ok_or("cannot locate the streamscope executable")?;
+        .ok_or(CollectorError::NoExecutable)?;
     let candidates = [
         dir.join(COLLECTOR_FILE),
         dir.join("../lib").join(COLLECTOR_FILE),
@@ -162,10 +169,12 @@ pub fn find_collector(env_value: Option<PathBuf>, exe: Option<&Path>) -> Result<
         Some(p) => format!("cargo build --profile {p} -p streamscope-collector"),
         None => "cargo build --release -p streamscope-collector".to_string(),
     };
-    Err(format!(
-        "{COLLECTOR_FILE} not found next to {} (build it with `{build}`, or set {ENV_COLLECTOR})",
-        dir.display()
-    ))
+    Err(CollectorError::NotBuilt {
+        file: COLLECTOR_FILE,
+        dir: dir.to_path_buf(),
+        build,
+        var: ENV_COLLECTOR,
+    })
 }
 
 /// The newest collector in a sibling profile folder of `dir` when `dir`
@@ -321,13 +330,18 @@ mod tests {
             Some(lib.join("libcupti.so.13"))
         );
         let exe = dir.join("streamscope");
-        assert!(find_collector(None, Some(&exe)).is_err());
+        assert!(matches!(
+            find_collector(None, Some(&exe)),
+            Err(CollectorError::NotBuilt { .. })
+        ));
         std::fs::write(dir.join(COLLECTOR_FILE), b"").expect("write");
         assert_eq!(
             find_collector(None, Some(&exe)),
             Ok(dir.join(COLLECTOR_FILE))
         );
-        assert!(find_collector(Some(dir.join("missing.so")), Some(&exe)).is_err());
+        let e = find_collector(Some(dir.join("missing.so")), Some(&exe)).expect_err("missing");
+        assert!(matches!(e, CollectorError::Missing { .. }), "{e:?}");
+        assert!(e.to_string().ends_with("missing.so does not exist"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

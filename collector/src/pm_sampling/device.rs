@@ -1,6 +1,7 @@
 //! One GPU's sampler: its lock, the probing of the metrics, the CUPTI
 //! set-up, the decode rounds and the end (see the module above).
 
+use crate::error::SamplerError;
 use std::ffi::{c_char, CStr, CString};
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -30,28 +31,27 @@ pub(super) struct StartCtx<'a> {
     pub(super) shared: &'a Shared,
 }
 
-/// How a lock held by another process starts its message.
-pub(super) const LOCKED: &str = "sampled by";
-
 /// The device's lock: Ok(file held) or Err(the holder's pid, if written).
-pub(super) fn lock_device(path: &std::path::Path) -> Result<File, String> {
+pub(super) fn lock_device(path: &std::path::Path) -> Result<File, SamplerError> {
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        .map_err(|e| SamplerError::File {
+            what: "open",
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })?;
     // SAFETY: flock on a descriptor we own; non-blocking.
     let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc != 0 {
         let mut s = String::new();
         let _ = f.read_to_string(&mut s);
         let holder = s.trim();
-        return Err(if holder.is_empty() {
-            format!("{LOCKED} another process")
-        } else {
-            format!("{LOCKED} pid {holder}")
+        return Err(SamplerError::Locked {
+            holder: (!holder.is_empty()).then(|| holder.to_string()),
         });
     }
     let _ = f.set_len(0);
@@ -116,18 +116,16 @@ fn probe(
     avail: &[u8],
     ordinal: u32,
     requests: &[Request],
-) -> Result<(Vec<Chosen>, Vec<String>), String> {
+) -> Result<(Vec<Chosen>, Vec<String>), SamplerError> {
     let mut cache: Vec<(String, Result<(), CuptiResult>)> = Vec::new();
-    let mut accepted = |name: &str| -> Result<bool, String> {
+    let mut accepted = |name: &str| -> Result<bool, SamplerError> {
         if let Some((_, r)) = cache.iter().find(|(n, _)| n == name) {
             return Ok(r.is_ok());
         }
-        let c = CString::new(name).map_err(|_| format!("bad metric name {name:?}"))?;
-        let host = HostObj::new(api, chip, Some(avail)).map_err(|rc| {
-            format!(
-                "cuptiProfilerHostInitialize failed: {}",
-                result_name(cupti, rc)
-            )
+        let c = CString::new(name).map_err(|_| SamplerError::MetricName(name.to_string()))?;
+        let host = HostObj::new(api, chip, Some(avail)).map_err(|rc| SamplerError::Call {
+            call: "cuptiProfilerHostInitialize",
+            why: result_name(cupti, rc),
         })?;
         let rc = host.add_metrics(&[c.as_ptr()]);
         cache.push((
@@ -186,9 +184,10 @@ impl DeviceSampler {
         c: &StartCtx<'_>,
         ordinal: u32,
         ctx: Option<PrimaryCtx>,
-    ) -> Result<DeviceSampler, String> {
+    ) -> Result<DeviceSampler, SamplerError> {
         let (api, cupti) = (c.api, c.cupti);
         let rs = |rc| result_name(cupti, rc);
+        let failed = |call: &'static str, rc| SamplerError::Call { call, why: rs(rc) };
         // 1. One sampler per GPU of the host.
         let pci = c
             .driver
@@ -208,7 +207,7 @@ impl DeviceSampler {
         // SAFETY: a params struct we own.
         let rc = unsafe { (api.device_get_chip_name)(&mut chip) };
         if rc != SUCCESS || chip.pChipName.is_null() {
-            return Err(format!("cuptiDeviceGetChipName failed: {}", rs(rc)));
+            return Err(failed("cuptiDeviceGetChipName", rc));
         }
         // SAFETY: CUPTI returned a NUL-terminated string it owns.
         let chip_name: CString = unsafe { CStr::from_ptr(chip.pChipName) }.to_owned();
@@ -221,20 +220,14 @@ impl DeviceSampler {
         // SAFETY: a null image asks for the size only.
         let rc = unsafe { (api.get_counter_availability)(&mut av) };
         if rc != SUCCESS {
-            return Err(format!(
-                "cuptiPmSamplingGetCounterAvailability failed: {}",
-                rs(rc)
-            ));
+            return Err(failed("cuptiPmSamplingGetCounterAvailability", rc));
         }
         let mut avail = vec![0u8; av.counterAvailabilityImageSize];
         av.pCounterAvailabilityImage = avail.as_mut_ptr();
         // SAFETY: CUPTI writes counterAvailabilityImageSize bytes into `avail`.
         let rc = unsafe { (api.get_counter_availability)(&mut av) };
         if rc != SUCCESS {
-            return Err(format!(
-                "cuptiPmSamplingGetCounterAvailability failed: {}",
-                rs(rc)
-            ));
+            return Err(failed("cuptiPmSamplingGetCounterAvailability", rc));
         }
         // 4. Each metric alone.
         let t_probe = Instant::now();
@@ -250,9 +243,8 @@ impl DeviceSampler {
         // 5. Everything accepted in one config image of one pass.
         let (host, config, names) = loop {
             if chosen.is_empty() {
-                let msg = format!("no metric accepted; refused: {}", refused.join("; "));
                 c.shared.meta(keys::refused(ordinal), refused.join("; "));
-                return Err(msg);
+                return Err(SamplerError::NoMetric(refused.join("; ")));
             }
             let mut names: Vec<String> = Vec::new();
             for ch in &chosen {
@@ -268,18 +260,13 @@ impl DeviceSampler {
                 .collect();
             let ptrs: Vec<*const c_char> = cnames.iter().map(|n| n.as_ptr()).collect();
             let host = HostObj::new(api, &chip_name, Some(&avail))
-                .map_err(|rc| format!("cuptiProfilerHostInitialize failed: {}", rs(rc)))?;
+                .map_err(|rc| failed("cuptiProfilerHostInitialize", rc))?;
             let rc = host.add_metrics(&ptrs);
             let fits = if rc == SUCCESS {
                 match host.config_image() {
                     Ok((img, 1)) => Some(img),
                     Ok((_, _)) => None,
-                    Err(rc) => {
-                        return Err(format!(
-                            "cuptiProfilerHostGetConfigImage failed: {}",
-                            rs(rc)
-                        ))
-                    }
+                    Err(rc) => return Err(failed("cuptiProfilerHostGetConfigImage", rc)),
                 }
             } else {
                 None
@@ -327,7 +314,7 @@ impl DeviceSampler {
                 Err(if rc == SUCCESS { 999 } else { rc })
             }
         };
-        let pm = enable(()).map_err(|rc| format!("cuptiPmSamplingEnable failed: {}", rs(rc)))?;
+        let pm = enable(()).map_err(|rc| failed("cuptiPmSamplingEnable", rc))?;
         let mut s = DeviceSampler {
             api,
             cupti,
@@ -365,7 +352,9 @@ impl DeviceSampler {
             .unwrap_or((c.settings.hz / 10).max(1000));
         s.make_image(max_samples)?;
         let Some((trigger, hw)) = s.set_config(&config, interval) else {
-            return Err(s.last_error.take().unwrap_or_default());
+            return Err(SamplerError::Config(
+                s.last_error.take().unwrap_or_default(),
+            ));
         };
         let time_mode = trigger
             == cs::CUpti_PmSampling_TriggerMode::CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
@@ -485,8 +474,12 @@ impl DeviceSampler {
     }
 
     /// The counter-data image for `max_samples` samples, initialized.
-    fn make_image(&mut self, max_samples: u32) -> Result<(), String> {
-        let rs = |rc| result_name(self.cupti, rc);
+    fn make_image(&mut self, max_samples: u32) -> Result<(), SamplerError> {
+        let cupti = self.cupti;
+        let failed = |call: &'static str, rc| SamplerError::Call {
+            call,
+            why: result_name(cupti, rc),
+        };
         // SAFETY: zeroed plain C struct.
         let mut ds: cs::CUpti_PmSampling_GetCounterDataSize_Params = unsafe { std::mem::zeroed() };
         ds.structSize = cs::PmSampling_GetCounterDataSize_Params_STRUCT_SIZE as usize;
@@ -497,17 +490,11 @@ impl DeviceSampler {
         // SAFETY: the names outlive the call; CUPTI only reads them.
         let rc = unsafe { (self.api.get_counter_data_size)(&mut ds) };
         if rc != SUCCESS || ds.counterDataSize == 0 {
-            return Err(format!(
-                "cuptiPmSamplingGetCounterDataSize failed: {}",
-                rs(rc)
-            ));
+            return Err(failed("cuptiPmSamplingGetCounterDataSize", rc));
         }
         self.image = vec![0u8; ds.counterDataSize];
         if let Err(rc) = self.ops().reset() {
-            return Err(format!(
-                "cuptiPmSamplingCounterDataImageInitialize failed: {}",
-                rs(rc)
-            ));
+            return Err(failed("cuptiPmSamplingCounterDataImageInitialize", rc));
         }
         Ok(())
     }
@@ -518,7 +505,7 @@ impl DeviceSampler {
     }
 
     /// Takes the clocks a sample may be stamped with and starts sampling.
-    pub(super) fn begin(&mut self) -> Result<(), String> {
+    pub(super) fn begin(&mut self) -> Result<(), SamplerError> {
         self.make_current();
         let mut cupti_ts = 0u64;
         let m0 = monotonic_ns();
@@ -540,10 +527,10 @@ impl DeviceSampler {
         // SAFETY: a params struct we own; the sampler is enabled and set.
         let rc = unsafe { (self.api.start)(&mut st) };
         if rc != SUCCESS {
-            return Err(format!(
-                "cuptiPmSamplingStart failed: {}",
-                result_name(self.cupti, rc)
-            ));
+            return Err(SamplerError::Call {
+                call: "cuptiPmSamplingStart",
+                why: result_name(self.cupti, rc),
+            });
         }
         self.started = true;
         Ok(())

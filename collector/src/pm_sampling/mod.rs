@@ -33,6 +33,7 @@ mod device;
 pub mod feed;
 pub mod sidecar;
 
+use crate::error::SamplerError;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -83,12 +84,14 @@ pub struct Settings {
 impl Settings {
     /// None when GPU metrics are off (the variable unset); Err for a value
     /// that does not parse.
-    pub fn from_env(env: &impl Fn(&str) -> Option<String>) -> Option<Result<Settings, String>> {
+    pub fn from_env(
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Option<Result<Settings, SamplerError>> {
         let list = env(protocol::env::GPU_METRICS)?;
         Some((|| {
-            let requests = gm::parse_list(&list)?;
+            let requests = gm::parse_list(&list).map_err(SamplerError::Settings)?;
             let hz = match env(protocol::env::GPU_METRICS_HZ) {
-                Some(v) => gm::parse_hz(&v)?,
+                Some(v) => gm::parse_hz(&v).map_err(SamplerError::Settings)?,
                 None => gm::DEFAULT_HZ,
             };
             Ok(Settings {
@@ -206,7 +209,16 @@ mod tests {
         let held = lock_device(&path).expect("as set up");
         // flock locks belong to the open file: a second open is refused.
         let err = lock_device(&path).expect_err("an error");
-        assert_eq!(err, format!("sampled by pid {}", std::process::id()));
+        assert_eq!(
+            err,
+            crate::error::SamplerError::Locked {
+                holder: Some(std::process::id().to_string())
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("sampled by pid {}", std::process::id())
+        );
         drop(held);
         assert!(lock_device(&path).is_ok());
         let _ = std::fs::remove_dir_all(&dir);

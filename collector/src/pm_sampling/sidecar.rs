@@ -10,6 +10,7 @@
 //! closes or on SIGINT/SIGTERM. Exit 0 when at least one GPU was sampled, 2
 //! when none could be, 1 on bad arguments.
 
+use crate::error::SamplerError;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::fs::{File, OpenOptions};
@@ -45,7 +46,7 @@ pub struct Args {
 }
 
 /// `--dir DIR [--host HOST]`.
-pub fn parse_args(args: &[String]) -> Result<Args, String> {
+pub fn parse_args(args: &[String]) -> Result<Args, SamplerError> {
     let mut dir = None;
     let mut host = None;
     let mut it = args.iter();
@@ -53,11 +54,11 @@ pub fn parse_args(args: &[String]) -> Result<Args, String> {
         match a.as_str() {
             "--dir" => dir = it.next().cloned(),
             "--host" => host = it.next().cloned(),
-            other => return Err(format!("unknown argument {other:?}")),
+            other => return Err(SamplerError::UnknownArgument(other.to_string())),
         }
     }
     Ok(Args {
-        dir: PathBuf::from(dir.ok_or("--dir DIR is required")?),
+        dir: PathBuf::from(dir.ok_or(SamplerError::NoDir)?),
         host: host.unwrap_or_else(crate::process_info::hostname),
     })
 }
@@ -74,7 +75,7 @@ struct FeedFiles {
 }
 
 impl FeedFiles {
-    fn create(dir: &Path, host: &str, pci: &str) -> Result<FeedFiles, String> {
+    fn create(dir: &Path, host: &str, pci: &str) -> Result<FeedFiles, SamplerError> {
         let path = |p| dir.join(protocol::gpu_metrics_feed_name(host, pci, p));
         let points_path = path(FeedPart::Points);
         let points = OpenOptions::new()
@@ -82,7 +83,11 @@ impl FeedFiles {
             .write(true)
             .truncate(true)
             .open(&points_path)
-            .map_err(|e| format!("cannot create {}: {e}", points_path.display()))?;
+            .map_err(|e| SamplerError::File {
+                what: "create",
+                path: points_path.clone(),
+                why: e.to_string(),
+            })?;
         Ok(FeedFiles {
             points,
             series_path: path(FeedPart::Series),
@@ -210,11 +215,11 @@ fn shared_status(shared: &Shared, ordinal: u32, msg: String) {
 }
 
 /// cuInit and the device count, looked up in libcuda.
-fn init_driver() -> Result<u32, String> {
+fn init_driver() -> Result<u32, SamplerError> {
     // SAFETY: dlopen of the driver library by its soname; kept open.
     let h = unsafe { libc::dlopen(c"libcuda.so.1".as_ptr(), libc::RTLD_NOW) };
     if h.is_null() {
-        return Err("libcuda.so.1 not found (no NVIDIA driver)".into());
+        return Err(SamplerError::NoDriver);
     }
     // SAFETY: dlsym on a live handle with NUL-terminated names.
     let (init, count) = unsafe {
@@ -224,7 +229,7 @@ fn init_driver() -> Result<u32, String> {
         )
     };
     if init.is_null() || count.is_null() {
-        return Err("libcuda lacks cuInit or cuDeviceGetCount".into());
+        return Err(SamplerError::OldDriver);
     }
     // SAFETY: the driver functions of those names: CUresult cuInit(unsigned)
     // and CUresult cuDeviceGetCount(int*).
@@ -233,12 +238,12 @@ fn init_driver() -> Result<u32, String> {
         let count: unsafe extern "C" fn(*mut c_int) -> c_int = std::mem::transmute(count);
         let rc = init(0);
         if rc != 0 {
-            return Err(format!("cuInit failed (CUresult {rc}): no usable GPU"));
+            return Err(SamplerError::Init(rc));
         }
         let mut n: c_int = 0;
         let rc = count(&mut n);
         if rc != 0 {
-            return Err(format!("cuDeviceGetCount failed (CUresult {rc})"));
+            return Err(SamplerError::DeviceCount(rc));
         }
         Ok(n.max(0) as u32)
     }
@@ -252,10 +257,10 @@ pub fn main(args: &[String]) -> i32 {
 /// GPUs to sample: (CUDA ordinal, PCI address) of every device the driver
 /// shows (a device whose address the driver does not give is named
 /// "ordinalN", as the collector names it then).
-fn discover() -> Result<Vec<(u32, String)>, String> {
+fn discover() -> Result<Vec<(u32, String)>, SamplerError> {
     let n = init_driver()?;
     if n == 0 {
-        return Err("no CUDA device visible".into());
+        return Err(SamplerError::NoDevice);
     }
     let driver = Driver::open();
     Ok((0..n)
@@ -337,11 +342,11 @@ fn run(args: &Args, settings: &Settings, devices: &[(u32, String)]) -> i32 {
     }
     let cupti: &'static Cupti = match Cupti::open(&libs) {
         Ok(c) => Box::leak(Box::new(c)),
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     let api: &'static PmApi = match PmApi::load(cupti) {
         Ok(a) => Box::leak(Box::new(a)),
-        Err(e) => return fail(e),
+        Err(e) => return fail(e.to_string()),
     };
     let mut init = cs::CUpti_Profiler_Initialize_Params {
         structSize: cs::Profiler_Initialize_Params_STRUCT_SIZE as usize,
@@ -382,8 +387,12 @@ fn run(args: &Args, settings: &Settings, devices: &[(u32, String)]) -> i32 {
         // context current for a second try when that set-up fails.
         let r = match DeviceSampler::start(&ctx, ord, None) {
             Err(msg) if driver.is_some() => match PrimaryCtx::retain(ord) {
-                Some(pc) => DeviceSampler::start(&ctx, ord, Some(pc))
-                    .map_err(|m2| format!("{msg}; with the primary context current: {m2}")),
+                Some(pc) => DeviceSampler::start(&ctx, ord, Some(pc)).map_err(|m2| {
+                    SamplerError::BothTries {
+                        first: Box::new(msg),
+                        second: Box::new(m2),
+                    }
+                }),
                 None => Err(msg),
             },
             r => r,
@@ -392,7 +401,7 @@ fn run(args: &Args, settings: &Settings, devices: &[(u32, String)]) -> i32 {
             Ok(s) => samplers.push(s),
             Err(msg) => {
                 eprintln!("streamscope: GPU {ord}: not sampled: {msg}");
-                f.set_meta("status", msg);
+                f.set_meta("status", msg.to_string());
             }
         }
         f.set_meta("pci", pci);
@@ -404,7 +413,7 @@ fn run(args: &Args, settings: &Settings, devices: &[(u32, String)]) -> i32 {
         Ok(()) => true,
         Err(msg) => {
             eprintln!("streamscope: GPU {}: not sampled: {msg}", s.ordinal());
-            shared_status(&shared, s.ordinal(), msg);
+            shared_status(&shared, s.ordinal(), msg.to_string());
             false
         }
     });

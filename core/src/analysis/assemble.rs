@@ -33,10 +33,9 @@ pub(crate) struct Assembly {
 }
 
 impl Assembly {
-    /// Adds the next rank context's part; `fix` moves the rows' indices
-    /// first (a file's offsets in a merge).
-    pub fn push(&mut self, mut part: RankPart, fix: &dyn Fn(&mut Report)) {
-        fix(&mut part.report);
+    /// Adds the next rank context's part (in a merge, its indices already
+    /// moved by its file's offsets: [`super::relocate`]).
+    pub fn push(&mut self, part: RankPart) {
         let r = &mut self.report;
         let p = part.report;
         self.pending.push(Pending {

@@ -166,7 +166,7 @@ pub fn stats_with(
         let mut args = comm_args(t, &keys, SliceId::from_index(i));
         if args.in_nelems.is_none() && args.out_nelems.is_none() {
             if let Some(h) = ctx.corr.get(sl.correlation()[i]).and_then(enclosing) {
-                args = comm_args(t, &keys, SliceId(h));
+                args = comm_args(t, &keys, SliceId::from_index(h as usize));
             }
         }
         let key = (

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 use super::names::NameTest;
 use super::rank::RankCtx;
 use super::steps::{Step, StepSource};
-use crate::model::{ArgValue, SliceId, SliceKind, StrId, Trace};
+use crate::model::{ArgValue, SliceKind, StrId, Trace};
 use crate::protocol::{GRAPH_ID_ARG, GRAPH_LAUNCH_APIS};
 
 /// Fewest launches of one graph taken as steps.
@@ -76,7 +76,7 @@ pub fn launches(t: &Trace, ctx: &RankCtx) -> Vec<Launch> {
             l.gpu_start = e.s;
             first_name[k] = Some(sl.name()[e.id as usize]);
             graph_id[k] = graph_key.and_then(|key| {
-                t.args_of(SliceId(e.id))
+                t.args_of(e.slice())
                     .iter()
                     .find(|(k2, _)| *k2 == key)
                     .and_then(|(_, v)| match v {

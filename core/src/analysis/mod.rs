@@ -18,6 +18,7 @@ mod names;
 pub(crate) mod nccl;
 mod occupancy;
 pub(crate) mod rank;
+pub mod relocate;
 pub mod render;
 mod report;
 mod step_rows;
@@ -128,7 +129,7 @@ fn analyze_split(trace: &Trace, opts: &AnalysisOptions, split: Option<bool>) -> 
     });
     let mut asm = assemble::Assembly::default();
     for p in parts {
-        asm.push(p, &|_| {});
+        asm.push(p);
     }
     let matching = xrank::match_records(&asm.comms);
     asm.finish(report, &matching, opts)

@@ -130,6 +130,14 @@ pub struct Ev {
     pub step: u32,
 }
 
+impl Ev {
+    /// Its slice's id.
+    #[inline]
+    pub fn slice(&self) -> crate::model::SliceId {
+        crate::model::SliceId::from_index(self.id as usize)
+    }
+}
+
 /// A (device, stream) pair of a rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StreamKey {

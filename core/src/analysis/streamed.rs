@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::assemble::Assembly;
 use super::rank::{self, RankClaim};
+use super::relocate::{Offsets, Relocate};
 use super::{
     analyze_rank_alone, collectives, no_such_rank, profiler_step_names, records_only,
     split_other_processes, xrank, AnalysisOptions, OtherProcess, RankPart, Report,
@@ -38,7 +39,7 @@ use super::{
 use crate::diagnostic::Diagnostic;
 use crate::error::{Result, TraceError};
 use crate::load::{self, Outcome, Source};
-use crate::model::{SliceId, Trace};
+use crate::model::Trace;
 
 /// The `format` field of a summary file.
 pub const SUMMARY_FORMAT: &str = "streamscope-summary";
@@ -400,7 +401,7 @@ struct Merger {
     process_ranks: Vec<(u32, usize)>,
     checks: Vec<Check>,
     /// Slices, processes, devices and tracks of the files so far.
-    at: (u32, u32, u32, u32),
+    at: Offsets,
     /// Notes on the file set, after the files' own (the captures chosen).
     notes: Vec<Diagnostic>,
 }
@@ -413,7 +414,7 @@ impl Merger {
             skipped: Vec::new(),
             process_ranks: Vec::new(),
             checks: Vec::new(),
-            at: (0, 0, 0, 0),
+            at: Offsets::default(),
             notes: Vec::new(),
         }
     }
@@ -427,7 +428,7 @@ impl Merger {
             self.skipped.push(d.clone());
             return;
         }
-        let (s0, p0, d0, t0) = self.at;
+        let by = self.at;
         let h = &mut self.head;
         h.dropped_records = h.dropped_records.saturating_add(f.dropped_records);
         h.diagnostics.extend(f.diagnostics.iter().cloned());
@@ -435,24 +436,21 @@ impl Merger {
             .extend(f.process_ranks.iter().map(|&r| (r, i)));
         for o in &f.other_processes {
             let mut o = o.clone();
-            o.process = o.process.saturating_add(p0);
+            o.relocate(&by);
             h.other_processes.push(o);
         }
         for part in &f.parts {
             // The part itself is borrowed: copy it, then move the copy in.
             let mut part = part.clone();
-            part.comms.process = part.comms.process.saturating_add(p0);
-            for r in &mut part.comms.recs {
-                r.slice = SliceId(r.slice.0.saturating_add(s0));
-            }
-            self.asm.push(part, &|r| relocate(r, s0, p0, d0, t0));
+            part.relocate(&by);
+            self.asm.push(part);
         }
-        self.at = (
-            s0.saturating_add(f.slices),
-            p0.saturating_add(f.processes),
-            d0.saturating_add(f.devices),
-            t0.saturating_add(f.tracks),
-        );
+        self.at = Offsets {
+            slices: by.slices.saturating_add(f.slices),
+            processes: by.processes.saturating_add(f.processes),
+            devices: by.devices.saturating_add(f.devices),
+            tracks: by.tracks.saturating_add(f.tracks),
+        };
     }
 
     /// The report of the files pushed, or why it cannot be made from them.
@@ -506,13 +504,14 @@ impl Merger {
 /// whether HTA's step filter is on for the set.
 fn expected(files: &[Check]) -> (Vec<Vec<u32>>, bool) {
     let mut claims: Vec<RankClaim> = Vec::new();
-    let mut p0 = 0u32;
+    let mut by = Offsets::default();
     for f in files {
-        claims.extend(f.claims.iter().map(|c| RankClaim {
-            process: c.process.saturating_add(p0),
-            ..*c
+        claims.extend(f.claims.iter().map(|c| {
+            let mut c = *c;
+            c.relocate(&by);
+            c
         }));
-        p0 = p0.saturating_add(f.processes);
+        by.processes = by.processes.saturating_add(f.processes);
     }
     let mut all = rank::number(&claims).into_iter();
     let numbers = files
@@ -526,64 +525,6 @@ fn expected(files: &[Check]) -> (Vec<Vec<u32>>, bool) {
     names.sort_unstable();
     names.dedup();
     (numbers, names.len() >= 2)
-}
-
-/// Moves the indices of a file's rows by the counts of the files before it.
-fn relocate(r: &mut Report, s0: u32, p0: u32, d0: u32, t0: u32) {
-    let dev = |d: &mut u32| {
-        if *d != u32::MAX {
-            *d = d.saturating_add(d0);
-        }
-    };
-    let idle = |v: &mut Vec<super::StreamIdle>| {
-        for x in v {
-            if x.device == u32::MAX {
-                // A GPU track not on a device: the stream is its track id.
-                x.stream = x.stream.saturating_add(t0);
-            } else {
-                dev(&mut x.device);
-            }
-        }
-    };
-    let syncs = |v: &mut Vec<super::SyncGroup>| {
-        for g in v {
-            g.slices
-                .iter_mut()
-                .for_each(|s| *s = SliceId(s.0.saturating_add(s0)));
-        }
-    };
-    let prefetch = |p: &mut super::PrefetchSlack| {
-        p.per_all_gather
-            .iter_mut()
-            .for_each(|x| x.0 = SliceId(x.0 .0.saturating_add(s0)));
-    };
-    for k in &mut r.ranks {
-        k.process = k.process.saturating_add(p0);
-        idle(&mut k.idle_by_stream);
-        for s in &mut k.comm_stalls.by_stream {
-            if s.device == u32::MAX {
-                s.stream = s.stream.saturating_add(t0);
-            } else {
-                dev(&mut s.device);
-            }
-        }
-        for s in &mut k.comm_stalls.worst {
-            s.slice = SliceId(s.slice.0.saturating_add(s0));
-            s.comm_slice = SliceId(s.comm_slice.0.saturating_add(s0));
-        }
-        prefetch(&mut k.prefetch);
-        syncs(&mut k.syncs);
-        syncs(&mut k.startup_syncs);
-        syncs(&mut k.after_window_syncs);
-    }
-    for s in &mut r.steps {
-        idle(&mut s.idle_by_stream);
-        prefetch(&mut s.prefetch);
-    }
-    syncs(&mut r.sync_warnings);
-    for o in &mut r.occupancy {
-        dev(&mut o.device);
-    }
 }
 
 /// Merges file summaries (in load order) into the report of all their

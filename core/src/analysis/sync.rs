@@ -156,10 +156,10 @@ fn api_occurrences(
         let pattern = if let Some(p) = api_pattern(name) {
             p
         } else if is_sync_memcpy_api(name) {
-            match copy_by_corr
-                .get(&sl.correlation()[i])
-                .and_then(|&c| t.copy_of(SliceId(c)).map(|ci| (c, *ci)))
-            {
+            match copy_by_corr.get(&sl.correlation()[i]).and_then(|&c| {
+                t.copy_of(SliceId::from_index(c as usize))
+                    .map(|ci| (c, *ci))
+            }) {
                 Some((c, ci)) if ci.kind == CopyKind::DeviceToHost => {
                     consumed.insert(c, ());
                     copy_pattern(ci.bytes)
@@ -245,7 +245,7 @@ fn unexplained_d2h_copies(
         if consumed.contains_key(&c) {
             continue;
         }
-        let ci = t.copy_of(SliceId(c)).copied();
+        let ci = t.copy_of(SliceId::from_index(c as usize)).copied();
         let bytes = ci.map_or(0, |x| x.bytes);
         let pageable = ci.is_some_and(|x| x.pageable);
         let async_launch = launch != NONE && t.str(sl.name()[launch as usize]).contains("Async");
@@ -354,7 +354,9 @@ fn refine_with_preceding_copies(
         let from = v.partition_point(|&(s, _)| s <= since);
         if upto > from {
             let c = v[upto - 1].1;
-            let bytes = t.copy_of(SliceId(c)).map_or(u64::MAX, |ci| ci.bytes);
+            let bytes = t
+                .copy_of(SliceId::from_index(c as usize))
+                .map_or(u64::MAX, |ci| ci.bytes);
             occs[k].pattern = copy_pattern(bytes);
             for &(_, cc) in &v[from..upto] {
                 consumed.insert(cc, ());
@@ -501,8 +503,8 @@ fn region_of(window: &SyncWindow, start_ns: i64) -> u8 {
 /// around it, outermost first.
 fn python_of(t: &Trace, o: &Occ, ops: &[u32]) -> String {
     let sl = t.slices();
-    t.arg_string(SliceId(o.slice), "python")
-        .or_else(|| t.arg_string(SliceId(o.host), "python"))
+    t.arg_string(SliceId::from_index(o.slice as usize), "python")
+        .or_else(|| t.arg_string(SliceId::from_index(o.host as usize), "python"))
         .or_else(|| {
             let frames: Vec<String> = ops
                 .iter()
@@ -584,7 +586,7 @@ impl Acc {
         self.blocked_ns += o.host_blocked_ns;
         self.idle_ns += idle_ns;
         if self.g.slices.len() < 256 {
-            self.g.slices.push(SliceId(o.slice));
+            self.g.slices.push(SliceId::from_index(o.slice as usize));
         }
         if o.start_ns < self.g.start_ns {
             self.g.start_ns = o.start_ns;

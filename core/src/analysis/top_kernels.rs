@@ -105,7 +105,7 @@ fn launch_lines(t: &Trace, ctx: &RankCtx, groups: &[&[u32]]) -> Vec<String> {
     let mut found: Vec<Vec<String>> = vec![Vec::new(); groups.len()];
     let mut rest: Vec<(usize, u32)> = Vec::new();
     for &(g, h) in &points {
-        match t.arg_string(SliceId(h), "python") {
+        match t.arg_string(SliceId::from_index(h as usize), "python") {
             Some(p) if !p.is_empty() => found[g].push(p),
             _ => rest.push((g, h)),
         }

@@ -222,8 +222,8 @@ pub fn comm_stalls_of(
         per_stream[e.stream as usize].0 += 1;
         per_stream[e.stream as usize].1 += h.ns;
         stalls.push(Stall {
-            slice: SliceId(e.id),
-            comm_slice: SliceId(h.comm),
+            slice: e.slice(),
+            comm_slice: SliceId::from_index(h.comm as usize),
             start_ns: h.from,
             end_ns: e.s,
             stall_us: h.ns as f64 / 1000.0,
@@ -308,7 +308,7 @@ pub fn prefetch_slack_of(
         };
         let slack = slack_ns as f64 / 1000.0;
         slacks.push(slack);
-        out.per_all_gather.push((SliceId(e.id), slack));
+        out.per_all_gather.push((e.slice(), slack));
     }
     out.late_us = late_ns as f64 / 1000.0;
     if !slacks.is_empty() {

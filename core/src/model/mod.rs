@@ -190,6 +190,11 @@ macro_rules! id_index {
             pub fn from_index(i: usize) -> Self {
                 $t(i as u32)
             }
+            /// The id as stored: its index as a `u32`.
+            #[inline]
+            pub fn get(self) -> u32 {
+                self.0
+            }
         }
     )*};
 }
@@ -562,7 +567,7 @@ pub type ArgSet = Vec<(StrId, ArgValue)>;
     serde::Deserialize,
 )]
 #[serde(transparent)]
-pub struct SliceId(pub u32);
+pub struct SliceId(u32);
 
 /// A flow arrow (launch call -> GPU work), keyed by an id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

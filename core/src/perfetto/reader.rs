@@ -640,7 +640,7 @@ impl Reader {
         match ty {
             TE_TYPE_SLICE_END => match self.slots[slot].open.pop() {
                 Some(i) => {
-                    self.trace.end_slice(SliceId(i), ts);
+                    self.trace.end_slice(SliceId::from_index(i as usize), ts);
                 }
                 None => self.unmatched_ends += 1,
             },
@@ -711,7 +711,7 @@ impl Reader {
                     args,
                 );
                 if ty == TE_TYPE_SLICE_BEGIN {
-                    self.slots[slot].open.push(id.0);
+                    self.slots[slot].open.push(id.get());
                 }
             }
             _ => {}

@@ -50,7 +50,7 @@ fn worst_in(model: &Model, a: i64, b: i64) -> Option<Jump> {
     Some(Jump {
         start_ns: start.saturating_sub(pad),
         end_ns: end.saturating_add(pad),
-        kernels: inst.parts.iter().map(|p| p.slice.0).collect(),
+        kernels: inst.parts.iter().map(|p| p.slice.get()).collect(),
     })
 }
 

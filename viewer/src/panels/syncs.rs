@@ -35,11 +35,11 @@ fn target(
 ) -> SyncTarget {
     match g.slices.get(occurrence) {
         Some(&s) => {
-            let (a, b) = slice_bounds(s.0);
+            let (a, b) = slice_bounds(s.get());
             SyncTarget {
                 start_ns: a,
                 end_ns: b,
-                slice: Some(s.0),
+                slice: Some(s.get()),
             }
         }
         None => SyncTarget {

@@ -10,8 +10,8 @@ pub fn linked(trace: &Trace, sel: usize) -> Vec<(u32, u32)> {
     let mut out: Vec<(u32, u32)> = trace
         .flows()
         .iter()
-        .filter(|f| f.from.0 as usize == sel || f.to.0 as usize == sel)
-        .map(|f| (f.from.0, f.to.0))
+        .filter(|f| f.from.index() == sel || f.to.index() == sel)
+        .map(|f| (f.from.get(), f.to.get()))
         .collect();
     let sl = trace.slices();
     let corr = sl.correlation()[sel];

@@ -223,8 +223,8 @@ impl TimelineState {
                 self.links.extend(
                     inst.parts
                         .iter()
-                        .filter(|p| p.slice.0 != s)
-                        .map(|p| (s, p.slice.0)),
+                        .filter(|p| p.slice.get() != s)
+                        .map(|p| (s, p.slice.get())),
                 );
             }
             let track = model.trace.slices().track()[s as usize];

@@ -280,7 +280,7 @@ impl Builder {
             let n = self.push(Node {
                 kind: NodeKind::Host,
                 ctx: ci as u32,
-                slice: SliceId(h),
+                slice: SliceId::from_index(h as usize),
                 s,
                 e: e.max(s),
             });
@@ -316,13 +316,13 @@ impl Builder {
             let n = self.push(Node {
                 kind,
                 ctx: ci as u32,
-                slice: SliceId(e.id),
+                slice: e.slice(),
                 s: e.s,
                 e: e.e.max(e.s),
             });
             if kind == NodeKind::Comm {
                 self.comm_node.insert(e.id, n);
-                if let Some(&(inst, part)) = matching.by_slice.get(&SliceId(e.id)) {
+                if let Some(&(inst, part)) = matching.by_slice.get(&e.slice()) {
                     self.instance[n as usize] = inst;
                     let p = &matching.instances[inst as usize].parts[part as usize];
                     self.ctx_offset[ci] = p.start_ns - e.s;
@@ -531,7 +531,7 @@ impl Builder {
             let nodes: Vec<u32> = inst
                 .parts
                 .iter()
-                .filter_map(|p| self.comm_node.get(&p.slice.0).copied())
+                .filter_map(|p| self.comm_node.get(&p.slice.get()).copied())
                 .collect();
             if nodes.len() != inst.parts.len() {
                 continue;

@@ -249,7 +249,7 @@ pub fn collect(
                 .get(sl.correlation()[i])
                 .and_then(|l| enclosing(t, &pc, l))
             {
-                rec.fill_from(t, keys, SliceId(h));
+                rec.fill_from(t, keys, SliceId::from_index(h as usize));
             }
         }
         let kind = names
@@ -278,7 +278,7 @@ pub fn collect(
             .get(e.stream as usize)
             .map_or(u32::MAX, |k| k.stream);
         out.recs.push(CommRec {
-            slice: SliceId(e.id),
+            slice: e.slice(),
             s: e.s,
             e: e.e,
             stream,
@@ -317,7 +317,7 @@ pub fn match_ranks(t: &Trace, ctxs: &[RankCtx], names: &NcclNames) -> Matching {
                 // The part's times are the record's moved by its clock's offset.
                 let off = p.start_ns.saturating_sub(rec.s);
                 p.launch_ns = ctxs[c]
-                    .launch_start(t, rec.slice.0)
+                    .launch_start(t, rec.slice.get())
                     .map(|l| l.saturating_add(off));
             }
         }
@@ -759,5 +759,5 @@ fn enclosing(
     let v = pc.get(&sl.track()[l])?;
     let k = v.partition_point(|&h| sl.start_ns()[h as usize] <= sl.start_ns()[l]);
     let h = *v.get(k.checked_sub(1)?)?;
-    (sl.end_ns(SliceId(h)) >= sl.end_ns(SliceId::from_index(l))).then_some(h)
+    (sl.end_ns(SliceId::from_index(h as usize)) >= sl.end_ns(SliceId::from_index(l))).then_some(h)
 }

@@ -122,7 +122,7 @@ impl Reader {
         for slot in std::mem::take(&mut self.slots) {
             let last = self.seqs[slot.seq].last_ts;
             for i in slot.open {
-                self.trace.end_slice(SliceId(i), last);
+                self.trace.end_slice(SliceId::from_index(i as usize), last);
                 unterminated += 1;
             }
         }
