@@ -160,3 +160,78 @@ fn a_thousand_ranks_is_a_summary_and_heat_maps() {
     let json = json_of(&r);
     html_check::check(&page, &json).unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn the_worst_case_of_a_thousand_ranks_stays_under_10_mb() {
+    use streamscope_core::analysis::headline::RankHeadline;
+    use streamscope_core::analysis::{Breakdown, DeviceOccupancy, RankReport, StepReport, Window};
+    use streamscope_core::synth::XorShift;
+    // 1024 ranks of 130 steps whose waits differ in every cell, and SMs in
+    // use that change in every bin: no run of equal cells to merge.
+    let mut rng = XorShift(7);
+    let mut u = move || f64::from(rng.unit_f32());
+    let steps: Vec<i64> = (0..130).collect();
+    let mut r = Report::default();
+    for k in 0..1024u32 {
+        r.ranks.push(RankReport {
+            rank: k,
+            has_gpu_events: true,
+            window: Window {
+                steps: steps.clone(),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        r.headline.ranks.push(RankHeadline {
+            rank: k,
+            has_gpu_events: true,
+            steps: steps.len() as u64,
+            median_step_ms: Some(30.0 + u()),
+            overlap_pct: Some(80.0 + 10.0 * u()),
+            idle_pct: Some(5.0 * u()),
+            exposed_comm_ms_per_step: u(),
+            ..Default::default()
+        });
+        for &s in &steps {
+            let w = 5000.0 * u();
+            r.steps.push(StepReport {
+                rank: k,
+                step: s,
+                duration_us: 30_000.0 + 1000.0 * u(),
+                gpu_start_ns: Some(s * 31_000_000),
+                breakdown: Breakdown {
+                    compute_us: 20_000.0,
+                    comm_us: 9_000.0,
+                    overlap_us: 8_000.0 * u(),
+                    exposed_comm_us: 1_000.0,
+                    idle_us: 1_000.0 * u(),
+                    kernel_time_us: 30_000.0,
+                    ..Default::default()
+                },
+                comm_wait_us: Some(w),
+                straggler_rank: Some(((k + 1) % 1024).min(1023)),
+                straggler_wait_us: Some(w),
+                ..Default::default()
+            });
+        }
+        r.occupancy.push(DeviceOccupancy {
+            rank: k,
+            device: k,
+            name: "NVIDIA H200".into(),
+            sm_count: 132,
+            sms_in_use: (0..3000)
+                .map(|i| (i * 1_500_000, (132.0 * u()) as u32))
+                .collect(),
+            ..Default::default()
+        });
+    }
+    let page = render::html(&r, "worst case");
+    eprintln!(
+        "1024 ranks x 130 steps, nothing merged: {} bytes",
+        page.len()
+    );
+    assert!(page.len() <= 10 << 20, "{} bytes", page.len());
+    assert!(body_rows(&page).iter().all(|&n| n <= 40));
+    // 130 steps in at most 120 columns: two steps share a column.
+    assert!(page.contains("One column per 2 steps"), "steps not grouped");
+}

@@ -11,6 +11,9 @@ pub(super) const W: f64 = 1200.0;
 /// Left margin of the plots (labels).
 pub(super) const PAD_L: f64 = 150.0;
 
+/// Steps drawn per rank at most.
+const MAX_BARS: usize = 240;
+
 /// The parts of a step's stacked bar: name, colour, µs.
 fn parts(s: &StepReport) -> [(&'static str, &'static str, f64); 5] {
     let b = &s.breakdown;
@@ -52,7 +55,16 @@ pub(super) fn steps(ctx: &Ctx) -> String {
         }
         let window = &r.ranks[k].window.steps;
         s.push_str(&format!("<h3>{}</h3>\n", esc(&ctx.label(k))));
-        s.push_str(&step_bars(r, idx, window));
+        // A long trace: its first MAX_BARS steps.
+        let shown = &idx[..idx.len().min(MAX_BARS)];
+        s.push_str(&step_bars(r, shown, window));
+        if shown.len() < idx.len() {
+            s.push_str(&format!(
+                "<p class=\"note\">The first {} of {} steps.</p>\n",
+                shown.len(),
+                idx.len()
+            ));
+        }
         s.push_str(&steps_table(r, idx, window));
     }
     section(
@@ -249,17 +261,42 @@ fn bins(pts: &[(i64, u32)], t0: i64, t1: i64, n: usize) -> Vec<f64> {
     sum
 }
 
+/// The GPU-clock span of `rank`'s headline-window steps (first GPU start
+/// to the last step's end), within the series `pts`; the whole series
+/// without steps.
+fn span(ctx: &Ctx, rank: u32, pts: &[(i64, u32)]) -> (i64, i64) {
+    let (lo, hi) = (pts[0].0, pts[pts.len() - 1].0);
+    let Some(k) = ctx.index_of(rank) else {
+        return (lo, hi);
+    };
+    let window = &ctx.r.ranks[k].window.steps;
+    let mut t = None::<(i64, i64)>;
+    for &i in &ctx.steps_of[k] {
+        let st = &ctx.r.steps[i];
+        let Some(g) = st.gpu_start_ns.filter(|_| window.contains(&st.step)) else {
+            continue;
+        };
+        let end = g.saturating_add((st.duration_us * 1000.0) as i64);
+        t = Some(t.map_or((g, end), |(a, b)| (a.min(g), b.max(end))));
+    }
+    match t {
+        Some((a, b)) if a.max(lo) < b.min(hi) => (a.max(lo), b.min(hi)),
+        _ => (lo, hi),
+    }
+}
+
 /// Per GPU, how many of its SMs were in use over time (estimated from
 /// launch configurations), one strip each up to 16 GPUs, else one row
 /// each in a heat map; then idle time per stream of the picked ranks.
 pub(super) fn utilization(ctx: &Ctx) -> String {
     let r = ctx.r;
-    let n_bins = 240;
     let devices: Vec<_> = r
         .occupancy
         .iter()
         .filter(|o| o.sms_in_use.len() >= 2)
         .collect();
+    // Fewer columns for many GPUs: the heat map stays a few MB at most.
+    let n_bins = if devices.len() > 256 { 120 } else { 240 };
     let mut s = String::new();
     if devices.is_empty() {
         s.push_str("<p>No kernel with a known launch configuration.</p>\n");
@@ -282,7 +319,7 @@ pub(super) fn utilization(ctx: &Ctx) -> String {
         let plot_w = W - PAD_L - 10.0;
         let mut rows: Vec<Vec<Option<usize>>> = Vec::with_capacity(devices.len());
         for (i, o) in devices.iter().enumerate() {
-            let (t0, t1) = (o.sms_in_use[0].0, o.sms_in_use[o.sms_in_use.len() - 1].0);
+            let (t0, t1) = span(ctx, o.rank, &o.sms_in_use);
             let sms = f64::from(o.sm_count.max(1));
             let b = bins(&o.sms_in_use, t0, t1, n_bins);
             let mean = b.iter().sum::<f64>() / n_bins as f64 / sms * 100.0;
@@ -357,7 +394,8 @@ pub(super) fn utilization(ctx: &Ctx) -> String {
             ));
         }
         s.push_str(&format!(
-            "<text x=\"{}\" y=\"{}\">each GPU from its first to its last kernel{}</text></svg>\n",
+            "<text x=\"{}\" y=\"{}\">each GPU over its rank's headline-window steps \
+             (no steps: first to last kernel){}</text></svg>\n",
             c(PAD_L),
             c(h - 4.0),
             if strips {
@@ -539,14 +577,14 @@ pub(super) fn rank_overview(ctx: &Ctx) -> String {
     }
     type Get = fn(&super::super::super::headline::RankHeadline) -> Option<f64>;
     let figures: [(&str, Get, bool); 4] = [
-        ("step time", |x| x.median_step_ms, false),
-        ("overlap", |x| x.overlap_pct, true),
+        ("step ms", |x| x.median_step_ms, false),
+        ("overlap %", |x| x.overlap_pct, true),
         (
-            "exposed comm",
+            "exposed ms",
             |x| x.has_gpu_events.then_some(x.exposed_comm_ms_per_step),
             false,
         ),
-        ("GPU idle", |x| x.idle_pct, false),
+        ("idle %", |x| x.idle_pct, false),
     ];
     let plot_w = W - PAD_L - 10.0;
     let cw = plot_w / n as f64;
@@ -584,7 +622,7 @@ pub(super) fn rank_overview(ctx: &Ctx) -> String {
             Ramp::Heat,
         ));
         let range = if hi >= lo {
-            format!(" ({}..{})", fmt_g(lo), fmt_g(hi))
+            format!(" {}-{}", fmt_g(lo), fmt_g(hi))
         } else {
             String::new()
         };

@@ -68,7 +68,11 @@ pub(super) fn stragglers(ctx: &Ctx) -> String {
     )
 }
 
-/// The heat map: one row per rank, one column per step number.
+/// Columns of the heat map at most.
+const MAX_COLS: usize = 120;
+
+/// The heat map: one row per rank, one column per step number (or per
+/// run of consecutive steps past [`MAX_COLS`]).
 fn wait_map(ctx: &Ctx, steps: &[i64]) -> String {
     let r = ctx.r;
     let nr = r.ranks.len();
@@ -90,8 +94,14 @@ fn wait_map(ctx: &Ctx, steps: &[i64]) -> String {
         m if m > 0.0 => m,
         _ => longest(&|_| true),
     };
+    // At most MAX_COLS columns: past them a column holds consecutive
+    // steps (its colour: the longest wait among them).
+    let per = steps.len().div_ceil(MAX_COLS).max(1);
+    let ncols = steps.len().div_ceil(per);
+    let first = |j: usize| steps[j * per];
+    let last = |j: usize| steps[((j + 1) * per).min(steps.len()) - 1];
     let plot_w = W - PAD_L - 10.0;
-    let cw = (plot_w / steps.len() as f64).min(48.0);
+    let cw = (plot_w / ncols as f64).min(48.0);
     let ch = match nr {
         0..=32 => 18.0,
         33..=64 => 10.0,
@@ -108,17 +118,19 @@ fn wait_map(ctx: &Ctx, steps: &[i64]) -> String {
     );
     s.push_str(&format!(
         "{}<title>wait for peers per step and rank</title>\n",
-        svg_open(PAD_L + cw * steps.len() as f64 + 10.0, h)
+        svg_open(PAD_L + cw * ncols as f64 + 10.0, h)
     ));
-    let col = |step: i64| steps.binary_search(&step).ok();
-    let mut rows: Vec<Vec<Option<usize>>> = vec![vec![None; steps.len()]; nr];
-    // The straggler each step names (from the row with the longest wait).
-    let mut named: Vec<Option<(u32, f64)>> = vec![None; steps.len()];
+    let col = |step: i64| steps.binary_search(&step).ok().map(|i| i / per);
+    let mut waits: Vec<Vec<Option<f64>>> = vec![vec![None; ncols]; nr];
+    // The straggler each column names (from the row with the longest wait).
+    let mut named: Vec<Option<(u32, f64)>> = vec![None; ncols];
     for (k, idx) in ctx.steps_of.iter().enumerate() {
         for &i in idx {
             let st = &r.steps[i];
             let Some(j) = col(st.step) else { continue };
-            rows[k][j] = st.comm_wait_us.map(|w| level(w / 1000.0, max));
+            if let Some(w) = st.comm_wait_us {
+                waits[k][j] = Some(waits[k][j].map_or(w, |x| x.max(w)));
+            }
             if let (Some(q), Some(w)) = (st.straggler_rank, st.straggler_wait_us) {
                 if named[j].is_none_or(|n| w > n.1) {
                     named[j] = Some((q, w));
@@ -126,8 +138,23 @@ fn wait_map(ctx: &Ctx, steps: &[i64]) -> String {
             }
         }
     }
+    let rows: Vec<Vec<Option<usize>>> = waits
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|w| w.map(|w| level(w / 1000.0, max)))
+                .collect()
+        })
+        .collect();
+    let steps_label = |j: usize| {
+        if per == 1 {
+            format!("step {}", first(j))
+        } else {
+            format!("steps {}..{}", first(j), last(j))
+        }
+    };
     if detailed {
-        for (k, idx) in ctx.steps_of.iter().enumerate() {
+        for (k, row) in waits.iter().enumerate() {
             let y = 8.0 + k as f64 * ch;
             s.push_str(&format!(
                 "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">rank {}</text>\n",
@@ -135,24 +162,20 @@ fn wait_map(ctx: &Ctx, steps: &[i64]) -> String {
                 c(y + ch * 0.75),
                 r.ranks[k].rank
             ));
-            for &i in idx {
-                let st = &r.steps[i];
-                let Some(j) = col(st.step) else { continue };
+            for (j, w) in row.iter().enumerate() {
                 let fill = rows[k][j].map_or("#e4e7ea".to_string(), |l| Ramp::Heat.color(l));
-                let wait = st
-                    .comm_wait_us
-                    .map_or("no matched collective".to_string(), |w| {
-                        format!("waited {:.3} ms for peers", w / 1000.0)
-                    });
+                let wait = w.map_or("no matched collective".to_string(), |w| {
+                    format!("waited {:.3} ms for peers", w / 1000.0)
+                });
                 s.push_str(&format!(
                     "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"#fff\">\
-                     <title>rank {}, step {}: {wait}</title></rect>\n",
+                     <title>rank {}, {}: {wait}</title></rect>\n",
                     c(PAD_L + j as f64 * cw),
                     c(y),
                     c(cw),
                     c(ch),
                     r.ranks[k].rank,
-                    st.step
+                    steps_label(j)
                 ));
             }
         }
@@ -161,11 +184,11 @@ fn wait_map(ctx: &Ctx, steps: &[i64]) -> String {
             let Some((q, _)) = n else { continue };
             let Some(k) = ctx.index_of(*q) else { continue };
             s.push_str(&format!(
-                "<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"#111\"><title>step {}: straggler rank {q}</title></circle>\n",
+                "<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"#111\"><title>{}: straggler rank {q}</title></circle>\n",
                 c(PAD_L + (j as f64 + 0.5) * cw),
                 c(8.0 + (k as f64 + 0.5) * ch),
                 c((ch / 4.0).min(cw / 4.0).max(1.0)),
-                steps[j]
+                steps_label(j)
             ));
         }
     } else {
@@ -180,12 +203,13 @@ fn wait_map(ctx: &Ctx, steps: &[i64]) -> String {
             ));
         }
     }
-    let every = (steps.len() / 24).max(1);
-    for (j, st) in steps.iter().enumerate().step_by(every) {
+    let every = (ncols / 24).max(1);
+    for j in (0..ncols).step_by(every) {
         s.push_str(&format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{st}</text>",
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
             c(PAD_L + (j as f64 + 0.5) * cw),
-            c(h - 6.0)
+            c(h - 6.0),
+            first(j)
         ));
     }
     s.push_str(&format!(
@@ -193,6 +217,11 @@ fn wait_map(ctx: &Ctx, steps: &[i64]) -> String {
         c(PAD_L - 6.0),
         c(h - 6.0)
     ));
+    if per > 1 {
+        s.push_str(&format!(
+            "<p class=\"note\">One column per {per} steps: the longest wait among them.</p>\n"
+        ));
+    }
     if detailed {
         s.push_str(
             "<p class=\"note\">Dot: the step's straggler (the rank waited for longest).</p>\n",
