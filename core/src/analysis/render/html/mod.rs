@@ -296,7 +296,7 @@ body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:v
 h1{font-size:22px;margin:4px 0 2px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid var(--line);padding-bottom:4px}
 h3{font-size:15px;margin:16px 0 6px}
 nav{margin:6px 0 10px;font-size:13px}nav a{margin-right:12px;color:#0b62c4;text-decoration:none}
-.sub{color:var(--mut);font-size:13px;margin:0 0 4px;word-break:break-all}
+.sub{color:var(--mut);font-size:13px;margin:0 0 4px;overflow-wrap:anywhere}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
 .card{border:1px solid var(--line);border-radius:6px;padding:8px 12px;min-width:170px;background:var(--alt)}
 .card .v{font-size:22px;font-weight:600}.card .l{color:var(--mut);font-size:12px}
@@ -306,7 +306,7 @@ th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:left;vertic
 th{background:var(--alt);position:sticky;top:0;cursor:pointer;font-weight:600;max-width:150px}
 td.r{white-space:nowrap}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.w{max-width:560px;word-break:break-all}
+td.w{max-width:560px;overflow-wrap:anywhere}
 tr:hover td{background:#eef4fb}
 .note{color:var(--mut);font-size:12px;margin:2px 0 8px}
 .warn{color:#a4262c}
