@@ -12,8 +12,24 @@
 #   scripts/screenshot.sh --metrics    one step of fsdp-ref recorded with
 #                                      --gpu-metrics: the counter lanes ->
 #                                      assets/metrics.png
+#   scripts/screenshot.sh --html       report --format html of the bundled
+#                                      trace in headless chromium ->
+#                                      assets/report-html.png
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "--html" ]]; then
+    command -v chromium >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+    cargo build -p streamscope
+    page=$(mktemp -d)/report.html
+    target/debug/streamscope report "${TRACE:-traces/torch-fsdp2-h200x2}" --format html -o "$page"
+    chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$(mktemp -d)" --hide-scrollbars --window-size="${SIZE:-1400,1650}" \
+        --screenshot="$PWD/assets/report-html.png" "file://$page"
+    echo "wrote assets/report-html.png"
+    exit 0
+fi
 
 pkgs=(xvfb xauth libgl1-mesa-dri libegl1 libxcursor1 libxi6 libxkbcommon-x11-0)
 missing=()

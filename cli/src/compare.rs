@@ -24,6 +24,9 @@ pub struct CompareArgs {
 
 /// Renders the comparison of the two runs in `args` as a string.
 pub fn render(args: &CompareArgs) -> anyhow::Result<String> {
+    if args.format == Format::Html {
+        bail!("--format html is for `report` only; compare writes text, json or markdown");
+    }
     // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
     let load = |p: &PathBuf| {
         streamscope_core::load::load_paths_keeping(std::slice::from_ref(p), KeepArgs::Analysis)
@@ -49,6 +52,7 @@ pub fn render(args: &CompareArgs) -> anyhow::Result<String> {
         Format::Text => compare::text(&c),
         Format::Json => compare::json(&c) + "\n",
         Format::Markdown => compare::markdown(&c),
+        Format::Html => bail!("--format html is for `report` only"),
     })
 }
 

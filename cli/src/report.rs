@@ -1,4 +1,5 @@
-//! `streamscope report TRACE...`: load, analyze, print text / markdown / JSON.
+//! `streamscope report TRACE...`: load, analyze, print text / markdown /
+//! JSON, or write one self-contained HTML page (`--format html`).
 //!
 //! One file loads into memory and is analyzed whole. Several rank files
 //! (a directory, or several arguments) are analyzed one file at a time
@@ -24,6 +25,9 @@ pub enum Format {
     Json,
     /// Markdown tables for a pull request.
     Markdown,
+    /// One self-contained HTML page with plots (`report` only; no network
+    /// needed to open it): to stdout, or to `-o FILE`.
+    Html,
 }
 
 #[derive(Debug, Clone, clap::Args)]
@@ -34,7 +38,15 @@ pub struct ReportArgs {
     /// Write this rank set's summary (per-rank results and collective records) to FILE instead of a report; `report FILE...` merges summaries.
     #[arg(long, value_name = "FILE")]
     pub summary_out: Option<PathBuf>,
-    /// Replace an existing --summary-out file (a regular file only, as `export --force`; never an input).
+    /// Write the report to FILE instead of stdout (any format; `--format html -o report.html`): never over an input, an existing FILE only with --force, through a temporary file renamed into place.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        conflicts_with = "summary_out"
+    )]
+    pub output: Option<PathBuf>,
+    /// Replace an existing -o / --summary-out file (a regular file only, as `export --force`; never an input).
     #[arg(long)]
     pub force: bool,
     /// Output format.
@@ -201,6 +213,7 @@ pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
         Format::Text => render::text_brief(&report),
         Format::Json => render::json(&report) + "\n",
         Format::Markdown => render::markdown(&report),
+        Format::Html => render::html(&report, &display_paths(&args.traces)),
     })
 }
 
@@ -243,6 +256,9 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
     if let Some(out) = &args.summary_out {
         return write_summary(args, out, &options(args)?);
     }
+    if let Some(out) = &args.output {
+        return write_report(args, out);
+    }
     use std::io::Write;
     let written = if args.format == Format::Json {
         // Written as it is serialized (the JSON of a thousand ranks is
@@ -264,6 +280,28 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
     }
 }
 
+/// `-o FILE`: the report in its format, written through a temporary file
+/// (never over an input; an existing file only with `--force`), judged
+/// before any work.
+fn write_report(args: &ReportArgs, out: &Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    streamscope_core::load::refuse_input_as_output(out, &args.traces)?;
+    streamscope_core::load::check_output(out, args.force)?;
+    let written = if args.format == Format::Json {
+        let report = checked_report(args)?;
+        streamscope_core::load::write_atomically(out, args.force, |w| {
+            render::pretty::to_writer(&mut *w, &report).map_err(std::io::Error::from)?;
+            w.write_all(b"\n")
+        })
+    } else {
+        let text = render_report(args)?;
+        streamscope_core::load::write_atomically(out, args.force, |w| w.write_all(text.as_bytes()))
+    };
+    written.with_context(|| format!("writing {}", out.display()))?;
+    eprintln!("streamscope: wrote {}", out.display());
+    Ok(())
+}
+
 fn display_paths(p: &[PathBuf]) -> String {
     p.iter()
         .map(|x| x.display().to_string())
@@ -281,6 +319,7 @@ mod tests {
         ReportArgs {
             traces: vec![trace],
             summary_out: None,
+            output: None,
             force: false,
             format,
             full: true,

@@ -48,6 +48,9 @@ pub struct WhatIfArgs {
 
 /// Renders the replay of `args` as a string.
 pub fn render(args: &WhatIfArgs) -> anyhow::Result<String> {
+    if args.format == Format::Html {
+        bail!("--format html is for `report` only; whatif writes text, json or markdown");
+    }
     // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
     let trace = crate::load_with_progress_keeping(
         &args.traces,
@@ -76,6 +79,7 @@ pub fn render(args: &WhatIfArgs) -> anyhow::Result<String> {
         Format::Text => render::text(&r),
         Format::Json => render::json(&r) + "\n",
         Format::Markdown => render::markdown(&r),
+        Format::Html => bail!("--format html is for `report` only"),
     })
 }
 

@@ -1,12 +1,18 @@
-//! Report -> text tables (like `nsys stats`), markdown (for a PR) or JSON.
+//! Report -> text tables (like `nsys stats`), markdown (for a PR), JSON,
+//! or one self-contained HTML page (`html`).
 //!
 //! Text and markdown are built from the same tables so they never disagree.
 
 mod headline;
+mod html;
 pub mod pretty;
 mod tables;
 
 pub use headline::{PER_RANK_MAX, WIDTH};
+/// Checks a page's keyed numbers against the JSON (tests only).
+#[cfg(feature = "testing")]
+pub use html::check as html_check;
+pub use html::html;
 
 use super::report::Report;
 
