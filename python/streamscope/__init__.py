@@ -15,6 +15,7 @@ Nothing is printed. The API: docs/PYTHON.md.
 from __future__ import annotations
 
 import json
+import numbers
 import os
 from typing import Iterable, Optional, Sequence, Tuple, Union
 
@@ -26,7 +27,12 @@ from ._native import report_json as _report_json
 from ._native import whatif_json as _whatif_json
 
 __all__ = ["load", "compare", "whatif", "Trace", "Report", "StreamscopeError"]
-__version__ = "0.1.0"
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("streamscope")
+except Exception:  # not installed as a distribution (a source checkout)
+    __version__ = "0.1.0"
 
 PathLike = Union[str, "os.PathLike[str]"]
 Steps = Union[int, str, Tuple[int, int], None]
@@ -46,11 +52,13 @@ def _steps(steps: Steps) -> Optional[Tuple[int, int]]:
         return None
     if isinstance(steps, bool):
         raise TypeError("steps: expected an int, 'A..B' or (A, B)")
-    if isinstance(steps, int):
-        return (steps, steps)
+    if isinstance(steps, numbers.Integral):
+        return (int(steps), int(steps))
     if isinstance(steps, str):
         return _parse_steps(steps)
     a, b = steps
+    if not isinstance(a, numbers.Integral) or not isinstance(b, numbers.Integral):
+        raise TypeError("steps: expected an int, 'A..B' or (A, B)")
     if b < a:
         raise ValueError(f"empty step range {a}..{b}")
     return (int(a), int(b))

@@ -58,3 +58,9 @@ def test_record_finds_the_collector_in_the_wheel(tmp_path):
     injected = p.stdout.strip().splitlines()[0]
     bundled = Path(streamscope.__file__).parent / "_bin" / "libstreamscope_collector.so"
     assert Path(injected).resolve() == bundled.resolve(), (p.stdout, p.stderr)
+
+
+def test_version_is_the_distribution_s():
+    from importlib.metadata import version
+
+    assert streamscope.__version__ == version("streamscope")

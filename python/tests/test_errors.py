@@ -79,6 +79,10 @@ def test_bad_options():
         t.report(steps="x..4")
     with pytest.raises(TypeError):
         t.report(bogus=1)
+    with pytest.raises(TypeError):
+        t.report(steps=(1.5, 3))
+    with pytest.raises(StreamscopeError, match="expected a positive number"):
+        streamscope.whatif("traces/sync-zoo-h200", compute_scale=float("nan"))
     with pytest.raises(StreamscopeError, match="positive"):
         streamscope.whatif("traces/sync-zoo-h200", comm_scale=0)
     with pytest.raises(StreamscopeError, match="cannot be used together"):
