@@ -2,9 +2,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-use streamscope_core::analysis::{compare, AnalysisOptions};
-use streamscope_core::load::KeepArgs;
+use anyhow::bail;
+use streamscope_core::analysis::compare;
 
 use crate::report::Format;
 
@@ -27,27 +26,7 @@ pub fn render(args: &CompareArgs) -> anyhow::Result<String> {
     if args.format == Format::Html {
         bail!("--format html is for `report` only; compare writes text, json or markdown");
     }
-    // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
-    let load = |p: &PathBuf| {
-        streamscope_core::load::load_paths_keeping(std::slice::from_ref(p), KeepArgs::Analysis)
-            .with_context(|| format!("loading {}", p.display()))
-    };
-    let (a, b) = (load(&args.control)?, load(&args.test)?);
-    let opts = AnalysisOptions {
-        rank: args.rank,
-        ..AnalysisOptions::default()
-    };
-    let labels = (
-        args.control.display().to_string(),
-        args.test.display().to_string(),
-    );
-    let c = compare::compare(&a, &b, (&labels.0, &labels.1), &opts);
-    if c.ranks.is_empty() {
-        match args.rank {
-            Some(r) => bail!("rank {r} is not in both {} and {}", labels.0, labels.1),
-            None => bail!("{} and {} have no rank in common", labels.0, labels.1),
-        }
-    }
+    let c = streamscope_core::analysis::job::compare(&args.control, &args.test, args.rank)?;
     Ok(match args.format {
         Format::Text => compare::text(&c),
         Format::Json => compare::json(&c) + "\n",

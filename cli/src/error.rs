@@ -25,17 +25,9 @@ pub enum ArgError {
     /// `record --delay`, `--duration`.
     #[error("expected a number of seconds >= 0, got {0:?}")]
     Seconds(String),
-    /// A step of `--steps A..B` that is not a number.
-    #[error("bad step number {text:?}: {source}")]
-    StepNumber {
-        /// The text given.
-        text: String,
-        /// Why it is not a number.
-        source: std::num::ParseIntError,
-    },
-    /// `--steps B..A` with B after A.
-    #[error("empty step range {0:?}")]
-    EmptySteps(String),
+    /// `--steps`: not a range of step numbers.
+    #[error(transparent)]
+    Steps(#[from] streamscope_core::analysis::job::StepsError),
     /// `whatif --comm-scale` and the like: not a number.
     #[error("expected a number, got {0:?}")]
     NotANumber(String),

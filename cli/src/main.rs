@@ -17,7 +17,6 @@ mod compare;
 mod error;
 mod record;
 mod report;
-mod runs;
 mod sweep;
 mod whatif;
 
@@ -488,21 +487,7 @@ fn main() -> ExitCode {
 /// One line: the error and its causes, without repeating what the outer
 /// message already says.
 fn error_line(e: &anyhow::Error) -> String {
-    let mut line = e.to_string();
-    for cause in e.chain().skip(1) {
-        let c = cause.to_string();
-        if line.contains(&c) {
-            continue;
-        }
-        // "loading X" then "X: No such file": the path once.
-        let c = match c.split_once(": ") {
-            Some((head, rest)) if line.ends_with(head) => rest.to_string(),
-            _ => c,
-        };
-        line.push_str(": ");
-        line.push_str(&c);
-    }
-    line.replace('\n', " ")
+    streamscope_core::analysis::job::error_line(e)
 }
 
 #[cfg(test)]

@@ -13,9 +13,9 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use streamscope_core::analysis::job::{self, display_paths};
 use streamscope_core::analysis::streamed::{self, Summary};
-use streamscope_core::analysis::{analyze, render, AnalysisOptions, Report};
-use streamscope_core::load::KeepArgs;
+use streamscope_core::analysis::{render, AnalysisOptions, Report};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -78,41 +78,16 @@ pub struct ReportArgs {
 
 /// "A..B", "A..=B" or "A".
 pub fn parse_steps(s: &str) -> Result<(i64, i64), ArgError> {
-    let num = |x: &str| {
-        x.trim()
-            .parse::<i64>()
-            .map_err(|source| ArgError::StepNumber {
-                text: x.to_string(),
-                source,
-            })
-    };
-    let (a, b) = match s.split_once("..") {
-        Some((a, b)) => (num(a)?, num(b.trim_start_matches('='))?),
-        None => {
-            let a = num(s)?;
-            (a, a)
-        }
-    };
-    if b < a {
-        return Err(ArgError::EmptySteps(s.to_string()));
-    }
-    Ok((a, b))
+    job::parse_steps(s).map_err(ArgError::from)
 }
 
 pub fn options(args: &ReportArgs) -> anyhow::Result<AnalysisOptions> {
-    if args.sync_idle_threshold_us.is_nan() || args.sync_idle_threshold_us < 0.0 {
-        bail!("--sync-idle-threshold-us must be a non-negative number");
-    }
-    if args.kernel_wait_us.is_nan() || args.kernel_wait_us < 0.0 {
-        bail!("--kernel-wait-us must be a non-negative number");
-    }
-    Ok(AnalysisOptions {
-        rank: args.rank,
-        steps: args.steps,
-        sync_gpu_idle_threshold_us: args.sync_idle_threshold_us,
-        consecutive_kernel_delay_ns: (args.kernel_wait_us * 1000.0).round() as i64,
-        ..AnalysisOptions::default()
-    })
+    job::options(
+        args.rank,
+        args.steps,
+        args.sync_idle_threshold_us,
+        args.kernel_wait_us,
+    )
 }
 
 /// A progress bar "rank files analyzed k/N" on a terminal's stderr.
@@ -129,51 +104,12 @@ fn rank_progress() -> Option<indicatif::ProgressBar> {
     })
 }
 
-/// Whether every input is a summary (some but not all is an error).
-fn summary_inputs(paths: &[PathBuf]) -> anyhow::Result<bool> {
-    let is: Vec<bool> = paths.iter().map(|p| Summary::is_summary_file(p)).collect();
-    match (is.iter().all(|&x| x), is.iter().any(|&x| x)) {
-        (true, _) => Ok(true),
-        (false, false) => Ok(false),
-        (false, true) => bail!(
-            "{}: summaries and trace files mixed; give either summaries (to merge) or traces",
-            display_paths(paths)
-        ),
-    }
-}
-
-/// The report of `paths` (traces or summaries) under `opts`.
-fn build_report(paths: &[PathBuf], opts: &AnalysisOptions) -> anyhow::Result<Report> {
-    let what = || format!("loading {}", display_paths(paths));
-    if summary_inputs(paths)? {
-        return streamed::merge_summaries(paths, opts).with_context(what);
-    }
-    let files = streamscope_core::load::sources(paths).with_context(what)?;
-    if files.len() < 2 {
-        // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
-        let trace = streamscope_core::load::load_paths_keeping(paths, KeepArgs::Analysis)
-            .with_context(what)?;
-        return Ok(analyze(&trace, opts));
-    }
-    let pb = rank_progress();
-    let report = streamed::analyze_files(paths, opts, &|done, total| {
-        if let Some(pb) = &pb {
-            pb.set_length(total as u64);
-            pb.set_position(done as u64);
-        }
-    });
-    if let Some(pb) = pb {
-        pb.finish_and_clear();
-    }
-    report.with_context(what)
-}
-
 /// `--summary-out`: analyzes the traces rank file by rank file and writes their summary.
 fn write_summary(args: &ReportArgs, out: &Path, opts: &AnalysisOptions) -> anyhow::Result<()> {
     // Never over an input, only a regular file: judged before any work.
     streamscope_core::load::refuse_input_as_output(out, &args.traces)?;
     streamscope_core::load::check_output(out, args.force)?;
-    if summary_inputs(&args.traces)? {
+    if job::summary_inputs(&args.traces)? {
         bail!(
             "--summary-out takes trace files, not summaries ({})",
             display_paths(&args.traces)
@@ -220,36 +156,17 @@ pub fn render_report(args: &ReportArgs) -> anyhow::Result<String> {
 /// The report of `args`, or an error when `--rank` / `--steps` select nothing.
 fn checked_report(args: &ReportArgs) -> anyhow::Result<Report> {
     let opts = options(args)?;
-    let report = build_report(&args.traces, &opts)?;
-    if let Err(why) = streamscope_core::analysis::invariants::check(&report) {
-        bail!(
-            "{}: the report breaks its invariants ({why}): damaged input or a bug; not printed",
-            display_paths(&args.traces)
-        );
-    }
-    if !args.merge {
-        crate::runs::refuse_mixed_runs(&args.traces, &report)?;
-    }
-    if let Some(r) = args.rank {
-        if report.ranks.is_empty() {
-            bail!("rank {r} is not in {}", display_paths(&args.traces));
+    let pb = rank_progress();
+    let report = job::report(&args.traces, &opts, args.merge, &|done, total| {
+        if let Some(pb) = &pb {
+            pb.set_length(total as u64);
+            pb.set_position(done as u64);
         }
+    });
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
     }
-    if let Some((a, b)) = args.steps {
-        // A selection that found no step is an error that says why, never
-        // a report of zeros.
-        let empty = report.ranks.iter().any(|k| k.window.steps.is_empty());
-        if empty {
-            let why: Vec<&str> = report
-                .diagnostics
-                .iter()
-                .filter(|d| d.kind == streamscope_core::diagnostic::Kind::StepsUnavailable)
-                .map(|d| d.detail.split_once(": ").map_or(d.detail.as_str(), |x| x.1))
-                .collect();
-            bail!("--steps {a}..{b} selects nothing: {}", why.join("; "));
-        }
-    }
-    Ok(report)
+    report
 }
 
 pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
@@ -312,6 +229,7 @@ fn display_paths(p: &[PathBuf]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use streamscope_core::analysis::job::StepsError;
 
     fn args(format: Format) -> ReportArgs {
         let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -479,11 +397,11 @@ mod tests {
         assert_eq!(parse_steps("5"), Ok((5, 5)));
         assert_eq!(
             parse_steps("6..4"),
-            Err(ArgError::EmptySteps("6..4".into()))
+            Err(ArgError::Steps(StepsError::Empty("6..4".into())))
         );
         let e = parse_steps("x..4").expect_err("not a number");
         assert!(
-            matches!(&e, ArgError::StepNumber { text, .. } if text == "x"),
+            matches!(&e, ArgError::Steps(StepsError::Number { text, .. }) if text == "x"),
             "{e:?}"
         );
         assert_eq!(

@@ -4,8 +4,8 @@
 use crate::error::ArgError;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-use streamscope_core::analysis::whatif::{self, render, Changes, WhatIfOptions};
+use anyhow::Context;
+use streamscope_core::analysis::whatif::{render, Changes, WhatIfOptions};
 
 use crate::report::Format;
 
@@ -65,16 +65,7 @@ pub fn render(args: &WhatIfArgs) -> anyhow::Result<String> {
         },
         drop_syncs: args.drop_syncs.clone(),
     };
-    let names = args
-        .traces
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let r = match whatif::whatif(&trace, &opts) {
-        Ok(r) => r,
-        Err(why) => bail!("{names}: {why}"),
-    };
+    let r = streamscope_core::analysis::job::whatif(&args.traces, &trace, &opts)?;
     Ok(match args.format {
         Format::Text => render::text(&r),
         Format::Json => render::json(&r) + "\n",

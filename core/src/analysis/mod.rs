@@ -13,6 +13,7 @@ mod graph_steps;
 pub mod headline;
 pub(crate) mod intervals;
 pub mod invariants;
+pub mod job;
 mod measured;
 mod names;
 pub(crate) mod nccl;
