@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use streamscope_core::analysis::streamed::{self, Summary};
-use streamscope_core::analysis::{analyze, render, AnalysisOptions, Report};
+use streamscope_core::analysis::{analyze, findings, render, AnalysisOptions, Report};
 use streamscope_core::load::KeepArgs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -130,7 +130,9 @@ fn summary_inputs(paths: &[PathBuf]) -> anyhow::Result<bool> {
 fn build_report(paths: &[PathBuf], opts: &AnalysisOptions) -> anyhow::Result<Report> {
     let what = || format!("loading {}", display_paths(paths));
     if summary_inputs(paths)? {
-        return streamed::merge_summaries(paths, opts).with_context(what);
+        let mut r = streamed::merge_summaries(paths, opts).with_context(what)?;
+        findings::attach(&mut r, None);
+        return Ok(r);
     }
     let files = streamscope_core::load::sources(paths).with_context(what)?;
     if files.len() < 2 {
@@ -149,8 +151,28 @@ fn build_report(paths: &[PathBuf], opts: &AnalysisOptions) -> anyhow::Result<Rep
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
-    report.with_context(what)
+    let mut report = report.with_context(what)?;
+    // The findings' gains come from the what-if replay, which needs every
+    // rank's events at once: loaded whole up to MAX_REPLAY_FILES files.
+    if files.len() <= MAX_REPLAY_FILES {
+        let trace = streamscope_core::load::load_paths_keeping(paths, KeepArgs::Analysis)
+            .with_context(what)?;
+        findings::attach(&mut report, Some(&trace));
+    } else {
+        findings::attach_or(
+            &mut report,
+            None,
+            &format!(
+                "{} rank files: the replay loads the whole job, done up to {MAX_REPLAY_FILES} files (`streamscope whatif` replays any)",
+                files.len()
+            ),
+        );
+    }
+    Ok(report)
 }
+
+/// Rank files a report loads whole for its findings' replays.
+const MAX_REPLAY_FILES: usize = 16;
 
 /// `--summary-out`: analyzes the traces rank file by rank file and writes their summary.
 fn write_summary(args: &ReportArgs, out: &Path, opts: &AnalysisOptions) -> anyhow::Result<()> {

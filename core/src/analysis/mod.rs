@@ -9,6 +9,7 @@ mod assemble;
 mod breakdown;
 pub(crate) mod collectives;
 pub mod compare;
+pub mod findings;
 mod graph_steps;
 pub mod headline;
 pub(crate) mod intervals;
@@ -34,6 +35,7 @@ mod xrank;
 mod split_tests;
 
 pub use arg_keys::ARG_KEYS;
+pub use findings::Finding;
 pub use measured::Measured;
 pub use nccl::bus_factor;
 pub use report::*;
@@ -131,7 +133,9 @@ fn analyze_split(trace: &Trace, opts: &AnalysisOptions, split: Option<bool>) -> 
         asm.push(p, &|_| {});
     }
     let matching = xrank::match_records(&asm.comms);
-    asm.finish(report, &matching, opts)
+    let mut report = asm.finish(report, &matching, opts);
+    findings::attach(&mut report, Some(trace));
+    report
 }
 
 /// The cores this process may use.

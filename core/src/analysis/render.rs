@@ -2,10 +2,12 @@
 //!
 //! Text and markdown are built from the same tables so they never disagree.
 
+mod findings;
 mod headline;
 pub mod pretty;
 mod tables;
 
+pub use findings::{kind_words, where_words};
 pub use headline::{PER_RANK_MAX, WIDTH};
 
 use super::report::Report;

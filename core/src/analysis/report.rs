@@ -38,6 +38,10 @@ pub struct Report {
     /// (milliseconds; docs/METRICS.md, "Headline").
     #[serde(default)]
     pub headline: super::headline::Headline,
+    /// What to fix first: findings ranked by the step time each would
+    /// save, as the what-if replay predicts it (docs/METRICS.md, "Findings").
+    #[serde(default)]
+    pub findings: Vec<super::findings::Finding>,
 }
 
 impl Report {

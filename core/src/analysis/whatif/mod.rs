@@ -91,6 +91,12 @@ pub struct StepWhatIf {
     pub predicted_step_us: f64,
     /// The unchanged replay's step time, µs (the model's consistency check).
     pub replayed_step_us: f64,
+    /// The predicted step's two bounds, µs: the host's interval (host-timed
+    /// steps; the step itself otherwise) and the GPU's period (0 unless
+    /// host-timed); `predicted_step_us` is the larger.
+    pub predicted_host_us: f64,
+    /// See `predicted_host_us`.
+    pub predicted_gpu_us: f64,
     /// 100 |replayed − measured| / measured.
     pub replay_error_pct: f64,
     /// 100 (predicted − measured) / measured.
@@ -122,6 +128,13 @@ pub struct RankWhatIf {
     pub measured_median_step_us: Option<f64>,
     /// Median predicted step time over the headline window, µs.
     pub predicted_median_step_us: Option<f64>,
+    /// Mean measured step over the headline window, µs.
+    pub measured_mean_step_us: Option<f64>,
+    /// Mean predicted step over the headline window, µs: the larger of the
+    /// host's and the GPU's time summed over the window, per step (a host
+    /// that runs ahead in one step and waits in the next nets out; the
+    /// steady pace, which `report`'s findings take their gains from).
+    pub predicted_mean_step_us: Option<f64>,
     /// Its steps.
     pub steps: Vec<StepWhatIf>,
 }
@@ -372,8 +385,21 @@ impl Prepared<'_> {
                 report.consistency_max_error_pct =
                     report.consistency_max_error_pct.max(r.replay_error_pct);
             }
+            let inw: Vec<&StepWhatIf> = rows.iter().filter(|r| r.in_window).collect();
+            let n = inw.len() as f64;
+            let sum = |f: &dyn Fn(&StepWhatIf) -> f64| inw.iter().map(|r| f(r)).sum::<f64>();
+            let (mean_m, mean_p) = if inw.is_empty() {
+                (None, None)
+            } else {
+                (
+                    Some(sum(&|r| r.measured_step_us) / n),
+                    Some(sum(&|r| r.predicted_host_us).max(sum(&|r| r.predicted_gpu_us)) / n),
+                )
+            };
             report.ranks.push(RankWhatIf {
                 rank: ctx.rank,
+                measured_mean_step_us: mean_m,
+                predicted_mean_step_us: mean_p,
                 label: t.processes()[ctx.process.index()].label(),
                 step_source: d.source.name().to_string(),
                 measured_median_step_us: median(&|r| r.measured_step_us),
@@ -509,17 +535,23 @@ fn step_rows(
         .iter()
         .map(|v| v.iter().map(|&i| ctx.gpu[i].e).max())
         .collect();
-    // (step time, whether the GPU period set it).
-    let step_time = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, bool) {
+    // (host interval, GPU period less the excess; 0 unless host-timed).
+    let bounds = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, i64) {
         if !tm.host_time {
-            return (b - a, false);
+            return (b - a, 0);
         }
         let s = &steps[k];
         let excess = period(&measured_end, k, s.start_ns)
             .map_or(0, |p| (p - (s.end_ns - s.start_ns)).max(0));
-        match period(ends, k, a) {
-            Some(p) if p - excess > b - a => (p - excess, true),
-            _ => (b - a, false),
+        (b - a, period(ends, k, a).map_or(0, |p| p - excess))
+    };
+    // (step time, whether the GPU period set it).
+    let step_time = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, bool) {
+        let (h, p) = bounds(ends, k, a, b);
+        if p > h {
+            (p, true)
+        } else {
+            (h, false)
         }
     };
     steps
@@ -533,6 +565,7 @@ fn step_rows(
             let (p1, anchor) = tm.map(pred, s.end_ns);
             let (replayed, _) = step_time(&base_end, k, b0, b1);
             let (predicted, gpu_paced) = step_time(&pred_end, k, p0, p1);
+            let (host_len, gpu_len) = bounds(&pred_end, k, p0, p1);
             let evs = |r: Option<&Replayed>| -> Vec<Ev> {
                 per_step[k]
                     .iter()
@@ -584,6 +617,8 @@ fn step_rows(
                 measured_step_us: us(measured),
                 predicted_step_us: us(predicted),
                 replayed_step_us: us(replayed),
+                predicted_host_us: us(host_len),
+                predicted_gpu_us: us(gpu_len),
                 replay_error_pct: if measured > 0 {
                     100.0 * (replayed - measured).abs() as f64 / measured as f64
                 } else {
