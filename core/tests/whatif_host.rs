@@ -201,3 +201,68 @@ fn a_full_launch_queue_holds_the_host_to_the_gpus_pace() {
     assert_eq!(r.consistency_max_error_pct, 0.0);
     assert_eq!(r.launch_queue_waits, 0);
 }
+
+mod findings {
+    //! `report`'s findings take their gains from these replays.
+    use super::*;
+    use streamscope_core::analysis::{analyze, render, AnalysisOptions};
+
+    #[test]
+    fn the_planted_sync_is_the_first_finding_with_the_replays_gain() {
+        let t = host_loop(12, 50, 20, 200, 3000);
+        let r = analyze(&t, &AnalysisOptions::default());
+        let f = &r.findings[0];
+        assert_eq!(f.kind, "sync");
+        assert_eq!(f.where_.line, "/home/u/train.py:42 (main)");
+        assert_eq!(f.prediction, "whatif --drop-syncs /home/u/train.py:42");
+        let w = drop_line(&t, "/home/u/train.py:42");
+        let k = &w.ranks[0];
+        let gain = k.measured_mean_step_us.expect("mean") - k.predicted_mean_step_us.expect("mean");
+        assert_eq!(f.predicted_gain_us, Some(gain));
+        // 13.01 ms measured, 10 ms GPU-paced: ~3 ms, ~23 %.
+        assert!((gain - 3010.0).abs() < 60.0, "{gain}");
+        let pct = f.predicted_gain_pct.expect("pct");
+        assert!((pct - 23.1).abs() < 0.5, "{pct}");
+        assert!(f.beyond_noise && f.cost_per_step_us > 0.0);
+        // Where the viewer jumps: the sync's first call.
+        assert!(f.slice.is_some() && f.start_ns.is_some());
+        // No communication in the loop: no communication finding.
+        assert!(r.findings.iter().all(|f| !f.kind.contains("collective")
+            && f.kind != "late_prefetch"));
+        // The first screen names it; JSON has the keys.
+        let brief = render::text_brief(&r);
+        let line = brief
+            .lines()
+            .find(|l| l.starts_with("fix first 1: host sync"))
+            .unwrap_or_else(|| panic!("{brief}"));
+        assert!(line.contains("train.py:42"), "{line}");
+        let j: serde_json::Value = serde_json::from_str(&render::json(&r)).expect("json");
+        let f0 = &j["findings"][0];
+        for key in ["kind", "where", "predicted_gain_us", "predicted_gain_pct", "evidence"] {
+            assert!(!f0[key].is_null(), "{key}: {f0}");
+        }
+        assert_eq!(f0["where"]["rank"], 0);
+    }
+
+    #[test]
+    fn a_sync_the_gpu_never_idles_for_is_no_finding() {
+        // Launch-bound: the GPU is done before the host reaches the sync
+        // (kernels of 10 µs behind launches of 200 µs), the sync returns at
+        // once: no GPU idle behind it, no finding for it.
+        let t = host_loop(12, 50, 200, 10, 3000);
+        let r = analyze(&t, &AnalysisOptions::default());
+        let idle: Vec<f64> = r.ranks[0].syncs.iter().map(|g| g.gpu_idle_us).collect();
+        assert_eq!(idle, vec![0.0]);
+        for k in &r.ranks {
+            for g in k.syncs.iter().filter(|g| g.gpu_idle_us == 0.0) {
+                assert!(
+                    !r.findings.iter().any(|f| f.kind == "sync" && f.where_.line == g.python),
+                    "{g:?}"
+                );
+            }
+        }
+        for f in r.findings.iter().filter(|f| f.kind == "sync") {
+            assert!(f.cost_per_step_us > 0.0, "{f:?}");
+        }
+    }
+}
