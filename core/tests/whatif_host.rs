@@ -227,8 +227,10 @@ mod findings {
         // Where the viewer jumps: the sync's first call.
         assert!(f.slice.is_some() && f.start_ns.is_some());
         // No communication in the loop: no communication finding.
-        assert!(r.findings.iter().all(|f| !f.kind.contains("collective")
-            && f.kind != "late_prefetch"));
+        assert!(r
+            .findings
+            .iter()
+            .all(|f| !f.kind.contains("collective") && f.kind != "late_prefetch"));
         // The first screen names it; JSON has the keys.
         let brief = render::text_brief(&r);
         let line = brief
@@ -238,7 +240,13 @@ mod findings {
         assert!(line.contains("train.py:42"), "{line}");
         let j: serde_json::Value = serde_json::from_str(&render::json(&r)).expect("json");
         let f0 = &j["findings"][0];
-        for key in ["kind", "where", "predicted_gain_us", "predicted_gain_pct", "evidence"] {
+        for key in [
+            "kind",
+            "where",
+            "predicted_gain_us",
+            "predicted_gain_pct",
+            "evidence",
+        ] {
             assert!(!f0[key].is_null(), "{key}: {f0}");
         }
         assert_eq!(f0["where"]["rank"], 0);
@@ -256,7 +264,9 @@ mod findings {
         for k in &r.ranks {
             for g in k.syncs.iter().filter(|g| g.gpu_idle_us == 0.0) {
                 assert!(
-                    !r.findings.iter().any(|f| f.kind == "sync" && f.where_.line == g.python),
+                    !r.findings
+                        .iter()
+                        .any(|f| f.kind == "sync" && f.where_.line == g.python),
                     "{g:?}"
                 );
             }
