@@ -139,7 +139,9 @@ fn build_report(paths: &[PathBuf], opts: &AnalysisOptions) -> anyhow::Result<Rep
         // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
         let trace = streamscope_core::load::load_paths_keeping(paths, KeepArgs::Analysis)
             .with_context(what)?;
-        return Ok(analyze(&trace, opts));
+        let mut report = analyze(&trace, opts);
+        findings::attach(&mut report, Some(&trace));
+        return Ok(report);
     }
     let pb = rank_progress();
     let report = streamed::analyze_files(paths, opts, &|done, total| {

@@ -210,7 +210,9 @@ mod findings {
     #[test]
     fn the_planted_sync_is_the_first_finding_with_the_replays_gain() {
         let t = host_loop(12, 50, 20, 200, 3000);
-        let r = analyze(&t, &AnalysisOptions::default());
+        let mut r = analyze(&t, &AnalysisOptions::default());
+        assert!(r.findings.is_empty(), "analyze leaves findings to attach");
+        streamscope_core::analysis::findings::attach(&mut r, Some(&t));
         let f = &r.findings[0];
         assert_eq!(f.kind, "sync");
         assert_eq!(f.where_.line, "/home/u/train.py:42 (main)");
@@ -258,7 +260,8 @@ mod findings {
         // (kernels of 10 µs behind launches of 200 µs), the sync returns at
         // once: no GPU idle behind it, no finding for it.
         let t = host_loop(12, 50, 200, 10, 3000);
-        let r = analyze(&t, &AnalysisOptions::default());
+        let mut r = analyze(&t, &AnalysisOptions::default());
+        streamscope_core::analysis::findings::attach(&mut r, Some(&t));
         let idle: Vec<f64> = r.ranks[0].syncs.iter().map(|g| g.gpu_idle_us).collect();
         assert_eq!(idle, vec![0.0]);
         for k in &r.ranks {

@@ -133,9 +133,7 @@ fn analyze_split(trace: &Trace, opts: &AnalysisOptions, split: Option<bool>) -> 
         asm.push(p, &|_| {});
     }
     let matching = xrank::match_records(&asm.comms);
-    let mut report = asm.finish(report, &matching, opts);
-    findings::attach(&mut report, Some(trace));
-    report
+    asm.finish(report, &matching, opts)
 }
 
 /// The cores this process may use.
