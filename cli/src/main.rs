@@ -64,13 +64,14 @@ enum Command {
 /// The top-level keys of `report --format json` (docs/METRICS.md).
 const REPORT_KEYS: &str = "JSON keys (--format json): headline, ranks, other_processes, steps, \
 collectives, collectives_per_step, occupancy, cross_rank, sync_warnings, dropped_records, \
-diagnostics. Definitions: docs/METRICS.md.";
+diagnostics, findings. Definitions: docs/METRICS.md.";
 /// The top-level keys of `compare --format json`.
 const COMPARE_KEYS: &str = "JSON keys (--format json): control, test, ranks, kernels, \
 collectives, diagnostics. Definitions: docs/METRICS.md.";
 /// The top-level keys of `whatif --format json`.
 const WHATIF_KEYS: &str = "JSON keys (--format json): changes, consistency_max_error_pct, \
-graph_nodes, graph_edges, ranks, notes. Definitions: docs/WHATIF.md.";
+graph_nodes, graph_edges, launch_queue_depth, launch_queue_waits, ranks, notes. \
+Definitions: docs/WHATIF.md.";
 
 #[derive(clap::Args)]
 struct ViewArgs {

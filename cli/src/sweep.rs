@@ -3,6 +3,13 @@
 //! into `DIR/<config>/`, then tabulates step time, overlap, exposed
 //! communication and bus bandwidth per configuration (markdown, JSON, SVG).
 //!
+//! Each configuration runs `--repeat` times (default 3): its step time is
+//! the median of its runs, its spread the range of the runs' medians, each
+//! widened by its own noise (twice the standard error of the run's median
+//! step). A best is named only when its spread lies wholly below every
+//! other configuration's; else the sweep says there is no difference
+//! beyond noise.
+//!
 //! Resumable: a configuration whose directory holds [`DONE`] is kept; one
 //! that failed leaves [`FAILED`] with the reason and is run again next
 //! time. The grid, the plan and the table are plain functions over
@@ -45,8 +52,8 @@ pub struct SweepArgs {
     /// NAME=v1,v2,...: one axis of the grid (repeatable; the grid is every combination).
     #[arg(long = "env", value_name = "NAME=V1,V2", value_parser = parse_env, required = true)]
     pub envs: Vec<(String, Vec<String>)>,
-    /// Runs per configuration.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Runs per configuration (their spread is what a best must beat).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
     /// The command to run, after `--`.
     #[arg(
@@ -118,10 +125,10 @@ pub fn is_done(dir: &Path, c: &Config) -> bool {
     dir.join(&c.name).join(DONE).is_file()
 }
 
-/// One row of the table.
+/// One run of a configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct Row {
-    /// Configuration directory name.
+    /// Run directory name.
     pub config: String,
     /// The environment it set.
     pub env: Vec<(String, String)>,
@@ -135,15 +142,161 @@ pub struct Row {
     pub exposed_comm_us_per_step: Option<f64>,
     /// Bus bandwidth per collective kind, GB/s (mean over ranks and kinds' rows).
     pub bus_bw_gbps: Vec<(String, f64)>,
+    /// Twice the standard error of the median step (mean over ranks), µs.
+    pub step_noise_us: Option<f64>,
+}
+
+/// One configuration over its runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct ConfigRow {
+    /// Configuration name (its runs' directories without "+run-N").
+    pub config: String,
+    /// The environment it set.
+    pub env: Vec<(String, String)>,
+    /// Runs that succeeded, of `runs_total`.
+    pub runs_ok: u64,
+    /// Runs made.
+    pub runs_total: u64,
+    /// Median over the runs of their step time, µs.
+    pub step_us: Option<f64>,
+    /// The spread: lowest run median less its noise, µs.
+    pub step_low_us: Option<f64>,
+    /// The spread: highest run median plus its noise, µs.
+    pub step_high_us: Option<f64>,
+    /// Median over the runs, %.
+    pub overlap_pct: Option<f64>,
+    /// Median over the runs, µs.
+    pub exposed_comm_us_per_step: Option<f64>,
+    /// Per collective kind, median over the runs, GB/s.
+    pub bus_bw_gbps: Vec<(String, f64)>,
 }
 
 /// The sweep's table.
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]
 pub struct Table {
-    /// Rows in grid order.
+    /// One row per configuration, in grid order.
+    pub configs: Vec<ConfigRow>,
+    /// Every run, in grid order.
     pub rows: Vec<Row>,
-    /// The configuration with the shortest step.
+    /// The configuration whose spread lies wholly below every other's
+    /// (None: no difference beyond noise, or nothing ran).
     pub best: Option<String>,
+    /// The fastest configuration by median, named or not.
+    pub fastest: Option<String>,
+    /// The verdict in words.
+    pub verdict: String,
+}
+
+/// A run's directory name less its "+run-N".
+fn config_of(run: &str) -> &str {
+    match run.rsplit_once("+run-") {
+        Some((base, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => base,
+        _ => run,
+    }
+}
+
+fn median_of(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| streamscope_core::analysis::findings::median(v))
+}
+
+/// Per configuration: its runs summarized; the best beyond noise, if any.
+fn summarize(rows: &[Row]) -> (Vec<ConfigRow>, Option<String>, Option<String>, String) {
+    let mut configs: Vec<ConfigRow> = Vec::new();
+    let mut runs: Vec<Vec<&Row>> = Vec::new();
+    for r in rows {
+        let name = config_of(&r.config);
+        match configs.iter().position(|c| c.config == name) {
+            Some(i) => runs[i].push(r),
+            None => {
+                configs.push(ConfigRow {
+                    config: name.to_string(),
+                    env: r.env.clone(),
+                    ..Default::default()
+                });
+                runs.push(vec![r]);
+            }
+        }
+    }
+    for (c, rs) in configs.iter_mut().zip(&runs) {
+        let ok: Vec<&&Row> = rs.iter().filter(|r| r.status == "ok").collect();
+        c.runs_total = rs.len() as u64;
+        c.runs_ok = ok.len() as u64;
+        let steps: Vec<f64> = ok.iter().filter_map(|r| r.step_us).collect();
+        c.step_us = median_of(&steps);
+        let noise = |r: &Row| r.step_noise_us.unwrap_or(0.0);
+        c.step_low_us = ok
+            .iter()
+            .filter_map(|r| Some(r.step_us? - noise(r)))
+            .reduce(f64::min);
+        c.step_high_us = ok
+            .iter()
+            .filter_map(|r| Some(r.step_us? + noise(r)))
+            .reduce(f64::max);
+        c.overlap_pct = median_of(&ok.iter().filter_map(|r| r.overlap_pct).collect::<Vec<_>>());
+        c.exposed_comm_us_per_step = median_of(
+            &ok.iter()
+                .filter_map(|r| r.exposed_comm_us_per_step)
+                .collect::<Vec<_>>(),
+        );
+        let mut kinds: Vec<(String, Vec<f64>)> = Vec::new();
+        for r in &ok {
+            for (k, v) in &r.bus_bw_gbps {
+                match kinds.iter_mut().find(|x| &x.0 == k) {
+                    Some(x) => x.1.push(*v),
+                    None => kinds.push((k.clone(), vec![*v])),
+                }
+            }
+        }
+        c.bus_bw_gbps = kinds
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, median_of(&v)?)))
+            .collect();
+    }
+    let ran: Vec<&ConfigRow> = configs.iter().filter(|c| c.step_us.is_some()).collect();
+    let fastest = ran
+        .iter()
+        .min_by(|a, b| {
+            a.step_us
+                .unwrap_or(0.0)
+                .total_cmp(&b.step_us.unwrap_or(0.0))
+        })
+        .map(|c| c.config.clone());
+    let Some(f) = fastest.clone() else {
+        return (configs, None, None, "nothing ran".into());
+    };
+    if ran.len() == 1 {
+        return (
+            configs,
+            None,
+            fastest,
+            format!("one configuration ran ({f}): nothing to compare"),
+        );
+    }
+    let fc = ran.iter().find(|c| c.config == f).expect("fastest ran");
+    let high = fc.step_high_us.unwrap_or(f64::INFINITY);
+    let close: Vec<&str> = ran
+        .iter()
+        .filter(|c| c.config != f && c.step_low_us.unwrap_or(f64::NEG_INFINITY) <= high)
+        .map(|c| c.config.as_str())
+        .collect();
+    let ms = |us: Option<f64>| us.map_or("-".into(), |v| format!("{:.2}", v / 1000.0));
+    if close.is_empty() {
+        let verdict = format!(
+            "best: {f}, {} ms ({}-{} ms over its runs), beyond the spread of every other configuration",
+            ms(fc.step_us),
+            ms(fc.step_low_us),
+            ms(fc.step_high_us)
+        );
+        (configs, Some(f), fastest, verdict)
+    } else {
+        let verdict = format!(
+            "no difference beyond noise: the fastest, {f} ({}-{} ms over its runs), overlaps {}",
+            ms(fc.step_low_us),
+            ms(fc.step_high_us),
+            close.join(", ")
+        );
+        (configs, None, fastest, verdict)
+    }
 }
 
 /// Builds the table from the sweep directory: each done configuration's
@@ -175,6 +328,15 @@ pub fn table(dir: &Path, configs: &[Config]) -> Table {
         };
         let r = analyze(&trace, &AnalysisOptions::default());
         let mean = |v: Vec<f64>| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+        row.step_noise_us = mean(
+            r.ranks
+                .iter()
+                .map(|k| {
+                    let d: Vec<f64> = r.window_steps(k.rank).map(|s| s.duration_us).collect();
+                    streamscope_core::analysis::findings::median_noise(&d)
+                })
+                .collect(),
+        );
         row.step_us = mean(
             r.ranks
                 .iter()
@@ -212,23 +374,55 @@ pub fn table(dir: &Path, configs: &[Config]) -> Table {
         };
         rows.push(row);
     }
-    let best = rows
-        .iter()
-        .filter(|r| r.status == "ok")
-        .filter_map(|r| Some((r.step_us?, r.config.clone())))
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|b| b.1);
-    Table { rows, best }
+    let (configs, best, fastest, verdict) = summarize(&rows);
+    Table {
+        configs,
+        rows,
+        best,
+        fastest,
+        verdict,
+    }
 }
 
 fn ms(us: Option<f64>) -> String {
     us.map_or("-".into(), |v| format!("{:.2}", v / 1000.0))
 }
 
-/// The table as markdown.
+/// The table as markdown: per configuration (median of its runs, and the
+/// spread a best must beat), the verdict, then every run.
 pub fn markdown(t: &Table) -> String {
     let mut s = String::from("## streamscope sweep\n\n");
-    s.push_str("| config | status | step ms (median) | overlap % | exposed comm ms/step | bus bandwidth GB/s |\n|---|---|---|---|---|---|\n");
+    s.push_str("| config | runs ok | step ms (median of runs) | spread ms | overlap % | exposed comm ms/step | bus bandwidth GB/s |\n|---|---|---|---|---|---|---|\n");
+    for c in &t.configs {
+        let bw = c
+            .bus_bw_gbps
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let best = if t.best.as_deref() == Some(c.config.as_str()) {
+            " (best)"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "| {}{best} | {}/{} | {} | {} | {} | {} | {} |\n",
+            c.config,
+            c.runs_ok,
+            c.runs_total,
+            ms(c.step_us),
+            match (c.step_low_us, c.step_high_us) {
+                (Some(a), Some(b)) => format!("{}-{}", ms(Some(a)), ms(Some(b))),
+                _ => "-".into(),
+            },
+            c.overlap_pct.map_or("-".into(), |v| format!("{v:.1}")),
+            ms(c.exposed_comm_us_per_step),
+            if bw.is_empty() { "-".into() } else { bw },
+        ));
+    }
+    s.push_str(&format!("\nVerdict: {}\n", t.verdict));
+    s.push_str("\n### Runs\n\n");
+    s.push_str("| run | status | step ms (median) | noise ms | overlap % | exposed comm ms/step | bus bandwidth GB/s |\n|---|---|---|---|---|---|---|\n");
     for r in &t.rows {
         let bw = r
             .bus_bw_gbps
@@ -236,24 +430,17 @@ pub fn markdown(t: &Table) -> String {
             .map(|(k, v)| format!("{k} {v:.1}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let best = if t.best.as_deref() == Some(r.config.as_str()) {
-            " (best)"
-        } else {
-            ""
-        };
         s.push_str(&format!(
-            "| {}{best} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
             r.config,
             r.status.replace('|', "/"),
             ms(r.step_us),
+            r.step_noise_us
+                .map_or("-".into(), |v| format!("±{:.2}", v / 1000.0)),
             r.overlap_pct.map_or("-".into(), |v| format!("{v:.1}")),
             ms(r.exposed_comm_us_per_step),
             if bw.is_empty() { "-".into() } else { bw },
         ));
-    }
-    match &t.best {
-        Some(b) => s.push_str(&format!("\nBest: {b}\n")),
-        None => s.push_str("\nBest: none (no configuration ran)\n"),
     }
     s
 }
@@ -444,7 +631,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<i32> {
         "streamscope: wrote {}, sweep.json, sweep.svg",
         dir.join("sweep.md").display()
     );
-    if t.best.is_none() {
+    if t.fastest.is_none() {
         bail!(
             "no configuration of the sweep ran ({failed} failed; reasons in {}/*/{FAILED})",
             dir.display()
@@ -550,7 +737,8 @@ mod table_tests {
         );
         write_outputs(&dir, &t).expect("outputs");
         let md = std::fs::read_to_string(dir.join("sweep.md")).expect("md");
-        assert!(md.contains("| MODE-overlap (best) | ok |"), "{md}");
+        assert!(md.contains("| MODE-overlap (best) | 1/1 |"), "{md}");
+        assert!(md.contains("Verdict: best: MODE-overlap"), "{md}");
         let svg = std::fs::read_to_string(dir.join("sweep.svg")).expect("svg");
         assert!(
             svg.starts_with("<svg") && svg.contains("MODE-serial"),
@@ -561,6 +749,50 @@ mod table_tests {
             serde_json::from_str(&std::fs::read_to_string(dir.join("sweep.json")).expect("json"))
                 .expect("parse");
         assert_eq!(js["best"], "MODE-overlap");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn two_knobs_that_cannot_matter_name_no_best() {
+        // The same recording under two settings, three runs each (the
+        // serial and the overlapped run mixed into both): the spreads
+        // overlap, so no best is named even though one median is lower.
+        let dir =
+            std::env::temp_dir().join(format!("streamscope-sweep-noise-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let configs = grid(&[parse_env("KNOB=a,b").expect("axis")], 3);
+        let srcs = [
+            "fsdp-ref-overlap-h200x2",
+            "fsdp-ref-serial-h200x2",
+            "fsdp-ref-overlap-h200x2",
+            "fsdp-ref-serial-h200x2",
+            "fsdp-ref-overlap-h200x2",
+            "fsdp-ref-serial-h200x2",
+        ];
+        for (c, src) in configs.iter().zip(srcs) {
+            copy_dir(&bundled(src), &dir.join(&c.name));
+            std::fs::write(dir.join(&c.name).join(DONE), "ok\n").expect("marker");
+        }
+        let t = table(&dir, &configs);
+        assert_eq!(t.rows.len(), 6);
+        assert_eq!(t.configs.len(), 2);
+        let (a, b) = (&t.configs[0], &t.configs[1]);
+        assert_eq!(
+            (a.config.as_str(), a.runs_ok, a.runs_total),
+            ("KNOB-a", 3, 3)
+        );
+        // a: overlap, serial, overlap (median: overlap); b: serial, overlap, serial.
+        assert!(a.step_us < b.step_us);
+        assert_eq!(t.fastest.as_deref(), Some("KNOB-a"));
+        assert_eq!(t.best, None);
+        assert!(
+            t.verdict.starts_with("no difference beyond noise"),
+            "{}",
+            t.verdict
+        );
+        let md = markdown(&t);
+        assert!(!md.contains("(best)"), "{md}");
+        assert!(md.contains("KNOB-a+run-3"), "{md}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -41,6 +41,11 @@ pub struct WhatIfArgs {
     /// Repeatable.
     #[arg(long, value_name = "FILE:LINE|PATTERN")]
     pub drop_syncs: Vec<String>,
+    /// Launches the host may queue ahead of the GPU before a launch call
+    /// blocks (default 1024, an assumption: CUDA does not document it); a
+    /// host freed of its syncs runs ahead until the queue is full.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub launch_queue: Option<u32>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -64,6 +69,7 @@ pub fn render(args: &WhatIfArgs) -> anyhow::Result<String> {
             drop_syncs: false,
         },
         drop_syncs: args.drop_syncs.clone(),
+        launch_queue: args.launch_queue,
     };
     let r = streamscope_core::analysis::job::whatif(&args.traces, &trace, &opts)?;
     Ok(match args.format {

@@ -39,11 +39,18 @@ fn done_configs_are_kept_failed_ones_recorded_and_the_table_built() {
     }
     std::fs::write(done.join(".sweep-done"), "ok\n").expect("marker");
     // X=2 runs `true` under record: no CUDA, no trace; a failure with its reason.
-    let (code, out, err) = sweep(&dir, &["--env", "X=1,2", "--", "true"]);
+    let (code, out, err) = sweep(&dir, &["--repeat", "1", "--env", "X=1,2", "--", "true"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("[1/2] X-1: kept (done before)"), "{err}");
     assert!(err.contains("[2/2] X-2: failed: "), "{err}");
-    assert!(out.contains("| X-1 (best) | ok | 33.76 | 85.8 |"), "{out}");
+    // One configuration ran: nothing to name a best against.
+    assert!(out.contains("| X-1 | 1/1 | 33.76 | "), "{out}");
+    assert!(out.contains("| X-2 | 0/1 | - | - |"), "{out}");
+    assert!(
+        out.contains("Verdict: one configuration ran (X-1): nothing to compare"),
+        "{out}"
+    );
+    assert!(out.contains("| X-1 | ok | 33.76 | ±"), "{out}");
     assert!(out.contains("| X-2 | failed: "), "{out}");
     let reason = std::fs::read_to_string(dir.join("X-2/.sweep-failed")).expect("failure recorded");
     assert!(!reason.trim().is_empty());
@@ -52,7 +59,7 @@ fn done_configs_are_kept_failed_ones_recorded_and_the_table_built() {
         assert!(dir.join(f).is_file(), "{f}");
     }
     // Run again: X-1 kept, X-2 tried again.
-    let (code, _, err) = sweep(&dir, &["--env", "X=1,2", "--", "true"]);
+    let (code, _, err) = sweep(&dir, &["--repeat", "1", "--env", "X=1,2", "--", "true"]);
     assert_eq!(code, 1);
     assert!(
         err.contains("X-1: kept") && err.contains("X-2: failed"),

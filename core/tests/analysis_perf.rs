@@ -93,6 +93,7 @@ fn whatif_ten_million_slices() {
             ..Default::default()
         },
         drop_syncs: Vec::new(),
+        launch_queue: None,
     };
     let t1 = Instant::now();
     let r = whatif(&t, &opts).expect("replay");

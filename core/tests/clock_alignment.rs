@@ -260,6 +260,7 @@ fn whatif_on_two_hosts_predicts_as_on_one() {
             ..Default::default()
         },
         drop_syncs: Vec::new(),
+        launch_queue: None,
     };
     let steps = |r: &WhatIfReport| -> Vec<(f64, f64)> {
         r.ranks

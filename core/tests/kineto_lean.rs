@@ -152,6 +152,7 @@ fn what_if_replays_the_same_from_a_lean_import() {
             drop_syncs: false,
         },
         drop_syncs: Vec::new(),
+        launch_queue: None,
     };
     for rel in [
         "trace_filter/sampled_rank-0.json.gz",

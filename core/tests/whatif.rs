@@ -150,6 +150,7 @@ mod built {
             &WhatIfOptions {
                 changes,
                 drop_syncs: drops.iter().map(|s| s.to_string()).collect(),
+                launch_queue: None,
             },
         )
     }
@@ -295,6 +296,7 @@ fn opts(comm: Option<f64>, bw: Option<f64>, compute: Option<f64>, drops: &[&str]
             drop_syncs: false,
         },
         drop_syncs: drops.iter().map(|s| s.to_string()).collect(),
+        launch_queue: None,
     }
 }
 

@@ -25,6 +25,7 @@ fn changes(comm: Option<f64>, bw: Option<f64>, compute: Option<f64>) -> WhatIfOp
             drop_syncs: false,
         },
         drop_syncs: Vec::new(),
+        launch_queue: None,
     }
 }
 

@@ -11,7 +11,7 @@ gpu_setup sweep-fsdp2.log
 W="$(mktemp -d)"
 SUMMARY="$W/summary"; : > "$SUMMARY"
 BUDGET_END=$((SECONDS + ${SWEEP_BUDGET_S:-330}))
-step sweep-fsdp2 "${SWEEP_BUDGET_S:-330}" "$S" sweep -o "$W/sweep" \
+step sweep-fsdp2 "${SWEEP_BUDGET_S:-330}" "$S" sweep -o "$W/sweep" --repeat "${SWEEP_REPEAT:-3}" \
   --env "NCCL_MAX_NCHANNELS=${SWEEP_CHANNELS:-4,32}" --env "NCCL_PROTO=${SWEEP_PROTOS:-Simple,LL128}" -- \
   torchrun --nproc_per_node 2 --master_port 29790 examples/torch_fsdp2.py --dim 4096 --seq 1024 \
   --steps "${SWEEP_STEPS:-30}" --no-nvtx

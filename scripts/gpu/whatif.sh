@@ -165,7 +165,7 @@ tar czf "$OUT/whatif-traces.tar.gz" -C "$W" base wall nch1 2>/dev/null && ls -la
 
 CH=${WHATIF_SWEEP_CHANNELS:-2,4,8,16,32}
 PR=${WHATIF_SWEEP_PROTOS:-Simple,LL,LL128}
-step sweep 240 "$S" sweep -o "$W/sweep" --env "NCCL_MAX_NCHANNELS=$CH" --env "NCCL_PROTO=$PR" -- bash -c "
+step sweep 240 "$S" sweep -o "$W/sweep" --repeat "${WHATIF_SWEEP_REPEAT:-1}" --env "NCCL_MAX_NCHANNELS=$CH" --env "NCCL_PROTO=$PR" -- bash -c "
   P=\$((30000 + RANDOM % 2000))
   for r in 0 1; do RANK=\$r WORLD_SIZE=2 LOCAL_RANK=\$r MASTER_ADDR=127.0.0.1 MASTER_PORT=\$P \
     '$F' $BASE --item-sync > /dev/null 2>&1 & done; wait"

@@ -23,6 +23,8 @@ use crate::timeline::{timeline_ui, Highlight, TimelineState};
 pub enum Tab {
     #[default]
     Overlap,
+    /// What to fix first, ranked by predicted gain.
+    Findings,
     Syncs,
     TopKernels,
     /// Per step, the rank the others waited for.
@@ -58,6 +60,7 @@ pub struct ViewerApp {
     pub timeline: TimelineState,
     pub search: SearchState,
     pub syncs: SyncsState,
+    pub findings: crate::panels::findings::FindingsState,
     /// The What-if tab's slider and replay.
     pub whatif: crate::panels::whatif::WhatIfState,
     pub tab: Tab,
@@ -91,6 +94,7 @@ impl ViewerApp {
             timeline: TimelineState::default(),
             search: SearchState::default(),
             syncs: SyncsState::default(),
+            findings: Default::default(),
             whatif: Default::default(),
             tab: Tab::default(),
             open_text: String::new(),
@@ -300,6 +304,7 @@ impl ViewerApp {
         self.timeline = TimelineState::default();
         self.search = SearchState::default();
         self.syncs = SyncsState::default();
+        self.findings = Default::default();
         self.whatif = Default::default();
         if let Some(m) = &self.model {
             let procs: Vec<u32> = m.lanes.root_processes().into_iter().flatten().collect();
@@ -525,6 +530,7 @@ impl ViewerApp {
         let Some(model) = &mut self.model else { return };
         ui.horizontal(|ui| {
             ui.selectable_value(&mut self.tab, Tab::Overlap, "Overlap");
+            ui.selectable_value(&mut self.tab, Tab::Findings, "Findings");
             ui.selectable_value(&mut self.tab, Tab::Syncs, "Syncs");
             ui.selectable_value(&mut self.tab, Tab::TopKernels, "Top kernels");
             if model.report.ranks.len() > 1 {
@@ -543,7 +549,7 @@ impl ViewerApp {
                     self.timeline.range_ns = Some((a, b));
                 }
             }
-            Tab::Syncs => {
+            Tab::Syncs | Tab::Findings => {
                 let sl = model.trace.slices();
                 let bounds = |s: u32| {
                     (
@@ -551,8 +557,12 @@ impl ViewerApp {
                         sl.end_ns(SliceId::from_index(s as usize)),
                     )
                 };
-                if let Some(t) = panels::syncs::syncs_ui(ui, &model.report, &mut self.syncs, bounds)
-                {
+                let target = if self.tab == Tab::Syncs {
+                    panels::syncs::syncs_ui(ui, &model.report, &mut self.syncs, bounds)
+                } else {
+                    panels::findings::findings_ui(ui, &model.report, &mut self.findings, bounds)
+                };
+                if let Some(t) = target {
                     self.timeline.zoom_to(&model.index, t.start_ns, t.end_ns);
                     let track = t.slice.map(|s| model.trace.slices().track()[s as usize]);
                     self.timeline.highlight = Some(Highlight {

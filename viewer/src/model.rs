@@ -36,7 +36,8 @@ impl Model {
     /// Analyzes the trace (sorted, so slice ids are stable and the
     /// report's slice ids refer to this order) and preprocesses it.
     pub fn new(mut trace: Trace) -> Self {
-        let report = analyze(&trace, &AnalysisOptions::default());
+        let mut report = analyze(&trace, &AnalysisOptions::default());
+        streamscope_core::analysis::findings::attach(&mut report, Some(&trace));
         add_sm_counters(&mut trace, &report);
         let index = TimelineIndex::build(&trace);
         let lanes = LaneTree::build(&trace, &index);

@@ -376,3 +376,47 @@ fn opens_on_the_steps_the_headline_covers() {
         v1 - v0
     );
 }
+
+#[test]
+fn clicking_a_finding_moves_the_view_onto_it() {
+    let mut h = harness(app());
+    h.run();
+    let full = {
+        let app = h.state();
+        let m = app.model.as_ref().expect("trace loaded");
+        app.timeline.window_ns(&m.index)
+    };
+    let (i, finding) = {
+        let m = h.state().model.as_ref().expect("trace loaded");
+        let (i, f) = m
+            .report
+            .findings
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.slice.is_some())
+            .expect("a finding with a slice to show");
+        (i, f.clone())
+    };
+    h.state_mut().tab = Tab::Findings;
+    h.state_mut().findings.show_all = true;
+    h.run();
+    let title = streamscope_viewer::panels::findings::finding_title(i, &finding);
+    h.get_by_label(&title).click();
+    h.run();
+    let app = h.state();
+    let m = app.model.as_ref().expect("trace loaded");
+    let (a, b) = app.timeline.window_ns(&m.index);
+    let id = finding.slice.expect("slice") as usize;
+    let (s, e) = (
+        m.trace.slices().start_ns()[id],
+        m.trace.slices().end_ns(SliceId::from_index(id)),
+    );
+    assert!(a <= s && e <= b, "window {a}..{b} does not show {s}..{e}");
+    assert!(
+        b - a < (full.1 - full.0) / 10,
+        "no zoom: {a}..{b} vs {full:?}"
+    );
+    assert_eq!(app.timeline.selected, Some(id as u32));
+    let hl = app.timeline.highlight.expect("highlighted");
+    assert_eq!((hl.start_ns, hl.end_ns), (s, e));
+}

@@ -24,6 +24,8 @@ pub struct Side {
     pub steps: u64,
     /// Median step duration, µs (None without steps).
     pub step_us: Option<f64>,
+    /// Twice the standard error of that median, µs (its noise).
+    pub step_noise_us: Option<f64>,
     /// Overlap of communication with compute, % (HTA's definition).
     pub overlap_pct: Option<f64>,
     /// Communication not hidden under compute, µs per step (per window
@@ -46,6 +48,12 @@ pub struct RankDiff {
     pub step_delta_us: Option<f64>,
     /// The same, % of the control.
     pub step_delta_pct: Option<f64>,
+    /// The noise of the difference: both medians' noise combined
+    /// (root of the sum of squares), µs.
+    pub step_delta_noise_us: Option<f64>,
+    /// Whether |Δ step| exceeds its noise (None without steps): a
+    /// difference within noise is no difference.
+    pub step_delta_beyond_noise: Option<bool>,
 }
 
 /// One kernel name (or collective kind), per step of each run's headline
@@ -122,10 +130,12 @@ fn kernels_by_rank(t: &Trace, report: &Report, opts: &AnalysisOptions) -> BTreeM
 
 fn side(report: &Report, rank: u32) -> Option<Side> {
     let r = report.ranks.iter().find(|r| r.rank == rank)?;
-    let steps = report.window_steps(rank).count() as u64;
+    let d: Vec<f64> = report.window_steps(rank).map(|s| s.duration_us).collect();
+    let steps = d.len() as u64;
     Some(Side {
         steps,
         step_us: report.median_step_us(rank),
+        step_noise_us: (!d.is_empty()).then(|| super::findings::median_noise(&d)),
         overlap_pct: r.breakdown.overlap_pct,
         exposed_comm_us_per_step: r.breakdown.exposed_comm_us / steps.max(1) as f64,
         idle_pct: r.breakdown.idle_pct,
@@ -222,12 +232,18 @@ fn compare_reports(
             let step_delta_pct = step_delta_us
                 .zip(a.step_us)
                 .and_then(|(d, x)| (x > 0.0).then(|| 100.0 * d / x));
+            let noise = a
+                .step_noise_us
+                .zip(b.step_noise_us)
+                .map(|(x, y)| x.hypot(y));
             Some(RankDiff {
                 rank,
                 control: a,
                 test: b,
                 step_delta_us,
                 step_delta_pct,
+                step_delta_noise_us: noise,
+                step_delta_beyond_noise: step_delta_us.zip(noise).map(|(d, n)| d.abs() > n),
             })
         })
         .collect();
@@ -343,6 +359,7 @@ fn tables(c: &Comparison) -> Vec<super::render::Table> {
             "step B ms",
             "Δ step ms",
             "Δ step %",
+            "Δ beyond noise",
             "overlap A %",
             "overlap B %",
             "exposed comm A ms/step",
@@ -362,6 +379,11 @@ fn tables(c: &Comparison) -> Vec<super::render::Table> {
                     opt_ms(r.test.step_us),
                     r.step_delta_us.map_or("-".into(), signed_ms),
                     opt1(r.step_delta_pct),
+                    match (r.step_delta_beyond_noise, r.step_delta_noise_us) {
+                        (Some(true), Some(n)) => format!("yes (±{})", ms(n)),
+                        (Some(false), Some(n)) => format!("no (±{})", ms(n)),
+                        _ => "-".into(),
+                    },
                     pct(r.control.overlap_pct),
                     pct(r.test.overlap_pct),
                     ms(r.control.exposed_comm_us_per_step),

@@ -18,7 +18,7 @@ use anyhow::{bail, Context};
 use super::compare::{self, Comparison};
 use super::streamed::{self, Summary};
 use super::whatif::{self, WhatIfOptions, WhatIfReport};
-use super::{analyze, AnalysisOptions, RankReport, Report};
+use super::{analyze, findings, AnalysisOptions, RankReport, Report};
 use crate::diagnostic::Kind;
 use crate::load::{self, KeepArgs};
 use crate::model::Trace;
@@ -105,8 +105,12 @@ pub fn summary_inputs(paths: &[PathBuf]) -> anyhow::Result<bool> {
     }
 }
 
-/// The report of `paths` (traces or summaries) under `opts`: one file is
-/// loaded whole, several are analyzed one file at a time per core.
+/// Rank files a report loads whole for its findings' replays.
+pub const MAX_REPLAY_FILES: usize = 16;
+
+/// The report of `paths` (traces or summaries) under `opts`, with its
+/// findings: one file is loaded whole, several are analyzed one file at a
+/// time per core.
 fn build_report(
     paths: &[PathBuf],
     opts: &AnalysisOptions,
@@ -114,15 +118,35 @@ fn build_report(
 ) -> anyhow::Result<Report> {
     let what = || format!("loading {}", display_paths(paths));
     if summary_inputs(paths)? {
-        return streamed::merge_summaries(paths, opts).with_context(what);
+        let mut r = streamed::merge_summaries(paths, opts).with_context(what)?;
+        findings::attach(&mut r, None);
+        return Ok(r);
     }
     let files = load::sources(paths).with_context(what)?;
     if files.len() < 2 {
         // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
         let trace = load::load_paths_keeping(paths, KeepArgs::Analysis).with_context(what)?;
-        return Ok(analyze(&trace, opts));
+        let mut report = analyze(&trace, opts);
+        findings::attach(&mut report, Some(&trace));
+        return Ok(report);
     }
-    streamed::analyze_files(paths, opts, progress).with_context(what)
+    let mut report = streamed::analyze_files(paths, opts, progress).with_context(what)?;
+    // The findings' gains come from the what-if replay, which needs every
+    // rank's events at once: loaded whole up to MAX_REPLAY_FILES files.
+    if files.len() <= MAX_REPLAY_FILES {
+        let trace = load::load_paths_keeping(paths, KeepArgs::Analysis).with_context(what)?;
+        findings::attach(&mut report, Some(&trace));
+    } else {
+        findings::attach_or(
+            &mut report,
+            None,
+            &format!(
+                "{} rank files: the replay loads the whole job, done up to {MAX_REPLAY_FILES} files (`streamscope whatif` replays any)",
+                files.len()
+            ),
+        );
+    }
+    Ok(report)
 }
 
 /// `report PATHS...`: the report, or an error when it breaks its

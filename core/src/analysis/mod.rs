@@ -9,6 +9,7 @@ mod assemble;
 mod breakdown;
 pub(crate) mod collectives;
 pub mod compare;
+pub mod findings;
 mod graph_steps;
 pub mod headline;
 pub(crate) mod intervals;
@@ -36,6 +37,7 @@ mod xrank;
 mod split_tests;
 
 pub use arg_keys::ARG_KEYS;
+pub use findings::Finding;
 pub use measured::Measured;
 pub use nccl::bus_factor;
 pub use report::*;

@@ -3,11 +3,13 @@
 //!
 //! Text and markdown are built from the same tables so they never disagree.
 
+mod findings;
 mod headline;
 mod html;
 pub mod pretty;
 mod tables;
 
+pub use findings::{kind_words, where_words};
 pub use headline::{PER_RANK_MAX, WIDTH};
 /// Checks a page's keyed numbers against the JSON (tests only).
 #[cfg(feature = "testing")]

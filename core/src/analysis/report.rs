@@ -38,6 +38,12 @@ pub struct Report {
     /// (milliseconds; docs/METRICS.md, "Headline").
     #[serde(default)]
     pub headline: super::headline::Headline,
+    /// What to fix first: findings ranked by the step time each would
+    /// save, as the what-if replay predicts it (docs/METRICS.md,
+    /// "Findings"); filled by `findings::attach` (`report`, the viewer),
+    /// not by `analyze`.
+    #[serde(default)]
+    pub findings: Vec<super::findings::Finding>,
 }
 
 impl Report {

@@ -2,6 +2,7 @@
 
 pub mod compare;
 pub mod details;
+pub mod findings;
 pub mod overlap;
 pub mod search;
 pub mod stragglers;

@@ -42,6 +42,7 @@ impl WhatIfState {
                 ..Default::default()
             },
             drop_syncs: Vec::new(),
+            launch_queue: None,
         };
         self.shown = Some((self.comm_scale, whatif(&model.trace, &opts)));
     }

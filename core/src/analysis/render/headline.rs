@@ -213,6 +213,7 @@ pub(super) fn lines(r: &Report) -> Vec<String> {
             ));
         }
     }
+    out.extend(super::findings::fix_first_lines(r));
     out.into_iter()
         .flat_map(|l| {
             if l.chars().count() <= WIDTH {

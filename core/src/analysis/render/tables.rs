@@ -6,7 +6,8 @@ use super::{ms, opt_ms, pct, short, Table};
 
 /// Every table with something to say, in reading order.
 pub(super) fn tables(r: &Report) -> Vec<Table> {
-    let mut out = vec![breakdown_table(r)];
+    let mut out: Vec<Table> = super::findings::table(r).into_iter().collect();
+    out.push(breakdown_table(r));
     out.extend(top_kernels_table(r));
     out.extend(steps_table(r));
     out.extend(idle_table(r));

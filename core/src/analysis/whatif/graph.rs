@@ -16,7 +16,11 @@
 //!   synchronize, a synchronous copy) ends when the GPU activity it waited
 //!   for ends;
 //! - collectives: a matched NCCL kernel's transfer starts once every rank's
-//!   kernel of the instance has started (`analysis::xrank`).
+//!   kernel of the instance has started (`analysis::xrank`);
+//! - the launch queue: a launch call returns no earlier than the GPU took
+//!   the work of the launch [`Graph::queue_depth`] launches before it (a
+//!   host that no longer waits for the GPU runs ahead until the queue is
+//!   full, then at the GPU's pace).
 //!
 //! Each start vertex keeps a residual, its measured start minus the latest
 //! measured end it waits for (launch latency, event latency, host time), so
@@ -33,6 +37,12 @@ pub const NONE: u32 = u32::MAX;
 /// How far (ns) after an activity of another stream ends a GPU activity may
 /// start and still count as released by it.
 pub const WAIT_TOLERANCE_NS: i64 = 15_000;
+
+/// Launches the host may have queued ahead of the GPU before a launch call
+/// blocks (an assumption: CUDA does not document its queue's depth; about a
+/// thousand pending launches is what the driver takes before
+/// `cudaLaunchKernel` blocks).
+pub const LAUNCH_QUEUE_DEPTH: u32 = 1024;
 
 /// How far (ns) past a sync call's end the GPU activity it waited for may end
 /// (CPU and GPU clocks are aligned to about a microsecond).
@@ -100,6 +110,14 @@ pub struct Graph {
     pub host_threads: Vec<Vec<(u32, Vec<u32>)>>,
     /// How many `--drop-syncs` specs matched a sync (per spec).
     pub spec_hits: Vec<u64>,
+    /// Per sync node: (node, API name, Python location), node order.
+    pub sync_sites: Vec<(u32, String, String)>,
+    /// The launch queue's depth the graph was built with.
+    pub queue_depth: u32,
+    /// Per node: whether its end vertex waits on the launch queue (its
+    /// second predecessor is the start of the GPU work `queue_depth`
+    /// launches before).
+    pub queued: Vec<bool>,
 }
 
 impl Graph {
@@ -135,6 +153,23 @@ impl Graph {
     /// Vertices.
     pub fn vertices(&self) -> usize {
         self.nodes.len() * 2
+    }
+
+    /// Marks the syncs matching any of `specs` droppable (and no other);
+    /// returns how many syncs each spec matched.
+    pub fn set_drops(&mut self, specs: &[String]) -> Vec<u64> {
+        let mut hits = vec![0u64; specs.len()];
+        self.droppable.iter_mut().for_each(|d| *d = false);
+        for (n, api, python) in &self.sync_sites {
+            for (k, spec) in specs.iter().enumerate() {
+                if spec_matches(spec, api, python) {
+                    hits[k] += 1;
+                    self.droppable[*n as usize] = true;
+                }
+            }
+        }
+        self.spec_hits = hits.clone();
+        hits
     }
 }
 
@@ -175,6 +210,9 @@ struct Builder {
     gpu_nodes: Vec<Vec<u32>>,
     host_threads: Vec<Vec<(u32, Vec<u32>)>>,
     spec_hits: Vec<u64>,
+    sync_sites: Vec<(u32, String, String)>,
+    /// Nodes whose end waits on the launch queue.
+    queued: Vec<u32>,
     /// Slice -> node of the outermost host call containing it, per rank.
     host_of: IntMap<u32, u32>,
     /// NCCL slice -> node, for the coupling edges.
@@ -198,7 +236,13 @@ struct SyncKeys {
 }
 
 /// Builds the graph of `ctxs` (rank contexts, in the order `matching` was made from).
-pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[String]) -> Graph {
+pub fn build(
+    t: &Trace,
+    ctxs: &[RankCtx],
+    matching: &Matching,
+    drop_specs: &[String],
+    queue_depth: u32,
+) -> Graph {
     let mut b = Builder {
         nodes: Vec::new(),
         edges: Vec::new(),
@@ -209,6 +253,8 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
         gpu_nodes: Vec::with_capacity(ctxs.len()),
         host_threads: Vec::with_capacity(ctxs.len()),
         spec_hits: vec![0u64; drop_specs.len()],
+        sync_sites: Vec::new(),
+        queued: Vec::new(),
         host_of: IntMap::default(),
         comm_node: IntMap::default(),
     };
@@ -229,13 +275,17 @@ pub fn build(t: &Trace, ctxs: &[RankCtx], matching: &Matching, drop_specs: &[Str
         b.host_threads.push(threads);
     }
     for (ci, ctx) in ctxs.iter().enumerate() {
-        b.mark_syncs(t, ci, ctx, &keys, drop_specs);
+        b.mark_syncs(t, ci, ctx, &keys);
         b.host_order_edges(ci);
         b.gpu_edges(t, ci, ctx);
         b.host_end_edges(ci);
+        b.queue_edges(t, ci, ctx, queue_depth);
     }
     b.collective_edges(matching);
-    finish(b)
+    let mut g = finish(b);
+    g.queue_depth = queue_depth;
+    g.set_drops(drop_specs);
+    g
 }
 
 impl Builder {
@@ -336,14 +386,7 @@ impl Builder {
 
     /// Syncs: which host nodes of rank `ci` block, on which GPU activity
     /// (an edge from the call's end to its end); drop marks.
-    fn mark_syncs(
-        &mut self,
-        t: &Trace,
-        ci: usize,
-        ctx: &RankCtx,
-        keys: &SyncKeys,
-        drop_specs: &[String],
-    ) {
+    fn mark_syncs(&mut self, t: &Trace, ci: usize, ctx: &RankCtx, keys: &SyncKeys) {
         let sl = t.slices();
         let gpu = &self.gpu_nodes[ci];
         let by_end = gpu_by_end(t, ctx, gpu);
@@ -382,15 +425,8 @@ impl Builder {
                 } else {
                     api
                 };
-                let mut drop = false;
-                for (k, spec) in drop_specs.iter().enumerate() {
-                    if spec_matches(spec, &api, &python) {
-                        self.spec_hits[k] += 1;
-                        drop = true;
-                    }
-                }
                 self.nodes[hn as usize].kind = NodeKind::Sync;
-                self.droppable[hn as usize] = drop;
+                self.sync_sites.push((hn, api, python));
                 if let Some(w) = waited {
                     self.edges.push((2 * hn + 1, 2 * w + 1));
                 }
@@ -516,6 +552,42 @@ impl Builder {
         }
     }
 
+    /// The launch queue: the end of each launch call (a host call that
+    /// launched GPU work and does not block on it) waits for the start of
+    /// the GPU work launched `depth` launches before it on the rank.
+    fn queue_edges(&mut self, t: &Trace, ci: usize, ctx: &RankCtx, depth: u32) {
+        let sl = t.slices();
+        // (host node, its first GPU node by start), one per launching call.
+        let mut first: IntMap<u32, u32> = IntMap::default();
+        for (e, &n) in ctx.gpu.iter().zip(&self.gpu_nodes[ci]) {
+            let Some(h) = ctx.corr.get(sl.correlation()[e.id as usize]) else {
+                continue;
+            };
+            let Some(&hn) = self.host_of.get(&h) else {
+                continue;
+            };
+            let slot = first.entry(hn).or_insert(n);
+            if self.nodes[n as usize].s < self.nodes[*slot as usize].s {
+                *slot = n;
+            }
+        }
+        let mut launches: Vec<(u32, u32)> = first.into_iter().collect();
+        launches.sort_unstable_by_key(|&(h, _)| (self.nodes[h as usize].s, h));
+        let d = depth as usize;
+        if d == 0 {
+            return;
+        }
+        for i in d..launches.len() {
+            let (h, _) = launches[i];
+            if self.nodes[h as usize].kind != NodeKind::Host {
+                continue;
+            }
+            let (_, g) = launches[i - d];
+            self.edges.push((2 * h + 1, 2 * g));
+            self.queued.push(h);
+        }
+    }
+
     /// Host end after start.
     fn host_end_edges(&mut self, ci: usize) {
         for (_, thread) in &self.host_threads[ci] {
@@ -615,6 +687,7 @@ fn finish(b: Builder) -> Graph {
             at[p as usize] += 1;
         }
     }
+    let nodes_len = b.nodes.len();
     let mut g = Graph {
         nodes: b.nodes,
         pred_off,
@@ -629,7 +702,13 @@ fn finish(b: Builder) -> Graph {
         gpu_nodes: b.gpu_nodes,
         host_threads: b.host_threads,
         spec_hits: b.spec_hits,
+        sync_sites: b.sync_sites,
+        queue_depth: 0,
+        queued: vec![false; nodes_len],
     };
+    for &h in &b.queued {
+        g.queued[h as usize] = true;
+    }
     for v in 0..nv as u32 {
         let ps = g.preds_of(v);
         if v.is_multiple_of(2) {
@@ -638,6 +717,12 @@ fn finish(b: Builder) -> Graph {
         } else if g.nodes[(v / 2) as usize].kind == NodeKind::Sync {
             if let Some(&w) = ps.get(1) {
                 g.residual[v as usize] = g.measured(v) - g.measured(w);
+            }
+        } else if g.queued[(v / 2) as usize] {
+            // A queue deeper than assumed: the bound moved back to the
+            // measured end, so the unchanged replay keeps it.
+            if let Some(&w) = ps.get(1) {
+                g.residual[v as usize] = (g.measured(v) - g.measured(w)).min(0);
             }
         }
     }

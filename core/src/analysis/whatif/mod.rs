@@ -18,6 +18,7 @@ use super::rank::{self, Ev, RankCtx, NONE};
 use super::{steps, xrank, AnalysisOptions};
 use crate::model::{SliceClass, SliceKind, Trace};
 use graph::Graph;
+pub use graph::LAUNCH_QUEUE_DEPTH;
 pub use replay::Changes;
 use replay::Replayed;
 
@@ -29,6 +30,9 @@ pub struct WhatIfOptions {
     /// `--drop-syncs` specs: `FILE:LINE` of the Python line, or a substring
     /// of the API name or Python location.
     pub drop_syncs: Vec<String>,
+    /// Launches the host may queue ahead of the GPU before a launch call
+    /// blocks (`None`: [`LAUNCH_QUEUE_DEPTH`]).
+    pub launch_queue: Option<u32>,
 }
 
 /// The critical path of a step, shares of its length.
@@ -87,6 +91,12 @@ pub struct StepWhatIf {
     pub predicted_step_us: f64,
     /// The unchanged replay's step time, µs (the model's consistency check).
     pub replayed_step_us: f64,
+    /// The predicted step's two bounds, µs: the host's interval (host-timed
+    /// steps; the step itself otherwise) and the GPU's period (0 unless
+    /// host-timed); `predicted_step_us` is the larger.
+    pub predicted_host_us: f64,
+    /// See `predicted_host_us`.
+    pub predicted_gpu_us: f64,
     /// 100 |replayed − measured| / measured.
     pub replay_error_pct: f64,
     /// 100 (predicted − measured) / measured.
@@ -118,6 +128,13 @@ pub struct RankWhatIf {
     pub measured_median_step_us: Option<f64>,
     /// Median predicted step time over the headline window, µs.
     pub predicted_median_step_us: Option<f64>,
+    /// Mean measured step over the headline window, µs.
+    pub measured_mean_step_us: Option<f64>,
+    /// Mean predicted step over the headline window, µs: the larger of the
+    /// host's and the GPU's time summed over the window, per step (a host
+    /// that runs ahead in one step and waits in the next nets out; the
+    /// steady pace, which `report`'s findings take their gains from).
+    pub predicted_mean_step_us: Option<f64>,
     /// Its steps.
     pub steps: Vec<StepWhatIf>,
 }
@@ -136,6 +153,10 @@ pub struct WhatIfReport {
     pub graph_edges: u64,
     /// Ranks.
     pub ranks: Vec<RankWhatIf>,
+    /// Launches the host may queue ahead of the GPU (the assumed depth).
+    pub launch_queue_depth: u32,
+    /// Launch calls the full launch queue held in the prediction.
+    pub launch_queue_waits: u64,
     /// Notes (one line each): syncs dropped, kernels kept as measured, cycles broken.
     pub notes: Vec<String>,
 }
@@ -151,6 +172,25 @@ pub fn whatif(t: &Trace, opts: &WhatIfOptions) -> Result<WhatIfReport, Refusal> 
                 .into(),
         );
     }
+    prepare(t, opts.launch_queue)?.replay(opts)
+}
+
+/// A trace's graph, built once and replayed under many changes (`report`'s
+/// findings replay one change each).
+pub struct Prepared<'t> {
+    t: &'t Trace,
+    ctxs: Vec<RankCtx>,
+    detected: Vec<steps::Detected>,
+    windows: Vec<Vec<i64>>,
+    matching: xrank::Matching,
+    nccl: NcclNames,
+    g: Graph,
+    base: replay::Replayed,
+}
+
+/// Builds the graph of `t` and its unchanged replay (`queue`: the launch
+/// queue's depth, `None` for [`LAUNCH_QUEUE_DEPTH`]).
+pub fn prepare(t: &Trace, queue: Option<u32>) -> Result<Prepared<'_>, Refusal> {
     let all = rank::build(t, None);
     let mut ctxs: Vec<RankCtx> = all
         .into_iter()
@@ -162,25 +202,6 @@ pub fn whatif(t: &Trace, opts: &WhatIfOptions) -> Result<WhatIfReport, Refusal> 
     rank::number_ranks(t, &mut ctxs);
     let nccl = NcclNames::new(t);
     let matching = xrank::match_ranks(t, &ctxs, &nccl);
-    let comm_kernels = matching.comm_kernels;
-    let ch = &opts.changes;
-    let comm_change = ch.comm_scale.is_some() || ch.link_bw_gbps.is_some();
-    if comm_change && comm_kernels == 0 {
-        return Err(
-            "no communication in the trace (no NCCL kernel): --comm-scale / --link-bw have nothing to change"
-                .into(),
-        );
-    }
-    if ch.link_bw_gbps.is_some() && !matching.instances.iter().any(|i| i.bytes.is_some()) {
-        return Err(format!(
-            "--link-bw needs each collective's bytes (record_param_comms or the NCCL plugin's metadata); {}",
-            if matching.instances.is_empty() {
-                "no collective is matched across ranks".to_string()
-            } else {
-                format!("none of the {} matched collectives has them", matching.instances.len())
-            }
-        ));
-    }
     // Steps per rank, GPU work assigned to the step that launched it.
     let hta = super::hta_filter_active(t);
     let mut detected = Vec::with_capacity(ctxs.len());
@@ -200,93 +221,195 @@ pub fn whatif(t: &Trace, opts: &WhatIfOptions) -> Result<WhatIfReport, Refusal> 
                 .into(),
         );
     }
-    let g = graph::build(t, &ctxs, &matching, &opts.drop_syncs);
-    let mut notes = Vec::new();
-    for (spec, &hits) in opts.drop_syncs.iter().zip(&g.spec_hits) {
-        if hits == 0 {
-            return Err(format!(
-                "--drop-syncs {spec}: matches no host sync of the trace"
-            ));
-        }
-        notes.push(format!("--drop-syncs {spec}: {hits} sync call(s) dropped"));
-    }
+    let g = graph::build(
+        t,
+        &ctxs,
+        &matching,
+        &[],
+        queue.unwrap_or(LAUNCH_QUEUE_DEPTH),
+    );
     let base = replay::replay(&g, &matching, &Changes::default());
-    let mut ch = ch.clone();
-    ch.drop_syncs = !opts.drop_syncs.is_empty();
-    let pred = if ch.is_none() {
-        None
-    } else {
-        Some(replay::replay(&g, &matching, &ch))
-    };
-    let p = pred.as_ref().unwrap_or(&base);
-    if p.overflowed || base.overflowed {
-        return Err(format!(
+    Ok(Prepared {
+        t,
+        ctxs,
+        detected,
+        windows,
+        matching,
+        nccl,
+        g,
+        base,
+    })
+}
+
+/// One host sync site of a prepared trace: its `FILE:LINE` (or API name
+/// when it has no Python location) and its calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncSite {
+    /// The `--drop-syncs` spec that selects it.
+    pub spec: String,
+    /// Calls.
+    pub calls: u64,
+}
+
+impl Prepared<'_> {
+    /// The sync sites of the trace, by `FILE:LINE` of their Python location.
+    pub fn sync_sites(&self) -> Vec<SyncSite> {
+        let mut out: Vec<SyncSite> = Vec::new();
+        for (_, _, python) in &self.g.sync_sites {
+            let fl = python.split(" (").next().unwrap_or("").trim();
+            if fl.is_empty() {
+                continue;
+            }
+            match out.iter_mut().find(|s| s.spec == fl) {
+                Some(s) => s.calls += 1,
+                None => out.push(SyncSite {
+                    spec: fl.to_string(),
+                    calls: 1,
+                }),
+            }
+        }
+        out
+    }
+
+    /// The steps replayed under `opts` (its `launch_queue` is the prepared one's).
+    pub fn replay(&mut self, opts: &WhatIfOptions) -> Result<WhatIfReport, Refusal> {
+        let (t, ctxs, detected, windows, matching, nccl) = (
+            self.t,
+            &self.ctxs,
+            &self.detected,
+            &self.windows,
+            &self.matching,
+            &self.nccl,
+        );
+        let comm_kernels = matching.comm_kernels;
+        let ch = &opts.changes;
+        let comm_change = ch.comm_scale.is_some() || ch.link_bw_gbps.is_some();
+        if comm_change && comm_kernels == 0 {
+            return Err(
+            "no communication in the trace (no NCCL kernel): --comm-scale / --link-bw have nothing to change"
+                .into(),
+        );
+        }
+        if ch.link_bw_gbps.is_some() && !matching.instances.iter().any(|i| i.bytes.is_some()) {
+            return Err(format!(
+            "--link-bw needs each collective's bytes (record_param_comms or the NCCL plugin's metadata); {}",
+            if matching.instances.is_empty() {
+                "no collective is matched across ranks".to_string()
+            } else {
+                format!("none of the {} matched collectives has them", matching.instances.len())
+            }
+        ));
+        }
+        self.g.set_drops(&opts.drop_syncs);
+        let g = &self.g;
+        let mut notes = Vec::new();
+        for (spec, &hits) in opts.drop_syncs.iter().zip(&g.spec_hits) {
+            if hits == 0 {
+                return Err(format!(
+                    "--drop-syncs {spec}: matches no host sync of the trace"
+                ));
+            }
+            notes.push(format!("--drop-syncs {spec}: {hits} sync call(s) dropped"));
+        }
+        let base = &self.base;
+        let mut ch = ch.clone();
+        ch.drop_syncs = !opts.drop_syncs.is_empty();
+        let pred = if ch.is_none() {
+            None
+        } else {
+            Some(replay::replay(g, matching, &ch))
+        };
+        let p = pred.as_ref().unwrap_or(base);
+        if p.overflowed || base.overflowed {
+            return Err(format!(
             "{}: the predicted times leave the range streamscope represents (±146 years in ns); give a smaller change",
             describe(&ch, &opts.drop_syncs)
         ));
-    }
-    if p.cycle_breaks > 0 {
-        notes.push(format!(
+        }
+        if p.cycle_breaks > 0 {
+            notes.push(format!(
             "{} vertices replayed in measured order (a dependency cycle from host/GPU clock noise)",
             p.cycle_breaks
         ));
-    }
-    if p.without_bytes > 0 {
-        notes.push(format!(
-            "{} NCCL kernels without known bytes kept their measured transfer under --link-bw",
-            p.without_bytes
+        }
+        if p.queue_waits > 0 {
+            notes.push(format!(
+            "{} launch call(s) held by a full launch queue ({} launches deep): the host ran ahead of the GPU",
+            p.queue_waits, g.queue_depth
         ));
-    }
-    if comm_kernels > 0 && matching.instances.is_empty() {
-        notes.push(
+        }
+        if p.without_bytes > 0 {
+            notes.push(format!(
+                "{} NCCL kernels without known bytes kept their measured transfer under --link-bw",
+                p.without_bytes
+            ));
+        }
+        if comm_kernels > 0 && matching.instances.is_empty() {
+            notes.push(
             "NCCL kernels not matched across ranks: each is replayed whole (no wait/transfer split), --comm-scale scales all of it"
                 .into(),
         );
-    }
-    if comm_kernels == 0 {
-        notes.push("no communication in the trace: only compute and syncs are replayed".into());
-    }
-    let mut report = WhatIfReport {
-        changes: describe(&ch, &opts.drop_syncs),
-        graph_nodes: g.nodes.len() as u64,
-        graph_edges: g.preds.len() as u64,
-        notes,
-        ..Default::default()
-    };
-    for (ci, ctx) in ctxs.iter().enumerate() {
-        let d = &detected[ci];
-        if d.steps.is_empty() {
-            report
-                .notes
-                .push(format!("rank {}: no steps, left out", ctx.rank));
-            continue;
         }
-        let rows = step_rows(t, ctx, ci, &d.steps, &windows[ci], &g, &base, p, &nccl);
-        let median = |f: &dyn Fn(&StepWhatIf) -> f64| {
-            let mut v: Vec<f64> = rows.iter().filter(|r| r.in_window).map(f).collect();
-            v.sort_by(f64::total_cmp);
-            let n = v.len();
-            match n {
-                0 => None,
-                _ if n % 2 == 1 => Some(v[n / 2]),
-                _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-            }
+        if comm_kernels == 0 {
+            notes.push("no communication in the trace: only compute and syncs are replayed".into());
+        }
+        let mut report = WhatIfReport {
+            changes: describe(&ch, &opts.drop_syncs),
+            graph_nodes: g.nodes.len() as u64,
+            graph_edges: g.preds.len() as u64,
+            launch_queue_depth: g.queue_depth,
+            launch_queue_waits: p.queue_waits,
+            notes,
+            ..Default::default()
         };
-        for r in &rows {
-            report.consistency_max_error_pct =
-                report.consistency_max_error_pct.max(r.replay_error_pct);
+        for (ci, ctx) in ctxs.iter().enumerate() {
+            let d = &detected[ci];
+            if d.steps.is_empty() {
+                report
+                    .notes
+                    .push(format!("rank {}: no steps, left out", ctx.rank));
+                continue;
+            }
+            let rows = step_rows(t, ctx, ci, &d.steps, &windows[ci], g, base, p, nccl);
+            let median = |f: &dyn Fn(&StepWhatIf) -> f64| {
+                let mut v: Vec<f64> = rows.iter().filter(|r| r.in_window).map(f).collect();
+                v.sort_by(f64::total_cmp);
+                let n = v.len();
+                match n {
+                    0 => None,
+                    _ if n % 2 == 1 => Some(v[n / 2]),
+                    _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+                }
+            };
+            for r in &rows {
+                report.consistency_max_error_pct =
+                    report.consistency_max_error_pct.max(r.replay_error_pct);
+            }
+            let inw: Vec<&StepWhatIf> = rows.iter().filter(|r| r.in_window).collect();
+            let n = inw.len() as f64;
+            let sum = |f: &dyn Fn(&StepWhatIf) -> f64| inw.iter().map(|r| f(r)).sum::<f64>();
+            let (mean_m, mean_p) = if inw.is_empty() {
+                (None, None)
+            } else {
+                (
+                    Some(sum(&|r| r.measured_step_us) / n),
+                    Some(sum(&|r| r.predicted_host_us).max(sum(&|r| r.predicted_gpu_us)) / n),
+                )
+            };
+            report.ranks.push(RankWhatIf {
+                rank: ctx.rank,
+                measured_mean_step_us: mean_m,
+                predicted_mean_step_us: mean_p,
+                label: t.processes()[ctx.process.index()].label(),
+                step_source: d.source.name().to_string(),
+                measured_median_step_us: median(&|r| r.measured_step_us),
+                predicted_median_step_us: median(&|r| r.predicted_step_us),
+                steps: rows,
+            });
         }
-        report.ranks.push(RankWhatIf {
-            rank: ctx.rank,
-            label: t.processes()[ctx.process.index()].label(),
-            step_source: d.source.name().to_string(),
-            measured_median_step_us: median(&|r| r.measured_step_us),
-            predicted_median_step_us: median(&|r| r.predicted_step_us),
-            steps: rows,
-        });
+        report.ranks.sort_by_key(|r| r.rank);
+        Ok(report)
     }
-    report.ranks.sort_by_key(|r| r.rank);
-    Ok(report)
 }
 
 /// The changes in words.
@@ -412,17 +535,23 @@ fn step_rows(
         .iter()
         .map(|v| v.iter().map(|&i| ctx.gpu[i].e).max())
         .collect();
-    // (step time, whether the GPU period set it).
-    let step_time = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, bool) {
+    // (host interval, GPU period less the excess; 0 unless host-timed).
+    let bounds = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, i64) {
         if !tm.host_time {
-            return (b - a, false);
+            return (b - a, 0);
         }
         let s = &steps[k];
         let excess = period(&measured_end, k, s.start_ns)
             .map_or(0, |p| (p - (s.end_ns - s.start_ns)).max(0));
-        match period(ends, k, a) {
-            Some(p) if p - excess > b - a => (p - excess, true),
-            _ => (b - a, false),
+        (b - a, period(ends, k, a).map_or(0, |p| p - excess))
+    };
+    // (step time, whether the GPU period set it).
+    let step_time = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, bool) {
+        let (h, p) = bounds(ends, k, a, b);
+        if p > h {
+            (p, true)
+        } else {
+            (h, false)
         }
     };
     steps
@@ -436,6 +565,7 @@ fn step_rows(
             let (p1, anchor) = tm.map(pred, s.end_ns);
             let (replayed, _) = step_time(&base_end, k, b0, b1);
             let (predicted, gpu_paced) = step_time(&pred_end, k, p0, p1);
+            let (host_len, gpu_len) = bounds(&pred_end, k, p0, p1);
             let evs = |r: Option<&Replayed>| -> Vec<Ev> {
                 per_step[k]
                     .iter()
@@ -487,6 +617,8 @@ fn step_rows(
                 measured_step_us: us(measured),
                 predicted_step_us: us(predicted),
                 replayed_step_us: us(replayed),
+                predicted_host_us: us(host_len),
+                predicted_gpu_us: us(gpu_len),
                 replay_error_pct: if measured > 0 {
                     100.0 * (replayed - measured).abs() as f64 / measured as f64
                 } else {

@@ -24,8 +24,17 @@ fn header(r: &WhatIfReport) -> Vec<String> {
 
 fn tables(r: &WhatIfReport) -> Vec<Table> {
     let mut out = vec![Table {
-        title: "Step time per rank (median over the headline window's steps)".into(),
-        headers: vec!["rank", "steps", "measured ms", "predicted ms", "change %"],
+        title: "Step time per rank (median over the headline window's steps; mean: the steady pace, host and GPU time summed over the window)".into(),
+        headers: vec![
+            "rank",
+            "steps",
+            "measured ms",
+            "predicted ms",
+            "change %",
+            "mean measured ms",
+            "mean predicted ms",
+            "mean change %",
+        ],
         rows: r
             .ranks
             .iter()
@@ -40,6 +49,12 @@ fn tables(r: &WhatIfReport) -> Vec<Table> {
                     opt_ms(k.measured_median_step_us),
                     opt_ms(k.predicted_median_step_us),
                     change,
+                    opt_ms(k.measured_mean_step_us),
+                    opt_ms(k.predicted_mean_step_us),
+                    match (k.measured_mean_step_us, k.predicted_mean_step_us) {
+                        (Some(m), Some(p)) if m > 0.0 => format!("{:+.1}", 100.0 * (p - m) / m),
+                        _ => "-".into(),
+                    },
                 ]
             })
             .collect(),

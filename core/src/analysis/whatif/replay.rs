@@ -40,6 +40,8 @@ pub struct Replayed {
     pub cycle_breaks: u64,
     /// NCCL kernels whose transfer kept its measured time under `--link-bw` (no bytes known).
     pub without_bytes: u64,
+    /// Launch calls the full launch queue held past their own duration.
+    pub queue_waits: u64,
     /// A predicted duration or time left the range of i64 nanoseconds
     /// (the factors are too large): the times are not to be used.
     pub overflowed: bool,
@@ -90,6 +92,7 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
         bound_by: vec![NONE; nv],
         cycle_breaks: 0,
         without_bytes: 0,
+        queue_waits: 0,
         overflowed: false,
     };
     let mut done = vec![false; nv];
@@ -144,6 +147,19 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
             let dur = n.e - n.s;
             match n.kind {
                 NodeKind::Compute => (add(start, scaled(dur, compute_scale)), v - 1),
+                NodeKind::Host if g.queued[(v / 2) as usize] && ps.len() > 1 => {
+                    // A full launch queue holds the call until the GPU
+                    // takes the work launched `queue_depth` launches before.
+                    let own = add(start, Some(dur));
+                    let q = ps[1];
+                    match (own, add(value(q, &out), Some(g.residual[v as usize]))) {
+                        (Some(o), Some(held)) if held > o => {
+                            out.queue_waits += 1;
+                            (Some(held), q)
+                        }
+                        (o, _) => (o, v - 1),
+                    }
+                }
                 NodeKind::Memory | NodeKind::Host => (add(start, Some(dur)), v - 1),
                 NodeKind::Sync => {
                     if ch.drop_syncs && g.droppable[(v / 2) as usize] {

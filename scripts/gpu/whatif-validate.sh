@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Dropped syncs and findings against real runs (1 GPU; under 6 minutes):
+# examples/whatif_sync.py in two shapes, each run with its planted sync and
+# without it (--no-sync), recorded:
+#   host-after-sync  --host-ms 3  the loss read every step, then 3 ms of host work
+#   gpu-bound        --host-ms 0  the loss read every step, nothing after it
+# On each with-sync recording: `streamscope whatif --drop-syncs
+# whatif_sync.py:LINE` (predicted step: the mean over the headline window,
+# and the median) and `report --format json` (the finding at that line:
+# its predicted gain). Measured: each job's own CUDA-event step time (its
+# JSON line), with and without the sync. One parseable line per shape:
+#   RESULT shape=NAME with_ms=X without_ms=Y predicted_mean_ms=P
+#     predicted_median_ms=Q error_pct=E finding_gain_ms=G measured_gain_ms=M
+#     gain_error_pct_of_step=D
+# (error_pct: 100 (P - Y) / Y; gain_error_pct_of_step: 100 (G - M) / X,
+# the validation table's target: within 5 % of step time).
+# Builds nothing (scripts/build-carry.sh first). From the repo root:
+#
+#   BIN=.carry/bin OUT=<results> bash scripts/gpu/whatif-validate.sh
+#
+# Results: $OUT/whatif-validate.log (everything, the RESULT lines last),
+# $OUT/whatif-validate.json (the RESULT lines as JSON), and the with-sync
+# recordings in $OUT/whatif-validate-traces.tar.gz. Each step has a time
+# limit, the script a budget (VALIDATE_BUDGET_S, default 330 s); STEPS
+# (default 40) steps per run.
+set -u
+
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gpu_setup whatif-validate.log
+BUDGET_END=$((SECONDS + ${VALIDATE_BUDGET_S:-330}))
+export STREAMSCOPE_COLLECTOR="$BIN/libstreamscope_collector.so"
+W="$(mktemp -d)"
+SUMMARY="$W/summary.txt"
+: > "$SUMMARY"
+X=examples/whatif_sync.py
+STEPS=${STEPS:-40}
+LINE=$(grep -n '# SYNC: item$' "$X" | cut -d: -f1)
+
+echo "=== machine $(date -u +%FT%TZ)"
+nvidia-smi -L
+echo "=== planted sync: $X:$LINE"
+
+# job NAME ARGS...: the example recorded into $W/NAME; its JSON line in $W/NAME.job.json.
+job() {
+  local name="$1"; shift
+  step "$name" 120 "$S" record -o "$W/$name" -- "$PY" "$X" --steps "$STEPS" "$@" > "$W/$name.out" 2>&1
+  grep '^{' "$W/$name.out" | tail -1 > "$W/$name.job.json"
+  cat "$W/$name.job.json"
+}
+
+for shape in host-after-sync:3 gpu-bound:0; do
+  name=${shape%%:*}; ms=${shape##*:}
+  job "$name-sync" --host-ms "$ms"
+  job "$name-nosync" --host-ms "$ms" --no-sync
+  # The plain (unrecorded) no-sync job: the collector's own cost on the truth.
+  step "$name-nosync-plain" 120 "$PY" "$X" --steps "$STEPS" --host-ms "$ms" --no-sync | grep '^{' | tail -1 \
+    > "$W/$name-nosync-plain.job.json"
+  cat "$W/$name-nosync-plain.job.json"
+  "$S" whatif "$W/$name-sync" --drop-syncs "whatif_sync.py:$LINE" --format json \
+    > "$W/$name.whatif.json" 2> "$W/$name.whatif.err" || cat "$W/$name.whatif.err"
+  "$S" whatif "$W/$name-sync" --drop-syncs "whatif_sync.py:$LINE"
+  "$S" report "$W/$name-sync" --full
+  "$S" report "$W/$name-sync" --format json > "$W/$name.report.json" 2>/dev/null
+done
+
+echo
+echo "=== results"
+"$PY" - "$W" "$LINE" <<'PY' | tee "$W/results.txt"
+import json, os, sys
+w, line = sys.argv[1], sys.argv[2]
+def load(p):
+    try:
+        with open(os.path.join(w, p)) as f:
+            return json.load(f)
+    except Exception as e:
+        print(f"# {p}: {e}", file=sys.stderr)
+        return None
+rows = []
+for shape in ("host-after-sync", "gpu-bound"):
+    a, b = load(f"{shape}-sync.job.json"), load(f"{shape}-nosync.job.json")
+    plain = load(f"{shape}-nosync-plain.job.json")
+    wi, rep = load(f"{shape}.whatif.json"), load(f"{shape}.report.json")
+    r = {"shape": shape}
+    if a: r["with_ms"] = a["median_step_ms"]
+    if b: r["without_ms"] = b["median_step_ms"]
+    if plain: r["without_plain_ms"] = plain["median_step_ms"]
+    if wi and wi.get("ranks"):
+        k = wi["ranks"][0]
+        r["predicted_mean_ms"] = (k.get("predicted_mean_step_us") or 0) / 1000
+        r["predicted_median_ms"] = (k.get("predicted_median_step_us") or 0) / 1000
+        r["measured_mean_recorded_ms"] = (k.get("measured_mean_step_us") or 0) / 1000
+    if rep:
+        f = [x for x in rep.get("findings", []) if x["kind"] == "sync"
+             and x["where"]["line"].split(" (")[0].endswith(f"whatif_sync.py:{line}")]
+        if f and f[0].get("predicted_gain_us") is not None:
+            r["finding_gain_ms"] = f[0]["predicted_gain_us"] / 1000
+            r["finding_rank"] = rep["findings"].index(f[0]) + 1
+    if "predicted_mean_ms" in r and "without_ms" in r:
+        r["error_pct"] = 100 * (r["predicted_mean_ms"] - r["without_ms"]) / r["without_ms"]
+    if "with_ms" in r and "without_ms" in r:
+        r["measured_gain_ms"] = r["with_ms"] - r["without_ms"]
+        if "finding_gain_ms" in r:
+            r["gain_error_pct_of_step"] = 100 * (r["finding_gain_ms"] - r["measured_gain_ms"]) / r["with_ms"]
+    rows.append(r)
+    print("RESULT " + " ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()))
+with open(os.path.join(w, "results.json"), "w") as f:
+    json.dump(rows, f, indent=1)
+PY
+cp "$W/results.json" "$OUT/whatif-validate.json" 2>/dev/null
+tar czf "$OUT/whatif-validate-traces.tar.gz" -C "$W" host-after-sync-sync gpu-bound-sync 2>/dev/null
+echo
+cat "$SUMMARY"
+grep '^RESULT' "$W/results.txt"
