@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use streamscope_core::analysis::compare;
 
 use crate::report::Format;

@@ -219,13 +219,6 @@ fn write_report(args: &ReportArgs, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn display_paths(p: &[PathBuf]) -> String {
-    p.iter()
-        .map(|x| x.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,9 +372,43 @@ mod tests {
             ..args(Format::Json)
         });
         let _ = std::fs::remove_dir_all(&tmp);
+        // Findings aside (their gains need the whole trace to replay, which
+        // summaries do not hold), the merge is the direct report.
+        let parse = |s: String| -> anyhow::Result<serde_json::Value> {
+            let mut v: serde_json::Value = serde_json::from_str(&s)?;
+            let f = v
+                .as_object_mut()
+                .and_then(|o| o.remove("findings"))
+                .ok_or_else(|| anyhow::anyhow!("no findings key"))?;
+            Ok(serde_json::json!({ "report": v, "findings": f }))
+        };
+        let (merged, direct) = (parse(merged?)?, parse(direct?)?);
         assert!(
-            merged? == direct?,
+            merged["report"] == direct["report"],
             "merged summaries differ from the direct report"
+        );
+        let kinds = |v: &serde_json::Value| -> Vec<String> {
+            let mut k: Vec<String> = v["findings"]
+                .as_array()
+                .map(|a| a.iter().map(|f| f["kind"].to_string()).collect())
+                .unwrap_or_default();
+            k.sort();
+            k
+        };
+        // Kinds read from the trace itself (pageable copies) need it whole.
+        let (km, kd) = (kinds(&merged), kinds(&direct));
+        assert!(
+            km.iter().all(|k| kd.contains(k)),
+            "merged findings {km:?} not among the direct report's {kd:?}"
+        );
+        assert!(km.contains(&"\"sync\"".to_string()), "{km:?}");
+        let merged_findings = merged["findings"].as_array().cloned().unwrap_or_default();
+        assert!(!merged_findings.is_empty());
+        assert!(
+            merged_findings
+                .iter()
+                .all(|f| f["predicted_gain_us"].is_null()),
+            "a merge of summaries predicts no gain"
         );
         let again = again.err().map(|e| format!("{e:#}")).unwrap_or_default();
         assert!(again.contains("already exists"), "{again}");

@@ -4,7 +4,7 @@
 use crate::error::ArgError;
 use std::path::PathBuf;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use streamscope_core::analysis::whatif::{render, Changes, WhatIfOptions};
 
 use crate::report::Format;

@@ -406,7 +406,7 @@ fn clicking_a_finding_moves_the_view_onto_it() {
     let app = h.state();
     let m = app.model.as_ref().expect("trace loaded");
     let (a, b) = app.timeline.window_ns(&m.index);
-    let id = finding.slice.expect("slice") as usize;
+    let id = finding.slice.expect("slice").index();
     let (s, e) = (
         m.trace.slices().start_ns()[id],
         m.trace.slices().end_ns(SliceId::from_index(id)),

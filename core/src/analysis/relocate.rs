@@ -9,6 +9,7 @@
 //! one. Rank numbers, step numbers, times and indices into a rank's own
 //! tables (names, steps) are the same in every file and do not move.
 
+use super::findings::Finding;
 use super::headline::{Headline, HeadlineSync, RankHeadline, Straggler};
 use super::measured::{ContentionRow, Measured, SmContention};
 use super::rank::{RankClaim, NONE};
@@ -147,6 +148,7 @@ impl Relocate for Report {
             dropped_records: _,
             diagnostics,
             headline,
+            findings,
         } = self;
         ranks.relocate(by);
         other_processes.relocate(by);
@@ -158,6 +160,29 @@ impl Relocate for Report {
         sync_warnings.relocate(by);
         diagnostics.relocate(by);
         headline.relocate(by);
+        findings.relocate(by);
+    }
+}
+
+impl Relocate for Finding {
+    fn relocate(&mut self, by: &Offsets) {
+        let Finding {
+            kind: _,
+            where_: _,
+            evidence: _,
+            predicted_gain_us: _,
+            predicted_gain_pct: _,
+            prediction: _,
+            cost_per_step_us: _,
+            beyond_noise: _,
+            noise_us: _,
+            start_ns: _,
+            end_ns: _,
+            slice,
+        } = self;
+        if let Some(s) = slice {
+            by.slice(s);
+        }
     }
 }
 

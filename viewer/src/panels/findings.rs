@@ -24,7 +24,7 @@ pub struct FindingsState {
 
 /// Where a finding points the timeline: its slice, else its span.
 fn target(f: &Finding, slice_bounds: &impl Fn(u32) -> (i64, i64)) -> Option<SyncTarget> {
-    match (f.slice, f.start_ns, f.end_ns) {
+    match (f.slice.map(|s| s.get()), f.start_ns, f.end_ns) {
         (Some(s), _, _) => {
             let (a, b) = slice_bounds(s);
             Some(SyncTarget {

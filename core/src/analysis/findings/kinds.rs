@@ -167,7 +167,7 @@ fn syncs(ranks: &[(&RankReport, RankSteps)], pred: &mut Predictor, out: &mut Vec
                     f.where_.step = None;
                     f.start_ns = Some(g.start_ns);
                     f.end_ns = Some(g.end_ns);
-                    f.slice = g.slices.first().map(|x| x.0);
+                    f.slice = g.slices.first().copied();
                     sites.push(f);
                     sites.last_mut().expect("pushed")
                 }
@@ -318,7 +318,7 @@ fn communication(ranks: &[(&RankReport, RankSteps)], pred: &mut Predictor, out: 
     if let Some(w) = k.comm_stalls.worst.first() {
         f.start_ns = Some(w.start_ns);
         f.end_ns = Some(w.end_ns);
-        f.slice = Some(w.slice.0);
+        f.slice = Some(w.slice);
     }
     // What hiding every transfer would save: a bound, not the gain of a
     // fix (a prefetch moves a collective earlier, which the replay does
@@ -474,7 +474,7 @@ fn gemms(ranks: &[(&RankReport, RankSteps)], trace: Option<&Trace>, out: &mut Ve
             if let Some(t) = trace {
                 if let Some(id) = first_named(t, k.process, &tk.name) {
                     let sl = t.slices();
-                    f.slice = Some(id.0);
+                    f.slice = Some(id);
                     f.start_ns = Some(sl.start_ns()[id.index()]);
                     f.end_ns = Some(sl.end_ns(id));
                 }
@@ -528,7 +528,7 @@ fn pageable(t: &Trace, ranks: &[(&RankReport, RankSteps)], out: &mut Vec<Finding
                 continue;
             }
             n += 1;
-            total += sl.dur_ns()[i];
+            total = total.saturating_add(sl.dur_ns()[i]);
             first.get_or_insert(id);
         }
         let Some(id) = first else {
@@ -541,7 +541,7 @@ fn pageable(t: &Trace, ranks: &[(&RankReport, RankSteps)], out: &mut Vec<Finding
             "{n} copies to or from pageable host memory, {}/step on the GPU (pin the host buffer: .pin_memory(), non_blocking=True)",
             ms(per)
         );
-        f.slice = Some(id.0);
+        f.slice = Some(id);
         f.start_ns = Some(sl.start_ns()[id.index()]);
         f.end_ns = Some(sl.end_ns(id));
         unpredicted(

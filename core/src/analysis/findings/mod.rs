@@ -14,7 +14,7 @@ mod kinds;
 use serde::{Deserialize, Serialize};
 
 use super::report::Report;
-use crate::model::Trace;
+use crate::model::{SliceId, Trace};
 
 /// Sync sites replayed one by one (the costliest by GPU idle); the others
 /// keep their measured cost with "gain not predicted".
@@ -63,7 +63,7 @@ pub struct Finding {
     /// See `start_ns`.
     pub end_ns: Option<i64>,
     /// A slice to highlight, when one stands for it.
-    pub slice: Option<u32>,
+    pub slice: Option<SliceId>,
 }
 
 impl Finding {
