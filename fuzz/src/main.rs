@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use streamscope_core::synth::XorShift;
-use streamscope_core::{kineto, perfetto, Trace};
+use streamscope_core::{analysis, kineto, perfetto, Trace};
 
 
 const NUMBERS: &[&str] = &[
@@ -190,9 +190,16 @@ fn run_one(target: &str, data: &[u8]) -> String {
             let _ = perfetto::read_stream(path, &bytes[..]);
         }
         let _ = t.time_span();
+        // What `report` runs on what loads: the analysis, then the findings
+        // with their what-if replays.
+        let mut report = analysis::analyze(t, &analysis::AnalysisOptions::default());
+        analysis::findings::attach(&mut report, Some(t));
     }
     outcome(&r)
 }
+
+/// Where the last panic happened (file:line, any thread), for the crash line.
+static PANIC_AT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 
 fn gzip(data: &[u8]) -> Vec<u8> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
@@ -286,7 +293,14 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x9e37_79b9_7f4a_7c15u64 ^ std::process::id() as u64);
     let mut rng = XorShift(seed | 1);
-    std::panic::set_hook(Box::new(|_| {}));
+    // Silent panics; where each happened goes with its crash line.
+    std::panic::set_hook(Box::new(|info| {
+        if let Some(l) = info.location() {
+            if let Ok(mut p) = PANIC_AT.lock() {
+                *p = format!("{}:{}", l.file(), l.line());
+            }
+        }
+    }));
     let mut seen: HashSet<String> = HashSet::new();
     let (mut execs, mut crashes) = (0u64, 0u64);
     let t0 = Instant::now();
@@ -329,7 +343,8 @@ fn main() {
                 let f = out.join(format!("crash-{h:016x}"));
                 if !f.exists() {
                     let _ = std::fs::write(&f, &wire);
-                    eprintln!("crash: {} ({msg})", f.display());
+                    let at = PANIC_AT.lock().map(|p| p.clone()).unwrap_or_default();
+                    eprintln!("crash: {} ({msg} at {at})", f.display());
                 }
             }
         }

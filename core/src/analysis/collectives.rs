@@ -144,8 +144,9 @@ pub fn stats_with(
         let v = param_comms.get(&sl.track()[l])?;
         let k = v.partition_point(|&h| sl.start_ns()[h as usize] <= sl.start_ns()[l]);
         let h = *v.get(k.checked_sub(1)?)?;
-        (sl.start_ns()[h as usize] + sl.dur_ns()[h as usize] >= sl.start_ns()[l] + sl.dur_ns()[l])
-            .then_some(h)
+        (sl.start_ns()[h as usize].saturating_add(sl.dur_ns()[h as usize])
+            >= sl.start_ns()[l].saturating_add(sl.dur_ns()[l]))
+        .then_some(h)
     };
     /// Sums per cheap key (kernel name, collective arg, dtype arg, group size).
     #[derive(Default)]
@@ -178,7 +179,7 @@ pub fn stats_with(
         let a = by_id.entry(key).or_default();
         let dur = sl.dur_ns()[i];
         a.count += 1;
-        a.total_ns += dur;
+        a.total_ns = a.total_ns.saturating_add(dur);
         let elems = args
             .in_nelems
             .unwrap_or(0)
@@ -186,7 +187,7 @@ pub fn stats_with(
         if elems > 0 {
             a.elems += elems;
             a.sized += 1;
-            a.sized_ns += dur;
+            a.sized_ns = a.sized_ns.saturating_add(dur);
         }
     }
     /// Sums per reported row.
@@ -226,12 +227,12 @@ pub fn stats_with(
         );
         let r = acc.entry(key).or_default();
         r.count += a.count;
-        r.total_ns += a.total_ns;
+        r.total_ns = r.total_ns.saturating_add(a.total_ns);
         if let (true, Some(size)) = (a.sized > 0, dtype_bytes(&dtype)) {
             let bytes = a.elems * size;
             r.bytes += bytes;
             r.sized += a.sized;
-            r.sized_ns += a.sized_ns;
+            r.sized_ns = r.sized_ns.saturating_add(a.sized_ns);
             let n = if group > 0 { Some(group) } else { world };
             if let Some(f) = bus_factor(&collective, n.unwrap_or(0)) {
                 r.bus_bytes += bytes as f64 * f;

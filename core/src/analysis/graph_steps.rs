@@ -52,7 +52,7 @@ pub fn launches(t: &Trace, ctx: &RankCtx) -> Vec<Launch> {
         by_corr.entry(c).or_insert_with(|| {
             out.push(Launch {
                 host_start: sl.start_ns()[i],
-                host_end: sl.start_ns()[i] + sl.dur_ns()[i],
+                host_end: sl.start_ns()[i].saturating_add(sl.dur_ns()[i]),
                 gpu_start: i64::MAX,
                 key: 0,
                 events: 0,
@@ -88,7 +88,7 @@ pub fn launches(t: &Trace, ctx: &RankCtx) -> Vec<Launch> {
         }
         l.gpu_start = l.gpu_start.min(e.s);
         l.events += 1;
-        l.busy_ns += e.e - e.s;
+        l.busy_ns = l.busy_ns.saturating_add(e.e.saturating_sub(e.s));
     }
     for (k, l) in out.iter_mut().enumerate() {
         l.key = match (graph_id[k], first_name[k]) {
@@ -121,7 +121,7 @@ pub fn graph_steps(
     for l in &tail {
         let e = per_key.entry(l.key).or_insert((0, 0, l.host_start));
         e.0 += 1;
-        e.1 += l.busy_ns;
+        e.1 = e.1.saturating_add(l.busy_ns);
     }
     let (_, &(n, _, _)) = per_key
         .iter()

@@ -31,7 +31,8 @@ pub fn union(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
 
 /// Total length of disjoint intervals.
 pub fn measure(u: &[(i64, i64)]) -> i64 {
-    u.iter().map(|&(s, e)| e - s).sum()
+    u.iter()
+        .fold(0i64, |acc, &(s, e)| acc.saturating_add(e.saturating_sub(s)))
 }
 
 /// |a ∩ b| for two disjoint ascending interval lists.
@@ -41,7 +42,7 @@ pub fn intersection_measure(a: &[(i64, i64)], b: &[(i64, i64)]) -> i64 {
         let lo = a[i].0.max(b[j].0);
         let hi = a[i].1.min(b[j].1);
         if hi > lo {
-            total += hi - lo;
+            total = total.saturating_add(hi.saturating_sub(lo));
         }
         if a[i].1 < b[j].1 {
             i += 1;
@@ -96,7 +97,7 @@ pub(crate) fn enclosing_each(
     mut f: impl FnMut(usize, &[u32]),
 ) {
     let start = |r: u32| sl.start_ns()[r as usize];
-    let end = |r: u32| start(r) + sl.dur_ns()[r as usize];
+    let end = |r: u32| start(r).saturating_add(sl.dur_ns()[r as usize]);
     ranges.sort_by_key(|&r| (start(r), std::cmp::Reverse(end(r))));
     let mut stack: Vec<u32> = Vec::new();
     let mut open: Vec<u32> = Vec::new();

@@ -254,7 +254,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
             ends.push((end, -touched, -nccl, -compute));
             if compute > 0 {
                 occ_weighted += o.occupancy_pct * sl.dur_ns()[i] as f64;
-                occ_time += sl.dur_ns()[i];
+                occ_time = occ_time.saturating_add(sl.dur_ns()[i]);
             }
             let key = ((sl.name()[i].0 as u64) << 32) | sl.payload()[i] as u64;
             let r = *row_of.entry(key).or_insert_with(|| {
@@ -269,7 +269,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
                     grid: lc.grid,
                     block: lc.block,
                     registers_per_thread: lc.registers_per_thread,
-                    smem_bytes: lc.static_smem_bytes + lc.dynamic_smem_bytes,
+                    smem_bytes: lc.static_smem_bytes.saturating_add(lc.dynamic_smem_bytes),
                     blocks_per_sm: o.blocks_per_sm,
                     theoretical_occupancy_pct: o.occupancy_pct,
                     limiter: o.limiter.to_string(),

@@ -179,12 +179,12 @@ impl RankCtx {
 
 /// `ns` rounded up to a whole microsecond (still in ns).
 pub fn ceil_us(ns: i64) -> i64 {
-    ns.div_euclid(1000) * 1000 + if ns.rem_euclid(1000) > 0 { 1000 } else { 0 }
+    floor_us(ns).saturating_add(if ns.rem_euclid(1000) > 0 { 1000 } else { 0 })
 }
 
 /// `ns` rounded down to a whole microsecond (still in ns).
 pub fn floor_us(ns: i64) -> i64 {
-    ns.div_euclid(1000) * 1000
+    ns.saturating_sub(ns.rem_euclid(1000))
 }
 
 /// HTA's class of GPU slices stored without one, per name (string id).

@@ -94,7 +94,7 @@ pub(crate) fn step_rows(
     for (pos, gap) in stalls {
         let s = all[pos].step;
         if s != NONE {
-            stall_ns[s as usize] += gap;
+            stall_ns[s as usize] = stall_ns[s as usize].saturating_add(gap);
         }
     }
     let gpu_first: Vec<Option<i64>> = buckets
@@ -120,10 +120,10 @@ pub(crate) fn step_rows(
             for e in &buckets[k] {
                 let c = t.slices().correlation()[e.id as usize];
                 if c != 0 && graph_corrs.binary_search(&c).is_ok() {
-                    graph_ns += e.e - e.s;
+                    graph_ns = graph_ns.saturating_add(e.e.saturating_sub(e.s));
                     launches.push(c);
                 } else {
-                    eager_ns += e.e - e.s;
+                    eager_ns = eager_ns.saturating_add(e.e.saturating_sub(e.s));
                 }
             }
             launches.sort_unstable();

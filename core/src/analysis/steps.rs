@@ -113,7 +113,7 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             continue;
         }
         if sl.kind()[i] == SliceKind::Range && Some(sl.name()[i]) == marker {
-            marker_ends.push(sl.start_ns()[i] + sl.dur_ns()[i]);
+            marker_ends.push(sl.start_ns()[i].saturating_add(sl.dur_ns()[i]));
             continue;
         }
         let d = *decided.entry(sl.name()[i]).or_insert_with(|| {
@@ -131,7 +131,7 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             number: number.unwrap_or(-1),
             name: t.str(sl.name()[i]).to_string(),
             start_ns: sl.start_ns()[i],
-            end_ns: sl.start_ns()[i] + sl.dur_ns()[i],
+            end_ns: sl.start_ns()[i].saturating_add(sl.dur_ns()[i]),
             host_time: true,
             source: if is_profiler {
                 StepSource::ProfilerStep
@@ -159,7 +159,7 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
     let host_end = ctx
         .host
         .iter()
-        .map(|&h| sl.start_ns()[h as usize] + sl.dur_ns()[h as usize])
+        .map(|&h| sl.start_ns()[h as usize].saturating_add(sl.dur_ns()[h as usize]))
         .max()
         .unwrap_or(0);
     // Marker steps, then graph replays once the markers stop (a step
@@ -284,7 +284,7 @@ fn sync_call_ends(t: &Trace, ctx: &RankCtx) -> Vec<i64> {
         .map(|&h| h as usize)
         .filter(|&i| matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver))
         .filter(|&i| blocking.of(sl.name()[i]))
-        .map(|i| sl.start_ns()[i] + sl.dur_ns()[i])
+        .map(|i| sl.start_ns()[i].saturating_add(sl.dur_ns()[i]))
         .collect();
     v.sort_unstable();
     v

@@ -144,7 +144,7 @@ fn api_occurrences(
     consumed: &mut HashMap<u32, ()>,
 ) -> (Vec<Occ>, Vec<(i64, i64)>) {
     let sl = t.slices();
-    let end = |i: usize| sl.start_ns()[i] + sl.dur_ns()[i];
+    let end = |i: usize| sl.start_ns()[i].saturating_add(sl.dur_ns()[i]);
     let mut occs: Vec<Occ> = Vec::new();
     let mut api_intervals: Vec<(i64, i64)> = Vec::new();
     for &h in &ctx.host {
@@ -191,7 +191,7 @@ fn api_occurrences(
 /// their API call (`api_union`: the union of the counted calls' intervals).
 fn sync_slice_occurrences(t: &Trace, ctx: &RankCtx, api_union: &[(i64, i64)], occs: &mut Vec<Occ>) {
     let sl = t.slices();
-    let end = |i: usize| sl.start_ns()[i] + sl.dur_ns()[i];
+    let end = |i: usize| sl.start_ns()[i].saturating_add(sl.dur_ns()[i]);
     for &h in &ctx.host {
         let i = h as usize;
         if sl.kind()[i] != SliceKind::Sync {
@@ -214,7 +214,7 @@ fn sync_slice_occurrences(t: &Trace, ctx: &RankCtx, api_union: &[(i64, i64)], oc
         }) {
             continue;
         }
-        let mid = sl.start_ns()[i] + sl.dur_ns()[i] / 2;
+        let mid = sl.start_ns()[i].saturating_add(sl.dur_ns()[i] / 2);
         if super::intervals::contains(api_union, mid) {
             continue;
         }
@@ -240,7 +240,7 @@ fn unexplained_d2h_copies(
     occs: &mut Vec<Occ>,
 ) {
     let sl = t.slices();
-    let end = |i: usize| sl.start_ns()[i] + sl.dur_ns()[i];
+    let end = |i: usize| sl.start_ns()[i].saturating_add(sl.dur_ns()[i]);
     for &(c, launch) in d2h {
         if consumed.contains_key(&c) {
             continue;
@@ -321,7 +321,10 @@ fn refine_with_preceding_copies(
         // host by itself: a later sync does not wait for it, and the copy
         // is its own occurrence.
         let (ci, li) = (c as usize, l as usize);
-        if l != NONE && sl.start_ns()[li] + sl.dur_ns()[li] >= sl.start_ns()[ci] + sl.dur_ns()[ci] {
+        if l != NONE
+            && sl.start_ns()[li].saturating_add(sl.dur_ns()[li])
+                >= sl.start_ns()[ci].saturating_add(sl.dur_ns()[ci])
+        {
             continue;
         }
         if l != NONE && !consumed.contains_key(&c) {
@@ -480,7 +483,7 @@ fn charge(
             1 => (drain.max(lo), next.min(hi)),
             _ => (drain.max(hi), next),
         };
-        idle[k] = (b - a).max(0);
+        idle[k] = b.saturating_sub(a).max(0);
     }
     idle
 }
@@ -583,8 +586,8 @@ impl Acc {
     /// Counts occurrence `o` (GPU idle `idle_ns`, in step `step` or NONE).
     fn add(&mut self, o: &Occ, idle_ns: i64, step: u32) {
         self.g.count += 1;
-        self.blocked_ns += o.host_blocked_ns;
-        self.idle_ns += idle_ns;
+        self.blocked_ns = self.blocked_ns.saturating_add(o.host_blocked_ns);
+        self.idle_ns = self.idle_ns.saturating_add(idle_ns);
         if self.g.slices.len() < 256 {
             self.g.slices.push(SliceId::from_index(o.slice as usize));
         }
@@ -662,7 +665,7 @@ fn group(
         let step = step_at(steps, o.start_ns);
         if step != NONE {
             per_step[step as usize].0 += 1;
-            per_step[step as usize].1 += o.host_blocked_ns;
+            per_step[step as usize].1 = per_step[step as usize].1.saturating_add(o.host_blocked_ns);
         }
         let key = (
             region[k],

@@ -220,7 +220,7 @@ pub fn comm_stalls_of(
     for h in hits {
         let e = events[h.pos];
         per_stream[e.stream as usize].0 += 1;
-        per_stream[e.stream as usize].1 += h.ns;
+        per_stream[e.stream as usize].1 = per_stream[e.stream as usize].1.saturating_add(h.ns);
         stalls.push(Stall {
             slice: e.slice(),
             comm_slice: SliceId::from_index(h.comm as usize),
@@ -277,7 +277,8 @@ pub fn prefetch_slack_of(
     let device_of = |e: &Ev| ctx.streams[e.stream as usize].device;
     let mut waited: rustc_hash::FxHashMap<u32, i64> = Default::default();
     for h in hits {
-        *waited.entry(h.comm).or_insert(0) += h.ns;
+        let w = waited.entry(h.comm).or_insert(0);
+        *w = w.saturating_add(h.ns);
     }
     let mut compute_starts: Vec<(u32, i64)> = events
         .iter()
@@ -296,7 +297,7 @@ pub fn prefetch_slack_of(
         let wait = waited.get(&e.id).copied().unwrap_or(0);
         let slack_ns = if wait > 0 {
             out.late += 1;
-            late_ns += wait;
+            late_ns = late_ns.saturating_add(wait);
             0
         } else {
             let dev = device_of(e);

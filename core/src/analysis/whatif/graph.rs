@@ -403,7 +403,7 @@ impl Builder {
                 // A copy the call waited for: it ended inside the call.
                 let copy = copy_of_call.get(&hn).copied().filter(|&c| {
                     let cn = &self.nodes[c as usize];
-                    cn.e > node.s && cn.e <= node.e + SYNC_TOLERANCE_NS
+                    cn.e > node.s && cn.e <= node.e.saturating_add(SYNC_TOLERANCE_NS)
                 });
                 if !by_name && copy.is_none() {
                     continue;
@@ -411,7 +411,8 @@ impl Builder {
                 // What it waited for: the copy, else the GPU activity
                 // launched before the call that ended last inside it.
                 let waited = copy.or_else(|| {
-                    let at = by_end.partition_point(|x| x.0 <= node.e + SYNC_TOLERANCE_NS);
+                    let at =
+                        by_end.partition_point(|x| x.0 <= node.e.saturating_add(SYNC_TOLERANCE_NS));
                     by_end[..at]
                         .iter()
                         .rev()
@@ -536,7 +537,7 @@ impl Builder {
                 }
             }
             let dev = ctx.streams[e.stream as usize].device;
-            let lo = ready.max(e.s - WAIT_TOLERANCE_NS);
+            let lo = ready.max(e.s.saturating_sub(WAIT_TOLERANCE_NS));
             let at = ends.partition_point(|x| (x.0, x.1) <= (dev, e.s));
             let release = ends[..at]
                 .iter()

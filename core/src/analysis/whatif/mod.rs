@@ -456,7 +456,10 @@ impl TimeMap<'_> {
         let k = nodes.partition_point(|&n| g.nodes[n as usize].s <= t);
         if k == 0 {
             let n = nodes[0];
-            return (r.at[2 * n as usize] - (g.nodes[n as usize].s - t), 2 * n);
+            return (
+                r.at[2 * n as usize].saturating_sub(g.nodes[n as usize].s.saturating_sub(t)),
+                2 * n,
+            );
         }
         let n = nodes[k - 1];
         let node = &g.nodes[n as usize];

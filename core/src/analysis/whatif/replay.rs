@@ -144,7 +144,7 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
             }
         } else {
             let start = value(v - 1, &out);
-            let dur = n.e - n.s;
+            let dur = n.e.saturating_sub(n.s);
             match n.kind {
                 NodeKind::Compute => (add(start, scaled(dur, compute_scale)), v - 1),
                 NodeKind::Host if g.queued[(v / 2) as usize] && ps.len() > 1 => {
@@ -199,11 +199,13 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
                         let measured_last = n.s.max(
                             ps[1..]
                                 .iter()
-                                .map(|&p| g.measured(p) + off(p) - own_off)
+                                .map(|&p| {
+                                    g.measured(p).saturating_add(off(p)).saturating_sub(own_off)
+                                })
                                 .max()
                                 .unwrap_or(n.s),
                         );
-                        let transfer = (n.e - measured_last).max(0);
+                        let transfer = n.e.saturating_sub(measured_last).max(0);
                         let f = match factors[inst as usize] {
                             Some(f) => f,
                             None => {
