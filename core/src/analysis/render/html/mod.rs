@@ -17,6 +17,7 @@
 mod charts;
 #[cfg(feature = "testing")]
 pub mod check;
+mod findings;
 mod sections;
 mod stragglers;
 mod svg;
@@ -37,6 +38,7 @@ pub fn html(r: &Report, sources: &str) -> String {
     let mut body = String::with_capacity(1 << 16);
     body.push_str(&sections::header(&ctx, sources));
     body.push_str(&sections::headline(&ctx));
+    body.push_str(&findings::findings(&ctx));
     body.push_str(&charts::steps(&ctx));
     body.push_str(&charts::utilization(&ctx));
     body.push_str(&sections::syncs(&ctx));

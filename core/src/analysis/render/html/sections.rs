@@ -46,7 +46,8 @@ pub(super) fn header(ctx: &Ctx, sources: &str) -> String {
         ));
     }
     s.push_str(
-        "<nav><a href=\"#headline\">headline</a><a href=\"#steps\">steps</a>\
+        "<nav><a href=\"#headline\">headline</a><a href=\"#findings\">fix first</a>\
+         <a href=\"#steps\">steps</a>\
          <a href=\"#utilization\">utilization</a><a href=\"#syncs\">host syncs</a>\
          <a href=\"#collectives\">collectives</a><a href=\"#stragglers\">stragglers</a>\
          <a href=\"#kernels\">top kernels</a><a href=\"#metrics\">GPU metrics</a>\
