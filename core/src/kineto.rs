@@ -21,7 +21,7 @@ mod json;
 mod order;
 mod process;
 mod split;
-mod squeeze;
+pub(crate) mod squeeze;
 mod time;
 mod top_level;
 

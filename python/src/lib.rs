@@ -72,9 +72,9 @@ fn positive(flag: &str, x: Option<f64>) -> anyhow::Result<Option<f64>> {
 }
 
 /// `whatif --format json PATHS... [--comm-scale X | --link-bw GBPS]
-/// [--compute-scale X] [--drop-syncs P]...`.
+/// [--compute-scale X] [--drop-syncs P]... [--launch-queue N]`.
 #[pyfunction]
-#[pyo3(signature = (paths, comm_scale=None, link_bw=None, compute_scale=None, drop_syncs=Vec::new()))]
+#[pyo3(signature = (paths, comm_scale=None, link_bw=None, compute_scale=None, drop_syncs=Vec::new(), launch_queue=None))]
 fn whatif_json(
     py: Python<'_>,
     paths: Vec<PathBuf>,
@@ -82,10 +82,14 @@ fn whatif_json(
     link_bw: Option<f64>,
     compute_scale: Option<f64>,
     drop_syncs: Vec<String>,
+    launch_queue: Option<u32>,
 ) -> PyResult<String> {
     py.detach(|| {
         if comm_scale.is_some() && link_bw.is_some() {
             anyhow::bail!("--comm-scale and --link-bw cannot be used together");
+        }
+        if launch_queue == Some(0) {
+            anyhow::bail!("--launch-queue: expected at least 1 launch, got 0");
         }
         let opts = WhatIfOptions {
             changes: Changes {
@@ -95,6 +99,7 @@ fn whatif_json(
                 drop_syncs: false,
             },
             drop_syncs,
+            launch_queue,
         };
         // Only analyzed: a Kineto file's arguments no analysis reads are skipped.
         let trace = load_paths_keeping(&paths, KeepArgs::Analysis)?;

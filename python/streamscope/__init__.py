@@ -189,10 +189,13 @@ def whatif(
     link_bw: Optional[float] = None,
     compute_scale: Optional[float] = None,
     drop_syncs: Union[str, Sequence[str]] = (),
+    launch_queue: Optional[int] = None,
 ) -> dict:
     """``streamscope whatif --format json`` as a dict: the steps replayed
     with communication × ``comm_scale`` (or at ``link_bw`` GB/s), compute ×
-    ``compute_scale``, and the host syncs matching ``drop_syncs`` removed."""
+    ``compute_scale``, and the host syncs matching ``drop_syncs`` removed;
+    ``launch_queue`` bounds how far a host freed of its syncs runs ahead
+    (launches queued, ``--launch-queue``; default 1024)."""
     drops = [drop_syncs] if isinstance(drop_syncs, str) else list(drop_syncs)
     text = _whatif_json(
         _paths(path, paths),
@@ -200,6 +203,7 @@ def whatif(
         link_bw=link_bw,
         compute_scale=compute_scale,
         drop_syncs=drops,
+        launch_queue=launch_queue,
     )
     return json.loads(text)
 

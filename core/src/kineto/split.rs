@@ -309,7 +309,19 @@ impl<R: std::io::Read> Cutter<R> {
             buf.grow_to(end + PIECE_END.len());
             while buf.len < end {
                 match self.decoder.read(&mut buf.bytes[buf.len..end]) {
-                    Ok(0) => return Ok(true),
+                    Ok(0) => {
+                        // The text ended: what came since the last cut of
+                        // padding is filtered too.
+                        if let Some((top, state, from)) = blanks.as_mut() {
+                            let came = buf.len - *from;
+                            let came_top = top.filter(&mut buf.bytes[*from..], came);
+                            if let Some(key) = top.oversized() {
+                                return Err(super::squeeze::oversized(key));
+                            }
+                            buf.len = *from + state.filter(&mut buf.bytes[*from..], came_top);
+                        }
+                        return Ok(true);
+                    }
                     Ok(n) => buf.len += n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) => return Err(e),
@@ -337,6 +349,9 @@ impl<R: std::io::Read> Cutter<R> {
                 blanks.get_or_insert_with(|| (start.clone(), Blanks::default(), body));
             let came = buf.len - *from;
             let came_top = top.filter(&mut buf.bytes[*from..], came);
+            if let Some(key) = top.oversized() {
+                return Err(super::squeeze::oversized(key));
+            }
             let kept = state.filter(&mut buf.bytes[*from..], came_top);
             buf.len = *from + kept;
             *from = buf.len;

@@ -106,6 +106,31 @@ impl Blanks {
     }
 }
 
+/// A document refused for what it holds (not for damage): carried inside
+/// an [`io::Error`] so that the gzip route does not call it corrupt data.
+#[derive(Debug)]
+pub(crate) struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// The error of a document whose value under `key`, which the import
+/// reads, holds more than [`READ_VALUE_MAX`](super::top_level::READ_VALUE_MAX) bytes.
+pub(crate) fn oversized(key: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        Refused(format!(
+            "top-level key {key:?} holds more than {} MiB (kilobytes in a torch.profiler trace): refused",
+            super::top_level::READ_VALUE_MAX >> 20
+        )),
+    )
+}
+
 impl<R: Read> Read for Squeeze<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if buf.is_empty() {
@@ -119,7 +144,13 @@ impl<R: Read> Read for Squeeze<R> {
                 return Ok(0);
             }
             let n = match &mut self.top {
-                Some(top) => top.filter(buf, n),
+                Some(top) => {
+                    let n = top.filter(buf, n);
+                    if let Some(key) = top.oversized() {
+                        return Err(oversized(key));
+                    }
+                    n
+                }
                 None => n,
             };
             let kept = self.blanks.filter(buf, n);

@@ -21,6 +21,11 @@ pub(crate) const KEY_KEEP: usize = 32;
 /// Bytes of a number or literal (`true`, `-12.5e3`) kept under a key the
 /// import does not read.
 pub(crate) const SCALAR_KEEP: usize = 24;
+/// Bytes a top-level value the import reads may hold, `traceEvents`
+/// aside (device properties, distributed info: kilobytes in real traces).
+/// Past it the document is refused ([`TopLevel::oversized`]), so that what
+/// a read holds stays bounded on any input.
+pub(crate) const READ_VALUE_MAX: u64 = 16 << 20;
 
 /// Where the filter stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +59,13 @@ pub(crate) struct TopLevel {
     key: [u8; KEY_KEEP],
     /// The current value is a scalar (number or literal).
     scalar: bool,
+    /// Bytes the current kept value may still pass (`None`: no bound,
+    /// `traceEvents`).
+    budget: Option<u64>,
+    /// Bytes of the current value's key (in `key`, up to [`KEY_KEEP`]).
+    key_len: usize,
+    /// The key of a kept value that went past [`READ_VALUE_MAX`].
+    oversized: Option<String>,
 }
 
 impl TopLevel {
@@ -67,6 +79,9 @@ impl TopLevel {
             len: 0,
             key: [0; KEY_KEEP],
             scalar: false,
+            budget: None,
+            key_len: 0,
+            oversized: None,
         }
     }
 
@@ -112,6 +127,7 @@ impl TopLevel {
                             buf.copy_within(r..r + run, w);
                         }
                         w += run;
+                        self.charge(run);
                     }
                     r += run;
                     if r >= n {
@@ -123,6 +139,9 @@ impl TopLevel {
             if self.step(b) {
                 buf[w] = b;
                 w += 1;
+                if matches!(self.at, At::Value { keep: true }) {
+                    self.charge(1);
+                }
             }
             r += 1;
         }
@@ -193,7 +212,10 @@ impl TopLevel {
                 if ws || b == b':' {
                     return true;
                 }
-                let keep = self.len <= KEY_KEEP && self.reads(&self.key[..self.len]);
+                let key = &self.key[..self.len.min(KEY_KEEP)];
+                let keep = self.len <= KEY_KEEP && self.reads(key);
+                self.budget = (keep && key != b"traceEvents").then_some(READ_VALUE_MAX);
+                self.key_len = key.len();
                 self.at = At::Value { keep };
                 self.depth = 0;
                 self.in_string = false;
@@ -203,6 +225,23 @@ impl TopLevel {
                 self.value_byte(b, keep)
             }
             At::Value { keep } => self.value_byte(b, keep),
+        }
+    }
+
+    /// The key of a value the import reads that held more than
+    /// [`READ_VALUE_MAX`] bytes, once one did: the document is refused.
+    pub(crate) fn oversized(&self) -> Option<&str> {
+        self.oversized.as_deref()
+    }
+
+    /// `n` bytes of the current kept value passed.
+    fn charge(&mut self, n: usize) {
+        if let Some(left) = self.budget {
+            if n as u64 > left && self.oversized.is_none() {
+                let key = &self.key[..self.key_len];
+                self.oversized = Some(String::from_utf8_lossy(key).into_owned());
+            }
+            self.budget = Some(left.saturating_sub(n as u64));
         }
     }
 
@@ -290,6 +329,32 @@ mod tests {
             assert_eq!(filtered(text, chunk, start.clone()), whole, "chunk {chunk}");
         }
         whole
+    }
+
+    #[test]
+    fn a_read_value_past_its_bound_is_flagged_but_the_events_never_are() {
+        let big = "1,".repeat((READ_VALUE_MAX as usize) / 2 + 8);
+        let over = format!(r#"{{"deviceProperties": [{big}1], "traceEvents": []}}"#);
+        let events = format!(r#"{{"deviceProperties": [], "traceEvents": [{big}1]}}"#);
+        for (text, flagged) in [(&over, Some("deviceProperties")), (&events, None)] {
+            for chunk in [4096, 1 << 20] {
+                let mut f = TopLevel::document();
+                for c in text.as_bytes().chunks(chunk) {
+                    let mut buf = c.to_vec();
+                    f.filter(&mut buf, c.len());
+                }
+                assert_eq!(f.oversized(), flagged, "chunk {chunk}");
+            }
+        }
+        // Just under the bound: not flagged.
+        let under = format!(
+            r#"{{"deviceProperties": "{}"}}"#,
+            "x".repeat(READ_VALUE_MAX as usize - 2)
+        );
+        let mut f = TopLevel::document();
+        let mut buf = under.clone().into_bytes();
+        f.filter(&mut buf, under.len());
+        assert_eq!(f.oversized(), None);
     }
 
     #[test]

@@ -22,6 +22,11 @@ pub(crate) fn is_gzip(head: &[u8]) -> bool {
 /// The error for a gzip stream that cannot be inflated (corrupt, or cut
 /// before anything usable), naming the file.
 pub(crate) fn gzip_error(path: &Path, e: std::io::Error) -> TraceError {
+    if e.get_ref()
+        .is_some_and(|r| r.is::<crate::kineto::squeeze::Refused>())
+    {
+        return TraceError::io(path, e);
+    }
     TraceError::io(
         path,
         std::io::Error::new(e.kind(), format!("corrupt or truncated gzip data: {e}")),
