@@ -1,11 +1,12 @@
 //! Replays fuzz/corpus (seeds and inputs that once found bugs, see
 //! fuzz/README.md) through the Perfetto reader, the Kineto import and the
 //! format-sniffing loader: each gives a trace or a one-line error naming
-//! the file, never a panic; what loads writes and reads back.
+//! the file, never a panic; what loads writes and reads back, and is
+//! analyzed (findings and their replays included) without a panic.
 
 use std::path::{Path, PathBuf};
 
-use streamscope_core::{kineto, load, perfetto, Trace, TraceError};
+use streamscope_core::{analysis, kineto, load, perfetto, Trace, TraceError};
 
 fn corpus(target: &str) -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -57,6 +58,14 @@ fn check(file: &Path, what: &str, r: std::thread::Result<Result<Trace, TraceErro
             if let Some((a, b)) = t.time_span() {
                 assert!(b >= a, "{what} {name}");
             }
+            // What `report` runs on what loads (overflow checks on in tests):
+            // the analysis, then the findings with their what-if replays.
+            let analyzed = std::panic::catch_unwind(|| {
+                let mut r = analysis::analyze(&t, &analysis::AnalysisOptions::default());
+                analysis::findings::attach(&mut r, Some(&t));
+                r.ranks.len()
+            });
+            assert!(analyzed.is_ok(), "{what} {name}: the analysis panicked");
         }
     }
 }

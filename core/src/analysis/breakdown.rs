@@ -62,16 +62,19 @@ impl Unions {
         let busy = measure(&self.all);
         let both = intersection_measure(&self.compute, &self.comm);
         let kernel_time = match (self.first_start, self.last_end) {
-            (Some(a), Some(b)) => (b - a).max(0),
+            (Some(a), Some(b)) => b.saturating_sub(a).max(0),
             _ => 0,
         };
-        let idle = (kernel_time - busy).max(0);
-        let non_compute = (kernel_time - compute - idle).max(0);
+        let idle = kernel_time.saturating_sub(busy).max(0);
+        let non_compute = kernel_time
+            .saturating_sub(compute)
+            .saturating_sub(idle)
+            .max(0);
         Breakdown {
             compute_us: us(compute),
             comm_us: us(comm),
             overlap_us: us(both),
-            exposed_comm_us: us(comm - both),
+            exposed_comm_us: us(comm.saturating_sub(both)),
             overlap_pct: pct(both, comm),
             overlap_efficiency_pct: pct(both, compute.min(comm)),
             kernel_time_us: us(kernel_time),

@@ -137,7 +137,10 @@ pub fn graph_steps(
         .filter(|l| l.key == key)
         .map(|l| l.host_start)
         .collect();
-    let mut gaps: Vec<i64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    let mut gaps: Vec<i64> = starts
+        .windows(2)
+        .map(|w| w[1].saturating_sub(w[0]))
+        .collect();
     gaps.sort_unstable();
     let period = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
     let last_launch_end = tail

@@ -103,7 +103,10 @@ impl Series {
     pub fn new(mut pts: Vec<(i64, f64)>) -> Series {
         pts.sort_by_key(|p| p.0);
         pts.dedup_by_key(|p| p.0);
-        let mut gaps: Vec<i64> = pts.windows(2).map(|w| w[1].0 - w[0].0).collect();
+        let mut gaps: Vec<i64> = pts
+            .windows(2)
+            .map(|w| w[1].0.saturating_sub(w[0].0))
+            .collect();
         gaps.sort_unstable();
         let median = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
         Series {
@@ -390,9 +393,9 @@ pub fn sm_contention(
         if let Some(over) = state(e) {
             let g = groups.entry(key(e)).or_default();
             if over {
-                g.1.push(e.e - e.s);
+                g.1.push(e.e.saturating_sub(e.s));
             } else {
-                g.0.push(e.e - e.s);
+                g.0.push(e.e.saturating_sub(e.s));
             }
         }
     }

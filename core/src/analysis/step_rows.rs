@@ -109,10 +109,10 @@ pub(crate) fn step_rows(
         .iter()
         .enumerate()
         .map(|(k, s)| {
-            let host_ns = s.end_ns - s.start_ns;
+            let host_ns = s.end_ns.saturating_sub(s.start_ns);
             let gpu_ns = match (gpu_first[k], gpu_first.get(k + 1).copied().flatten()) {
-                (Some(a), Some(b)) if b >= a => b - a,
-                (Some(a), _) => gpu_last[k].map_or(host_ns, |e| e - a),
+                (Some(a), Some(b)) if b >= a => b.saturating_sub(a),
+                (Some(a), _) => gpu_last[k].map_or(host_ns, |e| e.saturating_sub(a)),
                 (None, _) => host_ns,
             };
             let (mut graph_ns, mut eager_ns) = (0i64, 0i64);

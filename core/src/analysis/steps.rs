@@ -566,7 +566,7 @@ pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeat
             .map(|e| e.2)
             .max()
             .unwrap_or(evs[j].1);
-        idle[k] += (evs[j].1 - prev_end).max(0);
+        idle[k] = idle[k].saturating_add(evs[j].1.saturating_sub(prev_end).max(0));
     }
     let cycles_seen = ((b - a) / p).max(1) as u32;
     let score: Vec<(u32, i64)> = (0..p)
@@ -621,7 +621,10 @@ pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeat
     // repetition (at least half a period of kernels, closer to it than a
     // period lasts): the first full period is already steady. Otherwise
     // the first full period is the warm-up.
-    let mut durs: Vec<i64> = steps.iter().map(|s| s.end_ns - s.start_ns).collect();
+    let mut durs: Vec<i64> = steps
+        .iter()
+        .map(|s| s.end_ns.saturating_sub(s.start_ns))
+        .collect();
     durs.sort_unstable();
     let median = durs.get(durs.len() / 2).copied().unwrap_or(0);
     let warmup_before = a * 2 >= p && a > 0 && evs[a].1 - evs[a - 1].2 < median;
@@ -640,7 +643,7 @@ pub fn repetition(t: &Trace, ctx: &RankCtx) -> (Option<Vec<Step>>, Option<Repeat
 fn too_slow(steps: &[Step], median: i64) -> bool {
     steps
         .first()
-        .is_some_and(|f| f.end_ns - f.start_ns > 2 * median)
+        .is_some_and(|f| f.end_ns.saturating_sub(f.start_ns) > median.saturating_mul(2))
 }
 
 /// Index of the step containing `t` in steps sorted by start, or `NONE`.

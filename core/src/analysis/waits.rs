@@ -19,15 +19,15 @@ pub fn idle_by_stream(
     for e in events {
         let a = &mut acc[e.stream as usize];
         if let Some(prev_end) = a.3 {
-            let gap = e.s - prev_end;
+            let gap = e.s.saturating_sub(prev_end);
             if gap > 0 {
                 let host_wait = ctx.launch_start(t, e.id).is_some_and(|l| l > prev_end);
                 if host_wait {
-                    a.0 += gap;
+                    a.0 = a.0.saturating_add(gap);
                 } else if gap < consecutive_kernel_delay_ns {
-                    a.1 += gap;
+                    a.1 = a.1.saturating_add(gap);
                 } else {
-                    a.2 += gap;
+                    a.2 = a.2.saturating_add(gap);
                 }
             }
         }
@@ -186,7 +186,7 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
         if let Some(comm) = comm_behind(pos) {
             hits.push(StallHit {
                 pos,
-                ns: e.s - from,
+                ns: e.s.saturating_sub(from),
                 from,
                 comm,
             });
@@ -303,7 +303,7 @@ pub fn prefetch_slack_of(
             let dev = device_of(e);
             let k = compute_starts.partition_point(|c| *c < (dev, e.e));
             match compute_starts.get(k) {
-                Some(&(d, next)) if d == dev => next - e.e,
+                Some(&(d, next)) if d == dev => next.saturating_sub(e.e),
                 _ => continue,
             }
         };

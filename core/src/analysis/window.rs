@@ -154,7 +154,7 @@ pub(crate) fn headline_window<'a>(
         if from > from0 {
             why += &format!(
                 ", and {} more over twice the median step (start-up: compilation, graph recording, allocator growth)",
-                from - from0
+                from.saturating_sub(from0)
             );
         }
         let w = Window {

@@ -375,8 +375,8 @@ impl Builder {
                 if let Some(&(inst, part)) = matching.by_slice.get(&e.slice()) {
                     self.instance[n as usize] = inst;
                     let p = &matching.instances[inst as usize].parts[part as usize];
-                    self.ctx_offset[ci] = p.start_ns - e.s;
-                    self.comm_offset.insert(n, p.start_ns - e.s);
+                    self.ctx_offset[ci] = p.start_ns.saturating_sub(e.s);
+                    self.comm_offset.insert(n, p.start_ns.saturating_sub(e.s));
                 }
             }
             nodes_of_gpu.push(n);

@@ -464,9 +464,15 @@ impl TimeMap<'_> {
         let n = nodes[k - 1];
         let node = &g.nodes[n as usize];
         if self.host_time && t >= node.e {
-            (r.at[2 * n as usize + 1] + (t - node.e), 2 * n + 1)
+            (
+                r.at[2 * n as usize + 1].saturating_add(t.saturating_sub(node.e)),
+                2 * n + 1,
+            )
         } else {
-            (r.at[2 * n as usize] + (t - node.s), 2 * n)
+            (
+                r.at[2 * n as usize].saturating_add(t.saturating_sub(node.s)),
+                2 * n,
+            )
         }
     }
 }
@@ -532,7 +538,7 @@ fn step_rows(
     let (base_end, pred_end) = (gpu_end(base), gpu_end(pred));
     let period = |ends: &[Option<i64>], k: usize, a: i64| -> Option<i64> {
         let prev = k.checked_sub(1).and_then(|j| ends[j]).unwrap_or(a);
-        ends[k].map(|e| e - prev)
+        ends[k].map(|e| e.saturating_sub(prev))
     };
     let measured_end: Vec<Option<i64>> = per_step
         .iter()
@@ -544,9 +550,13 @@ fn step_rows(
             return (b - a, 0);
         }
         let s = &steps[k];
-        let excess = period(&measured_end, k, s.start_ns)
-            .map_or(0, |p| (p - (s.end_ns - s.start_ns)).max(0));
-        (b - a, period(ends, k, a).map_or(0, |p| p - excess))
+        let excess = period(&measured_end, k, s.start_ns).map_or(0, |p| {
+            p.saturating_sub(s.end_ns.saturating_sub(s.start_ns)).max(0)
+        });
+        (
+            b.saturating_sub(a),
+            period(ends, k, a).map_or(0, |p| p.saturating_sub(excess)),
+        )
     };
     // (step time, whether the GPU period set it).
     let step_time = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, bool) {
@@ -561,7 +571,7 @@ fn step_rows(
         .iter()
         .enumerate()
         .map(|(k, s)| {
-            let measured = s.end_ns - s.start_ns;
+            let measured = s.end_ns.saturating_sub(s.start_ns);
             let (b0, _) = tm.map(base, s.start_ns);
             let (b1, _) = tm.map(base, s.end_ns);
             let (p0, _) = tm.map(pred, s.start_ns);

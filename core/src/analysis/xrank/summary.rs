@@ -44,7 +44,10 @@ pub fn exposed_split(
     union_in_place(&mut transfer);
     let exposed_ns = measure(exposed);
     let exposed_transfer = intersection_measure(&transfer, exposed).clamp(0, exposed_ns.max(0));
-    Some((exposed_ns.max(0) - exposed_transfer, exposed_transfer))
+    Some((
+        exposed_ns.max(0).saturating_sub(exposed_transfer),
+        exposed_transfer,
+    ))
 }
 
 /// One rank's waiting in one of its steps for one straggler.
