@@ -16,6 +16,7 @@ pub(crate) mod intervals;
 pub mod invariants;
 pub mod job;
 mod measured;
+pub mod memory;
 mod names;
 pub(crate) mod nccl;
 mod occupancy;
@@ -408,6 +409,16 @@ pub(crate) fn analyze_rank_alone(
     if let Some(d) = host_runs_ahead(ctx.rank, &rows) {
         report.diagnostics.push(d);
     }
+    let bounds: Vec<(i64, i64, i64)> = rows
+        .iter()
+        .map(|r| (r.step, r.start_ns, r.end_ns))
+        .collect();
+    let memory = memory::of_rank(trace, &ctx, &bounds).map(|(rank, per_step)| {
+        for (row, m) in rows.iter_mut().zip(per_step) {
+            row.memory = m;
+        }
+        rank
+    });
     report.steps.extend(rows);
     let syncs = found.groups;
     colls
@@ -463,6 +474,7 @@ pub(crate) fn analyze_rank_alone(
         exposed_transfer_us: None,
         measured: rank_measured,
         sm_contention,
+        memory,
         ..RankReport::default()
     });
     headline::stamp(trace, &ctx, &head, window_steps.len(), &mut report.ranks);

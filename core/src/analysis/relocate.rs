@@ -226,6 +226,7 @@ impl Relocate for RankReport {
             host: _,
             first_event_unix_ns: _,
             last_event_unix_ns: _,
+            memory: _, // a GPU ordinal and times: no index
         } = self;
         by.process(process);
         window.relocate(by);
@@ -351,6 +352,7 @@ impl Relocate for StepReport {
             comm_wait_us: _,
             measured,
             sm_contention_cost_us: _,
+            memory: _, // bytes only
         } = self;
         breakdown.relocate(by);
         idle_by_stream.relocate(by);

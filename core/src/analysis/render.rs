@@ -6,6 +6,7 @@
 mod findings;
 mod headline;
 mod html;
+mod memory;
 pub mod pretty;
 mod tables;
 

@@ -257,6 +257,10 @@ pub struct RankReport {
     /// overlap ran at different times (different runs).
     #[serde(default)]
     pub last_event_unix_ns: Option<i64>,
+    /// GPU memory from the allocator's samples (Kineto `[memory]` events);
+    /// `None` without them.
+    #[serde(default)]
+    pub memory: Option<super::memory::RankMemory>,
 }
 
 /// HTA idle categories of one stream.
@@ -400,6 +404,10 @@ pub struct StepReport {
     /// (SM contention, `super::measured::SmContention`); `None` when no
     /// kernel of the step is in a group seen both alone and overlapped.
     pub sm_contention_cost_us: Option<f64>,
+    /// The step's GPU memory peaks (the rank's `memory`); `None` without
+    /// allocator samples.
+    #[serde(default)]
+    pub memory: Option<super::memory::StepMemory>,
 }
 
 /// One collective type of one rank.

@@ -1,0 +1,193 @@
+//! GPU memory of a rank over time, from the caching allocator's totals
+//! after each allocation and free: torch.profiler's `[memory]` events
+//! (`profile_memory=True`), which the Kineto import keeps as the counter
+//! tracks "GPU N memory allocated (bytes)" and "GPU N memory reserved
+//! (bytes)". Per rank: the peak of allocated memory, when it happened and
+//! in which step, what was reserved then (and so reserved but free:
+//! fragmentation and cache), and the peak of reserved memory; per step:
+//! the peaks within the step's bounds. Docs: docs/METRICS.md, "Memory".
+
+use serde::{Deserialize, Serialize};
+
+use super::rank::RankCtx;
+use crate::model::{Trace, TrackKind};
+
+/// A rank's GPU memory (one GPU: the rank's, or the one it allocated most on).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RankMemory {
+    /// CUDA ordinal of the GPU.
+    pub gpu: u32,
+    /// Highest allocated total (bytes held by tensors).
+    pub peak_allocated_bytes: u64,
+    /// When it was first reached (ns, the trace's clock).
+    pub peak_at_ns: i64,
+    /// The step it was reached in, when steps are known and one holds it.
+    pub peak_step: Option<i64>,
+    /// Reserved total (held by the caching allocator) at that peak.
+    pub reserved_at_peak_bytes: Option<u64>,
+    /// Reserved − allocated at the peak: cached or fragmented, not in use.
+    pub unused_reserved_at_peak_bytes: Option<u64>,
+    /// Highest reserved total.
+    pub peak_reserved_bytes: Option<u64>,
+    /// Allocator samples (allocations and frees) read.
+    pub samples: u64,
+}
+
+/// One step's GPU memory peaks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct StepMemory {
+    /// Highest allocated total within the step's bounds (or, when no
+    /// sample falls in it, the total in force at its start).
+    pub peak_allocated_bytes: u64,
+    /// Highest reserved total, the same way.
+    pub peak_reserved_bytes: Option<u64>,
+}
+
+/// The allocated and reserved series of one GPU: (ns, bytes), in time order.
+struct Series {
+    gpu: u32,
+    allocated: Vec<(i64, u64)>,
+    reserved: Vec<(i64, u64)>,
+}
+
+/// Bytes from a counter value (negative or not finite: none).
+fn bytes(v: f64) -> Option<u64> {
+    (v.is_finite() && v >= 0.0).then(|| v.min(u64::MAX as f64) as u64)
+}
+
+/// The memory series of the rank's process on its GPU(s); the GPU with
+/// the most allocator samples when several.
+fn series(t: &Trace, ctx: &RankCtx) -> Option<Series> {
+    let only = ctx.device;
+    // Track index -> (series slot, allocated?).
+    let mut tracks: Vec<(u32, u32, bool)> = Vec::new();
+    for (i, tr) in t.tracks().iter().enumerate() {
+        let TrackKind::Counter { device: Some(d) } = tr.kind else {
+            continue;
+        };
+        if tr.process != ctx.process || only.is_some_and(|o| o != d) {
+            continue;
+        }
+        let name = t.str(tr.name);
+        let Some(rest) = name.strip_prefix("GPU ") else {
+            continue;
+        };
+        let allocated = rest.ends_with(" memory allocated (bytes)");
+        if !allocated && !rest.ends_with(" memory reserved (bytes)") {
+            continue;
+        }
+        tracks.push((i as u32, t.devices()[d.index()].ordinal, allocated));
+    }
+    if tracks.is_empty() {
+        return None;
+    }
+    let mut per_gpu: Vec<Series> = Vec::new();
+    let c = t.counters();
+    for k in 0..c.len() {
+        let Some(&(_, gpu, allocated)) = tracks.iter().find(|x| x.0 == c.track()[k].0) else {
+            continue;
+        };
+        let Some(v) = bytes(c.value()[k]) else {
+            continue;
+        };
+        let s = match per_gpu.iter().position(|s| s.gpu == gpu) {
+            Some(p) => &mut per_gpu[p],
+            None => {
+                per_gpu.push(Series {
+                    gpu,
+                    allocated: Vec::new(),
+                    reserved: Vec::new(),
+                });
+                per_gpu.last_mut()?
+            }
+        };
+        let at = c.ts_ns()[k];
+        if allocated {
+            s.allocated.push((at, v));
+        } else {
+            s.reserved.push((at, v));
+        }
+    }
+    let mut best = per_gpu
+        .into_iter()
+        .filter(|s| !s.allocated.is_empty())
+        .max_by_key(|s| (s.allocated.len(), std::cmp::Reverse(s.gpu)))?;
+    // Stable: samples at one instant keep their order (the last is in force).
+    best.allocated.sort_by_key(|x| x.0);
+    best.reserved.sort_by_key(|x| x.0);
+    Some(best)
+}
+
+/// The value in force at `at`: the last sample at or before it.
+fn at_time(v: &[(i64, u64)], at: i64) -> Option<u64> {
+    let k = v.partition_point(|x| x.0 <= at);
+    k.checked_sub(1).map(|k| v[k].1)
+}
+
+/// Highest value within [a, b], counting the one in force at `a`.
+fn peak_within(v: &[(i64, u64)], a: i64, b: i64) -> Option<u64> {
+    let from = v.partition_point(|x| x.0 <= a);
+    let to = v.partition_point(|x| x.0 <= b);
+    let inside = v[from..to].iter().map(|x| x.1).max();
+    inside.max(at_time(v, a))
+}
+
+/// The rank's memory and each step's, for steps given as (number, start,
+/// end) (ns); `None` when the rank's process has no allocator samples.
+pub fn of_rank(
+    t: &Trace,
+    ctx: &RankCtx,
+    steps: &[(i64, i64, i64)],
+) -> Option<(RankMemory, Vec<Option<StepMemory>>)> {
+    let s = series(t, ctx)?;
+    let (mut peak_at, mut peak) = (s.allocated[0].0, s.allocated[0].1);
+    for &(at, v) in &s.allocated {
+        if v > peak {
+            (peak_at, peak) = (at, v);
+        }
+    }
+    let reserved_at_peak = at_time(&s.reserved, peak_at);
+    let rank = RankMemory {
+        gpu: s.gpu,
+        peak_allocated_bytes: peak,
+        peak_at_ns: peak_at,
+        peak_step: steps
+            .iter()
+            .find(|&&(_, a, b)| a <= peak_at && peak_at < b)
+            .map(|x| x.0),
+        reserved_at_peak_bytes: reserved_at_peak,
+        unused_reserved_at_peak_bytes: reserved_at_peak.map(|r| r.saturating_sub(peak)),
+        peak_reserved_bytes: s.reserved.iter().map(|x| x.1).max(),
+        samples: (s.allocated.len() + s.reserved.len()) as u64,
+    };
+    let per_step = steps
+        .iter()
+        .map(|&(_, a, b)| {
+            Some(StepMemory {
+                peak_allocated_bytes: peak_within(&s.allocated, a, b)?,
+                peak_reserved_bytes: peak_within(&s.reserved, a, b),
+            })
+        })
+        .collect();
+    Some((rank, per_step))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peaks_count_the_value_in_force_at_the_start() {
+        let v = [(10, 5), (20, 9), (30, 2), (40, 7)];
+        assert_eq!(at_time(&v, 5), None);
+        assert_eq!(at_time(&v, 25), Some(9));
+        // In force at 25: 9, then 2 at 30.
+        assert_eq!(peak_within(&v, 25, 35), Some(9));
+        assert_eq!(peak_within(&v, 30, 39), Some(2));
+        assert_eq!(peak_within(&v, 31, 45), Some(7));
+        assert_eq!(peak_within(&v, 0, 5), None);
+        assert_eq!(bytes(-1.0), None);
+        assert_eq!(bytes(f64::NAN), None);
+        assert_eq!(bytes(3.0), Some(3));
+    }
+}
