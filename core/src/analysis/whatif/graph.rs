@@ -714,16 +714,16 @@ fn finish(b: Builder) -> Graph {
         let ps = g.preds_of(v);
         if v.is_multiple_of(2) {
             let latest = ps.iter().map(|&p| g.measured(p)).max();
-            g.residual[v as usize] = latest.map_or(0, |l| g.measured(v) - l);
+            g.residual[v as usize] = latest.map_or(0, |l| g.measured(v).saturating_sub(l));
         } else if g.nodes[(v / 2) as usize].kind == NodeKind::Sync {
             if let Some(&w) = ps.get(1) {
-                g.residual[v as usize] = g.measured(v) - g.measured(w);
+                g.residual[v as usize] = g.measured(v).saturating_sub(g.measured(w));
             }
         } else if g.queued[(v / 2) as usize] {
             // A queue deeper than assumed: the bound moved back to the
             // measured end, so the unchanged replay keeps it.
             if let Some(&w) = ps.get(1) {
-                g.residual[v as usize] = (g.measured(v) - g.measured(w)).min(0);
+                g.residual[v as usize] = g.measured(v).saturating_sub(g.measured(w)).min(0);
             }
         }
     }

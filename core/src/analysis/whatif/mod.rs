@@ -676,7 +676,7 @@ fn compute_within(u: &Unions, a: i64, b: i64) -> i64 {
     c[k..]
         .iter()
         .take_while(|x| x.0 < b)
-        .map(|x| x.1.min(b) - x.0.max(a))
+        .map(|x| x.1.min(b).saturating_sub(x.0.max(a)))
         .filter(|&d| d > 0)
         .sum()
 }
@@ -720,9 +720,9 @@ fn regimes(
         let off = |v: u32| g.offset(v);
         let last = g.preds_of(v1)[1..]
             .iter()
-            .map(|&p| at(p) + off(p) - off(v0))
+            .map(|&p| at(p).saturating_add(off(p)).saturating_sub(off(v0)))
             .fold(at(v0), i64::max);
-        (at(v1) - last).max(0)
+        at(v1).saturating_sub(last).max(0)
     };
     // The next kernel of the same kind on the same stream, by a backward scan.
     let mut next_of: Vec<Option<usize>> = vec![None; comm.len()];

@@ -188,9 +188,9 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
                     } else {
                         // The transfer starts when the last rank arrives
                         // (times compared on the first rank's clock).
-                        let mut last = (start + off(v - 1), v - 1);
+                        let mut last = (start.saturating_add(off(v - 1)), v - 1);
                         for &p in &ps[1..] {
-                            let x = value(p, &out) + off(p);
+                            let x = value(p, &out).saturating_add(off(p));
                             if x > last.0 {
                                 last = (x, p);
                             }
@@ -213,7 +213,10 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
                                 1.0
                             }
                         };
-                        (add(last.0 - own_off, scaled(transfer, f)), last.1)
+                        (
+                            add(last.0.saturating_sub(own_off), scaled(transfer, f)),
+                            last.1,
+                        )
                     }
                 }
             }
@@ -271,7 +274,7 @@ pub fn critical_path(g: &Graph, r: &Replayed, from: u32, until: i64) -> PathShar
         } else {
             r.at[p as usize].max(until)
         };
-        let seg = (t - lo).max(0);
+        let seg = t.saturating_sub(lo).max(0);
         let n = &g.nodes[(v / 2) as usize];
         let kind_of = |x: u32| g.nodes[(x / 2) as usize].kind;
         let charge = if v % 2 == 1 {
