@@ -35,7 +35,7 @@ fn peak_allocated_and_reserved_match_the_allocator_events() {
     ev.sort_by_key(|x| x.0);
     let peak = ev.iter().map(|x| x.1).max().expect("peak");
     let at = ev.iter().find(|x| x.1 == peak).expect("at").0;
-    let reserved_then = ev.iter().filter(|x| x.0 <= at).last().expect("then").2;
+    let reserved_then = ev.iter().rfind(|x| x.0 <= at).expect("then").2;
     let peak_reserved = ev.iter().map(|x| x.2).max().expect("reserved");
 
     let t = streamscope_core::load::load_file(&path).expect("load");
@@ -53,7 +53,7 @@ fn peak_allocated_and_reserved_match_the_allocator_events() {
     for s in &r.steps {
         let sm = s.memory.as_ref().expect("step memory");
         assert!(sm.peak_allocated_bytes <= peak, "step {}", s.step);
-        let in_force = ev.iter().filter(|x| x.0 <= s.start_ns).last().map(|x| x.1);
+        let in_force = ev.iter().rfind(|x| x.0 <= s.start_ns).map(|x| x.1);
         let inside = ev
             .iter()
             .filter(|x| x.0 > s.start_ns && x.0 <= s.end_ns)
