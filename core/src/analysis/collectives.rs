@@ -185,7 +185,7 @@ pub fn stats_with(
             .unwrap_or(0)
             .max(args.out_nelems.unwrap_or(0));
         if elems > 0 {
-            a.elems += elems;
+            a.elems = a.elems.saturating_add(elems);
             a.sized += 1;
             a.sized_ns = a.sized_ns.saturating_add(dur);
         }
@@ -226,12 +226,12 @@ pub fn stats_with(
             parsed.reduce_op,
         );
         let r = acc.entry(key).or_default();
-        r.count += a.count;
+        r.count = r.count.saturating_add(a.count);
         r.total_ns = r.total_ns.saturating_add(a.total_ns);
         if let (true, Some(size)) = (a.sized > 0, dtype_bytes(&dtype)) {
-            let bytes = a.elems * size;
-            r.bytes += bytes;
-            r.sized += a.sized;
+            let bytes = a.elems.saturating_mul(size);
+            r.bytes = r.bytes.saturating_add(bytes);
+            r.sized = r.sized.saturating_add(a.sized);
             r.sized_ns = r.sized_ns.saturating_add(a.sized_ns);
             let n = if group > 0 { Some(group) } else { world };
             if let Some(f) = bus_factor(&collective, n.unwrap_or(0)) {

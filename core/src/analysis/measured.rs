@@ -128,7 +128,7 @@ impl Series {
         for &(a, b) in u {
             let (s, ww, _) = self.integral(a, b);
             sum += s;
-            w += ww;
+            w = w.saturating_add(ww);
         }
         (w > 0).then(|| sum / w as f64)
     }
@@ -150,7 +150,7 @@ impl Series {
                 }
                 if e <= b && e > s {
                     sum += self.v[i] * (e - s) as f64;
-                    w += e - s;
+                    w = w.saturating_add(e.saturating_sub(s));
                 }
             }
         }
@@ -181,7 +181,7 @@ impl Series {
             let (lo, hi) = (s.max(a), e.min(b));
             if hi > lo {
                 sum += self.v[i] * (hi - lo) as f64;
-                w += hi - lo;
+                w = w.saturating_add(hi.saturating_sub(lo));
                 n += 1;
             }
         }
@@ -342,9 +342,9 @@ fn median(v: &mut [i64]) -> f64 {
 /// Time of [s, e) under the disjoint ascending intervals `u`.
 fn covered(u: &[(i64, i64)], s: i64, e: i64) -> i64 {
     let mut k = u.partition_point(|&(_, ue)| ue <= s);
-    let mut total = 0;
+    let mut total = 0i64;
     while k < u.len() && u[k].0 < e {
-        total += u[k].1.min(e) - u[k].0.max(s);
+        total = total.saturating_add(u[k].1.min(e).saturating_sub(u[k].0.max(s)));
         k += 1;
     }
     total

@@ -357,8 +357,8 @@ fn sweep_points(
         };
         if let Some(p) = prev_t {
             if compute > 0 && ts > p {
-                nccl_area += cap(nccl) as f64 * (ts - p) as f64;
-                compute_time += ts - p;
+                nccl_area += cap(nccl) as f64 * ts.saturating_sub(p) as f64;
+                compute_time = compute_time.saturating_add(ts.saturating_sub(p));
             }
         }
         let mut apply = |e: &Edge| {

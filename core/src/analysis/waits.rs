@@ -45,7 +45,7 @@ pub fn idle_by_stream(
             host_wait_us: us(a.0),
             kernel_wait_us: us(a.1),
             other_us: us(a.2),
-            total_us: us(a.0 + a.1 + a.2),
+            total_us: us(a.0.saturating_add(a.1).saturating_add(a.2)),
         })
         .collect();
     out.sort_by_key(|s| (s.device, s.stream));
@@ -93,7 +93,7 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
         next[e.stream as usize + 1] += 1;
     }
     for k in 1..next.len() {
-        next[k] += next[k - 1];
+        next[k] = next[k].saturating_add(next[k - 1]);
     }
     let mut by_end: Vec<(u32, i64, u32)> = vec![(0, 0, 0); events.len()];
     for (pos, e) in events.iter().enumerate() {

@@ -245,7 +245,9 @@ pub fn step_list(v: &[i64]) -> String {
     match v {
         [] => "none".to_string(),
         [a] => a.to_string(),
-        [a, .., b] if v.windows(2).all(|w| w[1] == w[0] + 1) && v.len() > 2 => format!("{a}..{b}"),
+        [a, .., b] if v.windows(2).all(|w| w[0].checked_add(1) == Some(w[1])) && v.len() > 2 => {
+            format!("{a}..{b}")
+        }
         _ => v
             .iter()
             .map(|x| x.to_string())

@@ -611,11 +611,17 @@ fn step_rows(
                 }
                 None => {
                     let mut sh = replay::critical_path(g, pred, anchor, p0);
-                    sh.host += (p1 - pred.at[anchor as usize]).max(0);
+                    sh.host = sh
+                        .host
+                        .saturating_add(p1.saturating_sub(pred.at[anchor as usize]).max(0));
                     sh
                 }
             };
-            let total = share.compute + share.communication + share.host + share.sync;
+            let total = share
+                .compute
+                .saturating_add(share.communication)
+                .saturating_add(share.host)
+                .saturating_add(share.sync);
             let pct = |x: i64| {
                 if total > 0 {
                     100.0 * x as f64 / total as f64

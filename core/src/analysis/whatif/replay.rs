@@ -290,10 +290,12 @@ pub fn critical_path(g: &Graph, r: &Replayed, from: u32, until: i64) -> PathShar
             }
         };
         match charge {
-            NodeKind::Compute | NodeKind::Memory => share.compute += seg,
-            NodeKind::Comm => share.communication += seg,
-            NodeKind::Host => share.host += seg,
-            NodeKind::Sync => share.sync += seg,
+            NodeKind::Compute | NodeKind::Memory => {
+                share.compute = share.compute.saturating_add(seg)
+            }
+            NodeKind::Comm => share.communication = share.communication.saturating_add(seg),
+            NodeKind::Host => share.host = share.host.saturating_add(seg),
+            NodeKind::Sync => share.sync = share.sync.saturating_add(seg),
         }
         v = p;
     }
