@@ -335,7 +335,7 @@ fn median(v: &mut [i64]) -> f64 {
     if n % 2 == 1 {
         v[n / 2] as f64
     } else {
-        (v[n / 2 - 1] + v[n / 2]) as f64 / 2.0
+        (v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0
     }
 }
 
@@ -411,7 +411,7 @@ pub fn sm_contention(
         if am <= 0.0 {
             continue;
         }
-        let sum_over: i64 = over.iter().sum();
+        let sum_over: i64 = over.iter().fold(0i64, |s, &x| s.saturating_add(x));
         let om = median(over);
         num += sum_over as f64;
         den += over.len() as f64 * am;

@@ -684,7 +684,7 @@ fn compute_within(u: &Unions, a: i64, b: i64) -> i64 {
         .take_while(|x| x.0 < b)
         .map(|x| x.1.min(b).saturating_sub(x.0.max(a)))
         .filter(|&d| d > 0)
-        .sum()
+        .fold(0i64, |s, d| s.saturating_add(d))
 }
 
 type Side<'a> = (&'a [Ev], &'a Unions, i64);
