@@ -250,7 +250,7 @@ fn idle_breakdown_per_stream_matches_hta() {
         for &(stream, host, kernel, other) in want {
             let s = got
                 .iter()
-                .find(|s| s.stream == stream)
+                .find(|s| s.at.stream() == Some(stream))
                 .unwrap_or_else(|| panic!("{file}: stream {stream}"));
             let ctx = format!("{file} stream {stream}: {s:?}");
             assert!((s.host_wait_us - host).abs() <= 1.0, "{ctx}");

@@ -7,7 +7,6 @@ use streamscope_core::analysis::{analyze, AnalysisOptions};
 use streamscope_core::load::load_paths;
 use streamscope_core::perfetto::{self as reader, PerfettoWriter};
 use streamscope_core::synth::{add_gpu_metrics, fsdp_like, SynthOptions};
-use streamscope_core::ProcessId;
 use streamscope_core::SliceClass;
 
 fn bundled(name: &str) -> PathBuf {
@@ -52,8 +51,7 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
         let sl = t.slices();
         let (ws, we) = (rank.window.start_ns, rank.window.end_ns);
         for i in 0..sl.len() {
-            if t.tracks()[sl.track()[i].0 as usize].process != ProcessId(p)
-                || !sl.kind()[i].is_gpu_activity()
+            if t.tracks()[sl.track()[i].0 as usize].process != p || !sl.kind()[i].is_gpu_activity()
             {
                 continue;
             }

@@ -216,7 +216,7 @@ fn idle_categories_per_stream() {
     b.kernel(b.s7, "d", 40_400, 100, Some(200)); // queued, gap 40 µs: other
     let k = &b.report().ranks[0];
     let s = &k.idle_by_stream[0];
-    assert_eq!(s.stream, 7);
+    assert_eq!(s.at.stream(), Some(7));
     assert_eq!(
         (s.host_wait_us, s.kernel_wait_us, s.other_us),
         (0.1, 0.01, 40.0)
@@ -236,7 +236,7 @@ fn comm_stall_and_late_prefetch() {
     let k = &b.report().ranks[0];
     assert_eq!(k.comm_stalls.count, 1);
     assert_eq!(k.comm_stalls.total_us, 0.202);
-    assert_eq!(k.comm_stalls.by_stream[0].stream, 7);
+    assert_eq!(k.comm_stalls.by_stream[0].at.stream(), Some(7));
     assert_eq!(k.prefetch.all_gathers, 2);
     assert_eq!(k.prefetch.late, 1);
     // Late by how long its consumer waited: from the end of the previous

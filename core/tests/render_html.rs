@@ -216,7 +216,7 @@ fn the_worst_case_of_a_thousand_ranks_stays_under_10_mb() {
         }
         r.occupancy.push(DeviceOccupancy {
             rank: k,
-            device: k,
+            device: streamscope_core::DeviceId::from_index(k as usize),
             name: "NVIDIA H200".into(),
             sm_count: 132,
             sms_in_use: (0..3000)

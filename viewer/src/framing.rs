@@ -3,7 +3,6 @@
 
 use crate::error::{FramingError, RangeError};
 use streamscope_core::analysis::StepReport;
-use streamscope_core::ProcessId;
 
 use crate::model::Model;
 use crate::timeline::layout::GroupKey;
@@ -105,18 +104,18 @@ impl Framing {
             let rank = self.rank;
             let procs = model.trace.processes();
             for x in ranks {
-                let own = procs.get(x.process as usize).and_then(|p| p.rank);
+                let own = procs.get(x.process.index()).and_then(|p| p.rank);
                 if Some(x.rank) != rank && own != rank {
-                    st.collapsed.insert(GroupKey::Process(x.process));
+                    st.collapsed.insert(GroupKey::Process(x.process.get()));
                 } else {
-                    st.collapsed.remove(&GroupKey::Process(x.process));
+                    st.collapsed.remove(&GroupKey::Process(x.process.get()));
                 }
             }
             st.scroll_y = 0.0;
             // Scroll the rank's first lane into view at the first frame.
             if let Some(t) = (0..model.trace.tracks().len() as u32)
                 .map(streamscope_core::TrackId)
-                .find(|&t| model.trace.track(t).process == ProcessId(p))
+                .find(|&t| model.trace.track(t).process == p)
             {
                 st.reveal = Some(t);
             }

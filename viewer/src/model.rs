@@ -4,7 +4,7 @@
 use streamscope_core::analysis::{
     analyze, match_collectives, AnalysisOptions, Instance, Matching, Part, Report,
 };
-use streamscope_core::{DeviceId, SliceId, Trace, TrackKind};
+use streamscope_core::{SliceId, Trace, TrackKind};
 
 use crate::panels::top_kernels::TopKernels;
 use crate::timeline::index::TimelineIndex;
@@ -111,7 +111,7 @@ impl Model {
 fn add_sm_counters(trace: &mut Trace, report: &Report) {
     let mut b = std::mem::take(trace).into_builder();
     for occ in &report.occupancy {
-        let d = DeviceId(occ.device);
+        let d = occ.device;
         let Some(dev) = b.devices().get(d.index()) else {
             continue;
         };

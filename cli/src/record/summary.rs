@@ -136,7 +136,7 @@ pub fn host_cost(trace: &streamscope_core::Trace, r: &Report) -> String {
             if !matches!(s.kind()[i], SliceKind::Runtime | SliceKind::Driver)
                 || start < w_start
                 || start >= w_end
-                || trace.track(s.track()[i]).process.0 != rank.process
+                || trace.track(s.track()[i]).process != rank.process
             {
                 continue;
             }

@@ -107,7 +107,7 @@ fn kernels_by_rank(t: &Trace, report: &Report, opts: &AnalysisOptions) -> BTreeM
         let Some(r) = report
             .ranks
             .iter()
-            .find(|r| r.process == ctx.process.0 && r.rank == ctx.rank)
+            .find(|r| r.process == ctx.process && r.rank == ctx.rank)
         else {
             continue;
         };

@@ -195,11 +195,11 @@ pub fn rank_series(t: &Trace, ctx: &RankCtx) -> Vec<(Metric, Series)> {
     let mut devices: Vec<u32> = ctx
         .streams
         .iter()
-        .map(|k| k.device)
-        .filter(|&d| d != u32::MAX)
+        .filter_map(|k| k.device())
+        .map(|d| d.get())
         .collect();
     if let Some(d) = ctx.device {
-        devices = vec![d.0];
+        devices = vec![d.get()];
     }
     let mut want: Vec<(u32, Metric)> = Vec::new();
     for (i, tr) in t.tracks().iter().enumerate() {

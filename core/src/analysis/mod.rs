@@ -210,7 +210,7 @@ pub(crate) fn split_other_processes<C: rank::RankLike>(
         if planned.gpu_events() == 0 && c.device.is_none() {
             let p = &trace.processes()[c.process.index()];
             others.push(OtherProcess {
-                process: c.process.0,
+                process: c.process,
                 pid: p.pid,
                 rank: p.rank,
                 label: format!("pid {}", p.pid),
@@ -454,7 +454,7 @@ pub(crate) fn analyze_rank_alone(
     device.dedup();
     report.ranks.push(RankReport {
         rank: ctx.rank,
-        process: ctx.process.0,
+        process: ctx.process,
         label: match ctx.device {
             Some(d) => format!("{} · GPU {}", p.label(), trace.devices()[d.index()].ordinal),
             None => p.label(),

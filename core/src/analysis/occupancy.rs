@@ -193,7 +193,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
         let mut occ = DeviceOccupancy {
             rank: ctx.rank,
             window: WHOLE_TRACE.to_string(),
-            device: dev.0,
+            device: dev,
             name: d.name.clone(),
             sm_count,
             compute_capability: format!("{}.{}", d.compute_major, d.compute_minor),
@@ -214,7 +214,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
             .gpu
             .iter()
             .filter(|e| {
-                ctx.streams[e.stream as usize].device == dev.0
+                ctx.streams[e.stream as usize].device() == Some(dev)
                     && sl.kind()[e.id as usize] == SliceKind::Kernel
             })
             .count();
@@ -224,7 +224,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
         for e in ctx
             .gpu
             .iter()
-            .filter(|e| ctx.streams[e.stream as usize].device == dev.0)
+            .filter(|e| ctx.streams[e.stream as usize].device() == Some(dev))
         {
             let i = e.id as usize;
             if sl.kind()[i] != SliceKind::Kernel {

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use crate::model::{DeviceId, ProcessId, SliceClass, SliceKind, StrId, Trace, TrackKind};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{DeviceId, ProcessId, SliceClass, SliceKind, StrId, Trace, TrackId, TrackKind};
 
 /// No slice / no step.
 pub const NONE: u32 = u32::MAX;
@@ -138,13 +140,128 @@ impl Ev {
     }
 }
 
-/// A (device, stream) pair of a rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct StreamKey {
-    /// Model device index (`u32::MAX` for a track not on a device).
-    pub device: u32,
-    /// CUDA stream id (`u32::MAX` for a GPU group track; the track id for a track not on a device).
-    pub stream: u32,
+/// Where a rank's GPU events ran: a CUDA stream of a device, a device's
+/// own track (events with no stream), or a GPU track off any device. In
+/// JSON, `device`, `stream` and (off any device) `track`, each null when
+/// it does not apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "StreamWire", try_from = "StreamWire")]
+pub enum StreamKey {
+    /// A CUDA stream of a device.
+    Stream {
+        /// The device.
+        device: DeviceId,
+        /// The CUDA stream id.
+        stream: u32,
+    },
+    /// A device's group track.
+    Device(DeviceId),
+    /// A GPU track that belongs to no device.
+    Track(TrackId),
+}
+
+impl Default for StreamKey {
+    fn default() -> Self {
+        StreamKey::Device(DeviceId::default())
+    }
+}
+
+/// By device, then stream: a device's own track after its streams, tracks
+/// off any device last.
+impl Ord for StreamKey {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        let key = |k: &StreamKey| {
+            let track = match k {
+                StreamKey::Track(t) => Some(*t),
+                _ => None,
+            };
+            (
+                k.device().is_none(),
+                k.device(),
+                k.stream().is_none(),
+                k.stream(),
+                track,
+            )
+        };
+        key(self).cmp(&key(o))
+    }
+}
+
+impl PartialOrd for StreamKey {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl StreamKey {
+    /// The key of a GPU track.
+    pub fn of_track(t: &Trace, track: TrackId) -> StreamKey {
+        match t.tracks()[track.index()].kind {
+            TrackKind::Stream { device, stream } => StreamKey::Stream { device, stream },
+            TrackKind::Gpu { device } => StreamKey::Device(device),
+            _ => StreamKey::Track(track),
+        }
+    }
+
+    /// The device, when on one.
+    pub fn device(self) -> Option<DeviceId> {
+        match self {
+            StreamKey::Stream { device, .. } | StreamKey::Device(device) => Some(device),
+            StreamKey::Track(_) => None,
+        }
+    }
+
+    /// The CUDA stream id, when on a stream.
+    pub fn stream(self) -> Option<u32> {
+        match self {
+            StreamKey::Stream { stream, .. } => Some(stream),
+            _ => None,
+        }
+    }
+
+    /// The stream column of a table: "7", "-" (a device's own track) or "track 12".
+    pub fn stream_label(self) -> String {
+        match self {
+            StreamKey::Stream { stream, .. } => stream.to_string(),
+            StreamKey::Device(_) => "-".to_string(),
+            StreamKey::Track(t) => format!("track {}", t.get()),
+        }
+    }
+}
+
+/// [`StreamKey`] as its JSON fields.
+#[derive(Serialize, Deserialize)]
+struct StreamWire {
+    device: Option<DeviceId>,
+    stream: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    track: Option<TrackId>,
+}
+
+impl From<StreamKey> for StreamWire {
+    fn from(k: StreamKey) -> Self {
+        let track = match k {
+            StreamKey::Track(t) => Some(t),
+            _ => None,
+        };
+        StreamWire {
+            device: k.device(),
+            stream: k.stream(),
+            track,
+        }
+    }
+}
+
+impl TryFrom<StreamWire> for StreamKey {
+    type Error = String;
+    fn try_from(w: StreamWire) -> Result<Self, String> {
+        match (w.device, w.stream, w.track) {
+            (Some(device), Some(stream), None) => Ok(StreamKey::Stream { device, stream }),
+            (Some(device), None, None) => Ok(StreamKey::Device(device)),
+            (None, None, Some(t)) => Ok(StreamKey::Track(t)),
+            _ => Err("a stream row needs a device (and a stream), or a track alone".into()),
+        }
+    }
 }
 
 /// Per-rank view of a trace: its GPU events and the index to their launch calls.
@@ -392,20 +509,7 @@ pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
             if stream_of_track[tr as usize] != u16::MAX {
                 continue;
             }
-            let key = match t.tracks()[tr as usize].kind {
-                TrackKind::Stream { device, stream } => StreamKey {
-                    device: device.0,
-                    stream,
-                },
-                TrackKind::Gpu { device } => StreamKey {
-                    device: device.0,
-                    stream: u32::MAX,
-                },
-                _ => StreamKey {
-                    device: u32::MAX,
-                    stream: tr,
-                },
-            };
+            let key = StreamKey::of_track(t, TrackId(tr));
             let stream = match streams.iter().position(|k| *k == key) {
                 Some(x) => x as u16,
                 None => {
@@ -426,11 +530,7 @@ pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
             slices: Vec::new(),
         };
         let rank = t.processes()[p].rank.unwrap_or(p as u32);
-        let mut devices: Vec<u32> = streams
-            .iter()
-            .map(|k| k.device)
-            .filter(|&d| d != u32::MAX)
-            .collect();
+        let mut devices: Vec<DeviceId> = streams.iter().filter_map(|k| k.device()).collect();
         devices.sort_unstable();
         devices.dedup();
         if devices.len() <= 1 {
@@ -457,7 +557,7 @@ pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
             let mut remap = vec![u16::MAX; streams.len()];
             let mut dev_streams = Vec::new();
             for (i, key) in streams.iter().enumerate() {
-                if key.device == dev {
+                if key.device() == Some(dev) {
                     remap[i] = dev_streams.len() as u16;
                     dev_streams.push(*key);
                 }
@@ -482,7 +582,7 @@ pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
                     rank: rank
                         .saturating_mul(devices.len() as u32)
                         .saturating_add(k as u32),
-                    device: Some(DeviceId(dev)),
+                    device: Some(dev),
                     host: host.clone(),
                     gpu: Vec::new(),
                     streams: dev_streams,
@@ -518,8 +618,8 @@ pub struct RankClaim {
     /// For one GPU of a process that drives several: (the process's RANK,
     /// GPUs of the process, this GPU's index among them).
     pub multi: Option<(Option<u32>, u32, u32)>,
-    /// Index of its process in the trace.
-    pub process: u32,
+    /// Its process in the trace.
+    pub process: ProcessId,
 }
 
 /// The claims of the contexts `build` made of `t` (a process's GPUs in a row).
@@ -545,7 +645,7 @@ pub fn claims<C: AsRef<RankCtx>>(t: &Trace, ctxs: &[C]) -> Vec<RankClaim> {
             RankClaim {
                 stated: p.and_then(stated_rank),
                 multi,
-                process: c.process.0,
+                process: c.process,
             }
         })
         .collect()
@@ -562,7 +662,7 @@ pub fn number(claims: &[RankClaim]) -> Vec<u32> {
     for (k, c) in claims.iter().enumerate() {
         if let Some((rank, n, i)) = c.multi {
             out[k] = rank
-                .unwrap_or(c.process)
+                .unwrap_or(c.process.get())
                 .saturating_mul(n)
                 .saturating_add(i);
             used.push(out[k]);
@@ -598,6 +698,65 @@ pub fn number_ranks<C: AsRef<RankCtx> + AsMut<RankCtx>>(t: &Trace, ctxs: &mut [C
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_keys_read_back_as_written_and_half_keys_are_refused() {
+        for (k, json) in [
+            (
+                StreamKey::Stream {
+                    device: DeviceId(1),
+                    stream: 7,
+                },
+                r#"{"device":1,"stream":7}"#,
+            ),
+            (
+                StreamKey::Device(DeviceId(2)),
+                r#"{"device":2,"stream":null}"#,
+            ),
+            (
+                StreamKey::Track(TrackId(9)),
+                r#"{"device":null,"stream":null,"track":9}"#,
+            ),
+        ] {
+            assert_eq!(serde_json::to_string(&k).expect("json"), json);
+            assert_eq!(serde_json::from_str::<StreamKey>(json).expect("read"), k);
+        }
+        for bad in [
+            r#"{"device":null,"stream":7}"#,
+            r#"{"device":1,"stream":7,"track":3}"#,
+            r#"{"device":null,"stream":null}"#,
+        ] {
+            assert!(serde_json::from_str::<StreamKey>(bad).is_err(), "{bad}");
+        }
+        let mut v = [
+            StreamKey::Track(TrackId(0)),
+            StreamKey::Device(DeviceId(0)),
+            StreamKey::Stream {
+                device: DeviceId(1),
+                stream: 3,
+            },
+            StreamKey::Stream {
+                device: DeviceId(0),
+                stream: 9,
+            },
+        ];
+        v.sort();
+        assert_eq!(
+            v,
+            [
+                StreamKey::Stream {
+                    device: DeviceId(0),
+                    stream: 9
+                },
+                StreamKey::Device(DeviceId(0)),
+                StreamKey::Stream {
+                    device: DeviceId(1),
+                    stream: 3
+                },
+                StreamKey::Track(TrackId(0)),
+            ]
+        );
+    }
 
     #[test]
     fn hta_rounding_in_integer_math() {

@@ -12,7 +12,7 @@
 use super::findings::Finding;
 use super::headline::{Headline, HeadlineSync, RankHeadline, Straggler};
 use super::measured::{ContentionRow, Measured, SmContention};
-use super::rank::{RankClaim, NONE};
+use super::rank::{RankClaim, StreamKey};
 use super::top_kernels::TopKernel;
 use super::xrank::{CommRec, RankComms};
 use super::{
@@ -21,7 +21,7 @@ use super::{
     Report, Stall, StepReport, StreamIdle, StreamStall, SyncGroup, WaitPair, Window,
 };
 use crate::diagnostic::Diagnostic;
-use crate::model::SliceId;
+use crate::model::{DeviceId, ProcessId, SliceId, TrackId};
 
 /// How far a file's indices move: the slices, processes, devices and
 /// tracks of the files before it.
@@ -31,7 +31,7 @@ pub struct Offsets {
     pub slices: u32,
     /// Added to process indices.
     pub processes: u32,
-    /// Added to device indices (not to `u32::MAX`: no device).
+    /// Added to device indices.
     pub devices: u32,
     /// Added to track ids (a GPU track off any device is keyed by its track).
     pub tracks: u32,
@@ -42,24 +42,22 @@ impl Offsets {
         *s = SliceId::from_index(s.index().saturating_add(self.slices as usize));
     }
 
-    fn process(&self, p: &mut u32) {
-        *p = p.saturating_add(self.processes);
+    fn process(&self, p: &mut ProcessId) {
+        *p = ProcessId::from_index(p.index().saturating_add(self.processes as usize));
     }
 
-    fn device(&self, d: &mut u32) {
-        if *d != NONE {
-            *d = d.saturating_add(self.devices);
-        }
+    fn device(&self, d: &mut DeviceId) {
+        *d = DeviceId::from_index(d.index().saturating_add(self.devices as usize));
     }
 
     /// A stream key: on a device, the device moves and the CUDA stream id
-    /// stays; off any device (`device` = `u32::MAX`), the stream is the
-    /// track id, which moves.
-    fn stream(&self, device: &mut u32, stream: &mut u32) {
-        if *device == NONE {
-            *stream = stream.saturating_add(self.tracks);
-        } else {
-            self.device(device);
+    /// stays; off any device, the track moves.
+    fn stream(&self, k: &mut StreamKey) {
+        match k {
+            StreamKey::Stream { device, .. } | StreamKey::Device(device) => self.device(device),
+            StreamKey::Track(t) => {
+                *t = TrackId::from_index(t.index().saturating_add(self.tracks as usize));
+            }
         }
     }
 }
@@ -246,14 +244,13 @@ impl Relocate for RankReport {
 impl Relocate for StreamIdle {
     fn relocate(&mut self, by: &Offsets) {
         let StreamIdle {
-            device,
-            stream,
+            at,
             host_wait_us: _,
             kernel_wait_us: _,
             other_us: _,
             total_us: _,
         } = self;
-        by.stream(device, stream);
+        by.stream(at);
     }
 }
 
@@ -273,12 +270,11 @@ impl Relocate for CommStalls {
 impl Relocate for StreamStall {
     fn relocate(&mut self, by: &Offsets) {
         let StreamStall {
-            device,
-            stream,
+            at,
             count: _,
             total_us: _,
         } = self;
-        by.stream(device, stream);
+        by.stream(at);
     }
 }
 
@@ -539,24 +535,37 @@ mod tests {
             tracks: 40,
         };
         let mut on = StreamIdle {
-            device: 1,
-            stream: 7,
+            at: StreamKey::Stream {
+                device: DeviceId(1),
+                stream: 7,
+            },
+            ..Default::default()
+        };
+        let mut group = StreamIdle {
+            at: StreamKey::Device(DeviceId(2)),
             ..Default::default()
         };
         let mut off = StreamStall {
-            device: NONE,
-            stream: 7,
+            at: StreamKey::Track(TrackId(7)),
             ..Default::default()
         };
         on.relocate(&by);
+        group.relocate(&by);
         off.relocate(&by);
-        assert_eq!((on.device, on.stream), (4, 7));
-        assert_eq!((off.device, off.stream), (NONE, 47));
+        assert_eq!(
+            on.at,
+            StreamKey::Stream {
+                device: DeviceId(4),
+                stream: 7
+            }
+        );
+        assert_eq!(group.at, StreamKey::Device(DeviceId(5)));
+        assert_eq!(off.at, StreamKey::Track(TrackId(47)));
         let mut occ = DeviceOccupancy {
-            device: NONE,
+            device: DeviceId(1),
             ..Default::default()
         };
         occ.relocate(&by);
-        assert_eq!(occ.device, NONE);
+        assert_eq!(occ.device, DeviceId(4));
     }
 }

@@ -5,7 +5,8 @@
 //! where a value locates something on the timeline. A percentage whose
 //! denominator is zero is `None` (JSON `null`), never NaN.
 
-use crate::model::SliceId;
+use super::rank::StreamKey;
+use crate::model::{DeviceId, ProcessId, SliceId};
 use serde::{Deserialize, Serialize};
 
 /// Everything `analyze` found, over all ranks of a trace.
@@ -103,8 +104,8 @@ pub struct StepTime {
 /// A traced process without GPU work.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct OtherProcess {
-    /// Index of the process in the trace.
-    pub process: u32,
+    /// The process in the trace (its index).
+    pub process: ProcessId,
     /// OS process id.
     pub pid: u32,
     /// RANK as the process saw it, when it had one.
@@ -196,8 +197,8 @@ pub struct Breakdown {
 pub struct RankReport {
     /// The rank, or the process index when the trace has no rank.
     pub rank: u32,
-    /// Index of the process in the trace.
-    pub process: u32,
+    /// Its process in the trace (its index).
+    pub process: ProcessId,
     /// Display label of the rank's process.
     pub label: String,
     /// Device name(s) of the rank ("" when unknown).
@@ -266,10 +267,9 @@ pub struct RankReport {
 /// HTA idle categories of one stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct StreamIdle {
-    /// Model device index.
-    pub device: u32,
-    /// CUDA stream id.
-    pub stream: u32,
+    /// The stream (JSON: `device`, `stream`, and `track` off any device).
+    #[serde(flatten)]
+    pub at: StreamKey,
     /// Gaps where the launch call started after the previous event's end (host late).
     pub host_wait_us: f64,
     /// Gaps shorter than the kernel-wait threshold (`--kernel-wait-us`, 30 µs).
@@ -297,10 +297,9 @@ pub struct CommStalls {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 /// Communication stalls of one compute stream.
 pub struct StreamStall {
-    /// Model device index.
-    pub device: u32,
-    /// CUDA stream id.
-    pub stream: u32,
+    /// The stream (JSON: `device`, `stream`, and `track` off any device).
+    #[serde(flatten)]
+    pub at: StreamKey,
     /// Number of stalls.
     pub count: u64,
     /// Total stall time.
@@ -450,8 +449,8 @@ pub struct DeviceOccupancy {
     pub rank: u32,
     /// Always "whole trace".
     pub window: String,
-    /// Model device index.
-    pub device: u32,
+    /// The device (its model index).
+    pub device: DeviceId,
     /// Device name.
     pub name: String,
     /// Number of SMs.

@@ -45,7 +45,7 @@ use crate::model::Trace;
 pub const SUMMARY_FORMAT: &str = "streamscope-summary";
 /// The summary version this build writes and reads.
 /// (2: a `checksum` of the content.)
-pub const SUMMARY_VERSION: u32 = 2;
+pub const SUMMARY_VERSION: u32 = 3;
 
 /// One rank file, analyzed on its own.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 
 use super::rank::{Ev, RankCtx};
 use super::report::{CommStalls, PrefetchSlack, Stall, StreamIdle, StreamStall};
-use crate::model::{SliceClass, SliceId, Trace};
+use crate::model::{DeviceId, SliceClass, SliceId, Trace};
 
 /// HTA's idle breakdown: the gap before each GPU event on its stream is
 /// host wait when its launch call started after the previous event ended,
@@ -40,15 +40,14 @@ pub fn idle_by_stream(
         .enumerate()
         .filter(|(_, a)| a.3.is_some())
         .map(|(k, a)| StreamIdle {
-            device: ctx.streams[k].device,
-            stream: ctx.streams[k].stream,
+            at: ctx.streams[k],
             host_wait_us: us(a.0),
             kernel_wait_us: us(a.1),
             other_us: us(a.2),
             total_us: us(a.0.saturating_add(a.1).saturating_add(a.2)),
         })
         .collect();
-    out.sort_by_key(|s| (s.device, s.stream));
+    out.sort_by_key(|s| s.at);
     out
 }
 
@@ -75,7 +74,7 @@ pub struct StallHit {
 /// communication kernel or queued back to back behind one (an all-gather's
 /// copy-out kernel).
 pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -> Vec<StallHit> {
-    let device_of = |e: &Ev| ctx.streams[e.stream as usize].device;
+    let device_of = |e: &Ev| ctx.streams[e.stream as usize].device();
     // Previous event on the same stream (positions), for walking back a queue.
     let mut last_pos: Vec<u32> = vec![u32::MAX; ctx.streams.len()];
     let mut prev_on_stream: Vec<u32> = vec![u32::MAX; events.len()];
@@ -95,7 +94,7 @@ pub fn stall_hits(t: &Trace, ctx: &RankCtx, events: &[&Ev], tolerance_ns: i64) -
     for k in 1..next.len() {
         next[k] = next[k].saturating_add(next[k - 1]);
     }
-    let mut by_end: Vec<(u32, i64, u32)> = vec![(0, 0, 0); events.len()];
+    let mut by_end: Vec<(Option<DeviceId>, i64, u32)> = vec![(None, 0, 0); events.len()];
     for (pos, e) in events.iter().enumerate() {
         let at = &mut next[e.stream as usize];
         by_end[*at] = (device_of(e), e.e, pos as u32);
@@ -236,8 +235,7 @@ pub fn comm_stalls_of(
         .enumerate()
         .filter(|(_, p)| p.0 > 0)
         .map(|(k, p)| StreamStall {
-            device: ctx.streams[k].device,
-            stream: ctx.streams[k].stream,
+            at: ctx.streams[k],
             count: p.0,
             total_us: p.1 as f64 / 1000.0,
         })
@@ -274,13 +272,13 @@ pub fn prefetch_slack_of(
     hits: &[StallHit],
     is_all_gather: impl Fn(u32) -> bool,
 ) -> PrefetchSlack {
-    let device_of = |e: &Ev| ctx.streams[e.stream as usize].device;
+    let device_of = |e: &Ev| ctx.streams[e.stream as usize].device();
     let mut waited: rustc_hash::FxHashMap<u32, i64> = Default::default();
     for h in hits {
         let w = waited.entry(h.comm).or_insert(0);
         *w = w.saturating_add(h.ns);
     }
-    let mut compute_starts: Vec<(u32, i64)> = events
+    let mut compute_starts: Vec<(Option<DeviceId>, i64)> = events
         .iter()
         .filter(|e| e.class == SliceClass::Compute)
         .map(|e| (device_of(e), e.s))

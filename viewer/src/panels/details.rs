@@ -48,7 +48,7 @@ fn occupancy_of(model: &Model, s: usize) -> Option<&KernelOccupancy> {
         .report
         .occupancy
         .iter()
-        .filter(|o| o.device == device.0)
+        .filter(|o| o.device == device)
         .flat_map(|o| o.kernels.iter())
         .find(|k| k.name == name && k.grid == lc.grid && k.block == lc.block)
 }

@@ -78,7 +78,7 @@ impl RankOrder {
         }
         let r = &model.report;
         let metric = |process: u32| -> f64 {
-            let Some(k) = r.ranks.iter().find(|k| k.process == process) else {
+            let Some(k) = r.ranks.iter().find(|k| k.process.get() == process) else {
                 return f64::NEG_INFINITY;
             };
             match self {

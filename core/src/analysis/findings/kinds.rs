@@ -4,7 +4,7 @@
 use super::{median, median_noise, Finding, FindingWhere, MAX_SYNC_REPLAYS};
 use crate::analysis::report::{RankReport, Report, StepReport};
 use crate::analysis::whatif::{self, Changes, Prepared, WhatIfOptions};
-use crate::model::{SliceId, SliceKind, Trace};
+use crate::model::{ProcessId, SliceId, SliceKind, Trace};
 
 /// Per rank: steps in the window, the median step, its noise, the median step's row.
 struct RankSteps<'a> {
@@ -489,14 +489,14 @@ fn gemms(ranks: &[(&RankReport, RankSteps)], trace: Option<&Trace>, out: &mut Ve
 }
 
 /// The first kernel named `name` of process `process`.
-fn first_named(t: &Trace, process: u32, name: &str) -> Option<SliceId> {
+fn first_named(t: &Trace, process: ProcessId, name: &str) -> Option<SliceId> {
     let sl = t.slices();
     let id = t.strings().lookup(name)?;
     (0..sl.len()).map(SliceId::from_index).find(|&s| {
         let i = s.index();
         sl.kind()[i] == SliceKind::Kernel
             && sl.name()[i] == id
-            && t.track(sl.track()[i]).process.index() as u32 == process
+            && t.track(sl.track()[i]).process == process
     })
 }
 
@@ -520,7 +520,7 @@ fn pageable(t: &Trace, ranks: &[(&RankReport, RankSteps)], out: &mut Vec<Finding
                 continue;
             }
             let id = SliceId::from_index(i);
-            if t.track(sl.track()[i]).process.index() as u32 != k.process {
+            if t.track(sl.track()[i]).process != k.process {
                 continue;
             }
             let st = sl.start_ns()[i];

@@ -1,6 +1,7 @@
 //! The detailed tables of a report (`report --full`, markdown): every
 //! time in ms, every column defined in docs/METRICS.md ("Report columns").
 
+use super::super::rank::StreamKey;
 use super::super::report::Report;
 use super::{ms, opt_ms, pct, short, Table};
 
@@ -23,11 +24,14 @@ pub(super) fn tables(r: &Report) -> Vec<Table> {
 
 /// The GPU of `rank` at model device index `device`: its name when the
 /// occupancy rows know it, else "device N".
-fn gpu_name(r: &Report, rank: u32, device: u32) -> String {
+fn gpu_name(r: &Report, rank: u32, at: StreamKey) -> String {
+    let Some(device) = at.device() else {
+        return "-".to_string();
+    };
     r.occupancy
         .iter()
         .find(|o| o.rank == rank && o.device == device)
-        .map_or_else(|| format!("device {device}"), |o| o.name.clone())
+        .map_or_else(|| format!("device {}", device.get()), |o| o.name.clone())
 }
 
 /// Per rank, the kernels with the most time in the headline window (none
@@ -180,8 +184,8 @@ fn idle_table(r: &Report) -> Option<Table> {
             k.idle_by_stream.iter().map(move |s| {
                 vec![
                     k.rank.to_string(),
-                    gpu_name(r, k.rank, s.device),
-                    s.stream.to_string(),
+                    gpu_name(r, k.rank, s.at),
+                    s.at.stream_label(),
                     ms(s.host_wait_us),
                     ms(s.kernel_wait_us),
                     ms(s.other_us),

@@ -28,7 +28,7 @@
 
 use super::super::rank::{IntMap, RankCtx};
 use super::super::xrank::Matching;
-use crate::model::SliceId;
+use crate::model::{DeviceId, SliceId};
 use crate::model::{SliceClass, SliceKind, Trace};
 
 /// No node / vertex.
@@ -514,11 +514,11 @@ impl Builder {
         let gpu = &self.gpu_nodes[ci];
         let mut last_on_stream: Vec<u32> = vec![NONE; ctx.streams.len()];
         // Per device: (end, stream, node) of every activity, by end.
-        let mut ends: Vec<(u32, i64, u16, u32)> = ctx
+        let mut ends: Vec<(Option<DeviceId>, i64, u16, u32)> = ctx
             .gpu
             .iter()
             .zip(gpu)
-            .map(|(e, &n)| (ctx.streams[e.stream as usize].device, e.e, e.stream, n))
+            .map(|(e, &n)| (ctx.streams[e.stream as usize].device(), e.e, e.stream, n))
             .collect();
         ends.sort_unstable();
         for (e, &n) in ctx.gpu.iter().zip(gpu) {
@@ -536,7 +536,7 @@ impl Builder {
                     ready = ready.max(self.nodes[hn as usize].s);
                 }
             }
-            let dev = ctx.streams[e.stream as usize].device;
+            let dev = ctx.streams[e.stream as usize].device();
             let lo = ready.max(e.s.saturating_sub(WAIT_TOLERANCE_NS));
             let at = ends.partition_point(|x| (x.0, x.1) <= (dev, e.s));
             let release = ends[..at]

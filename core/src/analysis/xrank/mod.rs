@@ -22,7 +22,7 @@
 pub(crate) mod clocks;
 pub(crate) mod summary;
 
-use crate::model::SliceId;
+use crate::model::{ProcessId, SliceId};
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
@@ -142,8 +142,8 @@ pub struct CommRec {
     pub s: i64,
     /// Kernel end.
     pub e: i64,
-    /// CUDA stream id of its stream.
-    pub stream: u32,
+    /// CUDA stream id of its stream (none off a CUDA stream).
+    pub stream: Option<u32>,
     /// Kernel name (index into [`RankComms::names`]).
     pub name: u32,
     /// Collective kind ("AllGather", "unknown"; index into the names).
@@ -175,8 +175,8 @@ fn opt_u32(v: u32) -> Option<u32> {
 pub struct RankComms {
     /// The rank number.
     pub rank: u32,
-    /// Index of its process in the (whole) trace.
-    pub process: u32,
+    /// Its process in the (whole) trace.
+    pub process: ProcessId,
     /// WORLD_SIZE its process states.
     pub world_size: Option<u32>,
     /// Clock domain of its timestamps.
@@ -219,7 +219,7 @@ pub fn collect(
     let p = t.processes().get(ctx.process.index());
     let mut out = RankComms {
         rank: ctx.rank,
-        process: ctx.process.0,
+        process: ctx.process,
         world_size: p.and_then(|p| p.world_size),
         clock: p.map(|p| p.clock).unwrap_or_default(),
         host: p.map(|p| p.hostname.clone()).unwrap_or_default(),
@@ -273,10 +273,7 @@ pub fn collect(
             Some(g) => out.intern(&mut map, g),
             None => NONE,
         };
-        let stream = ctx
-            .streams
-            .get(e.stream as usize)
-            .map_or(u32::MAX, |k| k.stream);
+        let stream = ctx.streams.get(e.stream as usize).and_then(|k| k.stream());
         out.recs.push(CommRec {
             slice: e.slice(),
             s: e.s,
@@ -381,7 +378,7 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
 /// A rank of the job missing from the trace: its peers' kernels cannot be
 /// paired. The note saying so, if one is.
 fn missing_ranks_note(ranks: &[RankComms]) -> Option<String> {
-    let mut procs: Vec<u32> = ranks.iter().map(|c| c.process).collect();
+    let mut procs: Vec<ProcessId> = ranks.iter().map(|c| c.process).collect();
     procs.dedup();
     let world = ranks.iter().filter_map(|r| r.world_size).max().unwrap_or(0);
     if world as usize <= procs.len() {
@@ -458,10 +455,10 @@ fn groups_by_sequence(ranks: &[RankComms], pool: &Pool) -> Vec<Groups> {
 fn groups_by_order(ranks: &[RankComms], pool: &Pool) -> Vec<Groups> {
     // NCCL streams are paired by stream id when every rank uses the same
     // ids, else by the order of their first NCCL kernel.
-    let ids: Vec<Vec<u32>> = ranks
+    let ids: Vec<Vec<Option<u32>>> = ranks
         .iter()
         .map(|r| {
-            let mut out: Vec<u32> = Vec::new();
+            let mut out: Vec<Option<u32>> = Vec::new();
             for k in &r.recs {
                 if !out.contains(&k.stream) {
                     out.push(k.stream);
@@ -470,7 +467,7 @@ fn groups_by_order(ranks: &[RankComms], pool: &Pool) -> Vec<Groups> {
             out
         })
         .collect();
-    let sorted = |v: &Vec<u32>| {
+    let sorted = |v: &Vec<Option<u32>>| {
         let mut v = v.clone();
         v.sort_unstable();
         v
@@ -485,7 +482,10 @@ fn groups_by_order(ranks: &[RankComms], pool: &Pool) -> Vec<Groups> {
                 .into_iter()
                 .map(|((id, kind), v)| {
                     let label = if same_ids {
-                        format!("stream {id}")
+                        match id {
+                            Some(id) => format!("stream {id}"),
+                            None => "no stream".to_string(),
+                        }
                     } else {
                         let ord = first_use.iter().position(|&x| x == id).unwrap_or(0);
                         format!("NCCL stream #{ord}")

@@ -341,7 +341,7 @@ pub(super) fn utilization(ctx: &Ctx) -> String {
                     c(PAD_L - 6.0),
                     c(y + ch - 5.0),
                     o.rank,
-                    o.device,
+                    o.device.get(),
                     c(PAD_L),
                     c(y),
                     c(plot_w),
@@ -426,8 +426,9 @@ fn idle_table(ctx: &Ctx) -> String {
             rows.push(format!(
                 "{}<td class=\"n\">{}</td><td class=\"n\">{}</td>{}{}{}{}",
                 td_nowrap(&ctx.label(k)),
-                x.device,
-                x.stream,
+                x.at.device()
+                    .map_or("-".to_string(), |d| d.get().to_string()),
+                x.at.stream_label(),
                 ms_cell(&format!("{p}.host_wait_us"), Some(x.host_wait_us)),
                 ms_cell(&format!("{p}.kernel_wait_us"), Some(x.kernel_wait_us)),
                 ms_cell(&format!("{p}.other_us"), Some(x.other_us)),
