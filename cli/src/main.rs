@@ -263,7 +263,7 @@ fn info_text(t: &Trace) -> String {
     // Per-track slice counts and kernels, in one pass.
     let mut per_track = vec![(0usize, 0usize); t.tracks().len()];
     for i in 0..t.slices().len() {
-        let e = &mut per_track[t.slices().track()[i].0 as usize];
+        let e = &mut per_track[t.slices().track()[i].index()];
         e.0 += 1;
         if t.slices().kind()[i] == SliceKind::Kernel {
             e.1 += 1;
@@ -301,7 +301,7 @@ fn info_text(t: &Trace) -> String {
                         .devices()
                         .get(device.index())
                         .map(|d| d.ordinal)
-                        .unwrap_or(device.0);
+                        .unwrap_or(device.get());
                     let _ = writeln!(
                         o,
                         "  stream {stream:<5} GPU {ord}: {}, {}",
@@ -322,7 +322,7 @@ fn info_text(t: &Trace) -> String {
                         .counters()
                         .track()
                         .iter()
-                        .filter(|c| c.0 == ti as u32)
+                        .filter(|c| c.get() == ti as u32)
                         .count();
                     let _ = writeln!(
                         o,

@@ -364,7 +364,7 @@ impl Converter {
         s.correlation = r.correlation_id;
         s.launch = Some(launch);
         if let Some(p) = &mut self.step_probe {
-            p.gpu(track.0, name, start, r.graph_id, r.correlation_id);
+            p.gpu(track.get(), name, start, r.graph_id, r.correlation_id);
         }
         self.graph_args(&mut s, r.graph_id, r.graph_node_id);
         self.trace.push_slice(s);

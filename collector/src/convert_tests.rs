@@ -116,7 +116,7 @@ fn kernels_go_on_stream_tracks_under_their_gpu() {
     assert_eq!(
         t.track(k0).kind,
         TrackKind::Stream {
-            device: DeviceId(0),
+            device: DeviceId::from_index(0),
             stream: 7
         }
     );
@@ -125,7 +125,7 @@ fn kernels_go_on_stream_tracks_under_their_gpu() {
     assert_eq!(
         t.track(gpu).kind,
         TrackKind::Gpu {
-            device: DeviceId(0)
+            device: DeviceId::from_index(0)
         }
     );
     assert_eq!(t.track_name(gpu), "GPU 1 · NVIDIA H200");
@@ -298,7 +298,7 @@ fn syncs_go_on_their_stream_or_their_calling_thread() {
     assert_eq!(
         t.track(t.slices().track()[a]).kind,
         TrackKind::Stream {
-            device: DeviceId(0),
+            device: DeviceId::from_index(0),
             stream: 7
         }
     );
@@ -713,7 +713,7 @@ fn gpu_metrics_feeds_become_counters_of_this_process_device() {
     let name_of = |conv: &Converter, i: usize| {
         let t = conv.trace.counters().track()[i];
         conv.trace
-            .str(conv.trace.tracks()[t.0 as usize].name)
+            .str(conv.trace.tracks()[t.index()].name)
             .to_string()
     };
     assert_eq!(conv.trace.counters().len(), 2);

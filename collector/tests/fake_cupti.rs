@@ -190,7 +190,7 @@ fn a_normal_exit_writes_a_complete_trace() {
     assert_eq!(copies, kernels.len());
     assert!(t.tracks().iter().any(|tr| tr.kind
         == TrackKind::Stream {
-            device: DeviceId(0),
+            device: DeviceId::from_index(0),
             stream: 7
         }));
     assert!(t
@@ -570,7 +570,7 @@ fn gpu_metrics_become_counter_tracks_on_the_trace_clock() {
         .any(|tr| t.str(tr.name).contains("NVLink")));
     let points = |k: usize| -> Vec<(i64, f64)> {
         (0..t.counters().len())
-            .filter(|&i| t.counters().track()[i].0 as usize == k)
+            .filter(|&i| t.counters().track()[i].index() == k)
             .map(|i| (t.counters().ts_ns()[i], t.counters().value()[i]))
             .collect()
     };

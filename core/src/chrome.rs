@@ -35,7 +35,7 @@ fn synthetic_tid(track: usize) -> u64 {
 fn tid_of(t: &Trace, track: TrackId) -> u64 {
     match t.track(track).kind {
         TrackKind::Thread { tid } => tid as u64,
-        _ => synthetic_tid(track.0 as usize),
+        _ => synthetic_tid(track.index()),
     }
 }
 
@@ -111,8 +111,8 @@ fn write_process_names(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
 /// `thread_name` and `thread_sort_index` metadata events, one pair per track.
 fn write_track_names(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
     for (i, tr) in trace.tracks().iter().enumerate() {
-        let pid = pid_of(trace, TrackId(i as u32));
-        let tid = tid_of(trace, TrackId(i as u32));
+        let pid = pid_of(trace, TrackId::from_index(i));
+        let tid = tid_of(trace, TrackId::from_index(i));
         let mut name = trace.str(tr.name).to_string();
         if let Some(parent) = tr.parent {
             name = format!("{} / {name}", trace.track_name(parent));
@@ -137,7 +137,7 @@ fn write_slice(w: &mut impl Write, trace: &Trace, i: usize) -> io::Result<()> {
         "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"sst\":{},\"ts\":{},\"dur\":{},\"args\":{{\"class\":\"{}\"",
         sl.kind()[i].name(),
         json_str(trace.str(sl.name()[i])),
-        sl.track()[i].0,
+        sl.track()[i].get(),
         us(sl.start_ns()[i]),
         us(sl.dur_ns()[i]),
         sl.class()[i].name()
@@ -150,7 +150,7 @@ fn write_slice(w: &mut impl Write, trace: &Trace, i: usize) -> io::Result<()> {
             .devices()
             .get(device.index())
             .map(|d| d.ordinal)
-            .unwrap_or(device.0);
+            .unwrap_or(device.get());
         write!(w, ",\"device\":{ord},\"stream\":{stream}")?;
     }
     write_typed_fields(w, trace, SliceId::from_index(i))?;
@@ -259,7 +259,7 @@ fn write_counters(w: &mut impl Write, trace: &Trace) -> io::Result<()> {
             w,
             "{{\"ph\":\"C\",\"name\":{},\"pid\":{pid},\"sst\":{},\"ts\":{},\"args\":{{\"value\":{v}}}{}}}",
             json_str(trace.str(tr.name)),
-            c.track()[i].0,
+            c.track()[i].get(),
             us(c.ts_ns()[i]),
             if c.value()[i].is_finite() {
                 String::new()
@@ -292,7 +292,7 @@ fn model_json(t: &Trace) -> Value {
         .iter()
         .map(|d| {
             json!({
-                "process": d.process.0, "ordinal": d.ordinal, "name": d.name,
+                "process": d.process.get(), "ordinal": d.ordinal, "name": d.name,
                 "compute_major": d.compute_major, "compute_minor": d.compute_minor,
                 "sm_count": d.sm_count, "warp_size": d.warp_size,
                 "max_threads_per_block": d.max_threads_per_block,
@@ -309,18 +309,19 @@ fn model_json(t: &Trace) -> Value {
         .iter()
         .map(|tr| {
             let mut v = json!({
-                "process": tr.process.0,
-                "parent": tr.parent.map(|p| p.0),
+                "process": tr.process.get(),
+                "parent": tr.parent.map(|p| p.get()),
                 "name": t.str(tr.name),
             });
             let (kind, extra) = match tr.kind {
                 TrackKind::Thread { tid } => ("thread", json!({ "tid": tid })),
-                TrackKind::Gpu { device } => ("gpu", json!({ "device": device.0 })),
-                TrackKind::Stream { device, stream } => {
-                    ("stream", json!({ "device": device.0, "stream": stream }))
-                }
+                TrackKind::Gpu { device } => ("gpu", json!({ "device": device.get() })),
+                TrackKind::Stream { device, stream } => (
+                    "stream",
+                    json!({ "device": device.get(), "stream": stream }),
+                ),
                 TrackKind::Counter { device } => {
-                    ("counter", json!({ "device": device.map(|d| d.0) }))
+                    ("counter", json!({ "device": device.map(|d| d.get()) }))
                 }
                 TrackKind::Other => ("other", json!({})),
             };
@@ -480,7 +481,7 @@ fn read_device(d: &Value, nproc: u32) -> std::result::Result<Device, String> {
         return Err(format!("device of process {process}, beyond {nproc}"));
     }
     Ok(Device {
-        process: ProcessId(process),
+        process: ProcessId::from_index(process as usize),
         ordinal: n("ordinal"),
         name: str_of(d, "name"),
         compute_major: n("compute_major"),
@@ -516,20 +517,20 @@ fn add_track(t: &mut TraceBuilder, tr: &Value, ntracks: u32) -> std::result::Res
             tid: u32_of(tr, "tid").unwrap_or(0),
         },
         "gpu" if device.is_some() => TrackKind::Gpu {
-            device: DeviceId(dev),
+            device: DeviceId::from_index(dev as usize),
         },
         "stream" if device.is_some() => TrackKind::Stream {
-            device: DeviceId(dev),
+            device: DeviceId::from_index(dev as usize),
             stream: u32_of(tr, "stream").unwrap_or(0),
         },
         "counter" => TrackKind::Counter {
-            device: device.map(DeviceId),
+            device: device.map(|d| DeviceId::from_index(d as usize)),
         },
         _ => TrackKind::Other,
     };
     t.add_track(
-        ProcessId(process),
-        parent.map(TrackId),
+        ProcessId::from_index(process as usize),
+        parent.map(|p| TrackId::from_index(p as usize)),
         kind,
         &str_of(tr, "name"),
     );
@@ -545,7 +546,11 @@ fn time(r: Option<&serde_json::value::RawValue>) -> Option<i64> {
 fn read_events(t: &mut TraceBuilder, events: &[Ev], ntracks: u32) -> usize {
     let mut bad_events = 0usize;
     for e in events {
-        let Some(track) = e.sst.filter(|&s| s < ntracks).map(TrackId) else {
+        let Some(track) = e
+            .sst
+            .filter(|&s| s < ntracks)
+            .map(|s| TrackId::from_index(s as usize))
+        else {
             if e.sst.is_some() {
                 bad_events += 1;
             }

@@ -23,13 +23,13 @@ pub fn dump(t: &Trace) -> String {
             .parent
             .map(|p| t.track_name(p).to_string())
             .unwrap_or_default();
-        format!("p{}/{}/{}", tr.process.0, parent, t.str(tr.name))
+        format!("p{}/{}/{}", tr.process.get(), parent, t.str(tr.name))
     };
     for (i, tr) in t.tracks().iter().enumerate() {
         let _ = writeln!(
             out,
             "track {i}: {} {:?}",
-            track_path(TrackId(i as u32)),
+            track_path(TrackId::from_index(i)),
             tr.kind
         );
     }

@@ -134,10 +134,10 @@ fn side_by_side_aligns_the_first_steps() {
     let tracks_b: Vec<bool> = merged
         .tracks()
         .iter()
-        .map(|t| t.process >= ProcessId(2))
+        .map(|t| t.process >= ProcessId::from_index(2))
         .collect();
     let merged_b_min = (0..merged.slices().len())
-        .filter(|&i| tracks_b[merged.slices().track()[i].0 as usize])
+        .filter(|&i| tracks_b[merged.slices().track()[i].index()])
         .map(|i| merged.slices().start_ns()[i])
         .min()
         .expect("B slices");
@@ -156,7 +156,8 @@ fn side_by_side_aligns_the_step_asked_for() {
     let step6 = |process: u32| {
         (0..merged.slices().len())
             .find(|&i| {
-                merged.tracks()[merged.slices().track()[i].0 as usize].process == ProcessId(process)
+                merged.tracks()[merged.slices().track()[i].index()].process
+                    == ProcessId::from_index(process as usize)
                     && merged.str(merged.slices().name()[i]) == "step 6"
             })
             .map(|i| merged.slices().start_ns()[i])

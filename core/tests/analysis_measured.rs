@@ -51,8 +51,7 @@ fn measured_means_follow_the_counter_tracks_per_rank_and_step() {
         let sl = t.slices();
         let (ws, we) = (rank.window.start_ns, rank.window.end_ns);
         for i in 0..sl.len() {
-            if t.tracks()[sl.track()[i].0 as usize].process != p || !sl.kind()[i].is_gpu_activity()
-            {
+            if t.tracks()[sl.track()[i].index()].process != p || !sl.kind()[i].is_gpu_activity() {
                 continue;
             }
             let (s, e) = (sl.start_ns()[i], sl.start_ns()[i] + sl.dur_ns()[i]);

@@ -270,9 +270,9 @@ impl Job {
     fn on(t: TraceBuilder) -> Job {
         let n = t.tracks().len() as u32;
         Job {
-            host: TrackId(n - 3),
-            compute: TrackId(n - 2),
-            comm: TrackId(n - 1),
+            host: TrackId::from_index((n - 3) as usize),
+            compute: TrackId::from_index((n - 2) as usize),
+            comm: TrackId::from_index((n - 1) as usize),
             corr: 1 + t.slices().len() as u32,
             t,
         }

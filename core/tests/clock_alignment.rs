@@ -23,7 +23,7 @@ fn on_other_host(t: &Trace, p: u32, host: &str, offset_ns: i64, drift: f64, at: 
     let clock = |x: i64| x + offset_ns + ((x - at) as f64 * drift).round() as i64;
     let mut b = t.clone().into_builder();
     for id in b.slices().ids() {
-        if b.slice_process(id) == ProcessId(p) {
+        if b.slice_process(id) == ProcessId::from_index(p as usize) {
             let i = id.index();
             let (s, d) = (b.slices().start_ns()[i], b.slices().dur_ns()[i]);
             b.set_slice_start(id, clock(s));

@@ -249,7 +249,7 @@ fn kernels_missing_on_one_rank_give_a_note_and_no_pairs() {
     let mut t = load_paths(&[bundled("fsdp-ref-overlap-h200x2")]).expect("load");
     let ag: Vec<usize> = (0..t.slices().len())
         .filter(|&i| {
-            t.slice_process(SliceId::from_index(i)) == ProcessId(1)
+            t.slice_process(SliceId::from_index(i)) == ProcessId::from_index(1)
                 && t.slices().kind()[i] == SliceKind::Kernel
                 && t.str(t.slices().name()[i]).contains("AllGather")
         })
@@ -419,7 +419,7 @@ fn kineto_collectives_carry_bytes_and_transfer_bus_bandwidth() {
 fn shift_process(t: &mut Trace, p: u32, shift_ns: i64) {
     let mut b = std::mem::take(t).into_builder();
     for id in b.slices().ids() {
-        if b.slice_process(id) == ProcessId(p) {
+        if b.slice_process(id) == ProcessId::from_index(p as usize) {
             let s = b.slices().start_ns()[id.index()];
             b.set_slice_start(id, s + shift_ns);
         }

@@ -118,7 +118,7 @@ fn nccl_data_rank0() {
         .find(|tr| {
             tr.kind
                 == TrackKind::Gpu {
-                    device: DeviceId(0),
+                    device: DeviceId::from_index(0),
                 }
         })
         .expect("GPU track");
@@ -131,13 +131,13 @@ fn nccl_data_rank0() {
         assert_eq!(
             tr.parent.map(|p| t.track(p).kind),
             Some(TrackKind::Gpu {
-                device: DeviceId(0)
+                device: DeviceId::from_index(0)
             })
         );
     }
     // Thread names come from the thread_name metadata (the last one wins).
     let main = t
-        .find_track(ProcessId(0), TrackKind::Thread { tid: 2910249 })
+        .find_track(ProcessId::from_index(0), TrackKind::Thread { tid: 2910249 })
         .expect("main thread");
     assert_eq!(t.track_name(main), "thread 2910249 (pt_main_thread)");
 
@@ -347,14 +347,14 @@ fn df_index_resolver_allreduce() {
     assert_eq!(
         t.tracks()[mem].kind,
         TrackKind::Counter {
-            device: Some(DeviceId(0))
+            device: Some(DeviceId::from_index(0))
         }
     );
     assert!(
         t.counters()
             .track()
             .iter()
-            .filter(|tr| tr.0 as usize == mem)
+            .filter(|tr| tr.index() == mem)
             .count()
             > 1000
     );
@@ -514,7 +514,7 @@ fn events_without_ts_are_skipped_with_a_warning() {
     assert_eq!(
         t.track(t.slices().track()[ss]).kind,
         TrackKind::Stream {
-            device: DeviceId(0),
+            device: DeviceId::from_index(0),
             stream: 7
         }
     );
@@ -532,7 +532,7 @@ fn events_without_ts_are_skipped_with_a_warning() {
     assert_eq!(
         t.track(t.slices().track()[ev]).kind,
         TrackKind::Stream {
-            device: DeviceId(0),
+            device: DeviceId::from_index(0),
             stream: 7
         }
     );

@@ -455,7 +455,7 @@ fn a_counter_on_a_process_track_gets_a_real_track() {
     let t = from_bytes(&e.buf);
     assert_eq!(t.counters().len(), 1);
     let track = t.counters().track()[0];
-    assert!((track.0 as usize) < t.tracks().len());
+    assert!((track.index()) < t.tracks().len());
     assert_eq!(t.processes()[t.track(track).process.index()].pid, 42);
     // Exporting it again works.
     let back = from_bytes(&to_bytes(&t));
@@ -766,7 +766,7 @@ fn track_parents_that_form_a_loop_are_broken_with_a_warning() {
         while let Some(p) = at {
             steps += 1;
             assert!(steps <= t.tracks().len(), "track {i}: parents loop");
-            at = t.tracks()[p.0 as usize].parent;
+            at = t.tracks()[p.index()].parent;
         }
     }
     assert!(

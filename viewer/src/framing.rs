@@ -113,8 +113,9 @@ impl Framing {
             }
             st.scroll_y = 0.0;
             // Scroll the rank's first lane into view at the first frame.
-            if let Some(t) = (0..model.trace.tracks().len() as u32)
-                .map(streamscope_core::TrackId)
+            if let Some(t) = model
+                .trace
+                .track_ids()
                 .find(|&t| model.trace.track(t).process == p)
             {
                 st.reveal = Some(t);

@@ -21,7 +21,7 @@ fn an_nccl_kernel_links_to_its_peers_on_the_other_rank() {
                 t.slices().kind()[i] == SliceKind::Kernel
                     && t.str(t.slices().name()[i])
                         .starts_with("ncclDevKernel_AllGather")
-                    && t.tracks()[t.slices().track()[i].0 as usize].process == ProcessId(0)
+                    && t.tracks()[t.slices().track()[i].index()].process == ProcessId::from_index(0)
             })
             .expect("an all-gather kernel on rank 0") as u32;
         let (inst, part) = m.collective_of(s).expect("matched across ranks");
@@ -34,10 +34,10 @@ fn an_nccl_kernel_links_to_its_peers_on_the_other_rank() {
             .expect("peer");
         (
             s,
-            t.tracks()[t.slices().track()[peer.slice.index()].0 as usize].process,
+            t.tracks()[t.slices().track()[peer.slice.index()].index()].process,
         )
     };
-    assert_eq!(peer_process, ProcessId(1));
+    assert_eq!(peer_process, ProcessId::from_index(1));
     {
         let m = app.model.as_ref().expect("model");
         let w = m.wait_share().expect("matched at load: a small trace");

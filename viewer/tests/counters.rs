@@ -4,7 +4,7 @@
 
 use egui_kittest::Harness;
 use streamscope_core::synth::{add_gpu_metrics, fsdp_like, SynthOptions};
-use streamscope_core::{DeviceId, TrackKind};
+use streamscope_core::TrackKind;
 use streamscope_viewer::timeline::counters;
 use streamscope_viewer::timeline::layout::LineKind;
 use streamscope_viewer::ViewerApp;
@@ -47,10 +47,7 @@ fn metric_lanes_sit_under_their_gpu_with_units_and_values() {
                 let tr = m.index.rows[row as usize].track;
                 matches!(
                     t.track(tr).kind,
-                    TrackKind::Stream {
-                        device: DeviceId(0),
-                        ..
-                    }
+                    TrackKind::Stream { device, .. } if device.index() == 0
                 )
             }
             _ => false,
@@ -64,8 +61,7 @@ fn metric_lanes_sit_under_their_gpu_with_units_and_values() {
         .any(|tr| t.str(tr.name).contains("estimated")));
     // Axis labels: percentages on 0–100, throughputs on 0–max.
     let track = |name: &str| {
-        (0..t.tracks().len() as u32)
-            .map(streamscope_core::TrackId)
+        t.track_ids()
             .find(|&k| t.track_name(k) == name)
             .expect("track")
     };
@@ -91,7 +87,7 @@ fn metric_lanes_sit_under_their_gpu_with_units_and_values() {
     let text = counters::hover_text(t, &m.index, sm, ts, ts + 1_000).expect("hover");
     assert_eq!(text, "GPU 0 · SM active %\n100 %");
     assert_eq!(
-        counters::column_minmax(t, &m.index, sm.0 as usize, a, b),
+        counters::column_minmax(t, &m.index, sm.index(), a, b),
         Some((0.0, 100.0))
     );
 }

@@ -69,7 +69,7 @@ fn share_in_trace(t: &Trace, track: u32, class: SliceClass, t0: i64, t1: i64) ->
     let sl = t.slices();
     let mut ns = 0i64;
     for i in 0..sl.len() {
-        if sl.track()[i].0 == track && sl.class()[i] == class {
+        if sl.track()[i].get() == track && sl.class()[i] == class {
             let (a, b) = (
                 sl.start_ns()[i].max(t0),
                 sl.end_ns(SliceId::from_index(i)).min(t1),
@@ -96,7 +96,7 @@ fn gpu_row(h: &Harness<'static, ViewerApp>, class: SliceClass) -> (u32, u32, f32
                 let s = r.slice(0);
                 (is_stream && m.trace.slices().class()[s] == class).then_some((
                     row,
-                    track.0,
+                    track.get(),
                     lanes_top + l.y - app.timeline.scroll_y,
                 ))
             }
@@ -265,14 +265,14 @@ fn a_serial_stream_shows_its_compute_and_communication_mix() {
             LineKind::Row { row, .. } => {
                 let r = &m.index.rows[row as usize];
                 let stream = matches!(m.trace.track(r.track).kind, TrackKind::Stream { .. });
-                (stream && m.trace.track(r.track).process == ProcessId(0))
+                (stream && m.trace.track(r.track).process == ProcessId::from_index(0))
                     .then_some((row, lanes.top() + l.y - app.timeline.scroll_y))
             }
             _ => None,
         })
         .max_by_key(|&(row, _)| m.index.rows[row as usize].len())
         .expect("rank 0 has a stream");
-    let track = m.index.rows[row as usize].track.0;
+    let track = m.index.rows[row as usize].track.get();
     assert!(app.timeline.coverage_rows.iter().any(|r| r.0 == row));
     let (v0, v1) = app.timeline.window_ns(&m.index);
     let inner = ROW_H - 2.0;

@@ -51,9 +51,12 @@ fn step_and_rank_frame_one_step_of_one_rank() {
         .lines
         .iter()
         .filter_map(|l| match l.kind {
-            LineKind::Row { row, .. } => {
-                Some(m.trace.track(m.index.rows[row as usize].track).process.0)
-            }
+            LineKind::Row { row, .. } => Some(
+                m.trace
+                    .track(m.index.rows[row as usize].track)
+                    .process
+                    .get(),
+            ),
             _ => None,
         })
         .collect();

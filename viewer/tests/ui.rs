@@ -29,7 +29,7 @@ fn rows_of_process(app: &ViewerApp, process: u32) -> usize {
         .filter(|l| match l.kind {
             LineKind::Row { row, .. } => {
                 let track = model.index.rows[row as usize].track;
-                model.trace.track(track).process == ProcessId(process)
+                model.trace.track(track).process == ProcessId::from_index(process as usize)
             }
             _ => false,
         })
@@ -104,7 +104,7 @@ fn search_finds_a_kernel_and_selects_it() {
     );
     assert_eq!(
         m.trace.slice_process(SliceId::from_index(sel)),
-        ProcessId(1)
+        ProcessId::from_index(1)
     );
     // The details panel names the selection and its launch call.
     assert!(h.query_by_label("launched by").is_some());

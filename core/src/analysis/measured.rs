@@ -206,7 +206,7 @@ pub fn rank_series(t: &Trace, ctx: &RankCtx) -> Vec<(Metric, Series)> {
         let TrackKind::Counter { device: Some(d) } = tr.kind else {
             continue;
         };
-        if tr.process != ctx.process || !devices.contains(&d.0) {
+        if tr.process != ctx.process || !devices.contains(&d.get()) {
             continue;
         }
         if let Some((_, m)) = parse_track_name(t.str(tr.name)) {
@@ -219,7 +219,7 @@ pub fn rank_series(t: &Trace, ctx: &RankCtx) -> Vec<(Metric, Series)> {
     let mut pts: Vec<Vec<(i64, f64)>> = vec![Vec::new(); want.len()];
     let c = t.counters();
     for k in 0..c.len() {
-        if let Some(j) = want.iter().position(|w| w.0 == c.track()[k].0) {
+        if let Some(j) = want.iter().position(|w| w.0 == c.track()[k].get()) {
             pts[j].push((c.ts_ns()[k], c.value()[k]));
         }
     }

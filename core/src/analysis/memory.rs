@@ -84,7 +84,7 @@ fn series(t: &Trace, ctx: &RankCtx) -> Option<Series> {
     let mut per_gpu: Vec<Series> = Vec::new();
     let c = t.counters();
     for k in 0..c.len() {
-        let Some(&(_, gpu, allocated)) = tracks.iter().find(|x| x.0 == c.track()[k].0) else {
+        let Some(&(_, gpu, allocated)) = tracks.iter().find(|x| x.0 == c.track()[k].get()) else {
             continue;
         };
         let Some(v) = bytes(c.value()[k]) else {

@@ -401,7 +401,7 @@ impl PlannedRank {
                 s,
                 e,
                 id,
-                stream: stream_of_track[sl.track()[i].0 as usize],
+                stream: stream_of_track[sl.track()[i].index()],
                 class: classes.of(t, i),
                 step: NONE,
             });
@@ -465,10 +465,10 @@ impl AsMut<RankCtx> for PlannedRank {
 pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
     let np = t.processes().len();
     let sl = t.slices();
-    let track_proc: Vec<u32> = t.tracks().iter().map(|tr| tr.process.0).collect();
+    let track_proc: Vec<u32> = t.tracks().iter().map(|tr| tr.process.get()).collect();
     let process_of = |i: usize| {
         track_proc
-            .get(sl.track()[i].0 as usize)
+            .get(sl.track()[i].index())
             .copied()
             .unwrap_or(u32::MAX) as usize
     };
@@ -505,11 +505,11 @@ pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
         let mut track_streams: Vec<(u32, u16)> = Vec::new();
         let ids = std::mem::take(&mut gpu_ids[p]);
         for &id in &ids {
-            let tr = sl.track()[id as usize].0;
+            let tr = sl.track()[id as usize].get();
             if stream_of_track[tr as usize] != u16::MAX {
                 continue;
             }
-            let key = StreamKey::of_track(t, TrackId(tr));
+            let key = StreamKey::of_track(t, TrackId::from_index(tr as usize));
             let stream = match streams.iter().position(|k| *k == key) {
                 Some(x) => x as u16,
                 None => {
@@ -571,7 +571,7 @@ pub fn plan(t: &Trace, rounding: Option<bool>) -> Vec<PlannedRank> {
                 .iter()
                 .copied()
                 .filter(|&id| {
-                    let tr = sl.track()[id as usize].0;
+                    let tr = sl.track()[id as usize].get();
                     dev_tracks.iter().any(|&(x, _)| x == tr)
                 })
                 .collect();
@@ -704,17 +704,17 @@ mod tests {
         for (k, json) in [
             (
                 StreamKey::Stream {
-                    device: DeviceId(1),
+                    device: DeviceId::from_index(1),
                     stream: 7,
                 },
                 r#"{"device":1,"stream":7}"#,
             ),
             (
-                StreamKey::Device(DeviceId(2)),
+                StreamKey::Device(DeviceId::from_index(2)),
                 r#"{"device":2,"stream":null}"#,
             ),
             (
-                StreamKey::Track(TrackId(9)),
+                StreamKey::Track(TrackId::from_index(9)),
                 r#"{"device":null,"stream":null,"track":9}"#,
             ),
         ] {
@@ -729,14 +729,14 @@ mod tests {
             assert!(serde_json::from_str::<StreamKey>(bad).is_err(), "{bad}");
         }
         let mut v = [
-            StreamKey::Track(TrackId(0)),
-            StreamKey::Device(DeviceId(0)),
+            StreamKey::Track(TrackId::from_index(0)),
+            StreamKey::Device(DeviceId::from_index(0)),
             StreamKey::Stream {
-                device: DeviceId(1),
+                device: DeviceId::from_index(1),
                 stream: 3,
             },
             StreamKey::Stream {
-                device: DeviceId(0),
+                device: DeviceId::from_index(0),
                 stream: 9,
             },
         ];
@@ -745,15 +745,15 @@ mod tests {
             v,
             [
                 StreamKey::Stream {
-                    device: DeviceId(0),
+                    device: DeviceId::from_index(0),
                     stream: 9
                 },
-                StreamKey::Device(DeviceId(0)),
+                StreamKey::Device(DeviceId::from_index(0)),
                 StreamKey::Stream {
-                    device: DeviceId(1),
+                    device: DeviceId::from_index(1),
                     stream: 3
                 },
-                StreamKey::Track(TrackId(0)),
+                StreamKey::Track(TrackId::from_index(0)),
             ]
         );
     }

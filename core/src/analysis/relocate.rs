@@ -536,17 +536,17 @@ mod tests {
         };
         let mut on = StreamIdle {
             at: StreamKey::Stream {
-                device: DeviceId(1),
+                device: DeviceId::from_index(1),
                 stream: 7,
             },
             ..Default::default()
         };
         let mut group = StreamIdle {
-            at: StreamKey::Device(DeviceId(2)),
+            at: StreamKey::Device(DeviceId::from_index(2)),
             ..Default::default()
         };
         let mut off = StreamStall {
-            at: StreamKey::Track(TrackId(7)),
+            at: StreamKey::Track(TrackId::from_index(7)),
             ..Default::default()
         };
         on.relocate(&by);
@@ -555,17 +555,17 @@ mod tests {
         assert_eq!(
             on.at,
             StreamKey::Stream {
-                device: DeviceId(4),
+                device: DeviceId::from_index(4),
                 stream: 7
             }
         );
-        assert_eq!(group.at, StreamKey::Device(DeviceId(5)));
-        assert_eq!(off.at, StreamKey::Track(TrackId(47)));
+        assert_eq!(group.at, StreamKey::Device(DeviceId::from_index(5)));
+        assert_eq!(off.at, StreamKey::Track(TrackId::from_index(47)));
         let mut occ = DeviceOccupancy {
-            device: DeviceId(1),
+            device: DeviceId::from_index(1),
             ..Default::default()
         };
         occ.relocate(&by);
-        assert_eq!(occ.device, DeviceId(4));
+        assert_eq!(occ.device, DeviceId::from_index(4));
     }
 }

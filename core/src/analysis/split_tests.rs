@@ -78,7 +78,7 @@ fn split_ranks_report_what_one_thread_reports() {
         let mut lopsided = t.clone();
         let sl = lopsided.slices();
         let procs: Vec<u32> = (0..sl.len())
-            .map(|i| lopsided.track(sl.track()[i]).process.0)
+            .map(|i| lopsided.track(sl.track()[i]).process.get())
             .collect();
         let gpu: Vec<bool> = sl.kind().iter().map(|k| k.is_gpu_activity()).collect();
         lopsided.retain_slices(|id| {

@@ -338,7 +338,7 @@ fn refine_with_preceding_copies(
         v.sort_unstable();
     }
     let mut order: Vec<usize> = (0..occs.len()).collect();
-    order.sort_by_key(|&k| (sl.track()[occs[k].host as usize].0, occs[k].start_ns));
+    order.sort_by_key(|&k| (sl.track()[occs[k].host as usize].get(), occs[k].start_ns));
     let mut prev: Option<(TrackId, i64)> = None;
     for k in order {
         let track = sl.track()[occs[k].host as usize];

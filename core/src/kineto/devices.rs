@@ -34,7 +34,7 @@ pub fn parse_device_properties(v: &Value) -> HashMap<u32, Device> {
         out.insert(
             id,
             Device {
-                process: ProcessId(0),
+                process: ProcessId::from_index(0),
                 ordinal: id,
                 name: d
                     .get("name")

@@ -326,7 +326,7 @@ fn json_error(path: &Path, e: serde_json::Error) -> TraceError {
 }
 
 /// The one process of an import.
-const HOST: ProcessId = ProcessId(0);
+const HOST: ProcessId = ProcessId::from_index(0);
 
 struct Builder {
     trace: TraceBuilder,

@@ -25,11 +25,11 @@ fn reorder_tracks(trace: &mut TraceBuilder, main_tid: u32) {
         let name = trace.str(t.name).to_string();
         match t.kind {
             TrackKind::Thread { tid } => (0, u32::from(tid != main_tid), 0, tid, String::new()),
-            TrackKind::Gpu { device } => (1, device.0, 0, 0, String::new()),
-            TrackKind::Stream { device, stream } => (1, device.0, 1, stream, String::new()),
+            TrackKind::Gpu { device } => (1, device.get(), 0, 0, String::new()),
+            TrackKind::Stream { device, stream } => (1, device.get(), 1, stream, String::new()),
             TrackKind::Counter {
                 device: Some(device),
-            } => (1, device.0, 2, 0, name),
+            } => (1, device.get(), 2, 0, name),
             TrackKind::Counter { device: None } => (2, 0, 0, 0, name),
             TrackKind::Other => (3, 0, 0, i as u32, String::new()),
         }
@@ -116,12 +116,12 @@ mod tests {
         assert_eq!(
             t.tracks()[6].kind,
             TrackKind::Stream {
-                device: DeviceId(1),
+                device: DeviceId::from_index(1),
                 stream: 9
             }
         );
-        assert_eq!(t.tracks()[6].parent, Some(TrackId(5)));
-        assert_eq!(t.tracks()[3].parent, Some(TrackId(2)));
+        assert_eq!(t.tracks()[6].parent, Some(TrackId::from_index(5)));
+        assert_eq!(t.tracks()[3].parent, Some(TrackId::from_index(2)));
         // Slices follow their tracks (and sort by them).
         assert_eq!(t.track_name(t.slices().track()[0]), "main");
         assert_eq!(t.track_name(t.slices().track()[1]), "stream 9");

@@ -184,7 +184,7 @@ pub struct Process {
     serde::Deserialize,
 )]
 #[serde(transparent)]
-pub struct ProcessId(pub u32);
+pub struct ProcessId(pub(in crate::model) u32);
 
 /// Index of a device in [`Trace::devices`] (the model device index).
 #[derive(
@@ -201,7 +201,7 @@ pub struct ProcessId(pub u32);
     serde::Deserialize,
 )]
 #[serde(transparent)]
-pub struct DeviceId(pub u32);
+pub struct DeviceId(pub(in crate::model) u32);
 
 macro_rules! id_index {
     ($($t:ident),*) => {$(
@@ -213,7 +213,7 @@ macro_rules! id_index {
             }
             /// The id of index `i` (which must fit in 32 bits).
             #[inline]
-            pub fn from_index(i: usize) -> Self {
+            pub const fn from_index(i: usize) -> Self {
                 $t(i as u32)
             }
             /// The id as stored: its index as a `u32`.
@@ -284,7 +284,7 @@ pub struct Device {
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 #[serde(transparent)]
-pub struct TrackId(pub u32);
+pub struct TrackId(pub(in crate::model) u32);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 /// What a track shows.

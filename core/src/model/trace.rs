@@ -348,6 +348,10 @@ impl Trace {
     pub fn tracks(&self) -> &[Track] {
         &self.tracks
     }
+    /// Every track id, in order.
+    pub fn track_ids(&self) -> impl Iterator<Item = TrackId> + use<> {
+        (0..self.tracks.len() as u32).map(TrackId)
+    }
     /// The track `id`.
     #[inline]
     pub fn track(&self, id: TrackId) -> &Track {

@@ -647,7 +647,8 @@ impl Reader {
             TE_TYPE_COUNTER => {
                 if let Some(v) = counter_value {
                     let idx = self.uuid_idx(uuid);
-                    self.trace.push_counter(TrackId(idx), ts, v);
+                    self.trace
+                        .push_counter(TrackId::from_index(idx as usize), ts, v);
                 }
             }
             TE_TYPE_SLICE_BEGIN | TE_TYPE_INSTANT => {
@@ -700,7 +701,7 @@ impl Reader {
                 let args = self.trace.push_args(&args);
                 let idx = self.uuid_idx(uuid);
                 let id = self.trace.push_slice_raw(
-                    TrackId(idx),
+                    TrackId::from_index(idx as usize),
                     ts,
                     0,
                     name,

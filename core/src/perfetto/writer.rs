@@ -165,7 +165,7 @@ impl<W: Write> PerfettoWriter<W> {
         let sl = trace.slices();
         let mut current_track = u32::MAX;
         for i in 0..sl.len() {
-            let t = sl.track()[i].0;
+            let t = sl.track()[i].get();
             if t != current_track {
                 if current_track != u32::MAX {
                     self.close_all(trace, current_track as usize);
@@ -336,7 +336,7 @@ impl<W: Write> PerfettoWriter<W> {
         let track = &trace.tracks()[t];
         let p = track.process.index();
         let parent = match track.parent {
-            Some(pt) => track_uuid(p, pt.0 as usize),
+            Some(pt) => track_uuid(p, pt.index()),
             None => self.seqs[p].uuid,
         };
         let at = self.packet(p, None, false);
@@ -369,7 +369,7 @@ impl<W: Write> PerfettoWriter<W> {
                         .devices()
                         .get(d.index())
                         .map(|d| d.ordinal)
-                        .unwrap_or(d.0)
+                        .unwrap_or(d.get())
                 };
                 let desc = match kind {
                     TrackKind::Gpu { device } => {
@@ -506,7 +506,7 @@ impl<W: Write> PerfettoWriter<W> {
 
     fn slice(&mut self, trace: &Trace, i: usize) -> io::Result<()> {
         let sl = trace.slices();
-        let t = sl.track()[i].0 as usize;
+        let t = sl.track()[i].index();
         let p = trace.tracks()[t].process.index();
         let start = sl.start_ns()[i];
         let end = start.saturating_add(sl.dur_ns()[i]);
@@ -539,7 +539,7 @@ impl<W: Write> PerfettoWriter<W> {
                     .devices()
                     .get(device.index())
                     .map(|d| d.ordinal)
-                    .unwrap_or(device.0);
+                    .unwrap_or(device.get());
                 self.annotate_uint(AN_DEVICE, ordinal as u64);
                 self.annotate_uint(AN_STREAM, stream as u64);
             }

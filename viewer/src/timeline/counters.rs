@@ -136,11 +136,7 @@ impl MinMax {
 
 /// The lane's axis: (top of the scale, unit).
 pub fn scale(trace: &Trace, index: &TimelineIndex, track: TrackId) -> (f64, &'static str) {
-    let max = index
-        .counter_max
-        .get(track.0 as usize)
-        .copied()
-        .unwrap_or(0.0);
+    let max = index.counter_max.get(track.index()).copied().unwrap_or(0.0);
     let unit = unit_of_track(trace.track_name(track));
     if unit == "%" {
         (max.max(100.0), unit)
@@ -314,14 +310,14 @@ pub fn hover_text(
 ) -> Option<String> {
     let (_, unit) = scale(trace, index, track);
     let name = trace.track_name(track);
-    let mean = index.counter_mean(trace, track.0 as usize, t0, t1)?;
+    let mean = index.counter_mean(trace, track.index(), t0, t1)?;
     let unit = if unit.is_empty() {
         String::new()
     } else {
         format!(" {unit}")
     };
     let mut text = format!("{name}\n{}{unit}", fmt_value(mean));
-    if let Some((lo, hi)) = column_minmax(trace, index, track.0 as usize, t0, t1) {
+    if let Some((lo, hi)) = column_minmax(trace, index, track.index(), t0, t1) {
         if hi > lo {
             text.push_str(&format!(
                 " (mean; {}–{}{unit} in this pixel)",
@@ -378,15 +374,15 @@ mod tests {
         }
         let t = t.finish();
         let index = TimelineIndex::build(&t);
-        let mut w = Columns::new(&t, &index, tr.0 as usize).expect("samples");
+        let mut w = Columns::new(&t, &index, tr.index()).expect("samples");
         let mut t0 = -500;
         while t0 < 1_000_500 {
             let t1 = t0 + 1234;
             let (mean, mm) = w.column(t0, t1);
-            let want = index.counter_mean(&t, tr.0 as usize, t0, t1).expect("mean");
+            let want = index.counter_mean(&t, tr.index(), t0, t1).expect("mean");
             assert!((mean - want).abs() < 1e-6, "{t0}: {mean} vs {want}");
             // Coarse: never narrower than the exact band, within the data.
-            let exact = column_minmax(&t, &index, tr.0 as usize, t0, t1);
+            let exact = column_minmax(&t, &index, tr.index(), t0, t1);
             match (mm, exact) {
                 (Some((a, b)), Some((x, y))) => {
                     assert!(a <= x && b >= y && a >= 0.0 && b <= 100.0, "{t0}")

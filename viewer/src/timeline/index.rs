@@ -111,7 +111,7 @@ fn graph_spans(trace: &Trace) -> Vec<Vec<(i64, i64)>> {
         }
         let (s, e) = (sl.start_ns()[i], sl.end_ns(id));
         let span = open
-            .entry((sl.track()[i].0, sl.correlation()[i]))
+            .entry((sl.track()[i].get(), sl.correlation()[i]))
             .or_insert((s, e));
         *span = (span.0.min(s), span.1.max(e));
     }
@@ -186,7 +186,7 @@ impl TimelineIndex {
                     });
                 }
             }
-            if let Some(r) = track_rows.get_mut(track.0 as usize) {
+            if let Some(r) = track_rows.get_mut(track.index()) {
                 *r = first_row..rows.len() as u32;
             }
             i = j;
@@ -196,7 +196,7 @@ impl TimelineIndex {
         let mut counter_max = vec![0f64; ntracks];
         let c = trace.counters();
         for k in 0..c.len() {
-            let t = c.track()[k].0 as usize;
+            let t = c.track()[k].index();
             if let Some(list) = counter_samples.get_mut(t) {
                 list.push(k as u32);
                 counter_max[t] = counter_max[t].max(c.value()[k]);
@@ -303,7 +303,7 @@ impl TimelineIndex {
 
     /// Row holding slice `i`.
     pub fn row_of(&self, trace: &Trace, i: usize) -> Option<u32> {
-        let r = self.track_rows.get(trace.slices().track()[i].0 as usize)?;
+        let r = self.track_rows.get(trace.slices().track()[i].index())?;
         let row = r.start + self.depth[i] as u32;
         (row < r.end).then_some(row)
     }
@@ -347,7 +347,7 @@ mod tests {
         eager.correlation = 9;
         t.push_slice(eager);
         let idx = TimelineIndex::build(&t.finish());
-        assert_eq!(idx.graph_spans[st.0 as usize], vec![(0, 250), (1000, 1250)]);
+        assert_eq!(idx.graph_spans[st.index()], vec![(0, 250), (1000, 1250)]);
     }
 
     #[test]
@@ -378,8 +378,8 @@ mod tests {
         let t = t.finish();
         let ix = TimelineIndex::build(&t);
         assert_eq!(&ix.depth[..5], &[0, 1, 2, 1, 0]);
-        assert_eq!(ix.track_rows[th.0 as usize], 0..3);
-        assert_eq!(ix.track_rows[st.0 as usize], 3..4);
+        assert_eq!(ix.track_rows[th.index()], 0..3);
+        assert_eq!(ix.track_rows[st.index()], 3..4);
         assert_eq!(ix.rows[3].slices, RowSlices::Range(5..10));
         assert_eq!(ix.rows[1].slices, RowSlices::List(vec![1, 3]));
         assert_eq!(ix.row_of(&t, 2), Some(2));
@@ -398,7 +398,7 @@ mod tests {
         }
         let t = t.finish();
         let ix = TimelineIndex::build(&t);
-        let m = |a, b| ix.counter_mean(&t, c.0 as usize, a, b).expect("samples");
+        let m = |a, b| ix.counter_mean(&t, c.index(), a, b).expect("samples");
         assert!((m(0, 50_000) - 13.2).abs() < 1e-9, "{}", m(0, 50_000));
         assert!((m(1_000, 1_005) - 132.0).abs() < 1e-9);
         assert!((m(1_050, 1_060)).abs() < 1e-9);

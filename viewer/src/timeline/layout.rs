@@ -77,7 +77,7 @@ pub struct LaneTree {
 /// "stream 7 · NCCL": a stream named by the class of most of its time.
 fn stream_label(trace: &Trace, index: &TimelineIndex, track: TrackId) -> String {
     let mut ns = [0i64; 4];
-    if let Some(rows) = index.track_rows.get(track.0 as usize) {
+    if let Some(rows) = index.track_rows.get(track.index()) {
         for r in rows.clone() {
             let row = &index.rows[r as usize];
             for p in 0..row.len() {
@@ -112,26 +112,27 @@ impl LaneTree {
         let has_slices = |t: TrackId| {
             index
                 .track_rows
-                .get(t.0 as usize)
+                .get(t.index())
                 .is_some_and(|r| !r.is_empty())
         };
         let has_counter = |t: TrackId| {
             index
                 .counter_samples
-                .get(t.0 as usize)
+                .get(t.index())
                 .is_some_and(|v| !v.is_empty())
         };
         let mut roots = Vec::new();
         for (p, proc_) in trace.processes().iter().enumerate() {
             let p = p as u32;
-            let tracks: Vec<TrackId> = (0..trace.tracks().len() as u32)
-                .map(TrackId)
+            let tracks: Vec<TrackId> = trace
+                .track_ids()
                 .filter(|&t| {
-                    trace.track(t).process == ProcessId(p) && (has_slices(t) || has_counter(t))
+                    trace.track(t).process == ProcessId::from_index(p as usize)
+                        && (has_slices(t) || has_counter(t))
                 })
                 .collect();
             let mut children = Vec::new();
-            for d in trace.devices_of(ProcessId(p)) {
+            for d in trace.devices_of(ProcessId::from_index(p as usize)) {
                 let dev = &trace.devices()[d.index()];
                 let mut streams: Vec<(u32, TrackId)> = tracks
                     .iter()
@@ -164,7 +165,7 @@ impl LaneTree {
                         format!("GPU {} · {}", dev.ordinal, dev.name)
                     };
                     children.push(Node::Group {
-                        key: GroupKey::Device(d.0),
+                        key: GroupKey::Device(d.get()),
                         label,
                         children: lanes,
                     });
@@ -202,13 +203,13 @@ impl LaneTree {
                 TrackKind::Stream { device, .. } | TrackKind::Gpu { device } => trace
                     .devices()
                     .get(device.index())
-                    .is_some_and(|d| d.process == ProcessId(p)),
+                    .is_some_and(|d| d.process == ProcessId::from_index(p as usize)),
                 TrackKind::Counter {
                     device: Some(device),
                 } => trace
                     .devices()
                     .get(device.index())
-                    .is_some_and(|d| d.process == ProcessId(p)),
+                    .is_some_and(|d| d.process == ProcessId::from_index(p as usize)),
                 _ => false,
             };
             let other: Vec<Node> = tracks
@@ -347,11 +348,7 @@ fn flatten(
             }
         }
         Node::Track { track, label } => {
-            let rows = index
-                .track_rows
-                .get(track.0 as usize)
-                .cloned()
-                .unwrap_or(0..0);
+            let rows = index.track_rows.get(track.index()).cloned().unwrap_or(0..0);
             for r in rows.clone() {
                 out.push(Line {
                     kind: LineKind::Row {

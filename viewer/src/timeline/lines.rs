@@ -140,7 +140,7 @@ pub(super) fn mesh_lines(
                     Pos2::new(lanes.left(), y),
                     Pos2::new(lanes.right(), y + line.h),
                 );
-                paint::mesh_counter(&mut mesh, &model.trace, &model.index, track.0, map, r);
+                paint::mesh_counter(&mut mesh, &model.trace, &model.index, track.get(), map, r);
             }
         }
     }

@@ -560,7 +560,7 @@ fn overlays_ui(
         map.t(f64::from(lanes.right())),
     );
     for (row, r) in model.index.rows.iter().enumerate() {
-        let spans = match model.index.graph_spans.get(r.track.0 as usize) {
+        let spans = match model.index.graph_spans.get(r.track.index()) {
             Some(v) if r.depth == 0 && !v.is_empty() => v,
             _ => continue,
         };
@@ -586,10 +586,7 @@ fn overlays_ui(
         let x1 = (map.x(h.end_ns) as f32)
             .min(lanes.right() + 5.0)
             .max(x0 + 3.0);
-        let ys = match h
-            .track
-            .and_then(|t| model.index.track_rows.get(t.0 as usize))
-        {
+        let ys = match h.track.and_then(|t| model.index.track_rows.get(t.index())) {
             Some(rows) if !rows.is_empty() && !row_y[rows.start as usize].is_nan() => {
                 let y = row_y[rows.start as usize];
                 (y, y + layout::ROW_H * rows.len() as f32)

@@ -365,7 +365,11 @@ pub fn mesh_counter(
     let Some(samples) = index.counter_samples.get(track as usize) else {
         return;
     };
-    let (max, _) = super::counters::scale(trace, index, streamscope_core::TrackId(track));
+    let (max, _) = super::counters::scale(
+        trace,
+        index,
+        streamscope_core::TrackId::from_index(track as usize),
+    );
     if samples.is_empty() || max <= 0.0 {
         return;
     }

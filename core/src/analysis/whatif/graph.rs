@@ -307,7 +307,7 @@ impl Builder {
         calls.sort_by_key(|&h| {
             let i = h as usize;
             (
-                sl.track()[i].0,
+                sl.track()[i].get(),
                 sl.start_ns()[i],
                 std::cmp::Reverse(sl.dur_ns()[i]),
             )
@@ -317,7 +317,7 @@ impl Builder {
         for &h in &calls {
             let i = h as usize;
             let (tr, s, e) = (
-                sl.track()[i].0,
+                sl.track()[i].get(),
                 sl.start_ns()[i],
                 sl.end_ns(SliceId::from_index(i)),
             );

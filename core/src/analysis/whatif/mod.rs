@@ -496,7 +496,7 @@ fn step_rows(
         let n = t.str(sl.name()[i]);
         (matches!(sl.kind()[i], SliceKind::CpuOp | SliceKind::Range)
             && (steps::is_step_name(n) || n == crate::protocol::OPTIMIZER_STEP_RANGE))
-            .then_some(sl.track()[i].0)
+            .then_some(sl.track()[i].get())
     });
     let threads = &g.host_threads[ci];
     let thread = marker_track
