@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use streamscope_core::analysis::{analyze, AnalysisOptions, Report};
-use streamscope_core::analysis::{bus_factor, match_collectives, Matching};
+use streamscope_core::analysis::{bus_factor, match_collectives, MatchKey, MatchNote, Matching};
 use streamscope_core::load::load_paths;
 use streamscope_core::synth::h200;
 use streamscope_core::*;
@@ -259,9 +259,11 @@ fn kernels_missing_on_one_rank_give_a_note_and_no_pairs() {
     let m = matching(&t);
     assert!(m.instances.iter().all(|i| i.kind != "AllGather"));
     assert!(
-        m.notes
-            .iter()
-            .any(|n| n.contains("AllGather") && n.contains("counts differ")),
+        m.notes.iter().any(|n| matches!(
+            n,
+            MatchNote::CountsDiffer { group, counts }
+                if group.contains("AllGather") && counts.len() == 2 && counts[0].kernels != counts[1].kernels
+        )),
         "{:?}",
         m.notes
     );
@@ -533,9 +535,10 @@ fn sequence_numbers_match_by_process_group() {
     let m = matching(&t);
     assert!(m.instances.is_empty());
     assert!(
-        m.notes
-            .iter()
-            .any(|n| n.contains("pg 0") && n.contains("sequence number")),
+        m.notes.iter().any(|n| matches!(
+            n,
+            MatchNote::KernelDiffers { group, by: MatchKey::Sequence, .. } if group.contains("pg 0")
+        )),
         "{:?}",
         m.notes
     );

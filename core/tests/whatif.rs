@@ -237,7 +237,10 @@ mod built {
             "{c:?}"
         );
         assert!(
-            r.notes.iter().any(|n| n.contains("2 sync call(s) dropped")),
+            r.notes.iter().any(|n| matches!(
+                n,
+                streamscope_core::analysis::whatif::WhatIfNote::SyncsDropped { spec, calls: 2 } if spec == "StreamSynchronize"
+            )),
             "{:?}",
             r.notes
         );

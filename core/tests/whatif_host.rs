@@ -2,7 +2,7 @@
 //! that no longer waits for the GPU launches ahead while the queued GPU
 //! work runs, bounded by the launch queue; on generated single-GPU loops.
 
-use streamscope_core::analysis::whatif::{whatif, WhatIfOptions, WhatIfReport};
+use streamscope_core::analysis::whatif::{whatif, WhatIfNote, WhatIfOptions, WhatIfReport};
 use streamscope_core::*;
 
 const US: i64 = 1000;
@@ -175,10 +175,10 @@ fn a_full_launch_queue_holds_the_host_to_the_gpus_pace() {
         "{}",
         shallow.launch_queue_waits
     );
-    assert!(shallow
-        .notes
-        .iter()
-        .any(|n| n.contains("full launch queue")));
+    assert!(shallow.notes.iter().any(|n| matches!(
+        n,
+        WhatIfNote::LaunchQueueFull { calls, .. } if *calls == shallow.launch_queue_waits
+    )));
     // The steps are the GPU's 10 ms.
     let k = &shallow.ranks[0];
     for s in k.steps.iter().skip(3) {

@@ -45,7 +45,7 @@ pub use report::*;
 pub use steps::is_step_name;
 pub use steps::period_starts;
 pub use window::step_list;
-pub use xrank::{Instance, Matching, Part};
+pub use xrank::{Instance, MatchKey, MatchNote, Matching, Part, RankCount};
 
 use crate::diagnostic::{Diagnostic, Kind};
 use serde::{Deserialize, Serialize};

@@ -571,7 +571,7 @@ pub struct CrossRank {
     /// estimated from the matched collectives' ends.
     pub clock_offsets: Vec<ClockOffset>,
     /// Why kernels were not matched (a rank missing, counts differ, clocks).
-    pub notes: Vec<String>,
+    pub notes: Vec<super::xrank::MatchNote>,
 }
 
 /// Skew and transfer of one collective kind over matched instances.

@@ -7,6 +7,7 @@
 //! (t_comm / t_compute). Definitions and limits: docs/METRICS.md, "What-if".
 
 mod graph;
+pub mod notes;
 pub mod render;
 mod replay;
 
@@ -19,6 +20,7 @@ use super::{steps, xrank, AnalysisOptions};
 use crate::model::{SliceClass, SliceKind, Trace};
 use graph::Graph;
 pub use graph::LAUNCH_QUEUE_DEPTH;
+pub use notes::WhatIfNote;
 pub use replay::Changes;
 use replay::Replayed;
 
@@ -157,8 +159,8 @@ pub struct WhatIfReport {
     pub launch_queue_depth: u32,
     /// Launch calls the full launch queue held in the prediction.
     pub launch_queue_waits: u64,
-    /// Notes (one line each): syncs dropped, kernels kept as measured, cycles broken.
-    pub notes: Vec<String>,
+    /// Notes: syncs dropped, kernels kept as measured, cycles broken.
+    pub notes: Vec<WhatIfNote>,
 }
 
 /// Why a trace cannot be replayed.
@@ -309,7 +311,10 @@ impl Prepared<'_> {
                     "--drop-syncs {spec}: matches no host sync of the trace"
                 ));
             }
-            notes.push(format!("--drop-syncs {spec}: {hits} sync call(s) dropped"));
+            notes.push(WhatIfNote::SyncsDropped {
+                spec: spec.clone(),
+                calls: hits,
+            });
         }
         let base = &self.base;
         let mut ch = ch.clone();
@@ -327,31 +332,26 @@ impl Prepared<'_> {
         ));
         }
         if p.cycle_breaks > 0 {
-            notes.push(format!(
-            "{} vertices replayed in measured order (a dependency cycle from host/GPU clock noise)",
-            p.cycle_breaks
-        ));
+            notes.push(WhatIfNote::CycleBroken {
+                vertices: p.cycle_breaks,
+            });
         }
         if p.queue_waits > 0 {
-            notes.push(format!(
-            "{} launch call(s) held by a full launch queue ({} launches deep): the host ran ahead of the GPU",
-            p.queue_waits, g.queue_depth
-        ));
+            notes.push(WhatIfNote::LaunchQueueFull {
+                calls: p.queue_waits,
+                depth: g.queue_depth,
+            });
         }
         if p.without_bytes > 0 {
-            notes.push(format!(
-                "{} NCCL kernels without known bytes kept their measured transfer under --link-bw",
-                p.without_bytes
-            ));
+            notes.push(WhatIfNote::BytesUnknown {
+                kernels: p.without_bytes,
+            });
         }
         if comm_kernels > 0 && matching.instances.is_empty() {
-            notes.push(
-            "NCCL kernels not matched across ranks: each is replayed whole (no wait/transfer split), --comm-scale scales all of it"
-                .into(),
-        );
+            notes.push(WhatIfNote::CommUnmatched);
         }
         if comm_kernels == 0 {
-            notes.push("no communication in the trace: only compute and syncs are replayed".into());
+            notes.push(WhatIfNote::NoCommunication);
         }
         let mut report = WhatIfReport {
             changes: describe(&ch, &opts.drop_syncs),
@@ -365,9 +365,7 @@ impl Prepared<'_> {
         for (ci, ctx) in ctxs.iter().enumerate() {
             let d = &detected[ci];
             if d.steps.is_empty() {
-                report
-                    .notes
-                    .push(format!("rank {}: no steps, left out", ctx.rank));
+                report.notes.push(WhatIfNote::NoSteps { rank: ctx.rank });
                 continue;
             }
             let rows = step_rows(t, ctx, ci, &d.steps, &windows[ci], g, base, p, nccl);

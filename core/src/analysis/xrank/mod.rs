@@ -20,7 +20,10 @@
 //! files and matches them once every file was read.
 
 pub(crate) mod clocks;
+pub mod notes;
 pub(crate) mod summary;
+
+pub use notes::{MatchKey, MatchNote, RankCount};
 
 use crate::model::{ProcessId, SliceId};
 use std::collections::{BTreeMap, HashMap};
@@ -104,8 +107,8 @@ pub struct Matching {
     /// Per rank (in the order given), per record: its instance, or `NONE`.
     /// The part of rank `r` in an instance is `parts[r]`.
     pub of_rec: Vec<Vec<u32>>,
-    /// Why something was not matched (one line each).
-    pub notes: Vec<String>,
+    /// Why something was not matched.
+    pub notes: Vec<MatchNote>,
     /// Clocks of the ranks, as a phrase ("monotonic, one host").
     pub clocks: String,
     /// Whether the ranks' timestamps can be compared.
@@ -377,19 +380,18 @@ pub fn match_records(ranks: &[RankComms]) -> Matching {
 
 /// A rank of the job missing from the trace: its peers' kernels cannot be
 /// paired. The note saying so, if one is.
-fn missing_ranks_note(ranks: &[RankComms]) -> Option<String> {
+fn missing_ranks_note(ranks: &[RankComms]) -> Option<MatchNote> {
     let mut procs: Vec<ProcessId> = ranks.iter().map(|c| c.process).collect();
     procs.dedup();
     let world = ranks.iter().filter_map(|r| r.world_size).max().unwrap_or(0);
     if world as usize <= procs.len() {
         return None;
     }
-    let list: Vec<String> = ranks.iter().map(|c| c.rank.to_string()).collect();
-    Some(format!(
-        "collectives not matched across ranks: the trace holds {} of the job's {world} ranks ({})",
-        procs.len(),
-        list.join(", ")
-    ))
+    Some(MatchNote::RanksMissing {
+        processes: procs.len() as u32,
+        world_size: world,
+        ranks: ranks.iter().map(|c| c.rank).collect(),
+    })
 }
 
 /// The ranks' strings in one pool, so that ids compare across ranks.
@@ -515,13 +517,6 @@ impl Matched<'_> {
     }
 }
 
-fn rank_list(v: &[u32]) -> String {
-    v.iter()
-        .map(|r| r.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// Pairs the groups every rank has with the same kernels; a note in
 /// `notes` for each group that cannot be.
 fn match_groups<'a>(
@@ -529,7 +524,7 @@ fn match_groups<'a>(
     groups: &'a [Groups],
     pool: &Pool,
     by_seq: bool,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<MatchNote>,
 ) -> Matched<'a> {
     let rank_nums: Vec<u32> = ranks.iter().map(|c| c.rank).collect();
     let mut matched = Matched {
@@ -553,24 +548,26 @@ fn match_groups<'a>(
             .map(|(_, r)| *r)
             .collect();
         if !missing.is_empty() {
-            notes.push(format!(
-                "{what} not matched across ranks: rank(s) {} have none",
-                rank_list(&missing)
-            ));
+            notes.push(MatchNote::GroupMissing {
+                group: what,
+                ranks: missing,
+            });
             continue;
         }
         let lists: Vec<&Vec<u32>> = lists.into_iter().flatten().collect();
         let counts: Vec<usize> = lists.iter().map(|l| l.len()).collect();
         if counts.windows(2).any(|w| w[0] != w[1]) {
-            let list: Vec<String> = counts
-                .iter()
-                .zip(&rank_nums)
-                .map(|(c, r)| format!("rank {r}: {c}"))
-                .collect();
-            notes.push(format!(
-                "{what} not matched across ranks: kernel counts differ ({})",
-                list.join(", ")
-            ));
+            notes.push(MatchNote::CountsDiffer {
+                group: what,
+                counts: counts
+                    .iter()
+                    .zip(&rank_nums)
+                    .map(|(&c, &rank)| RankCount {
+                        rank,
+                        kernels: c as u64,
+                    })
+                    .collect(),
+            });
             continue;
         }
         let n = counts[0];
@@ -587,15 +584,15 @@ fn match_groups<'a>(
             })
         };
         if let Some(i) = (0..n).find(|&i| !same(i)) {
-            notes.push(format!(
-                "{what} not matched across ranks: kernel {} differs between ranks ({})",
-                i + 1,
-                if by_seq {
-                    "sequence number or collective"
+            notes.push(MatchNote::KernelDiffers {
+                group: what,
+                kernel: i as u64 + 1,
+                by: if by_seq {
+                    MatchKey::Sequence
                 } else {
-                    "kernel name"
-                }
-            ));
+                    MatchKey::KernelName
+                },
+            });
             continue;
         }
         let gi = matched.groups.len();
@@ -652,10 +649,9 @@ fn align_clocks(
     };
     let est = clocks::estimate(cg, &rank_nums, &samples);
     if est.len() + 1 < cg.groups.len() {
-        m.notes.push(format!(
-            "collectives not compared across ranks: their clocks differ ({}) and no matched collective aligns them",
-            m.clocks
-        ));
+        m.notes.push(MatchNote::ClocksUnaligned {
+            clocks: m.clocks.clone(),
+        });
         return None;
     }
     for (gi, o, map) in est {
