@@ -651,7 +651,7 @@ pub fn write_file(trace: &Trace, path: &std::path::Path) -> crate::Result<()> {
 /// file renamed into place; an existing `path` is replaced only with
 /// `overwrite`. A trace without processes is an error.
 pub fn write_new_file(trace: &Trace, path: &std::path::Path, overwrite: bool) -> crate::Result<()> {
-    crate::load::write_model_file(trace, path, overwrite, |t, w| {
+    crate::output::write_model_file(trace, path, overwrite, |t, w| {
         write_chrome_json(t, w).map(|_| ())
     })
 }

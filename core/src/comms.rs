@@ -14,8 +14,8 @@
 //! The "Sequence number" of other CPU ops is autograd's, not a collective's,
 //! and is not read.
 
-use crate::analysis::nccl::{canonical_collective, dtype_bytes};
 use crate::model::{ArgValue, ProcessId, SliceId, StrId, Trace, TraceBuilder};
+use crate::nccl::{canonical_collective, dtype_bytes};
 
 /// Argument keys of collective metadata.
 pub mod keys {

@@ -1,5 +1,6 @@
 //! Typed errors for loading and writing traces.
 
+use std::fmt;
 use std::path::PathBuf;
 
 /// Why a trace could not be loaded or written. Every variant names the file.
@@ -100,7 +101,33 @@ impl TraceError {
             source,
         }
     }
+
+    /// The error for a gzip stream that cannot be inflated (corrupt, or
+    /// cut before anything usable), naming the file; a document refused
+    /// for what it holds ([`Refused`]) keeps its own message.
+    pub(crate) fn gzip(path: &std::path::Path, e: std::io::Error) -> Self {
+        if e.get_ref().is_some_and(|r| r.is::<Refused>()) {
+            return TraceError::io(path, e);
+        }
+        TraceError::io(
+            path,
+            std::io::Error::new(e.kind(), format!("corrupt or truncated gzip data: {e}")),
+        )
+    }
 }
+
+/// A document refused for what it holds (not for damage): carried inside
+/// an [`std::io::Error`] so that the gzip route does not call it corrupt data.
+#[derive(Debug)]
+pub(crate) struct Refused(pub(crate) String);
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
 
 /// Result with [`TraceError`] as the default error.
 pub type Result<T, E = TraceError> = std::result::Result<T, E>;

@@ -58,7 +58,7 @@ pub enum KeepArgs {
     /// Every argument (the viewer, `export`, `info`).
     #[default]
     All,
-    /// Only the keys an analysis reads ([`crate::analysis::ARG_KEYS`]),
+    /// Only the keys an analysis reads ([`crate::arg_keys::ARG_KEYS`]),
     /// besides those the import itself reads into columns (device,
     /// stream, correlation, launch configuration, bytes); the others of a
     /// complete event are left out of its argument set, and skipped
@@ -155,10 +155,10 @@ mod keys {
         }
     }
 
-    /// The keys some analysis reads ([`crate::analysis::ARG_KEYS`]).
+    /// The keys some analysis reads ([`crate::arg_keys::ARG_KEYS`]).
     pub(super) fn analysis() -> &'static KeySet {
         static T: OnceLock<KeySet> = OnceLock::new();
-        T.get_or_init(|| KeySet::of(&[crate::analysis::ARG_KEYS]))
+        T.get_or_init(|| KeySet::of(&[crate::arg_keys::ARG_KEYS]))
     }
 
     /// Those and the keys the import reads from a complete event into the
@@ -168,7 +168,7 @@ mod keys {
         T.get_or_init(|| {
             use super::import::{COPY_CONSUMED, KERNEL_CONSUMED, OTHER_CONSUMED};
             KeySet::of(&[
-                crate::analysis::ARG_KEYS,
+                crate::arg_keys::ARG_KEYS,
                 KERNEL_CONSUMED,
                 COPY_CONSUMED,
                 OTHER_CONSUMED,
@@ -182,7 +182,7 @@ mod keys {
 
         #[test]
         fn sets_hold_their_keys_and_no_other() {
-            let all: Vec<&str> = crate::analysis::ARG_KEYS
+            let all: Vec<&str> = crate::arg_keys::ARG_KEYS
                 .iter()
                 .chain(crate::kineto::import::KERNEL_CONSUMED)
                 .chain(crate::kineto::import::COPY_CONSUMED)
@@ -192,7 +192,7 @@ mod keys {
                 assert!(read().holds(k), "{k}");
                 assert_eq!(
                     analysis().holds(k),
-                    crate::analysis::ARG_KEYS.contains(k),
+                    crate::arg_keys::ARG_KEYS.contains(k),
                     "{k}"
                 );
             }

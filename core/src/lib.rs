@@ -17,6 +17,7 @@
 //! ([`gpu_metrics`]). Everything else is private to the crate.
 
 pub mod analysis;
+mod arg_keys;
 pub mod chrome;
 mod comms;
 pub mod diagnostic;
@@ -27,6 +28,8 @@ pub mod gpu_metrics;
 pub mod kineto;
 pub mod load;
 mod model;
+mod nccl;
+pub mod output;
 mod par;
 pub mod perfetto;
 pub mod protocol;

@@ -13,10 +13,7 @@ use crate::model::Trace;
 
 mod fifo;
 mod gzip;
-pub(crate) use gzip::gzip_error;
-mod write;
-pub(crate) use write::write_model_file;
-pub use write::{check_output, refuse_input_as_output, remove_temp_files, write_atomically};
+pub use crate::output::{check_output, remove_temp_files, write_atomically};
 
 /// What a file holds, judged by its first bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -544,6 +541,55 @@ fn load_file_reporting(
             crate::kineto::read_bytes_keeping(path, &bytes, keep)
         }
     }
+}
+
+/// Refuses an output `out` that is one of `inputs`, or a trace file inside
+/// an input directory (the next load of that directory would show its
+/// ranks twice), links followed, whatever `--force` says.
+pub fn refuse_input_as_output(out: &Path, inputs: &[PathBuf]) -> Result<()> {
+    let refuse = |why: String| {
+        Err(TraceError::Output {
+            path: out.to_path_buf(),
+            why,
+        })
+    };
+    // The output may not exist yet: judge by its canonical directory.
+    let dir = match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let Ok(dir) = std::fs::canonicalize(&dir) else {
+        return Ok(()); // the write names the missing directory
+    };
+    let Some(name) = out.file_name() else {
+        return Ok(());
+    };
+    let out_canon = dir.join(name);
+    let out_canon = std::fs::canonicalize(&out_canon).unwrap_or(out_canon);
+    for input in inputs {
+        let Ok(inp) = std::fs::canonicalize(input) else {
+            continue;
+        };
+        if inp == out_canon {
+            return refuse(format!(
+                "is an input of this command ({}); write elsewhere",
+                input.display()
+            ));
+        }
+        let listed = expand(&inp).unwrap_or_default();
+        let listed = listed
+            .iter()
+            .any(|f| std::fs::canonicalize(f).is_ok_and(|f| f == out_canon));
+        let would_be_listed =
+            inp.is_dir() && out_canon.parent() == Some(inp.as_path()) && is_trace_name(&out_canon);
+        if listed || would_be_listed {
+            return refuse(format!(
+                "is inside input directory {}, whose next load would show its ranks twice; write elsewhere",
+                input.display()
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

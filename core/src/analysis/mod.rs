@@ -4,7 +4,6 @@
 //! rank's GPU events once, and derives every metric by sweeps over merged
 //! intervals. Definitions and windows: docs/METRICS.md.
 
-mod arg_keys;
 mod assemble;
 mod breakdown;
 pub(crate) mod collectives;
@@ -18,7 +17,7 @@ pub mod job;
 mod measured;
 pub mod memory;
 mod names;
-pub(crate) mod nccl;
+pub(crate) use crate::nccl;
 mod occupancy;
 pub(crate) mod rank;
 pub mod relocate;
@@ -37,7 +36,7 @@ mod xrank;
 #[cfg(test)]
 mod split_tests;
 
-pub use arg_keys::ARG_KEYS;
+pub use crate::arg_keys::ARG_KEYS;
 pub use findings::Finding;
 pub use measured::Measured;
 pub use nccl::bus_factor;

@@ -267,7 +267,7 @@ enum Outcome {
 }
 
 fn gzip_error(path: &Path, e: std::io::Error) -> TraceError {
-    crate::load::gzip_error(path, e)
+    TraceError::gzip(path, e)
 }
 
 /// The offset of the `,` of the last `}` `,` `{` (whitespace allowed

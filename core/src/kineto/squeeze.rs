@@ -106,18 +106,7 @@ impl Blanks {
     }
 }
 
-/// A document refused for what it holds (not for damage): carried inside
-/// an [`io::Error`] so that the gzip route does not call it corrupt data.
-#[derive(Debug)]
-pub(crate) struct Refused(String);
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Refused {}
+use crate::error::Refused;
 
 /// The error of a document whose value under `key`, which the import
 /// reads, holds more than [`READ_VALUE_MAX`](super::top_level::READ_VALUE_MAX) bytes.

@@ -19,20 +19,6 @@ pub(crate) fn is_gzip(head: &[u8]) -> bool {
     head.starts_with(&MAGIC)
 }
 
-/// The error for a gzip stream that cannot be inflated (corrupt, or cut
-/// before anything usable), naming the file.
-pub(crate) fn gzip_error(path: &Path, e: std::io::Error) -> TraceError {
-    if e.get_ref()
-        .is_some_and(|r| r.is::<crate::kineto::squeeze::Refused>())
-    {
-        return TraceError::io(path, e);
-    }
-    TraceError::io(
-        path,
-        std::io::Error::new(e.kind(), format!("corrupt or truncated gzip data: {e}")),
-    )
-}
-
 /// Up to `limit` inflated bytes from the start of `gz` (the first bytes of
 /// a gzip file; the rest of the stream may be missing). Errors only when
 /// not one byte inflates.
@@ -44,7 +30,7 @@ pub(crate) fn inflate_head(path: &Path, gz: &[u8], limit: u64) -> Result<Vec<u8>
         .take(limit)
         .read_to_end(&mut out)
     {
-        Err(e) if out.is_empty() => Err(gzip_error(path, e)),
+        Err(e) if out.is_empty() => Err(TraceError::gzip(path, e)),
         _ => Ok(out),
     }
 }
@@ -111,7 +97,7 @@ pub(crate) fn read_perfetto<R: Read>(path: &Path, input: R) -> Result<Trace> {
             ]);
             Ok(t)
         }
-        (Err(_), Some(e)) => Err(gzip_error(path, e)),
+        (Err(_), Some(e)) => Err(TraceError::gzip(path, e)),
         (Err(e), None) => Err(e),
     }
 }

@@ -858,9 +858,9 @@ pub fn write_file(trace: &Trace, path: &std::path::Path) -> crate::Result<()> {
 }
 
 /// Writes a whole model to `path` through a temporary file renamed into
-/// place ([`crate::load::write_atomically`]); an existing `path` is
+/// place ([`crate::output::write_atomically`]); an existing `path` is
 /// replaced only with `overwrite`. A trace without processes is an error
 /// (it would be a 0-byte file).
 pub fn write_new_file(trace: &Trace, path: &std::path::Path, overwrite: bool) -> crate::Result<()> {
-    crate::load::write_model_file(trace, path, overwrite, |t, w| write_trace(t, w).map(|_| ()))
+    crate::output::write_model_file(trace, path, overwrite, |t, w| write_trace(t, w).map(|_| ()))
 }

@@ -3,7 +3,7 @@
 //!
 //! - An output that is one of the inputs, or a trace file inside an input
 //!   directory, is refused whatever `--force` says
-//!   ([`refuse_input_as_output`]).
+//!   ([`crate::load::refuse_input_as_output`]).
 //! - `--force` (`overwrite`) replaces a regular file only. A symbolic link
 //!   to a regular file has its target replaced (the link stays and shows
 //!   the new file); a link to nothing, a directory, a device, a FIFO or a
@@ -46,56 +46,6 @@ pub(crate) fn write_model_file(
         write(trace, &mut z)?;
         z.finish().map(|_| ())
     })
-}
-
-/// Refuses an output `out` that is one of `inputs`, or a trace file inside
-/// an input directory (the next load of that directory would show its
-/// ranks twice), links followed, whatever `--force` says.
-pub fn refuse_input_as_output(out: &Path, inputs: &[PathBuf]) -> Result<()> {
-    let refuse = |why: String| {
-        Err(TraceError::Output {
-            path: out.to_path_buf(),
-            why,
-        })
-    };
-    // The output may not exist yet: judge by its canonical directory.
-    let dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let Ok(dir) = std::fs::canonicalize(&dir) else {
-        return Ok(()); // the write names the missing directory
-    };
-    let Some(name) = out.file_name() else {
-        return Ok(());
-    };
-    let out_canon = dir.join(name);
-    let out_canon = std::fs::canonicalize(&out_canon).unwrap_or(out_canon);
-    for input in inputs {
-        let Ok(inp) = std::fs::canonicalize(input) else {
-            continue;
-        };
-        if inp == out_canon {
-            return refuse(format!(
-                "is an input of this command ({}); write elsewhere",
-                input.display()
-            ));
-        }
-        let listed = super::expand(&inp).unwrap_or_default();
-        let listed = listed
-            .iter()
-            .any(|f| std::fs::canonicalize(f).is_ok_and(|f| f == out_canon));
-        let would_be_listed = inp.is_dir()
-            && out_canon.parent() == Some(inp.as_path())
-            && super::is_trace_name(&out_canon);
-        if listed || would_be_listed {
-            return refuse(format!(
-                "is inside input directory {}, whose next load would show its ranks twice; write elsewhere",
-                input.display()
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Temporary files being written now (removed by [`remove_temp_files`]).
