@@ -20,6 +20,21 @@ pub use html::html;
 use super::report::Report;
 
 /// A titled table of already-formatted cells.
+/// The columns of the collectives table, in text, markdown and HTML.
+pub(super) const COLLECTIVE_HEADERS: &[&str] = &[
+    "rank",
+    "collective",
+    "algo",
+    "proto",
+    "dtype",
+    "count",
+    "total ms",
+    "mean ms",
+    "bytes",
+    "algbw GB/s",
+    "busbw GB/s",
+];
+
 pub(super) struct Table {
     pub(super) title: String,
     pub(super) headers: Vec<&'static str>,

@@ -3,7 +3,7 @@
 
 use super::super::rank::StreamKey;
 use super::super::report::Report;
-use super::{ms, opt_ms, pct, short, Table};
+use super::{ms, opt_ms, pct, short, Table, COLLECTIVE_HEADERS};
 
 /// Every table with something to say, in reading order.
 pub(super) fn tables(r: &Report) -> Vec<Table> {
@@ -259,19 +259,7 @@ fn collectives_table(r: &Report) -> Option<Table> {
     }
     Some(Table {
         title: "Collectives (headline window)".into(),
-        headers: vec![
-            "rank",
-            "collective",
-            "algo",
-            "proto",
-            "dtype",
-            "count",
-            "total ms",
-            "mean ms",
-            "bytes",
-            "algbw GB/s",
-            "busbw GB/s",
-        ],
+        headers: COLLECTIVE_HEADERS.to_vec(),
         rows: r
             .collectives
             .iter()

@@ -481,19 +481,7 @@ pub(super) fn collectives(ctx: &Ctx) -> String {
         s.push_str("<h3>Picked ranks</h3>\n");
     }
     s.push_str(&table(
-        &[
-            "rank",
-            "collective",
-            "algo",
-            "proto",
-            "dtype",
-            "count",
-            "total ms",
-            "mean ms",
-            "bytes",
-            "algbw GB/s",
-            "busbw GB/s",
-        ],
+        super::super::COLLECTIVE_HEADERS,
         &rows,
         rows.len(),
         idx.len(),
