@@ -19,6 +19,7 @@ pub mod memory;
 mod names;
 pub(crate) use crate::nccl;
 mod occupancy;
+mod passes;
 pub(crate) mod rank;
 pub mod relocate;
 pub mod render;
@@ -49,11 +50,9 @@ pub use xrank::{Instance, MatchKey, MatchNote, Matching, Part, RankCount};
 use crate::diagnostic::{Diagnostic, Kind};
 use serde::{Deserialize, Serialize};
 
-use crate::model::{SliceClass, Trace};
-use breakdown::Unions;
-use rank::{Ev, RankCtx, NONE};
-use step_rows::{assign_steps, host_runs_ahead, step_rows};
-use window::headline_window;
+use crate::model::Trace;
+pub(crate) use passes::analyze_rank_alone;
+use rank::RankCtx;
 
 /// What to analyze and the thresholds used.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,10 +121,18 @@ fn analyze_split(trace: &Trace, opts: &AnalysisOptions, split: Option<bool>) -> 
     // ranks are matched over every rank, before `--rank` narrows them.
     // Cores left over by the ranks split the work of each.
     let split = split.unwrap_or_else(|| cores() > ctxs.len());
+    let input = passes::Inputs {
+        trace,
+        opts,
+        hta_filter,
+        nccl: &nccl,
+        keys: &keys,
+        split,
+    };
     let parts = par_map(ctxs, &|planned| {
         let ctx = planned.fill(trace, &classes);
         if opts.rank.is_none_or(|r| r == ctx.rank) {
-            analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys, split)
+            analyze_rank_alone(&input, ctx)
         } else {
             records_only(trace, &ctx, &nccl, &keys)
         }
@@ -260,233 +267,6 @@ pub(crate) fn records_only(
     RankPart {
         comms: xrank::collect(trace, ctx, nccl, keys, &|_| false),
         ..Default::default()
-    }
-}
-
-/// Analyzes one rank on its own (everything but what needs the other
-/// ranks' collectives), and takes its collective records.
-pub(crate) fn analyze_rank_alone(
-    trace: &Trace,
-    mut ctx: RankCtx,
-    opts: &AnalysisOptions,
-    hta_filter: bool,
-    nccl: &collectives::NcclNames,
-    keys: &crate::comms::CommKeys,
-    split: bool,
-) -> RankPart {
-    let mut report = Report::default();
-    let detected = steps::detect(trace, &ctx);
-    let (steps, source) = (&detected.steps, detected.source);
-    assign_steps(trace, &mut ctx, steps);
-    let (window, keep, window_steps) = headline_window(
-        trace,
-        &ctx,
-        &detected,
-        hta_filter,
-        opts,
-        &mut report.diagnostics,
-    );
-    let head: Vec<&Ev> = ctx.gpu.iter().filter(|e| keep(e)).collect();
-    let all: Vec<&Ev> = ctx.gpu.iter().collect();
-    let comms = xrank::collect(trace, &ctx, nccl, keys, &*keep);
-    let gpu_span = head
-        .iter()
-        .map(|e| e.s)
-        .min()
-        .zip(head.iter().map(|e| e.e).max());
-    let sync_window = sync::SyncWindow {
-        start: window.start_ns,
-        end: window.end_ns,
-        gpu_span,
-        label: &window.label,
-        steps: window_steps.clone(),
-    };
-    let is_all_gather = |id| nccl.is_all_gather(trace, id);
-    // Per step: the communication kernels launched in each step.
-    let mut comm_by_step: Vec<Vec<&Ev>> = vec![Vec::new(); steps.len()];
-    for e in &ctx.gpu {
-        if e.class == SliceClass::Communication && e.step != NONE {
-            if let Some(v) = comm_by_step.get_mut(e.step as usize) {
-                v.push(e);
-            }
-        }
-    }
-    // The figures below are independent: computed in two halves, each on a
-    // core of its own when cores are spare (the report is the same).
-    let (mine, theirs) = join(
-        split,
-        || {
-            let idle = waits::idle_by_stream(trace, &ctx, &head, opts.consecutive_kernel_delay_ns);
-            // One search for the stalls of the window, for both figures (and
-            // for the steps' when the window holds every event).
-            let hits = waits::stall_hits(trace, &ctx, &head, opts.stall_tolerance_ns);
-            let (comm_stalls, _) = waits::comm_stalls_of(&ctx, &head, &hits);
-            let prefetch = waits::prefetch_slack_of(&ctx, &head, &hits, is_all_gather);
-            let all_hits = (head.len() == all.len()).then_some(hits);
-            let rows = step_rows(
-                trace,
-                &ctx,
-                steps,
-                &detected.graph_corrs,
-                &all,
-                &is_all_gather,
-                all_hits,
-                opts,
-            );
-            (idle, comm_stalls, prefetch, rows)
-        },
-        || {
-            let unions = Unions::of(head.iter().copied());
-            let mut comm_head: Vec<(i64, i64)> = Vec::new();
-            let mut extra: Vec<(i64, i64)> = Vec::new();
-            for e in head.iter().filter(|e| e.class == SliceClass::Communication) {
-                comm_head.push((e.s, e.e));
-                if !xrank::is_comm_kernel(trace, e) {
-                    extra.push((e.s.min(e.e), e.e));
-                }
-            }
-            intervals::union_in_place(&mut comm_head);
-            let local = RankLocal {
-                steps: steps.iter().map(|s| s.number).collect(),
-                exposed: intervals::difference(&comm_head, &unions.compute),
-                extra,
-            };
-            let found = sync::find(trace, &ctx, steps, &sync_window, opts);
-            let contention =
-                measured::sm_contention(trace, &ctx, &head, steps.len(), window_steps.len());
-            let series = measured::rank_series(trace, &ctx);
-            let param_comms = collectives::param_comms_by_track(trace, &ctx);
-            let colls = collectives::stats_with(trace, &ctx, &head, nccl, &param_comms);
-            let per_step: Vec<Option<Vec<_>>> = (comm_by_step.iter())
-                .map(|evs| {
-                    (!evs.is_empty())
-                        .then(|| collectives::stats_with(trace, &ctx, evs, nccl, &param_comms))
-                })
-                .collect();
-            let occupancy = occupancy::devices(trace, &ctx, opts);
-            (
-                unions, local, found, contention, series, colls, per_step, occupancy,
-            )
-        },
-    );
-    let (idle_by_stream, comm_stalls, prefetch, mut rows) = mine;
-    let (unions, local, found, contention, series, mut colls, per_step_colls, occupancy) = theirs;
-    let b = unions.breakdown();
-    report
-        .sync_warnings
-        .extend(found.groups.iter().filter(|s| s.warning.is_some()).cloned());
-    for (row, &(syncs, blocked_ns)) in rows.iter_mut().zip(&found.per_step) {
-        row.syncs = syncs;
-        row.sync_host_blocked_us = blocked_ns as f64 / 1000.0;
-    }
-    let (sm_contention, contention_per_step) = contention;
-    if !series.is_empty() {
-        let mut spans: Vec<Option<(i64, i64)>> = vec![None; steps.len()];
-        let mut compute: Vec<Vec<(i64, i64)>> = vec![Vec::new(); steps.len()];
-        for e in &ctx.gpu {
-            if let Some(sp) = spans.get_mut(e.step as usize) {
-                *sp = Some(sp.map_or((e.s, e.e), |(a, b)| (a.min(e.s), b.max(e.e))));
-            }
-            if e.class == SliceClass::Compute {
-                if let Some(c) = compute.get_mut(e.step as usize) {
-                    c.push((e.s, e.e));
-                }
-            }
-        }
-        for ((row, sp), c) in rows.iter_mut().zip(&spans).zip(compute) {
-            let (a, b) = sp.unwrap_or((row.start_ns, row.end_ns));
-            row.measured = measured::measure(&series, a, b, &intervals::union(c));
-        }
-    }
-    for (row, c) in rows.iter_mut().zip(contention_per_step) {
-        row.sm_contention_cost_us = c;
-    }
-    let rank_measured = match gpu_span {
-        Some((a, b)) if !series.is_empty() => measured::measure(&series, a, b, &unions.compute),
-        _ => measured::Measured::default(),
-    };
-    if let Some(d) = host_runs_ahead(ctx.rank, &rows) {
-        report.diagnostics.push(d);
-    }
-    let bounds: Vec<(i64, i64, i64)> = rows
-        .iter()
-        .map(|r| (r.step, r.start_ns, r.end_ns))
-        .collect();
-    let memory = memory::of_rank(trace, &ctx, &bounds).map(|(rank, per_step)| {
-        for (row, m) in rows.iter_mut().zip(per_step) {
-            row.memory = m;
-        }
-        rank
-    });
-    report.steps.extend(rows);
-    let syncs = found.groups;
-    colls
-        .iter_mut()
-        .for_each(|c| c.window = window.label.clone());
-    let mut rank_measured = rank_measured;
-    if rank_measured.any() {
-        rank_measured.collective_link_gb = measured::collective_link_gb(&colls);
-    }
-    report.collectives.extend(colls);
-    // This rank's step rows are the last `steps.len()` ones.
-    let first_row = report.steps.len().saturating_sub(steps.len());
-    for (k, rows) in per_step_colls.into_iter().enumerate() {
-        let Some(mut rows) = rows else {
-            continue;
-        };
-        rows.iter_mut()
-            .for_each(|c| c.window = format!("step {}", steps[k].number));
-        if let Some(row) = report.steps.get_mut(first_row + k) {
-            if row.measured.any() {
-                row.measured.collective_link_gb = measured::collective_link_gb(&rows);
-            }
-        }
-        report.collectives_per_step.extend(rows);
-    }
-    report.occupancy.extend(occupancy);
-    let p = &trace.processes()[ctx.process.index()];
-    let mut device: Vec<String> = trace
-        .devices_of(ctx.process)
-        .filter(|d| ctx.device.is_none_or(|only| only == *d))
-        .map(|d| trace.devices()[d.index()].name.clone())
-        .collect();
-    device.dedup();
-    report.ranks.push(RankReport {
-        rank: ctx.rank,
-        process: ctx.process,
-        label: match ctx.device {
-            Some(d) => format!("{} · GPU {}", p.label(), trace.devices()[d.index()].ordinal),
-            None => p.label(),
-        },
-        device: device.join(", "),
-        has_gpu_events: !ctx.gpu.is_empty(),
-        window,
-        breakdown: b,
-        step_source: source.name().to_string(),
-        idle_by_stream,
-        comm_stalls,
-        prefetch,
-        syncs,
-        startup_syncs: found.startup,
-        after_window_syncs: found.after,
-        exposed_wait_us: None,
-        exposed_transfer_us: None,
-        measured: rank_measured,
-        sm_contention,
-        memory,
-        ..RankReport::default()
-    });
-    headline::stamp(trace, &ctx, &head, window_steps.len(), &mut report.ranks);
-    // Kept until every rank is read (many ranks): no spare capacity.
-    report.collectives_per_step.shrink_to_fit();
-    report.collectives.shrink_to_fit();
-    report.sync_warnings.shrink_to_fit();
-    report.steps.shrink_to_fit();
-    RankPart {
-        report,
-        local,
-        comms,
-        analyzed: true,
     }
 }
 

@@ -137,11 +137,19 @@ pub fn summarize_trace(
     let hta_filter = forced.map_or(step_names.len() >= 2, |f| f.1);
     let nccl = collectives::NcclNames::new(trace);
     let keys = crate::comms::CommKeys::new(trace);
+    let input = super::passes::Inputs {
+        trace,
+        opts,
+        hta_filter,
+        nccl: &nccl,
+        keys: &keys,
+        split: false,
+    };
     let parts = ctxs
         .into_iter()
         .map(|ctx| {
             if opts.rank.is_none_or(|r| r == ctx.rank) {
-                analyze_rank_alone(trace, ctx, opts, hta_filter, &nccl, &keys, false)
+                analyze_rank_alone(&input, ctx)
             } else {
                 records_only(trace, &ctx, &nccl, &keys)
             }

@@ -210,10 +210,16 @@ pub fn prepare(t: &Trace, queue: Option<u32>) -> Result<Prepared<'_>, Refusal> {
     let mut windows = Vec::with_capacity(ctxs.len());
     for ctx in ctxs.iter_mut() {
         let d = steps::detect(t, ctx);
-        super::assign_steps(t, ctx, &d.steps);
+        super::step_rows::assign_steps(t, ctx, &d.steps);
         let mut notes = Vec::new();
-        let (w, _, _) =
-            super::headline_window(t, ctx, &d, hta, &AnalysisOptions::default(), &mut notes);
+        let (w, _, _) = super::window::headline_window(
+            t,
+            ctx,
+            &d,
+            hta,
+            &AnalysisOptions::default(),
+            &mut notes,
+        );
         windows.push(w.steps);
         detected.push(d);
     }
