@@ -26,6 +26,7 @@ pub mod render;
 mod report;
 mod step_rows;
 mod steps;
+mod stream_key;
 pub mod streamed;
 pub(crate) mod sync;
 pub mod top_kernels;
