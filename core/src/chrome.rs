@@ -6,7 +6,8 @@
 //! (host threads keep their tid, other tracks get a synthetic tid above
 //! 2^31 named after the track). Slices are complete ("X") events with µs
 //! timestamps at ns precision, counters are "C" events, and launch→kernel
-//! flows are "s"/"f" pairs keyed by the flow id.
+//! flows are "s"/"f" pairs keyed by the flow id. The model's allocations
+//! (GPU memory blocks, `Trace::allocations`) are not written yet.
 //!
 //! The file is also marked as ours (`"streamscope":1`, the first key) and
 //! carries what Trace Event Format cannot say: one `streamscope` metadata

@@ -1,6 +1,6 @@
 //! A canonical text rendering of a whole model: one line per process,
-//! device, track, slice, flow and counter sample, every reference resolved
-//! to names. Two traces with the same content dump to the same text
+//! device, track, slice, flow, counter sample and allocation, every
+//! reference resolved to names. Two traces with the same content dump to the same text
 //! whatever their string-pool order, which is what round-trip tests compare.
 
 use std::fmt::Write;
@@ -89,6 +89,18 @@ pub fn dump(t: &Trace) -> String {
             track_path(c.track()[i]),
             c.ts_ns()[i],
             c.value()[i]
+        );
+    }
+    let a = t.allocations();
+    for i in 0..a.len() {
+        let _ = writeln!(
+            out,
+            "allocation {} device {} {} {:#x} {:+}",
+            track_path(a.track()[i]),
+            a.device()[i].get(),
+            a.ts_ns()[i],
+            a.address()[i],
+            a.bytes()[i]
         );
     }
     out

@@ -39,8 +39,8 @@ pub mod synth;
 pub use diagnostic::{Diagnostic, Severity};
 pub use error::{Result, TraceError};
 pub use model::{
-    ArgSet, ArgValue, ClockDomain, CopyInfo, CopyKind, Counters, Device, DeviceId, Flow,
-    LaunchConfig, NewSlice, Process, ProcessId, SliceClass, SliceId, SliceKind, Slices, StrId,
-    StringPool, Trace, TraceBuilder, Track, TrackId, TrackKind, COMPARE_RUN_KEY, NO_ARGS,
+    Allocations, ArgSet, ArgValue, ClockDomain, CopyInfo, CopyKind, Counters, Device, DeviceId,
+    Flow, LaunchConfig, NewSlice, Process, ProcessId, SliceClass, SliceId, SliceKind, Slices,
+    StrId, StringPool, Trace, TraceBuilder, Track, TrackId, TrackKind, COMPARE_RUN_KEY, NO_ARGS,
     NO_PAYLOAD,
 };

@@ -5,7 +5,14 @@
 //! (bytes)". Per rank: the peak of allocated memory, when it happened and
 //! in which step, what was reserved then (and so reserved but free:
 //! fragmentation and cache), and the peak of reserved memory; per step:
-//! the peaks within the step's bounds. Docs: docs/METRICS.md, "Memory".
+//! the peaks within the step's bounds. Where the trace kept each block
+//! allocated and freed (`Trace::allocations`), the largest blocks live at
+//! the peak, with the op that allocated them (`blocks`). Docs:
+//! docs/METRICS.md, "Memory".
+
+mod blocks;
+
+pub use blocks::{LiveBlock, LIVE_BLOCKS_LISTED};
 
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +38,20 @@ pub struct RankMemory {
     pub peak_reserved_bytes: Option<u64>,
     /// Allocator samples (allocations and frees) read.
     pub samples: u64,
+    /// The largest blocks allocated and not freed at the peak (at most
+    /// [`LIVE_BLOCKS_LISTED`], largest first), from the allocation events
+    /// up to and including the one that reached it; empty when the trace
+    /// kept no blocks (a Perfetto trace, or allocation events without
+    /// addresses). Blocks allocated before the capture are not known, so
+    /// the blocks may sum to less than the peak.
+    #[serde(default)]
+    pub live_at_peak: Vec<LiveBlock>,
+    /// Bytes of the blocks live at the peak that the list leaves out.
+    #[serde(default)]
+    pub live_at_peak_other_bytes: u64,
+    /// How many blocks live at the peak the list leaves out.
+    #[serde(default)]
+    pub live_at_peak_other_blocks: u64,
 }
 
 /// One step's GPU memory peaks.
@@ -140,12 +161,16 @@ pub fn of_rank(
     steps: &[(i64, i64, i64)],
 ) -> Option<(RankMemory, Vec<Option<StepMemory>>)> {
     let s = series(t, ctx)?;
-    let (mut peak_at, mut peak) = (s.allocated[0].0, s.allocated[0].1);
-    for &(at, v) in &s.allocated {
+    let (mut peak_i, mut peak) = (0, s.allocated[0].1);
+    for (i, &(_, v)) in s.allocated.iter().enumerate() {
         if v > peak {
-            (peak_at, peak) = (at, v);
+            (peak_i, peak) = (i, v);
         }
     }
+    let peak_at = s.allocated[peak_i].0;
+    // The peak's place among the samples of its instant (1 for the first).
+    let at_peak = (peak_i + 1).saturating_sub(s.allocated.partition_point(|x| x.0 < peak_at));
+    let live = blocks::live_at_peak(t, ctx.process, s.gpu, peak_at, at_peak);
     let reserved_at_peak = at_time(&s.reserved, peak_at);
     let rank = RankMemory {
         gpu: s.gpu,
@@ -159,6 +184,9 @@ pub fn of_rank(
         unused_reserved_at_peak_bytes: reserved_at_peak.map(|r| r.saturating_sub(peak)),
         peak_reserved_bytes: s.reserved.iter().map(|x| x.1).max(),
         samples: (s.allocated.len() + s.reserved.len()) as u64,
+        live_at_peak: live.blocks,
+        live_at_peak_other_bytes: live.other_bytes,
+        live_at_peak_other_blocks: live.other_blocks,
     };
     let per_step = steps
         .iter()

@@ -12,6 +12,7 @@
 use super::findings::Finding;
 use super::headline::{Headline, HeadlineSync, RankHeadline, Straggler};
 use super::measured::{ContentionRow, Measured, SmContention};
+use super::memory::{LiveBlock, RankMemory};
 use super::rank::{RankClaim, StreamKey};
 use super::top_kernels::TopKernel;
 use super::xrank::{CommRec, RankComms};
@@ -224,9 +225,10 @@ impl Relocate for RankReport {
             host: _,
             first_event_unix_ns: _,
             last_event_unix_ns: _,
-            memory: _, // a GPU ordinal and times: no index
+            memory,
         } = self;
         by.process(process);
+        memory.relocate(by);
         window.relocate(by);
         breakdown.relocate(by);
         idle_by_stream.relocate(by);
@@ -238,6 +240,39 @@ impl Relocate for RankReport {
         measured.relocate(by);
         sm_contention.relocate(by);
         top_kernels.relocate(by);
+    }
+}
+
+impl Relocate for RankMemory {
+    fn relocate(&mut self, by: &Offsets) {
+        // A GPU ordinal, times, byte counts, addresses and names: no index.
+        let RankMemory {
+            gpu: _,
+            peak_allocated_bytes: _,
+            peak_at_ns: _,
+            peak_step: _,
+            reserved_at_peak_bytes: _,
+            unused_reserved_at_peak_bytes: _,
+            peak_reserved_bytes: _,
+            samples: _,
+            live_at_peak,
+            live_at_peak_other_bytes: _,
+            live_at_peak_other_blocks: _,
+        } = self;
+        live_at_peak.relocate(by);
+    }
+}
+
+impl Relocate for LiveBlock {
+    fn relocate(&mut self, _: &Offsets) {
+        // An address on the GPU is no index of the trace.
+        let LiveBlock {
+            bytes: _,
+            address: _,
+            allocated_at_ns: _,
+            op: _,
+            python: _,
+        } = self;
     }
 }
 

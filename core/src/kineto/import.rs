@@ -715,7 +715,8 @@ impl Builder {
     }
 
     /// "[memory]" instants (profile_memory=True): allocator totals after each
-    /// allocation or free, as counters per device.
+    /// allocation or free, as counters per device; on a GPU, the block
+    /// itself (address, signed bytes) and the host thread, as an allocation.
     fn memory(&mut self, e: &Event) {
         let Some(ts) = Self::rel_ns(e.ts.as_deref()) else {
             self.skipped.no_ts += 1;
@@ -745,6 +746,21 @@ impl Builder {
                 }
             };
             self.trace.push_counter(t, ts, v);
+        }
+        // An address is a pointer's bits (a negative one, as some writers
+        // print them, keeps its bits).
+        let address = e
+            .arg("Addr")
+            .and_then(|a| a.as_u64().or_else(|| a.as_i64().map(|a| a as u64)));
+        let bytes = e.arg("Bytes").and_then(ArgJson::as_i64);
+        if let (Some(o), Some(address), Some(bytes), Some(tid)) =
+            (ordinal, address, bytes, e.tid.as_ref())
+        {
+            let thread = self.tid_of(tid);
+            let track = self.track(Place::Thread(thread));
+            let device = self.device(o);
+            self.trace
+                .push_allocation(track, device, ts, address, bytes);
         }
     }
 }

@@ -2,15 +2,15 @@
 //!
 //! Every importer (Perfetto reader, Kineto import, chrome-json, the
 //! collector's conversion, the generators) adds processes, devices, tracks,
-//! slices and counters here, in any order; [`TraceBuilder::finish`] sorts
+//! slices, counters and allocations here, in any order; [`TraceBuilder::finish`] sorts
 //! the slices and remaps flows, so a `Trace` is sorted by construction.
 
 use rustc_hash::FxHashMap as HashMap;
 
 use super::{
-    ArgSet, ArgValue, CopyInfo, Counters, Device, DeviceId, Flow, LaunchConfig, Process, ProcessId,
-    SliceClass, SliceId, SliceKind, Slices, StrId, StringPool, Trace, Track, TrackId, TrackKind,
-    NO_ARGS, NO_PAYLOAD,
+    Allocations, ArgSet, ArgValue, CopyInfo, Counters, Device, DeviceId, Flow, LaunchConfig,
+    Process, ProcessId, SliceClass, SliceId, SliceKind, Slices, StrId, StringPool, Trace, Track,
+    TrackId, TrackKind, NO_ARGS, NO_PAYLOAD,
 };
 use crate::diagnostic::Diagnostic;
 
@@ -135,6 +135,8 @@ impl TraceBuilder {
             })
             && t.slices.track.iter().all(|tr| tr.index() < nt)
             && t.counters.track.iter().all(|tr| tr.index() < nt)
+            && t.allocations.track.iter().all(|tr| tr.index() < nt)
+            && t.allocations.device.iter().all(dev_ok)
             && t.flows
                 .iter()
                 .all(|f| f.from.index() < ns && f.to.index() < ns)
@@ -274,10 +276,13 @@ impl TraceBuilder {
                 k => k,
             };
         }
+        for d in &mut self.t.allocations.device {
+            *d = map(*d);
+        }
     }
 
     /// Puts tracks in a new order: `order[new]` is the old id of the track
-    /// at `new`; parents, slices and counters follow.
+    /// at `new`; parents, slices, counters and allocations follow.
     pub fn reorder_tracks(&mut self, order: &[TrackId]) {
         let mut new_of_old = vec![TrackId(0); order.len()];
         for (new, &old) in order.iter().enumerate() {
@@ -295,9 +300,12 @@ impl TraceBuilder {
         self.map_event_tracks(|t| new_of_old[t.index()]);
     }
 
-    /// Replaces the track of every slice and counter sample by `f` of it.
+    /// Replaces the track of every slice, counter sample and allocation by
+    /// `f` of it.
     pub fn map_event_tracks(&mut self, mut f: impl FnMut(TrackId) -> TrackId) {
-        for t in (self.t.slices.track.iter_mut()).chain(self.t.counters.track.iter_mut()) {
+        let t = &mut self.t;
+        let tracks = (t.slices.track.iter_mut()).chain(t.counters.track.iter_mut());
+        for t in tracks.chain(t.allocations.track.iter_mut()) {
             *t = f(*t);
         }
     }
@@ -470,6 +478,27 @@ impl TraceBuilder {
         &self.t.counters
     }
 
+    /// Adds an allocation (`bytes` > 0) or free (`bytes` < 0) of the GPU
+    /// memory block at `address` on `device`, made on the host thread
+    /// `track` at `ts_ns`.
+    pub fn push_allocation(
+        &mut self,
+        track: TrackId,
+        device: DeviceId,
+        ts_ns: i64,
+        address: u64,
+        bytes: i64,
+    ) {
+        self.t
+            .allocations
+            .push(track, device, ts_ns, address, bytes);
+    }
+
+    /// Allocations so far.
+    pub fn allocations(&self) -> &Allocations {
+        &self.t.allocations
+    }
+
     /// Adds a flow arrow between two slices of this builder.
     pub fn add_flow(&mut self, flow: Flow) {
         self.t.flows.push(flow);
@@ -485,25 +514,29 @@ impl TraceBuilder {
         self.t.diagnostics.push(d);
     }
 
-    /// Moves every slice start and counter sample by `dt_ns` (saturating).
+    /// Moves every slice start, counter sample and allocation by `dt_ns`
+    /// (saturating).
     pub fn shift_events(&mut self, dt_ns: i64) {
-        for t in (self.t.slices.start_ns.iter_mut()).chain(self.t.counters.ts_ns.iter_mut()) {
+        let t = &mut self.t;
+        let times = (t.slices.start_ns.iter_mut()).chain(t.counters.ts_ns.iter_mut());
+        for t in times.chain(t.allocations.ts_ns.iter_mut()) {
             *t = t.saturating_add(dt_ns);
         }
     }
 
-    /// Drops slices, counters, flows and argument sets but keeps processes,
-    /// devices, tracks and strings.
+    /// Drops slices, counters, allocations, flows and argument sets but
+    /// keeps processes, devices, tracks and strings.
     fn clear_events(&mut self) {
         self.t.slices.clear();
         self.t.arg_sets.clear();
         self.t.flows.clear();
         self.t.counters = Counters::default();
+        self.t.allocations = Allocations::default();
     }
 
     /// For a streaming writer (the collector's batches): sorts the slices
     /// added since the last call, hands the trace so far to `f`, then drops
-    /// its slices, counters, flows and argument sets (processes, devices,
+    /// its slices, counters, allocations, flows and argument sets (processes, devices,
     /// tracks and strings stay, and so do launch and copy payloads).
     pub fn flush_events<R>(&mut self, f: impl FnOnce(&Trace) -> R) -> R {
         self.t.sort_slices();
@@ -619,6 +652,16 @@ impl TraceBuilder {
             t.counters.track.push(TrackId(c.track[i].0 + t0));
             t.counters.ts_ns.push(c.ts_ns[i]);
             t.counters.value.push(c.value[i]);
+        }
+        let a = &other.allocations;
+        for i in 0..a.len() {
+            t.allocations.push(
+                TrackId(a.track[i].0 + t0),
+                md(a.device[i]),
+                a.ts_ns[i],
+                a.address[i],
+                a.bytes[i],
+            );
         }
         t.diagnostics.extend(other.diagnostics);
     }

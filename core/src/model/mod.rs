@@ -17,6 +17,7 @@
 //!
 //! All times are `i64` nanoseconds on the process's clock ([`ClockDomain`]).
 
+mod allocations;
 mod builder;
 #[cfg(test)]
 mod differential_tests;
@@ -24,6 +25,7 @@ mod differential_tests;
 mod tests;
 mod trace;
 
+pub use allocations::Allocations;
 pub use builder::{NewSlice, TraceBuilder};
 pub use trace::{Counters, Slices, Trace};
 

@@ -393,3 +393,53 @@ fn arg_sets_follow_their_slices_through_sort_append_and_replace() {
         ))
     );
 }
+
+#[test]
+fn allocations_follow_their_tracks_devices_and_times() {
+    let mut b = TraceBuilder::new();
+    let p = b.add_process(Process::default());
+    let d1 = b.add_device(Device {
+        process: p,
+        ordinal: 1,
+        ..Default::default()
+    });
+    let d0 = b.add_device(Device {
+        process: p,
+        ordinal: 0,
+        ..Default::default()
+    });
+    let a = b.add_track(p, None, TrackKind::Thread { tid: 7 }, "a");
+    let c = b.add_track(p, None, TrackKind::Thread { tid: 8 }, "c");
+    b.push_allocation(c, d1, 10, 0x100, 64);
+    b.push_allocation(a, d0, 20, 0x100, -64);
+    // Tracks and devices renumbered: the rows keep pointing at theirs.
+    b.reorder_tracks(&[c, a]);
+    b.reorder_devices(&[d0, d1]);
+    b.shift_events(5);
+    let t = b.finish();
+    let al = t.allocations();
+    assert_eq!(al.len(), 2);
+    let tid = |i: usize| t.track(al.track()[i]).kind;
+    assert_eq!(tid(0), TrackKind::Thread { tid: 8 });
+    assert_eq!(tid(1), TrackKind::Thread { tid: 7 });
+    let ordinal = |i: usize| t.device(al.device()[i]).ordinal;
+    assert_eq!((ordinal(0), ordinal(1)), (1, 0));
+    assert_eq!(al.ts_ns(), &[15, 25]);
+    assert_eq!(al.address(), &[0x100, 0x100]);
+    assert_eq!(al.bytes(), &[64, -64]);
+    // Appended after another trace: moved by its tracks and devices.
+    let mut two = t.clone();
+    two.append(t.clone());
+    let al2 = two.allocations();
+    assert_eq!(al2.len(), 4);
+    assert_eq!(
+        al2.track()[2].index(),
+        al.track()[0].index() + t.tracks().len()
+    );
+    assert_eq!(
+        al2.device()[3].index(),
+        al.device()[1].index() + t.devices().len()
+    );
+    two.shift_time(-15);
+    assert_eq!(two.allocations().ts_ns(), &[0, 10, 0, 10]);
+}

@@ -1,9 +1,9 @@
 //! The sealed [`Trace`] and its column tables, read through accessors.
 
 use super::{
-    ArgValue, CopyInfo, Device, DeviceId, Flow, LaunchConfig, Process, ProcessId, SliceClass,
-    SliceId, SliceKind, StrId, StringPool, TraceBuilder, Track, TrackId, TrackKind, NO_ARGS,
-    NO_PAYLOAD,
+    Allocations, ArgValue, CopyInfo, Device, DeviceId, Flow, LaunchConfig, Process, ProcessId,
+    SliceClass, SliceId, SliceKind, StrId, StringPool, TraceBuilder, Track, TrackId, TrackKind,
+    NO_ARGS, NO_PAYLOAD,
 };
 use crate::diagnostic::Diagnostic;
 use rustc_hash::FxHashMap as HashMap;
@@ -305,6 +305,7 @@ pub struct Trace {
     pub(super) arg_sets: ArgSets,
     pub(super) flows: Vec<Flow>,
     pub(super) counters: Counters,
+    pub(super) allocations: Allocations,
     pub(super) diagnostics: Vec<Diagnostic>,
 }
 
@@ -386,6 +387,12 @@ impl Trace {
     #[inline]
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+    /// GPU memory blocks allocated and freed (allocator events), in the
+    /// order they were added.
+    #[inline]
+    pub fn allocations(&self) -> &Allocations {
+        &self.allocations
     }
     /// Problems met while loading (truncation, skipped events, ...).
     #[inline]
@@ -529,8 +536,8 @@ impl Trace {
         self.processes.iter().map(|p| p.dropped_records).sum()
     }
 
-    /// Moves every timestamp by `dt_ns` (saturating): slices, counters and
-    /// capture bounds. Used to lay one run next to another. The order
+    /// Moves every timestamp by `dt_ns` (saturating): slices, counters,
+    /// allocations and capture bounds. Used to lay one run next to another. The order
     /// stays canonical (re-sorted if saturation made ties).
     pub fn shift_time(&mut self, dt_ns: i64) {
         let mut saturated = false;
@@ -539,7 +546,7 @@ impl Trace {
             saturated |= o;
             *s = if o { s.saturating_add(dt_ns) } else { v };
         }
-        for t in &mut self.counters.ts_ns {
+        for t in (self.counters.ts_ns.iter_mut()).chain(&mut self.allocations.ts_ns) {
             *t = t.saturating_add(dt_ns);
         }
         for p in &mut self.processes {

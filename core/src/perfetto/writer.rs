@@ -21,6 +21,11 @@
 //! - flows from a launch API call to its GPU work, keyed by correlation id;
 //! - a `streamscope.process` instant on the process track with the process
 //!   and device metadata (written again at the end with final counts).
+//!
+//! Not written yet: the model's allocations (`Trace::allocations`, the GPU
+//! memory blocks of a Kineto import). The allocator's totals go out as
+//! counters, so a trace read back keeps its memory peaks but not the blocks
+//! live at them (a report of it has no `live_at_peak`).
 
 use std::collections::HashMap;
 use std::io::{self, Write};

@@ -17,7 +17,7 @@ pub(super) fn tables(r: &Report) -> Vec<Table> {
     out.extend(cross_rank_tables(r));
     out.extend(occupancy_table(r));
     out.extend(measured_tables(r));
-    out.extend(super::memory::table(r));
+    out.extend(super::memory::tables(r));
     out.extend(syncs_table(r));
     out
 }

@@ -98,8 +98,8 @@ impl Builder {
         }
     }
 
-    /// The earliest start and the latest end of the events (slices and
-    /// counter samples); (0, 0) when there are none.
+    /// The earliest start and the latest end of the events (slices,
+    /// counter samples and allocations); (0, 0) when there are none.
     fn event_range(&self) -> (i64, i64) {
         let sl = self.trace.slices();
         let ends = sl
@@ -107,7 +107,9 @@ impl Builder {
             .iter()
             .zip(sl.dur_ns())
             .map(|(s, d)| s.saturating_add(*d));
-        let starts = sl.start_ns().iter().chain(self.trace.counters().ts_ns());
+        let starts = (sl.start_ns().iter())
+            .chain(self.trace.counters().ts_ns())
+            .chain(self.trace.allocations().ts_ns());
         let first = starts.clone().min().copied().unwrap_or(0);
         let last = ends.chain(starts.copied()).max().unwrap_or(0);
         (first, last)
