@@ -258,3 +258,50 @@ fn live_blocks_replay_frees_and_reallocations_per_device() {
     let text = streamscope_core::analysis::render::markdown(&r);
     assert!(text.contains("Largest blocks live at the peak"), "{text}");
 }
+
+/// A Perfetto export carries the allocations: read back, they are the
+/// source's (as a multiset: the reader's order is by track), and so is the
+/// report's list of blocks live at the peak.
+#[test]
+fn allocations_survive_a_perfetto_round_trip() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/hta/df_index_resolver/df_index_resolver.json.gz");
+    let t = streamscope_core::load::load_file(&path).expect("load");
+    assert!(t.allocations().len() > 20_000, "{}", t.allocations().len());
+    let bytes = streamscope_core::perfetto::write_trace(&t, Vec::new()).expect("write");
+    let back = streamscope_core::perfetto::read_stream(Path::new("back.pftrace"), &bytes[..])
+        .expect("read back");
+    let rows = |t: &streamscope_core::Trace| {
+        let a = t.allocations();
+        let mut v: Vec<(i64, u64, i64, u32, String)> = (0..a.len())
+            .map(|i| {
+                let track = t.track(a.track()[i]);
+                let tid = match track.kind {
+                    streamscope_core::TrackKind::Thread { tid } => tid,
+                    _ => u32::MAX,
+                };
+                let dev = &t.devices()[a.device()[i].index()];
+                (
+                    a.ts_ns()[i],
+                    a.address()[i],
+                    a.bytes()[i],
+                    tid,
+                    format!("{}:{}", t.processes()[dev.process.index()].pid, dev.ordinal),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(rows(&back), rows(&t));
+    let opts = AnalysisOptions::default();
+    let (a, b) = (analyze(&t, &opts), analyze(&back, &opts));
+    let live = |r: &streamscope_core::analysis::Report| {
+        r.ranks
+            .iter()
+            .map(|k| k.memory.as_ref().map(|m| m.live_at_peak.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert!(live(&a)[0].as_ref().is_some_and(|v| v.len() == 10));
+    assert_eq!(live(&b), live(&a));
+}

@@ -330,6 +330,18 @@ struct Reader {
     first_damage: Option<u64>,
     packets: u64,
     ours: bool,
+    /// `streamscope.alloc` instants, placed once tracks and devices are known.
+    allocations: Vec<PendingAllocation>,
+}
+
+/// An allocation read before its track and device are resolved.
+struct PendingAllocation {
+    /// Dense uuid index of its track.
+    track: u32,
+    ordinal: u32,
+    ts: i64,
+    address: u64,
+    bytes: i64,
 }
 
 impl Reader {
@@ -356,6 +368,7 @@ impl Reader {
             damaged: 0,
             damaged_bytes: 0,
             first_damage: None,
+            allocations: Vec::new(),
             packets: 0,
             ours: false,
         }
@@ -663,6 +676,9 @@ impl Reader {
                     }
                     return self.process_metadata(uuid, sq, &anns);
                 }
+                if ty == TE_TYPE_INSTANT && self.trace.str(name) == ALLOCATION_EVENT {
+                    return self.allocation(uuid, sq, ts, &anns[..n_anns.min(anns.len())]);
+                }
                 let mut g = GpuFields::default();
                 let mut args: ArgSet = Vec::new();
                 if n_anns <= anns.len() {
@@ -869,6 +885,44 @@ impl Reader {
             DA_STRING_VALUE_IID => ArgValue::Str(self.seqs[sq].string_values.get(v.as_u64())?),
             _ => return None,
         })
+    }
+
+    /// A `streamscope.alloc` instant: one allocation, kept until its track
+    /// and device are resolved. One without an address or bytes is skipped.
+    fn allocation(
+        &mut self,
+        uuid: u64,
+        sq: usize,
+        ts: i64,
+        annotations: &[&[u8]],
+    ) -> std::result::Result<(), WireError> {
+        let (mut ordinal, mut address, mut bytes) = (0u32, None, None);
+        for a in annotations {
+            if let Some((k, v)) = self.plain_annotation(sq, a)? {
+                let n = match v {
+                    ArgValue::UInt(x) => x as i64,
+                    ArgValue::Int(x) => x,
+                    _ => continue,
+                };
+                match self.trace.str(k) {
+                    "device" => ordinal = u32::try_from(n).unwrap_or(0),
+                    "address" => address = Some(n as u64),
+                    "bytes" => bytes = Some(n),
+                    _ => {}
+                }
+            }
+        }
+        if let (Some(address), Some(bytes)) = (address, bytes) {
+            let track = self.uuid_idx(uuid);
+            self.allocations.push(PendingAllocation {
+                track,
+                ordinal,
+                ts,
+                address,
+                bytes,
+            });
+        }
+        Ok(())
     }
 
     /// The `streamscope.process` instant: process fields and devices.

@@ -141,6 +141,12 @@ pub const PROCESS_DESCRIPTION: &str = "streamscope process";
 /// Name of the instant that carries process and device metadata.
 pub const PROCESS_METADATA_EVENT: &str = "streamscope.process";
 
+/// Name of the instant that carries one GPU memory allocation or free
+/// (`Trace::allocations`), on the host thread that made it, with the
+/// annotations `device` (CUDA ordinal), `address` and `bytes` (negative:
+/// a free).
+pub const ALLOCATION_EVENT: &str = "streamscope.alloc";
+
 /// Debug annotation names interned at the start of every sequence, with
 /// iids 1.. in this order.
 pub const RESERVED_NAMES: [&str; 16] = [

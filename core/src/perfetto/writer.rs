@@ -22,10 +22,10 @@
 //! - a `streamscope.process` instant on the process track with the process
 //!   and device metadata (written again at the end with final counts).
 //!
-//! Not written yet: the model's allocations (`Trace::allocations`, the GPU
-//! memory blocks of a Kineto import). The allocator's totals go out as
-//! counters, so a trace read back keeps its memory peaks but not the blocks
-//! live at them (a report of it has no `live_at_peak`).
+//! - each of the model's allocations (`Trace::allocations`, GPU memory
+//!   blocks allocated or freed) as a `streamscope.alloc` instant on its host
+//!   thread's track, with the device ordinal, address and signed bytes;
+//!   the reader makes them allocations again.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -184,6 +184,10 @@ impl<W: Write> PerfettoWriter<W> {
         }
         for i in 0..trace.counters().len() {
             self.counter(trace, i);
+            self.maybe_flush()?;
+        }
+        for i in 0..trace.allocations().len() {
+            self.allocation(trace, i);
             self.maybe_flush()?;
         }
         for p in 0..trace.processes().len() {
@@ -682,6 +686,38 @@ impl<W: Write> PerfettoWriter<W> {
         iid
     }
 
+    /// Allocation `i` as a [`ALLOCATION_EVENT`] instant on its thread's track.
+    fn allocation(&mut self, trace: &Trace, i: usize) {
+        let a = trace.allocations();
+        let t = a.track()[i].index();
+        let p = trace.tracks()[t].process.index();
+        let ordinal = trace
+            .devices()
+            .get(a.device()[i].index())
+            .map_or(0, |d| d.ordinal);
+        let at = self.packet(p, Some(a.ts_ns()[i]), true);
+        let te = self.enc.begin(PKT_TRACK_EVENT);
+        self.enc.uint(TE_TYPE, TE_TYPE_INSTANT);
+        self.enc.uint(TE_TRACK_UUID, track_uuid(p, t));
+        self.enc.bytes(TE_NAME, ALLOCATION_EVENT.as_bytes());
+        for (k, v) in [
+            ("device", ArgValue::UInt(ordinal as u64)),
+            ("address", ArgValue::UInt(a.address()[i])),
+            ("bytes", ArgValue::Int(a.bytes()[i])),
+        ] {
+            let d = self.enc.begin(TE_DEBUG_ANNOTATIONS);
+            self.enc.bytes(DA_NAME, k.as_bytes());
+            match v {
+                ArgValue::Int(x) => self.enc.int(DA_INT, x),
+                ArgValue::UInt(x) => self.enc.uint(DA_UINT, x),
+                _ => {}
+            }
+            self.enc.end(d);
+        }
+        self.enc.end(te);
+        self.enc.end(at);
+    }
+
     fn counter(&mut self, trace: &Trace, i: usize) {
         let c = trace.counters();
         let t = c.track()[i].index();
@@ -850,6 +886,7 @@ pub fn write_trace<W: Write>(trace: &Trace, out: W) -> io::Result<W> {
 pub fn time_offset_ns(trace: &Trace) -> i64 {
     let earliest = (trace.slices().start_ns().iter())
         .chain(trace.counters().ts_ns())
+        .chain(trace.allocations().ts_ns())
         .copied()
         .chain(trace.processes().iter().filter_map(|p| p.capture_start_ns))
         .min()

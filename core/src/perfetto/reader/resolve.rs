@@ -323,6 +323,25 @@ impl Reader {
             let i = self.trace.counters().track()[c].index();
             track_for(i, &mut self.trace);
         }
+        // Allocations: their thread's track, their process's device.
+        let pending = std::mem::take(&mut self.allocations);
+        let processes: Vec<ProcessId> = pending
+            .iter()
+            .map(|a| {
+                let t = track_for(a.track as usize, &mut self.trace);
+                self.trace.tracks()[t.index()].process
+            })
+            .collect();
+        for (a, process) in pending.into_iter().zip(processes) {
+            let device = owners.device(process, Some(a.ordinal), &mut self.trace);
+            self.trace.push_allocation(
+                TrackId::from_index(a.track as usize),
+                device,
+                a.ts,
+                a.address,
+                a.bytes,
+            );
+        }
         self.trace
             .map_event_tracks(|t| track_of_index[t.index()].unwrap_or(t));
         self.trace.link_flows_by_correlation();
