@@ -207,6 +207,8 @@ fn live_blocks_replay_frees_and_reallocations_per_device() {
     };
     let events = [
         op("python_function", "train.py(5): step", 10, 0, 1000),
+        // PyTorch's own frame inside the program's: the program's is named.
+        op("python_function", "torch/nn/modules/module.py(1500): _call_impl", 10, 1, 998),
         op("cpu_op", "aten::empty", 10, 5, 20),
         op("cpu_op", "aten::mul", 11, 35, 10),
         op("cpu_op", "aten::add", 10, 45, 10),
@@ -241,7 +243,7 @@ fn live_blocks_replay_frees_and_reallocations_per_device() {
             )
         })
         .collect();
-    let step = Some("train.py(5): step");
+    let step = Some("train.py:5 (step)");
     assert_eq!(
         got,
         vec![

@@ -7,7 +7,7 @@
 use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::sync::python_location;
+use crate::analysis::sync::{is_library_frame, python_location};
 use crate::model::{ProcessId, SliceKind, Trace, TrackId};
 
 /// Blocks listed at the peak, largest first.
@@ -26,8 +26,9 @@ pub struct LiveBlock {
     /// (else the innermost other host slice that is no Python frame; ""
     /// when none is).
     pub op: String,
-    /// The innermost Python frame (a Kineto python_function, "file.py(L):
-    /// func") open there, when the trace recorded stacks.
+    /// The Python line that allocated it, "file.py:L (func)": of the Kineto
+    /// python_function frames open there (traces recorded with stacks),
+    /// the innermost of the program's own, else the innermost.
     pub python: Option<String>,
 }
 
@@ -112,9 +113,11 @@ pub(super) fn live_at_peak(
 }
 
 /// The innermost CPU op (else other host slice that is no Python frame)
-/// and the innermost Python frame open at `at` on `track`: of the slices
-/// that start at or before `at` and end at or after it, the latest to
-/// start (the shorter on a tie, as nested slices sort).
+/// open at `at` on `track`, and the Python line that made it: of the
+/// Python frames open then, the innermost of the program's own (not of
+/// PyTorch or an installed package, as sync reports pick them), else the
+/// innermost, as "file.py:L (func)". Open: started at or before `at` and
+/// ending at or after it.
 fn enclosing(t: &Trace, track: TrackId, at: i64) -> (String, Option<String>) {
     let sl = t.slices();
     let tracks = sl.track();
@@ -122,26 +125,29 @@ fn enclosing(t: &Trace, track: TrackId, at: i64) -> (String, Option<String>) {
     let hi = tracks.partition_point(|&x| x <= track);
     let starts = &sl.start_ns()[lo..hi];
     let to = lo + starts.partition_point(|&s| s <= at);
-    let (mut op, mut other, mut python) = (None, None, None);
+    let (mut op, mut other) = (None, None);
+    // Innermost first.
+    let mut frames: Vec<String> = Vec::new();
     for j in (lo..to).rev() {
         if sl.start_ns()[j].saturating_add(sl.dur_ns()[j]) < at {
             continue;
         }
         let name = t.str(sl.name()[j]);
         let kind = sl.kind()[j];
-        if kind == SliceKind::CpuOp && python_location(name).is_some() {
-            python.get_or_insert(name);
-        } else if kind == SliceKind::CpuOp {
-            op.get_or_insert(name);
-        } else {
-            other.get_or_insert(name);
-        }
-        if op.is_some() && python.is_some() {
-            break;
+        match python_location(name) {
+            Some(loc) if kind == SliceKind::CpuOp => frames.push(loc),
+            _ if kind == SliceKind::CpuOp => {
+                op.get_or_insert(name);
+            }
+            _ => {
+                other.get_or_insert(name);
+            }
         }
     }
-    (
-        op.or(other).unwrap_or("").to_string(),
-        python.map(str::to_string),
-    )
+    let python = frames
+        .iter()
+        .find(|f| !is_library_frame(f))
+        .or(frames.first())
+        .cloned();
+    (op.or(other).unwrap_or("").to_string(), python)
 }
