@@ -235,3 +235,35 @@ fn the_worst_case_of_a_thousand_ranks_stays_under_10_mb() {
     // 130 steps in at most 120 columns: two steps share a column.
     assert!(page.contains("One column per 2 steps"), "steps not grouped");
 }
+
+/// A trace with allocator samples (HTA's df_index_resolver) gets a memory
+/// section: the peak's figures and the blocks live then, keyed and equal
+/// to the JSON; a trace without has none.
+#[test]
+fn memory_section_shows_the_peak_and_its_blocks() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/hta/df_index_resolver/df_index_resolver.json.gz");
+    let t = streamscope_core::load::load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let r = analyze(&t, &AnalysisOptions::default());
+    let page = render::html(&r, "df_index_resolver");
+    let json = json_of(&r);
+    html_check::check(&page, &json).unwrap_or_else(|e| panic!("{e}"));
+    assert!(page.contains("<section id=\"memory\">"));
+    let keys: Vec<String> = html_check::cells(&page)
+        .into_iter()
+        .map(|c| c.key)
+        .collect();
+    for k in [
+        "ranks.0.memory.peak_allocated_bytes",
+        "ranks.0.memory.reserved_at_peak_bytes",
+        "ranks.0.memory.live_at_peak.0.bytes",
+        "ranks.0.memory.live_at_peak.9.bytes",
+        "ranks.0.memory.live_at_peak_other_bytes",
+    ] {
+        assert!(keys.iter().any(|x| x == k), "{k} not shown");
+    }
+    // 6,629,508,096 B is 6322.4 MiB.
+    assert!(page.contains(">6322.4</td>"));
+    assert!(page.contains("aten::mm"));
+    assert!(!render::html(&two_ranks(), "synth").contains("<section id=\"memory\">"));
+}

@@ -18,6 +18,7 @@ mod charts;
 #[cfg(feature = "testing")]
 pub mod check;
 mod findings;
+mod memory;
 mod sections;
 mod stragglers;
 mod svg;
@@ -45,6 +46,7 @@ pub fn html(r: &Report, sources: &str) -> String {
     body.push_str(&sections::collectives(&ctx));
     body.push_str(&stragglers::stragglers(&ctx));
     body.push_str(&sections::top_kernels(&ctx));
+    body.push_str(&memory::memory(&ctx));
     body.push_str(&charts::measured(&ctx));
     body.push_str(&sections::diagnostics(&ctx));
     let mut page = String::with_capacity(body.len() + CSS.len() + JS.len() + 512);
