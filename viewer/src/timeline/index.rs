@@ -65,6 +65,10 @@ pub struct TimelineIndex {
     pub counter_samples: Vec<Vec<u32>>,
     /// Largest counter value per track, for the lane scale.
     pub counter_max: Vec<f64>,
+    /// Per track: for a GPU's allocated-memory lane ("GPU N memory
+    /// allocated (bytes)"), the time its peak was first reached (marked on
+    /// the lane); None for other counters.
+    pub counter_peak: Vec<Option<i64>>,
     /// Per track, aligned with `counter_samples`: the integral of the
     /// counter (value × ns, the value held until the next sample) from the
     /// track's first sample up to each sample, so the mean over any
@@ -205,6 +209,24 @@ impl TimelineIndex {
         for list in &mut counter_samples {
             list.sort_by_key(|&k| c.ts_ns()[k as usize]);
         }
+        let counter_peak = counter_samples
+            .iter()
+            .enumerate()
+            .map(|(t, list)| {
+                let name = trace.track_name(TrackId::from_index(t));
+                if !is_allocated_lane(name) {
+                    return None;
+                }
+                let mut best: Option<(f64, i64)> = None;
+                for &k in list {
+                    let (v, ts) = (c.value()[k as usize], c.ts_ns()[k as usize]);
+                    if best.is_none_or(|(b, _)| v > b) {
+                        best = Some((v, ts));
+                    }
+                }
+                best.map(|(_, ts)| ts)
+            })
+            .collect();
         let counter_integral = counter_samples
             .iter()
             .map(|list| {
@@ -263,6 +285,7 @@ impl TimelineIndex {
             depth,
             counter_samples,
             counter_max,
+            counter_peak,
             counter_integral,
             counter_env,
             counter_ts,
@@ -307,6 +330,12 @@ impl TimelineIndex {
         let row = r.start + self.depth[i] as u32;
         (row < r.end).then_some(row)
     }
+}
+
+/// Whether a counter track is a GPU's allocated-memory lane (Kineto's
+/// allocator totals: "GPU N memory allocated (bytes)").
+pub fn is_allocated_lane(name: &str) -> bool {
+    name.starts_with("GPU ") && name.ends_with(" memory allocated (bytes)")
 }
 
 #[cfg(test)]

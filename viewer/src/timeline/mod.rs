@@ -517,7 +517,71 @@ fn counter_hover(
         return None;
     };
     let (t0, t1) = (map.t(p.x as f64), map.t(p.x as f64 + 2.0));
-    counters::hover_text(&model.trace, &model.index, track, t0, t1)
+    let mut text = counters::hover_text(&model.trace, &model.index, track, t0, t1)?;
+    // Within 4 px of a memory lane's peak: the blocks live then.
+    if let Some(ts) = model
+        .index
+        .counter_peak
+        .get(track.index())
+        .copied()
+        .flatten()
+    {
+        let near = (map.t(p.x as f64 - 4.0), map.t(p.x as f64 + 6.0));
+        if ts >= near.0 && ts < near.1 {
+            text.push_str(&peak_blocks_text(model, track));
+        }
+    }
+    Some(text)
+}
+
+/// The report's largest blocks live at the peak of the memory lane
+/// `track` (its process's rank, on the lane's GPU), one per line.
+pub fn peak_blocks_text(model: &Model, track: TrackId) -> String {
+    let t = &model.trace;
+    let tr = t.track(track);
+    let ordinal = match tr.kind {
+        streamscope_core::TrackKind::Counter { device: Some(d) } => {
+            t.devices().get(d.index()).map(|d| d.ordinal)
+        }
+        _ => None,
+    };
+    let Some(m) = model
+        .report
+        .ranks
+        .iter()
+        .filter(|k| k.process == tr.process)
+        .filter_map(|k| k.memory.as_ref())
+        .find(|m| ordinal.is_none_or(|o| o == m.gpu))
+    else {
+        return String::new();
+    };
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    let mut s = format!(
+        "\npeak {:.1} MiB allocated, {:.1} MiB reserved then",
+        mib(m.peak_allocated_bytes),
+        mib(m.reserved_at_peak_bytes.unwrap_or(0))
+    );
+    if !m.live_at_peak.is_empty() {
+        s.push_str("\nlargest blocks live then:");
+    }
+    for b in &m.live_at_peak {
+        s.push_str(&format!(
+            "\n  {:.1} MiB  {}{}",
+            mib(b.bytes),
+            if b.op.is_empty() { "-" } else { &b.op },
+            b.python
+                .as_deref()
+                .map_or(String::new(), |p| format!("  {p}"))
+        ));
+    }
+    if m.live_at_peak_other_blocks > 0 {
+        s.push_str(&format!(
+            "\n  {:.1} MiB in {} other blocks",
+            mib(m.live_at_peak_other_bytes),
+            m.live_at_peak_other_blocks
+        ));
+    }
+    s
 }
 
 fn line_track(model: &Model, l: &Line) -> Option<TrackId> {

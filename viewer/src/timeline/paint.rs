@@ -421,6 +421,27 @@ pub fn mesh_counter(
     if let Some((ex, a, b)) = env {
         push_band(mesh, rect, ex, rect.right(), a, b, envelope);
     }
+    // A memory lane's peak: a red line over the lane and a tick above it.
+    if let Some(ts) = index.counter_peak.get(track as usize).copied().flatten() {
+        let x = map.x(ts) as f32;
+        if x >= rect.left() && x <= rect.right() {
+            let red = Color32::from_rgb(200, 50, 50);
+            mesh.add_colored_rect(
+                Rect::from_min_max(
+                    Pos2::new(x - 1.0, rect.top()),
+                    Pos2::new(x + 1.0, rect.bottom()),
+                ),
+                red,
+            );
+            mesh.add_colored_rect(
+                Rect::from_min_max(
+                    Pos2::new(x - 4.0, rect.top()),
+                    Pos2::new(x + 4.0, rect.top() + 3.0),
+                ),
+                red,
+            );
+        }
+    }
 }
 
 fn push_band(mesh: &mut Mesh, rect: Rect, x0: f32, x1: f32, lo: f32, hi: f32, color: Color32) {
