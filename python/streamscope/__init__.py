@@ -90,6 +90,20 @@ class Report(dict):
         """Each rank's top kernels (name, class, count, total and mean ms, share)."""
         return _tables.kernels(self)
 
+    @property
+    def memory(self):
+        """GPU memory per rank (``ranks[].memory``): the allocator's peak,
+        when, reserved then, peak reserved; empty without allocator samples
+        (torch.profiler's ``profile_memory=True``)."""
+        return _tables.memory(self)
+
+    @property
+    def memory_blocks(self):
+        """The largest blocks live at each rank's memory peak
+        (``ranks[].memory.live_at_peak``): bytes, address, when allocated,
+        the op and Python line that allocated them."""
+        return _tables.memory_blocks(self)
+
     def _repr_html_(self) -> str:
         return _html.report(self)
 
@@ -158,6 +172,16 @@ class Trace:
     def kernels(self):
         """:attr:`Report.kernels` of the default report."""
         return self._report().kernels
+
+    @property
+    def memory(self):
+        """:attr:`Report.memory` of the default report."""
+        return self._report().memory
+
+    @property
+    def memory_blocks(self):
+        """:attr:`Report.memory_blocks` of the default report."""
+        return self._report().memory_blocks
 
     def _repr_html_(self) -> str:
         return self._report()._repr_html_()

@@ -81,3 +81,22 @@ def kernels(report: Dict[str, Any]):
         for k in r.get("top_kernels", []):
             rows.append({"rank": r["rank"], **k})
     return frame(rows)
+
+
+def memory(report: Dict[str, Any]):
+    rows = []
+    for r in report.get("ranks", []):
+        m = r.get("memory")
+        if m:
+            rows.append({"rank": r["rank"], **{k: v for k, v in m.items() if k != "live_at_peak"}})
+    return frame(rows)
+
+
+def memory_blocks(report: Dict[str, Any]):
+    rows = []
+    for r in report.get("ranks", []):
+        m = r.get("memory") or {}
+        for b in m.get("live_at_peak", []):
+            rows.append({"rank": r["rank"], "gpu": m.get("gpu"), **b})
+    return frame(rows)
+

@@ -114,3 +114,22 @@ def test_the_gil_is_released_while_loading():
     # With the GIL held through the loads, this loop would run about once.
     assert elapsed > 0.05
     assert ticks >= 20, (ticks, elapsed)
+
+
+def test_memory_and_blocks_at_the_peak():
+    # HTA's df_index_resolver trace: torch.profiler with profile_memory=True.
+    t = streamscope.load("core/tests/data/hta/df_index_resolver/df_index_resolver.json.gz")
+    r = t.report()
+    m = r["ranks"][0]["memory"]
+    df = t.memory
+    assert len(df) == len(r["ranks"]) == 1
+    assert df["peak_allocated_bytes"].tolist() == [m["peak_allocated_bytes"]] == [6629508096]
+    assert "live_at_peak" not in df.columns
+    b = t.memory_blocks
+    assert len(b) == len(m["live_at_peak"]) == 10
+    assert b["bytes"].tolist() == [x["bytes"] for x in m["live_at_peak"]]
+    assert b["bytes"].is_monotonic_decreasing
+    assert b["bytes"].dtype == "int64"
+    assert "aten::mm" in set(b["op"])
+    # A trace without allocator samples: empty tables.
+    assert len(streamscope.load(PATH).memory) == 0
