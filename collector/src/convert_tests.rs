@@ -433,7 +433,12 @@ fn unique_nvtx_names_past_the_limit_share_normalized_names() {
     }
     // One new string ("aten::add") for a thousand new names.
     assert_eq!(c.trace.strings().len(), pool + 1);
-    let last = *c.trace.slices().name().last().unwrap_or(&StrId(0));
+    let last = *c
+        .trace
+        .slices()
+        .name()
+        .last()
+        .unwrap_or(&StrId::from_index(0));
     assert_eq!(c.trace.strings().get(last), "aten::add");
     c.finish_batch(false);
     let meta = &c.trace.processes()[0].metadata;

@@ -36,7 +36,7 @@ impl StepProbe {
         if self.kernels.len() >= MAX_KERNELS {
             self.kernels.drain(..MAX_KERNELS / 2);
         }
-        self.kernels.push((stream, name.0, start));
+        self.kernels.push((stream, name.get(), start));
     }
 
     /// Step boundaries (GPU times, ascending) at or after `from`: the
@@ -94,11 +94,11 @@ mod tests {
         let mut p = StepProbe::default();
         for k in 0..5i64 {
             // Two kernels per launch, the second starting earlier.
-            p.gpu(7, StrId(1), 1000 * k + 50, 3, 100 + k as u32);
-            p.gpu(7, StrId(2), 1000 * k + 10, 3, 100 + k as u32);
+            p.gpu(7, StrId::from_index(1), 1000 * k + 50, 3, 100 + k as u32);
+            p.gpu(7, StrId::from_index(2), 1000 * k + 10, 3, 100 + k as u32);
             // A graph launched once.
             if k == 2 {
-                p.gpu(8, StrId(3), 1000 * k + 500, 9, 900);
+                p.gpu(8, StrId::from_index(3), 1000 * k + 500, 9, 900);
             }
         }
         assert_eq!(p.boundaries(0), vec![10, 1010, 2010, 3010, 4010]);
@@ -111,7 +111,7 @@ mod tests {
         let mut t = 0i64;
         for _ in 0..6 {
             for name in [5u32, 6, 7, 6] {
-                p.gpu(1, StrId(name), t, 0, 0);
+                p.gpu(1, StrId::from_index(name as usize), t, 0, 0);
                 t += 10;
             }
             t += 100;

@@ -26,7 +26,7 @@ impl NcclNames {
         // Only names that contain "nccl" are parsed: a scan of the string pool, not of the slices.
         let by_name = (0..t.strings().len())
             .map(|i| {
-                let n = t.str(crate::model::StrId(i as u32));
+                let n = t.str(crate::model::StrId::from_index(i));
                 if n.contains("nccl") {
                     parse_kernel_name(n)
                 } else {
@@ -40,7 +40,7 @@ impl NcclNames {
     /// The parse of the name of slice `id`, if it is a NCCL kernel name.
     pub fn info(&self, t: &Trace, id: u32) -> Option<&NcclInfo> {
         self.by_name
-            .get(t.slices().name()[id as usize].0 as usize)
+            .get(t.slices().name()[id as usize].index())
             .and_then(|o| o.as_ref())
     }
 
@@ -158,7 +158,7 @@ pub fn stats_with(
         sized_ns: i64,
     }
     let mut by_id: IntMap<(u32, u32, u32, u32), Acc> = IntMap::default();
-    let id = |s: Option<StrId>| s.map_or(u32::MAX, |x| x.0);
+    let id = |s: Option<StrId>| s.map_or(u32::MAX, |x| x.get());
     for e in events
         .iter()
         .filter(|e| e.class == SliceClass::Communication)
@@ -171,7 +171,7 @@ pub fn stats_with(
             }
         }
         let key = (
-            sl.name()[i].0,
+            sl.name()[i].get(),
             id(args.collective),
             id(args.dtype),
             args.group_size.unwrap_or(0),
@@ -202,7 +202,7 @@ pub fn stats_with(
         bus_known: bool,
     }
     let mut acc: HashMap<(String, String, String, String, String), Row> = HashMap::default();
-    let text = |x: u32| (x != u32::MAX).then(|| t.str(StrId(x)).to_string());
+    let text = |x: u32| (x != u32::MAX).then(|| t.str(StrId::from_index(x as usize)).to_string());
     for ((name, coll_arg, dtype_arg, group), a) in by_id {
         let parsed = names
             .by_name

@@ -94,7 +94,7 @@ pub fn launches(t: &Trace, ctx: &RankCtx) -> Vec<Launch> {
         l.key = match (graph_id[k], first_name[k]) {
             (Some(g), _) => g,
             // No graph id: the same graph runs the same work each time.
-            (None, Some(n)) => (1 << 63) | (u64::from(l.events) << 32) | u64::from(n.0),
+            (None, Some(n)) => (1 << 63) | (u64::from(l.events) << 32) | u64::from(n.get()),
             (None, None) => 0,
         };
     }

@@ -373,7 +373,7 @@ pub fn sm_contention(
     // (name, launch configuration) in one integer key, for the fast hasher.
     let key = |e: &Ev| {
         let i = e.id as usize;
-        ((sl.name()[i].0 as u64) << 32) | sl.payload()[i] as u64
+        ((sl.name()[i].get() as u64) << 32) | sl.payload()[i] as u64
     };
     let kind_ok = |e: &Ev| {
         e.class == SliceClass::Compute && sl.kind()[e.id as usize] == SliceKind::Kernel && e.e > e.s
@@ -421,7 +421,9 @@ pub fn sm_contention(
         let (name, launch) = ((k >> 32) as u32, *k as u32);
         let lc = t.launch_configs().get(launch as usize);
         rows.push(ContentionRow {
-            name: t.str(crate::model::StrId(name)).to_string(),
+            name: t
+                .str(crate::model::StrId::from_index(name as usize))
+                .to_string(),
             shape: lc
                 .map(|l| {
                     format!(

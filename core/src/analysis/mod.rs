@@ -286,7 +286,7 @@ pub(crate) fn profiler_step_names(t: &Trace) -> Vec<String> {
         if sl.kind()[i].is_gpu_activity() {
             continue;
         }
-        let n = sl.name()[i].0 as usize;
+        let n = sl.name()[i].index();
         if is_step.of(sl.name()[i]) && !names.contains(&(n as u32)) {
             names.push(n as u32);
             if names.len() >= 2 {
@@ -296,6 +296,9 @@ pub(crate) fn profiler_step_names(t: &Trace) -> Vec<String> {
     }
     names
         .into_iter()
-        .map(|n| t.str(crate::model::StrId(n)).to_string())
+        .map(|n| {
+            t.str(crate::model::StrId::from_index(n as usize))
+                .to_string()
+        })
         .collect()
 }

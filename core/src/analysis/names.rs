@@ -32,7 +32,7 @@ impl<'t, F: Fn(&str) -> bool> NameTest<'t, F> {
     #[inline]
     pub(crate) fn of(&mut self, id: StrId) -> bool {
         let (t, test) = (self.t, &self.test);
-        match self.seen.get_mut(id.0 as usize) {
+        match self.seen.get_mut(id.index()) {
             Some(seen) => *seen.get_or_insert_with(|| test(t.str(id))),
             None => test(t.str(id)),
         }

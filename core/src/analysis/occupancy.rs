@@ -256,7 +256,7 @@ pub fn devices(t: &Trace, ctx: &RankCtx, opts: &super::AnalysisOptions) -> Vec<D
                 occ_weighted += o.occupancy_pct * sl.dur_ns()[i] as f64;
                 occ_time = occ_time.saturating_add(sl.dur_ns()[i]);
             }
-            let key = ((sl.name()[i].0 as u64) << 32) | sl.payload()[i] as u64;
+            let key = ((sl.name()[i].get() as u64) << 32) | sl.payload()[i] as u64;
             let r = *row_of.entry(key).or_insert_with(|| {
                 let filled = if o.blocks_per_sm == 0 {
                     0

@@ -189,10 +189,10 @@ impl ClassTable {
         let sl = t.slices();
         for i in 0..sl.len() {
             if sl.kind()[i].is_gpu_activity() && sl.class()[i] == SliceClass::None {
-                let n = sl.name()[i].0 as usize;
+                let n = sl.name()[i].index();
                 if by_name.get(n) == Some(&u8::MAX) {
                     by_name[n] =
-                        SliceClass::of_gpu_name(sl.kind()[i], t.str(StrId(n as u32))) as u8;
+                        SliceClass::of_gpu_name(sl.kind()[i], t.str(StrId::from_index(n))) as u8;
                 }
             }
         }
@@ -204,7 +204,7 @@ impl ClassTable {
         let sl = t.slices();
         match sl.class()[i] {
             SliceClass::None => {
-                SliceClass::from_u8(self.0.get(sl.name()[i].0 as usize).copied().unwrap_or(0))
+                SliceClass::from_u8(self.0.get(sl.name()[i].index()).copied().unwrap_or(0))
             }
             c => c,
         }

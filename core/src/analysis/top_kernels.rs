@@ -56,10 +56,12 @@ pub(super) fn top_kernels(t: &Trace, ctx: &RankCtx, head: &[&Ev], steps: usize) 
         if sl.kind()[e.id as usize] != SliceKind::Kernel {
             continue;
         }
-        let v =
-            by_name
-                .entry(sl.name()[e.id as usize].0)
-                .or_insert((0, 0, Vec::new(), e.class.name()));
+        let v = by_name.entry(sl.name()[e.id as usize].get()).or_insert((
+            0,
+            0,
+            Vec::new(),
+            e.class.name(),
+        ));
         v.0 += 1;
         v.1 = v.1.saturating_add(d);
         if v.2.len() < SAMPLED_LAUNCHES {
@@ -76,7 +78,9 @@ pub(super) fn top_kernels(t: &Trace, ctx: &RankCtx, head: &[&Ev], steps: usize) 
         .map(|((name, (count, ns, _, class)), python)| {
             let total_ms = *ns as f64 / 1e6;
             TopKernel {
-                name: t.str(crate::model::StrId(*name)).to_string(),
+                name: t
+                    .str(crate::model::StrId::from_index(*name as usize))
+                    .to_string(),
                 class: class.to_string(),
                 count: *count,
                 total_ms,
@@ -156,10 +160,10 @@ fn kineto_frames(t: &Trace, ctx: &RankCtx, points: &[(usize, u32)]) -> Vec<(usiz
         let Some(e) = by_track.get_mut(&sl.track()[h as usize]) else {
             continue;
         };
-        let n = sl.name()[h as usize].0;
+        let n = sl.name()[h as usize].get();
         let l = loc
             .entry(n)
-            .or_insert_with(|| python_location(t.str(crate::model::StrId(n))));
+            .or_insert_with(|| python_location(t.str(crate::model::StrId::from_index(n as usize))));
         if l.is_some() {
             e.0.push(h);
         }
@@ -174,7 +178,7 @@ fn kineto_frames(t: &Trace, ctx: &RankCtx, points: &[(usize, u32)]) -> Vec<(usiz
         enclosing_each(sl, &mut frames, &times, |i, open| {
             let open: Vec<&String> = open
                 .iter()
-                .filter_map(|&r| loc.get(&sl.name()[r as usize].0)?.as_ref())
+                .filter_map(|&r| loc.get(&sl.name()[r as usize].get())?.as_ref())
                 .collect();
             let user = open.iter().rev().find(|f| !is_library_frame(f));
             if let Some(p) = user.or(open.last()) {

@@ -33,7 +33,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 /// Index into the [`StringPool`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct StrId(pub u32);
+pub struct StrId(pub(in crate::model) u32);
 
 impl StrId {
     /// The empty string, always present at index 0.
@@ -226,7 +226,7 @@ macro_rules! id_index {
         }
     )*};
 }
-id_index!(SliceId, TrackId, ProcessId, DeviceId);
+id_index!(SliceId, TrackId, ProcessId, DeviceId, StrId);
 
 /// Process metadata naming the run a process belongs to when two runs are
 /// shown side by side ("A" or "B"); [`Process::label`] leads with it.

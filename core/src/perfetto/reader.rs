@@ -804,11 +804,11 @@ impl Reader {
                     AN_CORRELATION => g.correlation = v as u32,
                     AN_GRID | AN_BLOCK => {
                         let t = self.seqs[sq].string_values.get(v).unwrap_or(StrId::EMPTY);
-                        let dims = match self.dims_cache.get(t.0 as usize) {
+                        let dims = match self.dims_cache.get(t.index()) {
                             Some(Some(d)) => *d,
                             _ => {
                                 let d = parse_dims(self.trace.str(t));
-                                let i = t.0 as usize;
+                                let i = t.index();
                                 if self.dims_cache.len() <= i {
                                     self.dims_cache.resize(i + 1, None);
                                 }

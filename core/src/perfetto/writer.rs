@@ -625,7 +625,7 @@ impl<W: Write> PerfettoWriter<W> {
     /// a packet of its own the first time.
     fn intern_name(&mut self, trace: &Trace, p: usize, name: StrId) -> u32 {
         let seq = &mut self.seqs[p];
-        let idx = name.0 as usize;
+        let idx = name.index();
         if idx >= seq.name_iid.len() {
             seq.name_iid.resize(idx + 1, 0);
         }

@@ -32,7 +32,7 @@ impl SearchState {
         let names: Vec<bool> = if self.regex {
             match Regex::new(&self.query) {
                 Ok(re) => (0..trace.strings().len())
-                    .map(|i| re.is_match(trace.str(streamscope_core::StrId(i as u32))))
+                    .map(|i| re.is_match(trace.str(streamscope_core::StrId::from_index(i))))
                     .collect(),
                 Err(e) => {
                     self.error = Some(e.to_string());
@@ -44,7 +44,7 @@ impl SearchState {
             (0..trace.strings().len())
                 .map(|i| {
                     trace
-                        .str(streamscope_core::StrId(i as u32))
+                        .str(streamscope_core::StrId::from_index(i))
                         .to_lowercase()
                         .contains(&q)
                 })
@@ -52,7 +52,7 @@ impl SearchState {
         };
         let sl = trace.slices();
         self.matches = (0..sl.len() as u32)
-            .filter(|&i| names[sl.name()[i as usize].0 as usize])
+            .filter(|&i| names[sl.name()[i as usize].index()])
             .collect();
         self.matches.sort_by_key(|&i| sl.start_ns()[i as usize]);
     }

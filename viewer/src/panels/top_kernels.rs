@@ -46,7 +46,7 @@ impl TopKernels {
                 continue;
             }
             let d = sl.dur_ns()[i];
-            let e = by_name[sl.name()[i].0 as usize].get_or_insert(KernelStat {
+            let e = by_name[sl.name()[i].index()].get_or_insert(KernelStat {
                 name: sl.name()[i],
                 count: 0,
                 total_ns: 0,

@@ -273,7 +273,7 @@ impl TimelineIndex {
         let sync_name = (0..trace.strings().len())
             .map(|i| {
                 trace
-                    .str(streamscope_core::StrId(i as u32))
+                    .str(streamscope_core::StrId::from_index(i))
                     .contains("Synchronize")
             })
             .collect();

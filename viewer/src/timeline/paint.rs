@@ -29,7 +29,7 @@ pub fn color_of(trace: &Trace, index: &TimelineIndex, s: usize) -> Color32 {
     let sl = trace.slices();
     if index
         .sync_name
-        .get(sl.name()[s].0 as usize)
+        .get(sl.name()[s].index())
         .copied()
         .unwrap_or(false)
     {

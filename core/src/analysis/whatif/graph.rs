@@ -261,7 +261,7 @@ pub fn build(
     // Decided once per name: whether it is a sync API.
     let keys = SyncKeys {
         sync_name: (0..t.strings().len())
-            .map(|k| is_sync_api(t.str(crate::model::StrId(k as u32))))
+            .map(|k| is_sync_api(t.str(crate::model::StrId::from_index(k))))
             .collect(),
         python_key: t.strings().lookup("python"),
     };
@@ -468,7 +468,7 @@ impl Builder {
             if !matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver) {
                 continue;
             }
-            let sync = keys.sync_name[sl.name()[i].0 as usize];
+            let sync = keys.sync_name[sl.name()[i].index()];
             let python = keys.python_key.and_then(|k| {
                 t.args_of(SliceId::from_index(i))
                     .iter()

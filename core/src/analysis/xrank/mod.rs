@@ -266,7 +266,7 @@ pub fn collect(
             .unwrap_or("unknown")
             .to_string();
         let kind = out.intern(&mut map, &kind);
-        let n = sl.name()[i].0;
+        let n = sl.name()[i].get();
         let name = match name_of.get(&n) {
             Some(&x) => x,
             None => {
