@@ -14,7 +14,7 @@ pub struct WhatIfOptions {
     /// of the API name or Python location.
     pub drop_syncs: Vec<String>,
     /// Launches the host may queue ahead of the GPU before a launch call
-    /// blocks (`None`: [`LAUNCH_QUEUE_DEPTH`]).
+    /// blocks (`None`: [`super::LAUNCH_QUEUE_DEPTH`]).
     pub launch_queue: Option<u32>,
 }
 
