@@ -123,6 +123,75 @@ pub fn param_comms_by_track(t: &Trace, ctx: &RankCtx) -> HashMap<TrackId, Vec<u3
     m
 }
 
+/// The record_param_comms op of `param_comms` that encloses host slice
+/// `launch` on its thread, if one does.
+fn enclosing_param_comm(
+    t: &Trace,
+    param_comms: &HashMap<TrackId, Vec<u32>>,
+    launch: u32,
+) -> Option<u32> {
+    let sl = t.slices();
+    let l = launch as usize;
+    let v = param_comms.get(&sl.track()[l])?;
+    let k = v.partition_point(|&h| sl.start_ns()[h as usize] <= sl.start_ns()[l]);
+    let h = *v.get(k.checked_sub(1)?)?;
+    (sl.start_ns()[h as usize].saturating_add(sl.dur_ns()[h as usize])
+        >= sl.start_ns()[l].saturating_add(sl.dur_ns()[l]))
+    .then_some(h)
+}
+
+/// The bytes each communication kernel of a rank moved: its elements
+/// (from its own collective arguments, else its launch's record_param_comms
+/// op) times its dtype's size (the argument's, else the kernel name's), as
+/// [`stats_with`] counts them; `None` when either is unknown.
+pub struct Sizer<'a> {
+    t: &'a Trace,
+    ctx: &'a RankCtx,
+    names: &'a NcclNames,
+    keys: ArgKeys,
+    param_comms: HashMap<TrackId, Vec<u32>>,
+}
+
+impl<'a> Sizer<'a> {
+    /// The sizer of rank `ctx`.
+    pub fn new(t: &'a Trace, ctx: &'a RankCtx, names: &'a NcclNames) -> Sizer<'a> {
+        Sizer {
+            t,
+            ctx,
+            names,
+            keys: ArgKeys::new(t),
+            param_comms: param_comms_by_track(t, ctx),
+        }
+    }
+
+    /// Bytes of communication kernel `id`, when known.
+    pub fn bytes(&self, id: u32) -> Option<u64> {
+        let (t, sl) = (self.t, self.t.slices());
+        let i = id as usize;
+        let mut args = comm_args(t, &self.keys, SliceId::from_index(i));
+        if args.in_nelems.is_none() && args.out_nelems.is_none() {
+            let h = self
+                .ctx
+                .corr
+                .get(sl.correlation()[i])
+                .and_then(|l| enclosing_param_comm(t, &self.param_comms, l))?;
+            args = comm_args(t, &self.keys, SliceId::from_index(h as usize));
+        }
+        let elems = args
+            .in_nelems
+            .unwrap_or(0)
+            .max(args.out_nelems.unwrap_or(0));
+        if elems == 0 {
+            return None;
+        }
+        let dtype = match args.dtype {
+            Some(d) => t.str(d).to_string(),
+            None => self.names.info(t, id)?.dtype.clone(),
+        };
+        Some(elems.saturating_mul(dtype_bytes(&canonical_dtype(&dtype))?))
+    }
+}
+
 /// Statistics per (collective, algorithm, protocol, dtype, op) over
 /// `events`, with the rank's record_param_comms ops already indexed (one
 /// index serves every step of a rank).
@@ -139,15 +208,7 @@ pub fn stats_with(
         .get(ctx.process.index())
         .and_then(|p| p.world_size);
     let keys = ArgKeys::new(t);
-    let enclosing = |launch: u32| -> Option<u32> {
-        let l = launch as usize;
-        let v = param_comms.get(&sl.track()[l])?;
-        let k = v.partition_point(|&h| sl.start_ns()[h as usize] <= sl.start_ns()[l]);
-        let h = *v.get(k.checked_sub(1)?)?;
-        (sl.start_ns()[h as usize].saturating_add(sl.dur_ns()[h as usize])
-            >= sl.start_ns()[l].saturating_add(sl.dur_ns()[l]))
-        .then_some(h)
-    };
+    let enclosing = |launch: u32| enclosing_param_comm(t, param_comms, launch);
     /// Sums per cheap key (kernel name, collective arg, dtype arg, group size).
     #[derive(Default)]
     struct Acc {

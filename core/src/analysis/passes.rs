@@ -171,7 +171,10 @@ impl<'r> Windowed<'r> {
                 // for the steps' when the window holds every event).
                 let hits = waits::stall_hits(t, ctx, head, opts.stall_tolerance_ns);
                 let (comm_stalls, _) = waits::comm_stalls_of(ctx, head, &hits);
-                let prefetch = waits::prefetch_slack_of(ctx, head, &hits, is_all_gather);
+                let mut prefetch = waits::prefetch_slack_of(ctx, head, &hits, is_all_gather);
+                let sizer = collectives::Sizer::new(t, ctx, nccl);
+                let bytes_of = |id: u32| sizer.bytes(id);
+                prefetch.add_held_early(&bytes_of);
                 let all_hits = (head.len() == self.all.len()).then_some(hits);
                 let rows = step_rows(
                     t,
@@ -180,6 +183,7 @@ impl<'r> Windowed<'r> {
                     &self.detected.graph_corrs,
                     &self.all,
                     &is_all_gather,
+                    &bytes_of,
                     all_hits,
                     opts,
                 );

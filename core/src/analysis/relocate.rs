@@ -337,6 +337,8 @@ impl Relocate for PrefetchSlack {
             median_us: _,
             mean_us: _,
             per_all_gather,
+            sized: _,
+            held_early_byte_s: _,
         } = self;
         per_all_gather.iter_mut().for_each(|(s, _)| by.slice(s));
     }

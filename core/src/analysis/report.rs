@@ -339,6 +339,29 @@ pub struct PrefetchSlack {
     pub mean_us: Option<f64>,
     /// (all-gather slice id, slack µs), in time order.
     pub per_all_gather: Vec<(SliceId, f64)>,
+    /// All-gathers with a slack whose bytes are known.
+    #[serde(default)]
+    pub sized: u64,
+    /// Memory prefetching held before any compute kernel ran after it:
+    /// over the sized all-gathers, bytes × slack, in byte-seconds; `None`
+    /// when none is sized.
+    #[serde(default)]
+    pub held_early_byte_s: Option<f64>,
+}
+
+impl PrefetchSlack {
+    /// Fills `sized` and `held_early_byte_s` from `per_all_gather` and
+    /// each all-gather's bytes.
+    pub(crate) fn add_held_early(&mut self, bytes_of: &dyn Fn(u32) -> Option<u64>) {
+        let mut sum = 0.0f64;
+        for &(id, slack_us) in &self.per_all_gather {
+            if let Some(b) = bytes_of(id.get()) {
+                self.sized += 1;
+                sum += b as f64 * slack_us * 1e-6;
+            }
+        }
+        self.held_early_byte_s = (self.sized > 0).then_some(sum);
+    }
 }
 
 /// One step of one rank.

@@ -74,6 +74,7 @@ pub(crate) fn step_rows(
     graph_corrs: &[u32],
     all: &[&Ev],
     is_all_gather: &dyn Fn(u32) -> bool,
+    bytes_of: &dyn Fn(u32) -> Option<u64>,
     all_hits: Option<Vec<waits::StallHit>>,
     opts: &AnalysisOptions,
 ) -> Vec<StepReport> {
@@ -131,6 +132,7 @@ pub(crate) fn step_rows(
             let unions = Unions::of(buckets[k].iter().copied());
             let mut prefetch =
                 waits::prefetch_slack(t, ctx, &buckets[k], is_all_gather, opts.stall_tolerance_ns);
+            prefetch.add_held_early(bytes_of);
             prefetch.per_all_gather = Vec::new(); // kept once, at rank level
             StepReport {
                 rank: ctx.rank,

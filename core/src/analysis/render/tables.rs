@@ -232,6 +232,7 @@ fn stalls_table(r: &Report) -> Option<Table> {
             "late ms",
             "min slack ms",
             "median slack ms",
+            "held early GB·ms",
         ],
         rows: r
             .ranks
@@ -246,6 +247,9 @@ fn stalls_table(r: &Report) -> Option<Table> {
                     ms(k.prefetch.late_us),
                     opt_ms(k.prefetch.min_us),
                     opt_ms(k.prefetch.median_us),
+                    k.prefetch
+                        .held_early_byte_s
+                        .map_or("-".to_string(), |b| format!("{:.1}", b / 1e6)),
                 ]
             })
             .collect(),
