@@ -242,7 +242,7 @@ pub fn comm_stalls_of(
         .collect();
     let stalls = CommStalls {
         count: by_stream.iter().map(|s| s.count).sum(),
-        total_us: per_stream.iter().map(|p| p.1).sum::<i64>() as f64 / 1000.0,
+        total_us: per_stream.iter().fold(0i64, |a, p| a.saturating_add(p.1)) as f64 / 1000.0,
         by_stream,
         worst: stalls,
     };
