@@ -93,6 +93,11 @@ pub(crate) unsafe extern "C" fn api_callback(
                     crate::pyframes::current_location().or_else(python::current_location)
                 {
                     s.python.insert(d.correlation_id, loc);
+                } else if s.native_callers {
+                    // No Python line: the C/C++ caller, symbolized later.
+                    if let Some(ip) = crate::native_caller::capture() {
+                        s.python.insert_native(d.correlation_id, ip);
+                    }
                 }
             }
             if s.profiler_stop.contains(&(domain, cbid)) {

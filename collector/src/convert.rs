@@ -47,6 +47,10 @@ pub struct Converter {
     threads: HashMap<u32, TrackId>,
     counters: HashMap<String, TrackId>,
     context_device: HashMap<u32, u32>,
+    /// (context, stream) -> `CUpti_ActivityStreamFlag`, from stream records.
+    stream_flags: std::collections::BTreeMap<(u32, u32), u32>,
+    /// Stream records not yet in the metadata (their context's device unknown).
+    stream_flags_pending: bool,
     api_names: HashMap<(bool, u32), StrId>,
     kernel_names: HashMap<Box<[u8]>, StrId>,
     copy_names: HashMap<(u8, u8, u8), StrId>,
@@ -64,6 +68,9 @@ pub struct Converter {
     unknown_thread: Option<TrackId>,
     overhead_track: Option<TrackId>,
     python_key: StrId,
+    /// `protocol::CALLER_ARG`: a native program's C/C++ caller of a sync.
+    caller_key: StrId,
+    symbolizer: crate::native_caller::Symbolizer,
     return_key: StrId,
     graph_key: StrId,
     graph_node_key: StrId,
@@ -160,6 +167,7 @@ impl Converter {
         let pid = process.pid;
         let p = trace.add_process(process);
         let python_key = trace.intern("python");
+        let caller_key = trace.intern(streamscope_core::protocol::CALLER_ARG);
         let return_key = trace.intern("return");
         let graph_key = trace.intern(protocol::GRAPH_ID_ARG);
         let graph_node_key = trace.intern(protocol::GRAPH_NODE_ARG);
@@ -177,6 +185,8 @@ impl Converter {
             threads: HashMap::new(),
             counters: HashMap::new(),
             context_device: HashMap::new(),
+            stream_flags: Default::default(),
+            stream_flags_pending: false,
             api_names: HashMap::new(),
             kernel_names: HashMap::new(),
             copy_names: HashMap::new(),
@@ -190,6 +200,8 @@ impl Converter {
             unknown_thread: None,
             overhead_track: None,
             python_key,
+            caller_key,
+            symbolizer: Default::default(),
             return_key,
             graph_key,
             graph_node_key,
@@ -312,6 +324,11 @@ impl Converter {
             Record::Sync(r) => self.pending_syncs.push(PendingSync { raw: r, age: 0 }),
             Record::Marker(r, name) => self.marker(&r, name),
             Record::Overhead(r) => self.overhead(&r),
+            Record::Stream(r) => {
+                self.stream_flags
+                    .insert((r.context_id, r.stream_id), r.flag);
+                self.stream_flags_pending = true;
+            }
             Record::Other(_) => {}
         }
     }
@@ -460,6 +477,7 @@ impl Converter {
         }
         let corr = r.correlation_id;
         let python = self.python.take(corr);
+        let native = self.python.take_native(corr);
         let Some((start, dur)) = self.times(r.start, r.end) else {
             return;
         };
@@ -479,6 +497,10 @@ impl Converter {
         if let Some(p) = python {
             let v = self.trace.intern(&p);
             s.args.push((self.python_key, ArgValue::Str(v)));
+        } else if let Some(ip) = native {
+            let name = self.symbolizer.name(ip);
+            let v = self.trace.intern(&name);
+            s.args.push((self.caller_key, ArgValue::Str(v)));
         }
         if r.return_value != 0 {
             s.args
@@ -637,6 +659,33 @@ impl Converter {
         self.set_metadata(key, value);
     }
 
+    /// Writes how each stream was created into the process metadata
+    /// (`protocol::streams`), per device ordinal, for the streams whose
+    /// context's device is known (from its GPU records); the others wait.
+    fn write_stream_creations(&mut self) {
+        use std::collections::BTreeMap;
+        use streamscope_core::protocol::streams::{self, StreamCreation};
+        let mut by_ordinal: BTreeMap<u32, Vec<(u32, StreamCreation)>> = BTreeMap::new();
+        let mut unresolved = false;
+        for (&(ctx, stream), &flag) in &self.stream_flags {
+            let Some(&ordinal) = self.context_device.get(&ctx) else {
+                unresolved = true;
+                continue;
+            };
+            let kind = match flag & 0xffff {
+                stream_flag::NULL => StreamCreation::Legacy,
+                stream_flag::DEFAULT => StreamCreation::Blocking,
+                stream_flag::NON_BLOCKING => StreamCreation::NonBlocking,
+                _ => continue,
+            };
+            by_ordinal.entry(ordinal).or_default().push((stream, kind));
+        }
+        for (ordinal, v) in by_ordinal {
+            self.set_metadata(&streams::key(ordinal), streams::format(&v));
+        }
+        self.stream_flags_pending = unresolved;
+    }
+
     /// Ends a batch: places the synchronization records whose thread is now
     /// known (or that waited long enough). `last` places all of them.
     pub fn finish_batch(&mut self, last: bool) {
@@ -666,6 +715,9 @@ impl Converter {
         if self.marker_names.limit_reached() {
             let v = self.marker_names.describe();
             self.set_metadata(marker_names::LIMIT_KEY, v);
+        }
+        if self.stream_flags_pending {
+            self.write_stream_creations();
         }
     }
 }

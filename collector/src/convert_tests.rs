@@ -743,3 +743,48 @@ fn gpu_metrics_feeds_become_counters_of_this_process_device() {
     assert_eq!(name_of(&conv, 2), "GPU 1 · SM active %");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn stream_records_say_which_stream_is_the_legacy_default_per_device() {
+    let (mut c, _) = converter(all());
+    let stream = |context_id, stream_id, flag| {
+        Record::Stream(RawStream {
+            kind: kind::STREAM,
+            context_id,
+            stream_id,
+            priority: 0,
+            flag,
+            correlation_id: 0,
+        })
+    };
+    // Context 5 (device 1, once a kernel names it) and context 9, whose
+    // device no record names yet.
+    c.push(stream(5, 7, stream_flag::NULL));
+    c.push(stream(5, 13, stream_flag::DEFAULT));
+    c.push(stream(5, 14, stream_flag::NON_BLOCKING));
+    c.push(stream(9, 3, stream_flag::NULL));
+    c.finish_batch(false);
+    let key = streamscope_core::protocol::streams::key(1);
+    let meta = |c: &Converter| c.trace.processes()[0].metadata.clone();
+    assert!(meta(&c).iter().all(|(k, _)| !k.starts_with("cuda_streams")));
+    // The kernel names context 5's device: its streams are written.
+    c.push(Record::Kernel(kernel(1000, 2000, 13, 1), c""));
+    c.finish_batch(false);
+    let m = meta(&c);
+    let v = m.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str());
+    assert_eq!(v, Some("7:legacy 13:blocking 14:non-blocking"));
+    assert_eq!(
+        streamscope_core::protocol::streams::parse(v.expect("written"))[0],
+        (
+            7,
+            streamscope_core::protocol::streams::StreamCreation::Legacy
+        )
+    );
+    // Context 9 is still waiting for its device; nothing else is written.
+    assert_eq!(
+        m.iter()
+            .filter(|(k, _)| k.starts_with("cuda_streams"))
+            .count(),
+        1
+    );
+}

@@ -30,6 +30,9 @@ use std::sync::{Mutex, OnceLock};
 pub struct PyLines {
     map: Mutex<HashMap<u32, String>>,
     nodes: Mutex<HashMap<u64, std::sync::Arc<str>>>,
+    /// Native callers (return addresses, `native_caller`) of syncs with no
+    /// Python line, by correlation id.
+    native: Mutex<HashMap<u32, usize>>,
 }
 
 /// At most this many graph nodes keep their capturing line (a job that
@@ -48,6 +51,25 @@ impl PyLines {
             }
             m.insert(correlation, location);
         }
+    }
+
+    /// The native caller of a sync with no Python line.
+    pub fn insert_native(&self, correlation: u32, ip: usize) {
+        if let Ok(mut m) = self.native.lock() {
+            if m.len() >= MAX_PENDING {
+                m.clear();
+            }
+            m.insert(correlation, ip);
+        }
+    }
+
+    /// The native caller noted for `correlation`, once.
+    pub fn take_native(&self, correlation: u32) -> Option<usize> {
+        let mut m = self.native.lock().ok()?;
+        if m.is_empty() {
+            return None;
+        }
+        m.remove(&correlation)
     }
 
     pub fn take(&self, correlation: u32) -> Option<String> {

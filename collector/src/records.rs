@@ -17,7 +17,19 @@ pub mod kind {
     pub const CONCURRENT_KERNEL: u32 = 10;
     pub const MARKER: u32 = 12;
     pub const OVERHEAD: u32 = 17;
+    pub const STREAM: u32 = 37;
     pub const SYNCHRONIZATION: u32 = 38;
+}
+
+/// `CUpti_ActivityStreamFlag`: how a stream was created.
+pub mod stream_flag {
+    /// `cudaStreamDefault`: a blocking stream (it waits for the legacy
+    /// default stream, and the legacy default stream waits for it).
+    pub const DEFAULT: u32 = 1;
+    /// `cudaStreamNonBlocking`.
+    pub const NON_BLOCKING: u32 = 2;
+    /// The NULL (legacy default) stream.
+    pub const NULL: u32 = 3;
 }
 
 /// `CUpti_ActivityFlag` bits of marker records.
@@ -178,6 +190,20 @@ pub struct RawOverhead {
     pub correlation_id: u32,
 }
 
+/// `CUpti_ActivityStream`: a stream of a context and how it was created
+/// (CUPTI lists each context's streams, the NULL stream among them, when
+/// the context is created, and each new stream as it is made).
+#[repr(C, packed(8))]
+#[derive(Clone, Copy)]
+pub struct RawStream {
+    pub kind: u32,
+    pub context_id: u32,
+    pub stream_id: u32,
+    pub priority: u32,
+    pub flag: u32,
+    pub correlation_id: u32,
+}
+
 /// `CUpti_CallbackData` (runtime/driver API callbacks).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -279,6 +305,16 @@ mod tests {
             shmem_limit_config = shmemLimitConfig,
             graph_id = graphId
         );
+        same!(
+            RawStream,
+            c::CUpti_ActivityStream,
+            context_id = contextId,
+            stream_id = streamId,
+            priority = priority,
+            flag = flag,
+            correlation_id = correlationId
+        );
+        assert_eq!(size_of::<RawStream>(), size_of::<c::CUpti_ActivityStream>());
         same!(
             RawMemcpy,
             c::CUpti_ActivityMemcpy6,
@@ -417,6 +453,20 @@ mod tests {
             K::CUPTI_ACTIVITY_KIND_SYNCHRONIZATION as u32,
             kind::SYNCHRONIZATION
         );
+        assert_eq!(K::CUPTI_ACTIVITY_KIND_STREAM as u32, kind::STREAM);
+        use c::CUpti_ActivityStreamFlag as F;
+        assert_eq!(
+            F::CUPTI_ACTIVITY_STREAM_CREATE_FLAG_DEFAULT as u32,
+            stream_flag::DEFAULT
+        );
+        assert_eq!(
+            F::CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NON_BLOCKING as u32,
+            stream_flag::NON_BLOCKING
+        );
+        assert_eq!(
+            F::CUPTI_ACTIVITY_STREAM_CREATE_FLAG_NULL as u32,
+            stream_flag::NULL
+        );
         assert_eq!(
             c::CUpti_ActivityFlag::CUPTI_ACTIVITY_FLAG_MARKER_START as u32,
             MARKER_START
@@ -443,6 +493,7 @@ pub enum Record<'a> {
     Sync(RawSync),
     Marker(RawMarker, Option<&'a std::ffi::CStr>),
     Overhead(RawOverhead),
+    Stream(RawStream),
     Other(u32),
 }
 
@@ -483,6 +534,7 @@ pub unsafe fn parse<'a>(ptr: *const u8) -> Record<'a> {
                 Record::Marker(r, name)
             }
             kind::OVERHEAD => Record::Overhead(std::ptr::read_unaligned(ptr as *const RawOverhead)),
+            kind::STREAM => Record::Stream(std::ptr::read_unaligned(ptr as *const RawStream)),
             other => Record::Other(other),
         }
     }

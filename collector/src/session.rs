@@ -120,6 +120,9 @@ pub struct Session {
     pub(crate) copy_cbids: Vec<u32>,
     pub(crate) profiler_start: Vec<(u32, u32)>,
     pub(crate) profiler_stop: Vec<(u32, u32)>,
+    /// Walk the stack for the C/C++ caller of a sync with no Python line
+    /// (`protocol::env::NATIVE_CALLERS` not `0`).
+    pub(crate) native_callers: bool,
 }
 
 static SESSION: OnceLock<Session> = OnceLock::new();
@@ -547,6 +550,7 @@ fn start_cupti(
         copy_cbids,
         profiler_start,
         profiler_stop,
+        native_callers: env(protocol::env::NATIVE_CALLERS).is_none_or(|v| v.trim() != "0"),
     };
     if SESSION.set(new_session).is_err() {
         return Err(StartError::Twice);

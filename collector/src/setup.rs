@@ -49,6 +49,9 @@ pub(crate) fn enable_activity(
         (kind::DRIVER, "cuptiActivityEnable(DRIVER)", "driver"),
         (kind::OVERHEAD, "cuptiActivityEnable(OVERHEAD)", "overhead"),
         (kind::MARKER, "cuptiActivityEnable(MARKER)", "nvtx"),
+        // How each stream was created (a few records per context): which
+        // one is the legacy default stream and which synchronize with it.
+        (kind::STREAM, "cuptiActivityEnable(STREAM)", "stream"),
     ] {
         if off.contains(&label) {
             continue;

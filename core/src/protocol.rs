@@ -21,6 +21,13 @@ pub const GRAPH_ID_ARG: &str = "graph_id";
 /// node's id (CUPTI's `graphNodeId`).
 pub const GRAPH_NODE_ARG: &str = "graph_node_id";
 
+/// Argument of a host sync or copy call in a native program (no Python
+/// line): its C/C++ caller, symbolized from the return address the
+/// collector took at the call ("FILE:LINE (function)" with debug info,
+/// else "function (object)"). The analyses read it where they read the
+/// Python line.
+pub const CALLER_ARG: &str = "caller";
+
 /// Host API calls that launch a whole executable graph.
 pub const GRAPH_LAUNCH_APIS: &[&str] = &[
     "cudaGraphLaunch",
@@ -53,6 +60,9 @@ pub const NCCL_SLICE_PREFIX: &str = "NCCL ";
 pub mod env {
     /// Output directory.
     pub const OUT: &str = "STREAMSCOPE_OUT";
+    /// `0`: do not walk the stack for the C/C++ caller of a sync made
+    /// where no Python line is known.
+    pub const NATIVE_CALLERS: &str = "STREAMSCOPE_NATIVE_CALLERS";
     /// `cudaProfilerApi` or `nvtx:NAME`.
     pub const CAPTURE_RANGE: &str = "STREAMSCOPE_CAPTURE_RANGE";
     /// Seconds from record's start before the capture opens.
@@ -111,6 +121,7 @@ pub mod env {
 }
 
 pub mod armed;
+pub mod streams;
 
 /// CUDA runtime and driver functions the collector does not record by
 /// default: state queries that enqueue no GPU work, never block and never
