@@ -41,6 +41,18 @@ pub struct WhatIfArgs {
     /// Repeatable.
     #[arg(long, value_name = "FILE:LINE|PATTERN")]
     pub drop_syncs: Vec<String>,
+    /// Run the legacy default stream's work as if it were on a non-blocking
+    /// stream: GPU work no longer waits on its implicit synchronization with
+    /// the blocking streams (needs a `streamscope record` trace, which says
+    /// how each stream was created).
+    #[arg(long)]
+    pub legacy_stream_nonblocking: bool,
+    /// Prefetch N units deeper: each NCCL all-gather issued N positions
+    /// earlier in its step's sequence (its launch and the buffer it waits
+    /// for become those of the all-gather N before it); the report adds
+    /// the peak memory that holds (docs/METRICS.md, "What-if").
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub prefetch_deeper: Option<u32>,
     /// Launches the host may queue ahead of the GPU before a launch call
     /// blocks (default 1024, an assumption: CUDA does not document it); a
     /// host freed of its syncs runs ahead until the queue is full.
@@ -67,6 +79,8 @@ pub fn render(args: &WhatIfArgs) -> anyhow::Result<String> {
             link_bw_gbps: args.link_bw,
             compute_scale: args.compute_scale,
             drop_syncs: false,
+            unblock_legacy: args.legacy_stream_nonblocking,
+            prefetch_deeper: args.prefetch_deeper,
         },
         drop_syncs: args.drop_syncs.clone(),
         launch_queue: args.launch_queue,

@@ -150,6 +150,8 @@ fn what_if_replays_the_same_from_a_lean_import() {
             link_bw_gbps: None,
             compute_scale: Some(0.5),
             drop_syncs: false,
+            unblock_legacy: false,
+            prefetch_deeper: None,
         },
         drop_syncs: Vec::new(),
         launch_queue: None,

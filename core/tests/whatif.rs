@@ -297,6 +297,8 @@ fn opts(comm: Option<f64>, bw: Option<f64>, compute: Option<f64>, drops: &[&str]
             link_bw_gbps: bw,
             compute_scale: compute,
             drop_syncs: false,
+            unblock_legacy: false,
+            prefetch_deeper: None,
         },
         drop_syncs: drops.iter().map(|s| s.to_string()).collect(),
         launch_queue: None,

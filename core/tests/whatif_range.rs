@@ -23,6 +23,8 @@ fn changes(comm: Option<f64>, bw: Option<f64>, compute: Option<f64>) -> WhatIfOp
             link_bw_gbps: bw,
             compute_scale: compute,
             drop_syncs: false,
+            unblock_legacy: false,
+            prefetch_deeper: None,
         },
         drop_syncs: Vec::new(),
         launch_queue: None,

@@ -72,9 +72,11 @@ fn positive(flag: &str, x: Option<f64>) -> anyhow::Result<Option<f64>> {
 }
 
 /// `whatif --format json PATHS... [--comm-scale X | --link-bw GBPS]
-/// [--compute-scale X] [--drop-syncs P]... [--launch-queue N]`.
+/// [--compute-scale X] [--drop-syncs P]... [--launch-queue N]
+/// [--legacy-stream-nonblocking] [--prefetch-deeper N]`.
 #[pyfunction]
-#[pyo3(signature = (paths, comm_scale=None, link_bw=None, compute_scale=None, drop_syncs=Vec::new(), launch_queue=None))]
+#[pyo3(signature = (paths, comm_scale=None, link_bw=None, compute_scale=None, drop_syncs=Vec::new(), launch_queue=None, legacy_stream_nonblocking=false, prefetch_deeper=None))]
+#[allow(clippy::too_many_arguments)]
 fn whatif_json(
     py: Python<'_>,
     paths: Vec<PathBuf>,
@@ -83,6 +85,8 @@ fn whatif_json(
     compute_scale: Option<f64>,
     drop_syncs: Vec<String>,
     launch_queue: Option<u32>,
+    legacy_stream_nonblocking: bool,
+    prefetch_deeper: Option<u32>,
 ) -> PyResult<String> {
     py.detach(|| {
         if comm_scale.is_some() && link_bw.is_some() {
@@ -91,12 +95,17 @@ fn whatif_json(
         if launch_queue == Some(0) {
             anyhow::bail!("--launch-queue: expected at least 1 launch, got 0");
         }
+        if let Some(n) = prefetch_deeper.filter(|n| !(1..=16).contains(n)) {
+            anyhow::bail!("--prefetch-deeper: expected 1 to 16 positions, got {n}");
+        }
         let opts = WhatIfOptions {
             changes: Changes {
                 comm_scale: positive("--comm-scale", comm_scale)?,
                 link_bw_gbps: positive("--link-bw", link_bw)?,
                 compute_scale: positive("--compute-scale", compute_scale)?,
                 drop_syncs: false,
+                unblock_legacy: legacy_stream_nonblocking,
+                prefetch_deeper,
             },
             drop_syncs,
             launch_queue,

@@ -104,6 +104,14 @@ class Report(dict):
         the op and Python line that allocated them."""
         return _tables.memory_blocks(self)
 
+    @property
+    def prefetch_layers(self):
+        """All-gather prefetch per layer (``ranks[].prefetch.per_layer``):
+        per rank and position in the step, the annotation around the
+        launch, how many came late and by how much, the mean slack, the
+        bytes gathered and the byte-seconds held early."""
+        return _tables.prefetch_layers(self)
+
     def _repr_html_(self) -> str:
         return _html.report(self)
 
@@ -183,6 +191,11 @@ class Trace:
         """:attr:`Report.memory_blocks` of the default report."""
         return self._report().memory_blocks
 
+    @property
+    def prefetch_layers(self):
+        """:attr:`Report.prefetch_layers` of the default report."""
+        return self._report().prefetch_layers
+
     def _repr_html_(self) -> str:
         return self._report()._repr_html_()
 
@@ -214,12 +227,17 @@ def whatif(
     compute_scale: Optional[float] = None,
     drop_syncs: Union[str, Sequence[str]] = (),
     launch_queue: Optional[int] = None,
+    legacy_stream_nonblocking: bool = False,
+    prefetch_deeper: Optional[int] = None,
 ) -> dict:
     """``streamscope whatif --format json`` as a dict: the steps replayed
     with communication × ``comm_scale`` (or at ``link_bw`` GB/s), compute ×
     ``compute_scale``, and the host syncs matching ``drop_syncs`` removed;
     ``launch_queue`` bounds how far a host freed of its syncs runs ahead
-    (launches queued, ``--launch-queue``; default 1024)."""
+    (launches queued, ``--launch-queue``; default 1024);
+    ``legacy_stream_nonblocking`` drops the legacy default stream's implicit
+    waits; ``prefetch_deeper`` issues each all-gather that many positions
+    earlier (``--prefetch-deeper``)."""
     drops = [drop_syncs] if isinstance(drop_syncs, str) else list(drop_syncs)
     text = _whatif_json(
         _paths(path, paths),
@@ -228,6 +246,8 @@ def whatif(
         compute_scale=compute_scale,
         drop_syncs=drops,
         launch_queue=launch_queue,
+        legacy_stream_nonblocking=legacy_stream_nonblocking,
+        prefetch_deeper=prefetch_deeper,
     )
     return json.loads(text)
 

@@ -100,3 +100,11 @@ def memory_blocks(report: Dict[str, Any]):
             rows.append({"rank": r["rank"], "gpu": m.get("gpu"), **b})
     return frame(rows)
 
+
+
+def prefetch_layers(report: Dict[str, Any]):
+    rows = []
+    for r in report.get("ranks", []):
+        for layer in (r.get("prefetch") or {}).get("per_layer", []):
+            rows.append({"rank": r["rank"], **layer})
+    return frame(rows)

@@ -112,3 +112,9 @@ def test_whatif_refusal_is_the_cli_line():
         "whatif", "--drop-syncs", "no-such-call", "traces/fsdp-ref-overlap-h200x2"
     )
     assert type(e.value).__module__ == "streamscope"
+    # A recording that does not say how its streams were created.
+    with pytest.raises(StreamscopeError) as e:
+        streamscope.whatif("traces/sync-zoo-h200", legacy_stream_nonblocking=True)
+    assert _message(e) == cli_error(
+        "whatif", "--legacy-stream-nonblocking", "traces/sync-zoo-h200"
+    )

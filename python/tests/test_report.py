@@ -72,6 +72,8 @@ def test_whatif_equals_cli():
         "whatif", "--format", "json", "--compute-scale", "2", "--drop-syncs", "cudaStreamSynchronize", path
     )
     assert w != w2
+    w3 = streamscope.whatif(path, prefetch_deeper=1)
+    assert w3 == cli_json("whatif", "--format", "json", "--prefetch-deeper", "1", path)
 
 
 def test_report_is_a_fresh_dict_each_time():

@@ -133,3 +133,18 @@ def test_memory_and_blocks_at_the_peak():
     assert "aten::mm" in set(b["op"])
     # A trace without allocator samples: empty tables.
     assert len(streamscope.load(PATH).memory) == 0
+
+
+def test_prefetch_per_layer():
+    # fsdp-ref with the NCCL plugin: 8 blocks gathered forward, then backward.
+    t = streamscope.load("traces/fsdp-ref-nccl-h200x2")
+    r = t.report()
+    df = t.prefetch_layers
+    assert len(df) == sum(len(k["prefetch"]["per_layer"]) for k in r["ranks"]) == 32
+    first = df[(df["rank"] == 0) & (df["position"] == 0)]
+    assert first["label"].iloc[0].startswith("all_gather forward block 0 (")
+    held = df[df["rank"] == 0]["held_early_byte_s"].sum()
+    want = r["ranks"][0]["prefetch"]["held_early_byte_s"]
+    assert abs(held - want) <= 1e-9 * want
+    # No all-gathers (a one-GPU sync zoo): an empty table.
+    assert len(streamscope.load("traces/sync-zoo-h200").prefetch_layers) == 0

@@ -4,6 +4,10 @@
 # without it (--no-sync), recorded:
 #   host-after-sync  --host-ms 3  the loss read every step, then 3 ms of host work
 #   gpu-bound        --host-ms 0  the loss read every step, nothing after it
+# and examples/legacy_stream.cu (built with nvcc): "with" is its blocking
+# streams and the tiny legacy-stream kernel between them, "without" the
+# same program with non-blocking streams; the prediction is
+# `whatif --legacy-stream-nonblocking`, the finding `legacy_stream`.
 # On each with-sync recording: `streamscope whatif --drop-syncs
 # whatif_sync.py:LINE` (predicted step: the mean over the headline window,
 # and the median) and `report --format json` (the finding at that line:
@@ -63,6 +67,35 @@ for shape in host-after-sync:3 gpu-bound:0; do
   "$S" report "$W/$name-sync" --format json > "$W/$name.report.json" 2>/dev/null
 done
 
+# The legacy default stream (examples/legacy_stream.cu, built here): the
+# blocking program recorded (its report's legacy_stream finding, and
+# `whatif --legacy-stream-nonblocking`), against the same program run with
+# non-blocking streams, and the blocking one unrecorded.
+CUDA=/usr/local/cuda
+[ -d "$CUDA" ] || CUDA=/usr/local/cuda-13.0
+if step legacy-build 120 "$CUDA/bin/nvcc" -O2 -g -std=c++17 -arch=sm_90 -o "$W/legacy_stream" examples/legacy_stream.cu; then
+  step legacy-stream-sync 60 "$S" record -o "$W/legacy-stream-sync" -- "$W/legacy_stream" --steps "$STEPS" \
+    > "$W/legacy-stream-sync.out" 2>&1
+  grep '^{' "$W/legacy-stream-sync.out" | tail -1 > "$W/legacy-stream-sync.job.json"
+  for mode in blocking nonblocking; do
+    flag=""; [ "$mode" = nonblocking ] && flag=--nonblocking
+    step "legacy-$mode-plain" 60 "$W/legacy_stream" $flag --steps "$STEPS" | grep '^{' | tail -1 \
+      > "$W/legacy-$mode-plain.job.json"
+    cat "$W/legacy-$mode-plain.job.json"
+  done
+  cp "$W/legacy-nonblocking-plain.job.json" "$W/legacy-stream-nosync.job.json"
+  cp "$W/legacy-nonblocking-plain.job.json" "$W/legacy-stream-nosync-plain.job.json"
+  "$S" whatif "$W/legacy-stream-sync" --legacy-stream-nonblocking --format json \
+    > "$W/legacy-stream.whatif.json" 2> "$W/legacy-stream.whatif.err" || cat "$W/legacy-stream.whatif.err"
+  "$S" report "$W/legacy-stream-sync" --full
+  "$S" report "$W/legacy-stream-sync" --format json > "$W/legacy-stream.report.json" 2>/dev/null
+  "$S" info "$W/legacy-stream-sync" | grep -i cuda_streams
+  # The native caller of its cudaDeviceSynchronize (built with -g): the
+  # sync rows should name examples/legacy_stream.cu:LINE (main).
+  echo "=== native caller of the sync (want legacy_stream.cu:$(grep -n 'CHECK(cudaDeviceSynchronize());' examples/legacy_stream.cu | cut -d: -f1))"
+  grep -o '"where": "[^"]*"' "$W/legacy-stream.report.json" | sort | uniq -c | head -5
+fi
+
 echo
 echo "=== results"
 "$PY" - "$W" "$LINE" <<'PY' | tee "$W/results.txt"
@@ -76,7 +109,7 @@ def load(p):
         print(f"# {p}: {e}", file=sys.stderr)
         return None
 rows = []
-for shape in ("host-after-sync", "gpu-bound"):
+for shape in ("host-after-sync", "gpu-bound", "legacy-stream"):
     a, b = load(f"{shape}-sync.job.json"), load(f"{shape}-nosync.job.json")
     plain = load(f"{shape}-nosync-plain.job.json")
     wi, rep = load(f"{shape}.whatif.json"), load(f"{shape}.report.json")
@@ -90,8 +123,11 @@ for shape in ("host-after-sync", "gpu-bound"):
         r["predicted_median_ms"] = (k.get("predicted_median_step_us") or 0) / 1000
         r["measured_mean_recorded_ms"] = (k.get("measured_mean_step_us") or 0) / 1000
     if rep:
-        f = [x for x in rep.get("findings", []) if x["kind"] == "sync"
-             and x["where"]["line"].split(" (")[0].endswith(f"whatif_sync.py:{line}")]
+        if shape == "legacy-stream":
+            f = [x for x in rep.get("findings", []) if x["kind"] == "legacy_stream"]
+        else:
+            f = [x for x in rep.get("findings", []) if x["kind"] == "sync"
+                 and x["where"]["line"].split(" (")[0].endswith(f"whatif_sync.py:{line}")]
         if f and f[0].get("predicted_gain_us") is not None:
             r["finding_gain_ms"] = f[0]["predicted_gain_us"] / 1000
             r["finding_rank"] = rep["findings"].index(f[0]) + 1
@@ -107,7 +143,7 @@ with open(os.path.join(w, "results.json"), "w") as f:
     json.dump(rows, f, indent=1)
 PY
 cp "$W/results.json" "$OUT/whatif-validate.json" 2>/dev/null
-tar czf "$OUT/whatif-validate-traces.tar.gz" -C "$W" host-after-sync-sync gpu-bound-sync 2>/dev/null
+tar czf "$OUT/whatif-validate-traces.tar.gz" -C "$W" host-after-sync-sync gpu-bound-sync legacy-stream-sync 2>/dev/null
 echo
 cat "$SUMMARY"
 grep '^RESULT' "$W/results.txt"

@@ -171,10 +171,13 @@ impl<'r> Windowed<'r> {
                 // for the steps' when the window holds every event).
                 let hits = waits::stall_hits(t, ctx, head, opts.stall_tolerance_ns);
                 let (comm_stalls, _) = waits::comm_stalls_of(ctx, head, &hits);
-                let mut prefetch = waits::prefetch_slack_of(ctx, head, &hits, is_all_gather);
+                let ags = waits::all_gather_slacks(ctx, head, &hits, is_all_gather);
+                let mut prefetch = waits::prefetch_slack_from(&ags);
                 let sizer = collectives::Sizer::new(t, ctx, nccl);
                 let bytes_of = |id: u32| sizer.bytes(id);
                 prefetch.add_held_early(&bytes_of);
+                prefetch.per_layer =
+                    super::prefetch_layers::prefetch_layers(t, ctx, &ags, &bytes_of);
                 let all_hits = (head.len() == self.all.len()).then_some(hits);
                 let rows = step_rows(
                     t,

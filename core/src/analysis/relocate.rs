@@ -339,6 +339,7 @@ impl Relocate for PrefetchSlack {
             per_all_gather,
             sized: _,
             held_early_byte_s: _,
+            per_layer: _, // positions and labels: no ids
         } = self;
         per_all_gather.iter_mut().for_each(|(s, _)| by.slice(s));
     }

@@ -347,6 +347,35 @@ pub struct PrefetchSlack {
     /// when none is sized.
     #[serde(default)]
     pub held_early_byte_s: Option<f64>,
+    /// The same per layer: the window's all-gathers grouped by their
+    /// position in the step (rank entries only; empty in step rows).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_layer: Vec<PrefetchLayer>,
+}
+
+/// The all-gathers at one position in the step over a window: under a
+/// fixed schedule (FSDP's), the prefetches of one layer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PrefetchLayer {
+    /// Position in the step: 0 for each step's first all-gather.
+    pub position: u32,
+    /// The innermost annotation (NVTX range, `record_function`) around the
+    /// launch of the first of them, step ranges left out; `None` without one.
+    pub label: Option<String>,
+    /// All-gathers at this position (one per step that has one).
+    pub all_gathers: u64,
+    /// How many a compute kernel waited for.
+    pub late: u64,
+    /// How long their consumers waited, in all.
+    pub late_us: f64,
+    /// Mean slack over those with a slack; `None` when none has one.
+    pub mean_slack_us: Option<f64>,
+    /// Those with a slack whose bytes are known.
+    pub sized: u64,
+    /// Bytes the first sized one materialized.
+    pub bytes: Option<u64>,
+    /// Over the sized ones, bytes × slack, in byte-seconds.
+    pub held_early_byte_s: Option<f64>,
 }
 
 impl PrefetchSlack {
@@ -537,12 +566,16 @@ pub struct SyncGroup {
     pub pattern: String,
     /// The API (cudaStreamSynchronize, Stream Sync, Memcpy DtoH, ...).
     pub api: String,
-    /// Python file:line (function) when known, else the enclosing NVTX range path, else the API.
+    /// Python file:line (function) when known (a native program's C/C++
+    /// caller, from the collector), else the enclosing NVTX range path,
+    /// else the API.
     #[serde(rename = "where")]
     pub where_: String,
     /// Innermost enclosing NVTX range path ("" when none).
     pub nvtx: String,
-    /// Python location ("" when the trace has none).
+    /// Python location ("" when the trace has none); for a native program
+    /// recorded by `streamscope record`, its C/C++ caller
+    /// (`protocol::CALLER_ARG`: "FILE:LINE (function)" with debug info).
     pub python: String,
     /// Innermost enclosing CPU operator of the first occurrence (aten::item, ...), "" when none.
     pub op: String,

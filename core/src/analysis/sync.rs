@@ -500,14 +500,19 @@ fn region_of(window: &SyncWindow, start_ns: i64) -> u8 {
     }
 }
 
-/// Python location of an occurrence: the collector's arg, else the
-/// innermost Kineto python_function around the call (the innermost frame
+/// Python location of an occurrence: the collector's arg, else a native
+/// program's C/C++ caller (`protocol::CALLER_ARG`), else the innermost
+/// Kineto python_function around the call (the innermost frame
 /// of user code, else the innermost frame). `ops` are the CPU ops open
 /// around it, outermost first.
 fn python_of(t: &Trace, o: &Occ, ops: &[u32]) -> String {
     let sl = t.slices();
-    t.arg_string(SliceId::from_index(o.slice as usize), "python")
-        .or_else(|| t.arg_string(SliceId::from_index(o.host as usize), "python"))
+    let arg = |key: &str| {
+        t.arg_string(SliceId::from_index(o.slice as usize), key)
+            .or_else(|| t.arg_string(SliceId::from_index(o.host as usize), key))
+    };
+    arg("python")
+        .or_else(|| arg(crate::protocol::CALLER_ARG))
         .or_else(|| {
             let frames: Vec<String> = ops
                 .iter()

@@ -265,13 +265,27 @@ pub fn prefetch_slack(
     prefetch_slack_of(ctx, events, &hits, is_all_gather)
 }
 
-/// [`prefetch_slack`] from the [`stall_hits`] of `events`.
-pub fn prefetch_slack_of(
+/// One all-gather of `events`, as the prefetch figures see it.
+pub(crate) struct AllGatherSlack {
+    /// Its slice.
+    pub id: u32,
+    /// Index into the rank's steps, or `NONE` (from its event).
+    pub step: u32,
+    /// How long the compute kernels it released waited (ns; 0 when on time).
+    pub wait_ns: i64,
+    /// Its slack (0 when late); `None` when no compute kernel ran after it
+    /// on its device.
+    pub slack_ns: Option<i64>,
+}
+
+/// Every all-gather of `events` (in their order) with its wait and slack,
+/// from the [`stall_hits`] of `events`.
+pub(crate) fn all_gather_slacks(
     ctx: &RankCtx,
     events: &[&Ev],
     hits: &[StallHit],
     is_all_gather: impl Fn(u32) -> bool,
-) -> PrefetchSlack {
+) -> Vec<AllGatherSlack> {
     let device_of = |e: &Ev| ctx.streams[e.stream as usize].device();
     let mut waited: rustc_hash::FxHashMap<u32, i64> = Default::default();
     for h in hits {
@@ -284,30 +298,59 @@ pub fn prefetch_slack_of(
         .map(|e| (device_of(e), e.s))
         .collect();
     compute_starts.sort_unstable();
+    events
+        .iter()
+        .filter(|e| e.class == SliceClass::Communication && is_all_gather(e.id))
+        .map(|e| {
+            let wait_ns = waited.get(&e.id).copied().unwrap_or(0);
+            let slack_ns = if wait_ns > 0 {
+                Some(0)
+            } else {
+                let dev = device_of(e);
+                let k = compute_starts.partition_point(|c| *c < (dev, e.e));
+                match compute_starts.get(k) {
+                    Some(&(d, next)) if d == dev => Some(next.saturating_sub(e.e)),
+                    _ => None,
+                }
+            };
+            AllGatherSlack {
+                id: e.id,
+                step: e.step,
+                wait_ns,
+                slack_ns,
+            }
+        })
+        .collect()
+}
+
+/// [`prefetch_slack`] from the [`stall_hits`] of `events`.
+pub fn prefetch_slack_of(
+    ctx: &RankCtx,
+    events: &[&Ev],
+    hits: &[StallHit],
+    is_all_gather: impl Fn(u32) -> bool,
+) -> PrefetchSlack {
+    prefetch_slack_from(&all_gather_slacks(ctx, events, hits, is_all_gather))
+}
+
+/// [`prefetch_slack`] from the [`all_gather_slacks`] of the events.
+pub(crate) fn prefetch_slack_from(ags: &[AllGatherSlack]) -> PrefetchSlack {
     let mut out = PrefetchSlack::default();
     let mut slacks: Vec<f64> = Vec::new();
     let mut late_ns = 0i64;
-    for e in events
-        .iter()
-        .filter(|e| e.class == SliceClass::Communication && is_all_gather(e.id))
-    {
+    for ag in ags {
         out.all_gathers += 1;
-        let wait = waited.get(&e.id).copied().unwrap_or(0);
-        let slack_ns = if wait > 0 {
+        if ag.wait_ns > 0 {
             out.late += 1;
-            late_ns = late_ns.saturating_add(wait);
-            0
-        } else {
-            let dev = device_of(e);
-            let k = compute_starts.partition_point(|c| *c < (dev, e.e));
-            match compute_starts.get(k) {
-                Some(&(d, next)) if d == dev => next.saturating_sub(e.e),
-                _ => continue,
-            }
+            late_ns = late_ns.saturating_add(ag.wait_ns);
+        }
+        let Some(slack_ns) = ag.slack_ns else {
+            continue;
         };
         let slack = slack_ns as f64 / 1000.0;
         slacks.push(slack);
-        out.per_all_gather.push((e.slice(), slack));
+        out.per_all_gather
+            .push((SliceId::from_index(ag.id as usize), slack));
     }
     out.late_us = late_ns as f64 / 1000.0;
     if !slacks.is_empty() {

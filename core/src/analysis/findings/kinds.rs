@@ -117,6 +117,7 @@ pub(super) fn collect(r: &Report, trace: Option<&Trace>, why: &str) -> Vec<Findi
     gemms(&ranks, trace, &mut out);
     if let Some(t) = trace {
         pageable(t, &ranks, &mut out);
+        legacy_stream(t, &ranks, &mut pred, &mut out);
     }
     out
 }
@@ -313,6 +314,25 @@ fn communication(ranks: &[(&RankReport, RankSteps)], pred: &mut Predictor, out: 
             k.prefetch.all_gathers,
             ms(k.prefetch.late_us / per)
         ));
+        // The layer (position in the step) compute waited for most.
+        if let Some(l) = k
+            .prefetch
+            .per_layer
+            .iter()
+            .filter(|l| l.late > 0)
+            .max_by(|a, b| a.late_us.total_cmp(&b.late_us))
+        {
+            ev.push_str(&format!(
+                "; most of it for all-gather #{} of the step{}, late in {} of {} steps, {}/step",
+                l.position,
+                l.label
+                    .as_deref()
+                    .map_or(String::new(), |s| format!(" ({s})")),
+                l.late,
+                l.all_gathers,
+                ms(l.late_us / per)
+            ));
+        }
     }
     f.evidence = ev;
     if let Some(w) = k.comm_stalls.worst.first() {
@@ -321,8 +341,7 @@ fn communication(ranks: &[(&RankReport, RankSteps)], pred: &mut Predictor, out: 
         f.slice = Some(w.slice);
     }
     // What hiding every transfer would save: a bound, not the gain of a
-    // fix (a prefetch moves a collective earlier, which the replay does
-    // not model; on fsdp-ref prefetch 0 -> 1 the bound was 2.9x the gain,
+    // fix (on fsdp-ref prefetch 0 -> 1 the bound was 2.9x the gain,
     // docs/WHATIF.md).
     let opts = WhatIfOptions {
         changes: Changes {
@@ -331,19 +350,37 @@ fn communication(ranks: &[(&RankReport, RankSteps)], pred: &mut Predictor, out: 
         },
         ..Default::default()
     };
-    match pred.gain(&opts) {
-        Ok((us, pct)) => {
-            f.evidence.push_str(&format!(
-                "; hidden entirely it would save at most {}/step ({pct:.1} %: whatif, every NCCL transfer x0)",
-                ms(us.max(0.0))
-            ));
-            f.cost_per_step_us = f.cost_per_step_us.min(us.max(0.0));
-            unpredicted(
+    let bound = pred.gain(&opts);
+    if let Ok((us, pct)) = &bound {
+        f.evidence.push_str(&format!(
+            "; hidden entirely it would save at most {}/step ({pct:.1} %: whatif, every NCCL transfer x0)",
+            ms(us.max(0.0))
+        ));
+        f.cost_per_step_us = f.cost_per_step_us.min(us.max(0.0));
+    }
+    if late {
+        // The fix: prefetch one unit deeper (each all-gather issued one
+        // position earlier), replayed with the SM contention it adds.
+        let opts = WhatIfOptions {
+            changes: Changes {
+                prefetch_deeper: Some(1),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        predicted(
+            &mut f,
+            "whatif --prefetch-deeper 1".into(),
+            pred.gain(&opts),
+        );
+    } else {
+        match bound {
+            Ok(_) => unpredicted(
                 &mut f,
-                "the replay cannot move a collective earlier or overlap it for you; the evidence gives the bound of hiding it entirely",
-            );
+                "the replay cannot overlap a collective for you; the evidence gives the bound of hiding it entirely",
+            ),
+            Err(why) => unpredicted(&mut f, &why),
         }
-        Err(why) => unpredicted(&mut f, &why),
     }
     out.push(f);
 }
@@ -500,6 +537,28 @@ fn first_named(t: &Trace, process: ProcessId, name: &str) -> Option<SliceId> {
     })
 }
 
+/// The Python line (else the native C/C++ caller) of the call that
+/// launched GPU activity `id` of `process`.
+fn launch_line(t: &Trace, process: ProcessId, id: SliceId) -> Option<String> {
+    let sl = t.slices();
+    let corr = sl.correlation()[id.index()];
+    if corr == 0 {
+        return None;
+    }
+    (0..sl.len())
+        .map(SliceId::from_index)
+        .filter(|&h| {
+            let i = h.index();
+            sl.correlation()[i] == corr
+                && matches!(sl.kind()[i], SliceKind::Runtime | SliceKind::Driver)
+                && t.track(sl.track()[i]).process == process
+        })
+        .find_map(|h| {
+            t.arg_string(h, "python")
+                .or_else(|| t.arg_string(h, crate::protocol::CALLER_ARG))
+        })
+}
+
 /// Copies to or from pageable host memory (the copy blocks the host and
 /// runs through a staging buffer), in each rank's window.
 fn pageable(t: &Trace, ranks: &[(&RankReport, RankSteps)], out: &mut Vec<Finding>) {
@@ -537,6 +596,7 @@ fn pageable(t: &Trace, ranks: &[(&RankReport, RankSteps)], out: &mut Vec<Finding
         let per = total as f64 / 1000.0 / s.steps as f64;
         let mut f = on_rank("pageable_copy", s, per);
         f.where_.kernel = t.str(sl.name()[id.index()]).to_string();
+        f.where_.line = launch_line(t, k.process, id).unwrap_or_default();
         f.evidence = format!(
             "{n} copies to or from pageable host memory, {}/step on the GPU (pin the host buffer: .pin_memory(), non_blocking=True)",
             ms(per)
@@ -548,6 +608,122 @@ fn pageable(t: &Trace, ranks: &[(&RankReport, RankSteps)], out: &mut Vec<Finding
             &mut f,
             "the replay cannot tell how fast a pinned copy would run, nor what the host does instead of waiting",
         );
+        out.push(f);
+    }
+}
+
+/// Work on the legacy default stream beside blocking streams of the same
+/// GPU (the seed's footgun): each legacy-stream activity waits for the work
+/// launched before it on those streams, and theirs waits for it, so streams
+/// that would overlap run one after the other. Needs a recording that says
+/// how each stream was created (`protocol::streams`); its gain is the
+/// replay with those implicit waits dropped, and there is no finding when
+/// that saves nothing.
+fn legacy_stream(
+    t: &Trace,
+    ranks: &[(&RankReport, RankSteps)],
+    pred: &mut Predictor,
+    out: &mut Vec<Finding>,
+) {
+    use crate::model::TrackKind;
+    use crate::protocol::streams::{self, StreamCreation};
+    let sl = t.slices();
+    // Per rank: (legacy activities, their time, blocking streams with work,
+    // the first legacy activity, the legacy stream's id).
+    let mut seen: Vec<(usize, u64, i64, Vec<u32>, SliceId, u32)> = Vec::new();
+    for (ri, (k, s)) in ranks.iter().enumerate() {
+        if s.steps == 0 {
+            continue;
+        }
+        let process = t.process(k.process);
+        let creation = |device: crate::model::DeviceId, stream: u32| {
+            let key = streams::key(t.device(device).ordinal);
+            let v = process.metadata.iter().find(|(x, _)| *x == key)?;
+            streams::parse(&v.1)
+                .into_iter()
+                .find(|(id, _)| *id == stream)
+                .map(|(_, c)| c)
+        };
+        let mut class: rustc_hash::FxHashMap<crate::model::TrackId, (StreamCreation, u32)> =
+            Default::default();
+        for tr in t.track_ids() {
+            let track = t.track(tr);
+            if track.process != k.process {
+                continue;
+            }
+            if let TrackKind::Stream { device, stream } = track.kind {
+                if let Some(c) = creation(device, stream) {
+                    class.insert(tr, (c, stream));
+                }
+            }
+        }
+        if !class.values().any(|(c, _)| *c == StreamCreation::Legacy) {
+            continue;
+        }
+        let (a, b) = (
+            k.window.start_ns.unwrap_or(i64::MIN),
+            k.window.end_ns.unwrap_or(i64::MAX),
+        );
+        let (mut n, mut total, mut first, mut legacy_id) = (0u64, 0i64, None, 0u32);
+        let mut blocking: Vec<u32> = Vec::new();
+        for i in 0..sl.len() {
+            let Some(&(c, stream)) = class.get(&sl.track()[i]) else {
+                continue;
+            };
+            let st = sl.start_ns()[i];
+            if st < a || st >= b {
+                continue;
+            }
+            match c {
+                StreamCreation::Legacy => {
+                    n += 1;
+                    total = total.saturating_add(sl.dur_ns()[i]);
+                    first.get_or_insert(SliceId::from_index(i));
+                    legacy_id = stream;
+                }
+                StreamCreation::Blocking if !blocking.contains(&stream) => blocking.push(stream),
+                _ => {}
+            }
+        }
+        if let (Some(id), false) = (first, blocking.is_empty()) {
+            blocking.sort_unstable();
+            seen.push((ri, n, total, blocking, id, legacy_id));
+        }
+    }
+    if seen.is_empty() {
+        return;
+    }
+    let opts = WhatIfOptions {
+        changes: Changes {
+            unblock_legacy: true,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let gain = pred.gain(&opts);
+    for (ri, n, total, blocking, id, legacy_id) in seen {
+        let (_, s) = &ranks[ri];
+        let per_step = |x: f64| x / s.steps as f64;
+        let mut f = on_rank("legacy_stream", s, per_step(total as f64 / 1000.0));
+        f.where_.kernel = t.str(sl.name()[id.index()]).to_string();
+        let list: Vec<String> = blocking.iter().map(u32::to_string).collect();
+        f.evidence = format!(
+            "{:.1} GPU activities/step ({}/step) on the legacy default stream {legacy_id}, beside work on blocking stream(s) {}: each waits for the work launched before it there, and theirs waits for it (create the streams with cudaStreamNonBlocking, or launch this work on one of them)",
+            per_step(n as f64),
+            ms(per_step(total as f64 / 1000.0)),
+            list.join(", ")
+        );
+        f.slice = Some(id);
+        f.start_ns = Some(sl.start_ns()[id.index()]);
+        f.end_ns = Some(sl.end_ns(id));
+        match &gain {
+            Ok((us, _)) if *us <= 0.0 => continue,
+            _ => predicted(
+                &mut f,
+                "whatif --legacy-stream-nonblocking".into(),
+                gain.clone(),
+            ),
+        }
         out.push(f);
     }
 }

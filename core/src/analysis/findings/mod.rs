@@ -37,7 +37,8 @@ pub struct FindingWhere {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Finding {
     /// What it is: `sync`, `exposed_collective`, `late_prefetch`,
-    /// `straggler`, `host_idle`, `launch_bound`, `fp32_gemm`, `pageable_copy`.
+    /// `straggler`, `host_idle`, `launch_bound`, `fp32_gemm`, `pageable_copy`,
+    /// `legacy_stream`.
     pub kind: String,
     /// Where it is.
     #[serde(rename = "where")]

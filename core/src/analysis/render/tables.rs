@@ -13,6 +13,7 @@ pub(super) fn tables(r: &Report) -> Vec<Table> {
     out.extend(steps_table(r));
     out.extend(idle_table(r));
     out.extend(stalls_table(r));
+    out.extend(prefetch_layers_table(r));
     out.extend(collectives_table(r));
     out.extend(cross_rank_tables(r));
     out.extend(occupancy_table(r));
@@ -253,6 +254,50 @@ fn stalls_table(r: &Report) -> Option<Table> {
                 ]
             })
             .collect(),
+    })
+}
+
+/// Per rank, the all-gathers at each position in the step (none when no
+/// rank has all-gathers in steps).
+fn prefetch_layers_table(r: &Report) -> Option<Table> {
+    let rows: Vec<Vec<String>> = r
+        .ranks
+        .iter()
+        .flat_map(|k| {
+            k.prefetch.per_layer.iter().map(move |l| {
+                vec![
+                    k.rank.to_string(),
+                    l.position.to_string(),
+                    l.label.as_deref().map_or("-".to_string(), |s| short(s, 40)),
+                    l.all_gathers.to_string(),
+                    l.late.to_string(),
+                    ms(l.late_us),
+                    opt_ms(l.mean_slack_us),
+                    l.bytes
+                        .map_or("-".to_string(), |b| format!("{:.1}", b as f64 / 1e6)),
+                    l.held_early_byte_s
+                        .map_or("-".to_string(), |b| format!("{:.2}", b / 1e6)),
+                ]
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    Some(Table {
+        title: "All-gather prefetch per layer (position in the step, headline window)".into(),
+        headers: vec![
+            "rank",
+            "position",
+            "annotation",
+            "all-gathers",
+            "late",
+            "late ms",
+            "mean slack ms",
+            "MB",
+            "held early GB·ms",
+        ],
+        rows,
     })
 }
 

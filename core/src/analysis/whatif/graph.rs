@@ -10,6 +10,9 @@
 //!   ended, later than its own stream and launch allowed, waited for it
 //!   (event record -> stream wait, inferred from the timing as
 //!   `analysis::waits` does);
+//!   Where the trace says how streams were created, a wait between the
+//!   legacy default stream and a blocking stream is marked as its implicit
+//!   synchronization ([`Graph::legacy_release`]);
 //! - host order: an API call starts after the previous one of its thread
 //!   ended, the host time between them kept;
 //! - host blocking syncs: a synchronizing call (stream/device/event
@@ -30,6 +33,7 @@ use super::super::rank::{IntMap, RankCtx};
 use super::super::xrank::Matching;
 use crate::model::{DeviceId, SliceId};
 use crate::model::{SliceClass, SliceKind, Trace};
+use crate::protocol::streams::StreamCreation;
 
 /// No node / vertex.
 pub const NONE: u32 = u32::MAX;
@@ -118,6 +122,11 @@ pub struct Graph {
     /// second predecessor is the start of the GPU work `queue_depth`
     /// launches before).
     pub queued: Vec<bool>,
+    /// GPU nodes whose start waited on the legacy default stream's implicit
+    /// synchronization (a legacy-stream activity released by a blocking
+    /// stream's, or the reverse, per `protocol::streams`): node -> that
+    /// predecessor vertex.
+    pub legacy_release: IntMap<u32, u32>,
 }
 
 impl Graph {
@@ -213,6 +222,8 @@ struct Builder {
     sync_sites: Vec<(u32, String, String)>,
     /// Nodes whose end waits on the launch queue.
     queued: Vec<u32>,
+    /// See [`Graph::legacy_release`].
+    legacy_release: IntMap<u32, u32>,
     /// Slice -> node of the outermost host call containing it, per rank.
     host_of: IntMap<u32, u32>,
     /// NCCL slice -> node, for the coupling edges.
@@ -233,6 +244,7 @@ impl Builder {
 struct SyncKeys {
     sync_name: Vec<bool>,
     python_key: Option<crate::model::StrId>,
+    caller_key: Option<crate::model::StrId>,
 }
 
 /// Builds the graph of `ctxs` (rank contexts, in the order `matching` was made from).
@@ -255,6 +267,7 @@ pub fn build(
         spec_hits: vec![0u64; drop_specs.len()],
         sync_sites: Vec::new(),
         queued: Vec::new(),
+        legacy_release: IntMap::default(),
         host_of: IntMap::default(),
         comm_node: IntMap::default(),
     };
@@ -264,6 +277,7 @@ pub fn build(
             .map(|k| is_sync_api(t.str(crate::model::StrId::from_index(k))))
             .collect(),
         python_key: t.strings().lookup("python"),
+        caller_key: t.strings().lookup(crate::protocol::CALLER_ARG),
     };
     let gpu_total: usize = ctxs.iter().map(|c| c.gpu.len()).sum();
     let host_total: usize = ctxs.iter().map(|c| c.host.len()).sum();
@@ -469,12 +483,16 @@ impl Builder {
                 continue;
             }
             let sync = keys.sync_name[sl.name()[i].index()];
-            let python = keys.python_key.and_then(|k| {
-                t.args_of(SliceId::from_index(i))
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .map(|(_, v)| t.arg_value_string(v))
-            });
+            let arg = |key: Option<crate::model::StrId>| {
+                key.and_then(|k| {
+                    t.args_of(SliceId::from_index(i))
+                        .iter()
+                        .find(|(n, _)| *n == k)
+                        .map(|(_, v)| t.arg_value_string(v))
+                })
+            };
+            // The Python line, else a native program's C/C++ caller.
+            let python = arg(keys.python_key).or_else(|| arg(keys.caller_key));
             if !sync && python.is_none() {
                 continue;
             }
@@ -511,6 +529,7 @@ impl Builder {
     /// GPU: stream order, launch, cross-stream waits; end after start.
     fn gpu_edges(&mut self, t: &Trace, ci: usize, ctx: &RankCtx) {
         let sl = t.slices();
+        let creations = super::super::stream_creation::of_ctx(t, ctx);
         let gpu = &self.gpu_nodes[ci];
         let mut last_on_stream: Vec<u32> = vec![NONE; ctx.streams.len()];
         // Per device: (end, stream, node) of every activity, by end.
@@ -544,9 +563,15 @@ impl Builder {
                 .rev()
                 .take_while(|x| x.0 == dev && x.1 > lo)
                 .find(|x| x.2 != e.stream && x.3 != n)
-                .map(|x| x.3);
-            if let Some(r) = release {
+                .map(|x| (x.3, x.2));
+            if let Some((r, r_stream)) = release {
                 self.edges.push((v, 2 * r + 1));
+                let of = |k: u16| creations.get(k as usize).copied().flatten();
+                if let (Some(a), Some(b)) = (of(e.stream), of(r_stream)) {
+                    if StreamCreation::serializes(a, b) {
+                        self.legacy_release.insert(n, 2 * r + 1);
+                    }
+                }
             }
             // End after start.
             self.edges.push((v + 1, v));
@@ -706,6 +731,7 @@ fn finish(b: Builder) -> Graph {
         sync_sites: b.sync_sites,
         queue_depth: 0,
         queued: vec![false; nodes_len],
+        legacy_release: b.legacy_release,
     };
     for &h in &b.queued {
         g.queued[h as usize] = true;

@@ -8,6 +8,7 @@
 
 mod graph;
 pub mod notes;
+mod prefetch;
 pub mod render;
 mod replay;
 mod report;
@@ -166,6 +167,12 @@ impl Prepared<'_> {
             }
         ));
         }
+        if ch.unblock_legacy && self.g.legacy_release.is_empty() {
+            return Err(
+                "--legacy-stream-nonblocking: no GPU work in the trace waited on the legacy default stream's implicit synchronization (that needs a recording that says how each stream was created: `streamscope record`'s cuda_streams metadata)"
+                    .into(),
+            );
+        }
         self.g.set_drops(&opts.drop_syncs);
         let g = &self.g;
         let mut notes = Vec::new();
@@ -183,10 +190,44 @@ impl Prepared<'_> {
         let base = &self.base;
         let mut ch = ch.clone();
         ch.drop_syncs = !opts.drop_syncs.is_empty();
-        let pred = if ch.is_none() {
-            None
-        } else {
-            Some(replay::replay(g, matching, &ch))
+        let rewired = match ch.prefetch_deeper {
+            Some(by) => {
+                let seqs = prefetch::all_gather_sequences(t, ctxs, g, nccl);
+                if seqs.iter().all(|s| s.len() < 2) {
+                    return Err(format!(
+                        "--prefetch-deeper {by}: no step of the trace issues two NCCL all-gathers: there is no prefetch to deepen"
+                    ));
+                }
+                let streams = prefetch::streams_of_nodes(ctxs, g);
+                Some(prefetch::deeper(g, &seqs, by, &streams))
+            }
+            None => None,
+        };
+        let pred = match (&rewired, ch.is_none()) {
+            (_, true) => None,
+            (None, false) => Some(replay::replay(g, matching, &ch)),
+            (Some(rg), false) => {
+                // Moved all-gathers overlap other compute: a second pass
+                // with each compute kernel's contention as predicted.
+                let first = replay::replay(rg, matching, &ch);
+                let slowdown: Vec<f64> = ctxs
+                    .iter()
+                    .enumerate()
+                    .map(|(ci, ctx)| {
+                        let all: Vec<&rank::Ev> = ctx.gpu.iter().collect();
+                        let (c, _) = super::measured::sm_contention(
+                            t,
+                            ctx,
+                            &all,
+                            detected[ci].steps.len(),
+                            windows[ci].len(),
+                        );
+                        c.compute_slowdown_pct.map_or(0.0, |p| (p / 100.0).max(0.0))
+                    })
+                    .collect();
+                let scale = prefetch::contention_scale(ctxs, rg, &first.at, &slowdown);
+                Some(replay::replay_scaled(rg, matching, &ch, Some(&scale)))
+            }
         };
         let p = pred.as_ref().unwrap_or(base);
         if p.overflowed || base.overflowed {
@@ -267,6 +308,15 @@ impl Prepared<'_> {
                 measured_median_step_us: median(&|r| r.measured_step_us),
                 predicted_median_step_us: median(&|r| r.predicted_step_us),
                 steps: rows,
+                prefetch_peak_delta_bytes: ch.prefetch_deeper.and_then(|by| {
+                    let sizer = super::collectives::Sizer::new(t, ctx, nccl);
+                    ctx.gpu
+                        .iter()
+                        .filter(|e| nccl.is_all_gather(t, e.id))
+                        .filter_map(|e| sizer.bytes(e.id))
+                        .max()
+                        .map(|b| b.saturating_mul(u64::from(by)))
+                }),
             });
         }
         report.ranks.sort_by_key(|r| r.rank);
@@ -288,6 +338,14 @@ fn describe(ch: &Changes, drops: &[String]) -> String {
     }
     for d in drops {
         v.push(format!("syncs {d} dropped"));
+    }
+    if ch.unblock_legacy {
+        v.push("legacy default stream's work on a non-blocking stream".into());
+    }
+    if let Some(by) = ch.prefetch_deeper {
+        v.push(format!(
+            "all-gathers issued {by} position(s) earlier (deeper prefetch)"
+        ));
     }
     if v.is_empty() {
         "none (the replay of the measured steps)".into()

@@ -12,14 +12,29 @@ fn opt_ms(us: Option<f64>) -> String {
 }
 
 fn header(r: &WhatIfReport) -> Vec<String> {
-    vec![
+    let mut v = vec![
         "streamscope whatif".into(),
         format!("  changes: {}", r.changes),
         format!(
             "  consistency: the unchanged replay reproduces every measured step within {:.3} % (graph: {} nodes, {} edges)",
             r.consistency_max_error_pct, r.graph_nodes, r.graph_edges
         ),
-    ]
+    ];
+    let memory: Vec<String> = r
+        .ranks
+        .iter()
+        .filter_map(|k| {
+            k.prefetch_peak_delta_bytes
+                .map(|b| format!("rank {} +{:.2} GB", k.rank, b as f64 / 1e9))
+        })
+        .collect();
+    if !memory.is_empty() {
+        v.push(format!(
+            "  memory: the deeper prefetch holds one more gathered unit per unit of depth at the peak (an estimate from the largest all-gather): {}",
+            memory.join(", ")
+        ));
+    }
+    v
 }
 
 fn tables(r: &WhatIfReport) -> Vec<Table> {

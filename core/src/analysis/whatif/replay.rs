@@ -18,6 +18,13 @@ pub struct Changes {
     pub compute_scale: Option<f64>,
     /// Drop the syncs the graph marked droppable.
     pub drop_syncs: bool,
+    /// Run the legacy default stream's work as if on a non-blocking stream:
+    /// the waits the graph marked as its implicit synchronization
+    /// ([`Graph::legacy_release`]) are dropped.
+    pub unblock_legacy: bool,
+    /// Issue each all-gather this many positions earlier in its step
+    /// (deeper prefetch; the graph is rewired by `whatif::prefetch`).
+    pub prefetch_deeper: Option<u32>,
 }
 
 impl Changes {
@@ -27,6 +34,8 @@ impl Changes {
             && self.link_bw_gbps.is_none()
             && self.compute_scale.is_none()
             && !self.drop_syncs
+            && !self.unblock_legacy
+            && self.prefetch_deeper.is_none()
     }
 }
 
@@ -80,6 +89,16 @@ fn add(a: i64, b: Option<i64>) -> Option<i64> {
 
 /// Replays `g` under `ch`.
 pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
+    replay_scaled(g, m, ch, None)
+}
+
+/// [`replay`], each compute kernel's duration also × `node_scale[node]`.
+pub fn replay_scaled(
+    g: &Graph,
+    m: &Matching,
+    ch: &Changes,
+    node_scale: Option<&[f64]>,
+) -> Replayed {
     let nv = g.vertices();
     let mut indeg: Vec<u32> = g.pred_off.windows(2).map(|w| w[1] - w[0]).collect();
     let factors: Vec<Option<f64>> = (0..m.instances.len() as u32)
@@ -132,7 +151,12 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
         let (t, by) = if v.is_multiple_of(2) {
             // Start: the latest of what it waits for, plus its residual.
             let mut best: Option<(i64, u32)> = None;
-            for &p in ps {
+            let skip = if ch.unblock_legacy {
+                g.legacy_release.get(&(v / 2)).copied()
+            } else {
+                None
+            };
+            for &p in ps.iter().filter(|&&p| Some(p) != skip) {
                 let x = value(p, &out);
                 if best.is_none_or(|b| x > b.0) {
                     best = Some((x, p));
@@ -146,7 +170,10 @@ pub fn replay(g: &Graph, m: &Matching, ch: &Changes) -> Replayed {
             let start = value(v - 1, &out);
             let dur = n.e.saturating_sub(n.s);
             match n.kind {
-                NodeKind::Compute => (add(start, scaled(dur, compute_scale)), v - 1),
+                NodeKind::Compute => {
+                    let f = node_scale.map_or(1.0, |x| x[(v / 2) as usize]);
+                    (add(start, scaled(dur, compute_scale * f)), v - 1)
+                }
                 NodeKind::Host if g.queued[(v / 2) as usize] && ps.len() > 1 => {
                     // A full launch queue holds the call until the GPU
                     // takes the work launched `queue_depth` launches before.

@@ -120,6 +120,12 @@ pub struct RankWhatIf {
     pub predicted_mean_step_us: Option<f64>,
     /// Its steps.
     pub steps: Vec<StepWhatIf>,
+    /// Deeper prefetch only: the peak memory it adds, estimated as one more
+    /// unit's gathered parameters per unit of depth (the depth added × the
+    /// largest all-gather's output bytes); `None` otherwise, or when no
+    /// all-gather's bytes are known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefetch_peak_delta_bytes: Option<u64>,
 }
 
 /// The replay of a trace.
