@@ -47,7 +47,7 @@ fn skipped(ip: usize) -> bool {
 
 /// The return address of the frame that called into the CUDA stack: the
 /// first frame past this function's caller chain inside the skipped
-/// objects. `None` when the walk finds none within [`MAX_FRAMES`].
+/// objects. `None` when the walk finds none within its 48 frames.
 #[inline(never)]
 pub fn capture() -> Option<usize> {
     let me = capture as *const () as usize;

@@ -47,7 +47,7 @@ impl StreamCreation {
 }
 
 /// Process metadata key for device ordinal `ordinal`: its streams, as
-/// [`format`] writes them.
+/// [`format()`] writes them.
 pub fn key(ordinal: u32) -> String {
     format!("cuda_streams.device{ordinal}")
 }
@@ -62,7 +62,7 @@ pub fn format(streams: &[(u32, StreamCreation)]) -> String {
         .join(" ")
 }
 
-/// The pairs of a [`format`]ted value; malformed pairs are skipped.
+/// The pairs of a value [`format()`] wrote; malformed pairs are skipped.
 pub fn parse(value: &str) -> Vec<(u32, StreamCreation)> {
     value
         .split_whitespace()

@@ -20,7 +20,7 @@ pub struct Changes {
     pub drop_syncs: bool,
     /// Run the legacy default stream's work as if on a non-blocking stream:
     /// the waits the graph marked as its implicit synchronization
-    /// ([`Graph::legacy_release`]) are dropped.
+    /// (the graph's `legacy_release`) are dropped.
     pub unblock_legacy: bool,
     /// Issue each all-gather this many positions earlier in its step
     /// (deeper prefetch; the graph is rewired by `whatif::prefetch`).
