@@ -153,6 +153,7 @@ fn legacy_stream_between_blocking_streams_is_a_finding_with_the_replays_gain() {
     let pct = f.predicted_gain_pct.expect("predicted");
     assert!(pct > 20.0 && pct < 30.0, "gain {pct} %");
     assert!(f.beyond_noise);
+    assert!(f.cost_per_step_us >= f.predicted_gain_us.expect("predicted"));
     assert_eq!(f.prediction, "whatif --legacy-stream-nonblocking");
 }
 

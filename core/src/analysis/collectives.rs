@@ -164,19 +164,29 @@ impl<'a> Sizer<'a> {
         }
     }
 
-    /// Bytes of communication kernel `id`, when known.
-    pub fn bytes(&self, id: u32) -> Option<u64> {
+    /// The collective arguments of communication kernel `id`: its own,
+    /// else (without element counts) those of the record_param_comms op
+    /// enclosing its launch, when one does.
+    fn args(&self, id: u32) -> CommArgs {
         let (t, sl) = (self.t, self.t.slices());
         let i = id as usize;
-        let mut args = comm_args(t, &self.keys, SliceId::from_index(i));
-        if args.in_nelems.is_none() && args.out_nelems.is_none() {
-            let h = self
-                .ctx
-                .corr
-                .get(sl.correlation()[i])
-                .and_then(|l| enclosing_param_comm(t, &self.param_comms, l))?;
-            args = comm_args(t, &self.keys, SliceId::from_index(h as usize));
+        let args = comm_args(t, &self.keys, SliceId::from_index(i));
+        if args.in_nelems.is_some() || args.out_nelems.is_some() {
+            return args;
         }
+        self.ctx
+            .corr
+            .get(sl.correlation()[i])
+            .and_then(|l| enclosing_param_comm(t, &self.param_comms, l))
+            .map_or(args, |h| {
+                comm_args(t, &self.keys, SliceId::from_index(h as usize))
+            })
+    }
+
+    /// Bytes of communication kernel `id`, when known.
+    pub fn bytes(&self, id: u32) -> Option<u64> {
+        let t = self.t;
+        let args = self.args(id);
         let elems = args
             .in_nelems
             .unwrap_or(0)
@@ -193,22 +203,20 @@ impl<'a> Sizer<'a> {
 }
 
 /// Statistics per (collective, algorithm, protocol, dtype, op) over
-/// `events`, with the rank's record_param_comms ops already indexed (one
-/// index serves every step of a rank).
+/// `events`, each kernel's arguments from the rank's `sizer` (one sizer,
+/// its record_param_comms ops indexed once, serves every step of a rank).
 pub fn stats_with(
     t: &Trace,
     ctx: &RankCtx,
     events: &[&Ev],
     names: &NcclNames,
-    param_comms: &HashMap<TrackId, Vec<u32>>,
+    sizer: &Sizer,
 ) -> Vec<CollectiveStats> {
     let sl = t.slices();
     let world = t
         .processes()
         .get(ctx.process.index())
         .and_then(|p| p.world_size);
-    let keys = ArgKeys::new(t);
-    let enclosing = |launch: u32| enclosing_param_comm(t, param_comms, launch);
     /// Sums per cheap key (kernel name, collective arg, dtype arg, group size).
     #[derive(Default)]
     struct Acc {
@@ -225,12 +233,7 @@ pub fn stats_with(
         .filter(|e| e.class == SliceClass::Communication)
     {
         let i = e.id as usize;
-        let mut args = comm_args(t, &keys, SliceId::from_index(i));
-        if args.in_nelems.is_none() && args.out_nelems.is_none() {
-            if let Some(h) = ctx.corr.get(sl.correlation()[i]).and_then(enclosing) {
-                args = comm_args(t, &keys, SliceId::from_index(h as usize));
-            }
-        }
+        let args = sizer.args(e.id);
         let key = (
             sl.name()[i].get(),
             id(args.collective),

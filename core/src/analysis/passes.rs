@@ -163,6 +163,9 @@ impl<'r> Windowed<'r> {
         let head = &self.head;
         let nccl = self.input.nccl;
         let is_all_gather = |id| nccl.is_all_gather(t, id);
+        // Each communication kernel's arguments and bytes, for both halves.
+        let sizer = collectives::Sizer::new(t, ctx, nccl);
+        let sizer = &sizer;
         let ((idle_by_stream, comm_stalls, prefetch, rows), theirs) = super::join(
             self.input.split,
             || {
@@ -173,7 +176,6 @@ impl<'r> Windowed<'r> {
                 let (comm_stalls, _) = waits::comm_stalls_of(ctx, head, &hits);
                 let ags = waits::all_gather_slacks(ctx, head, &hits, is_all_gather);
                 let mut prefetch = waits::prefetch_slack_from(&ags);
-                let sizer = collectives::Sizer::new(t, ctx, nccl);
                 let bytes_of = |id: u32| sizer.bytes(id);
                 prefetch.add_held_early(&bytes_of);
                 prefetch.per_layer =
@@ -192,7 +194,7 @@ impl<'r> Windowed<'r> {
                 );
                 (idle, comm_stalls, prefetch, rows)
             },
-            || self.overlap_half(),
+            || self.overlap_half(sizer),
         );
         let (sm_contention, contention_per_step) = theirs.contention;
         Figures {
@@ -215,7 +217,7 @@ impl<'r> Windowed<'r> {
 
     /// Pass 3's second half: overlap, syncs, contention, series,
     /// collectives, occupancy.
-    fn overlap_half(&self) -> OverlapHalf {
+    fn overlap_half(&self, sizer: &collectives::Sizer) -> OverlapHalf {
         let (t, ctx, opts) = (self.input.trace, self.ctx, self.input.opts);
         let steps = &self.detected.steps;
         let head = &self.head;
@@ -246,12 +248,9 @@ impl<'r> Windowed<'r> {
         let contention =
             measured::sm_contention(t, ctx, head, steps.len(), self.window_steps.len());
         let series = measured::rank_series(t, ctx);
-        let param_comms = collectives::param_comms_by_track(t, ctx);
-        let colls = collectives::stats_with(t, ctx, head, nccl, &param_comms);
+        let colls = collectives::stats_with(t, ctx, head, nccl, sizer);
         let per_step: Vec<Option<Vec<_>>> = (self.comm_by_step.iter())
-            .map(|evs| {
-                (!evs.is_empty()).then(|| collectives::stats_with(t, ctx, evs, nccl, &param_comms))
-            })
+            .map(|evs| (!evs.is_empty()).then(|| collectives::stats_with(t, ctx, evs, nccl, sizer)))
             .collect();
         let occupancy = occupancy::devices(t, ctx, opts);
         OverlapHalf {

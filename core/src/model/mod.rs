@@ -171,39 +171,38 @@ pub struct Process {
     pub metadata: Vec<(String, String)>,
 }
 
-/// Index of a process in [`Trace::processes`].
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct ProcessId(pub(in crate::model) u32);
+/// Declares an id type of a model table: a `u32` index only the model
+/// makes, ordered, hashable, and serialized as the bare number.
+macro_rules! table_id {
+    ($(#[$doc:meta])* $t:ident) => {
+        $(#[$doc])*
+        #[derive(
+            Debug,
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            Hash,
+            PartialOrd,
+            Ord,
+            Default,
+            serde::Serialize,
+            serde::Deserialize,
+        )]
+        #[serde(transparent)]
+        pub struct $t(pub(in crate::model) u32);
+    };
+}
 
-/// Index of a device in [`Trace::devices`] (the model device index).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct DeviceId(pub(in crate::model) u32);
+table_id!(
+    /// Index of a process in [`Trace::processes`].
+    ProcessId
+);
+
+table_id!(
+    /// Index of a device in [`Trace::devices`] (the model device index).
+    DeviceId
+);
 
 macro_rules! id_index {
     ($($t:ident),*) => {$(
@@ -581,24 +580,12 @@ pub enum ArgValue {
 /// A set of named arguments.
 pub type ArgSet = Vec<(StrId, ArgValue)>;
 
-/// Index of a slice in a [`Trace`]'s [`Slices`]. (A builder's slice ids
-/// are its own: [`TraceBuilder::finish`] reorders slices.) Serialized as
-/// the bare number.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    Default,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct SliceId(u32);
+table_id!(
+    /// Index of a slice in a [`Trace`]'s [`Slices`]. (A builder's slice ids
+    /// are its own: [`TraceBuilder::finish`] reorders slices.) Serialized as
+    /// the bare number.
+    SliceId
+);
 
 /// A flow arrow (launch call -> GPU work), keyed by an id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -724,6 +724,11 @@ fn legacy_stream(
                 gain.clone(),
             ),
         }
+        // What the waits cost the step is what the replay without them
+        // saves (the legacy stream's own time is far less).
+        if let Some(g) = f.predicted_gain_us {
+            f.cost_per_step_us = f.cost_per_step_us.max(g);
+        }
         out.push(f);
     }
 }
