@@ -109,3 +109,38 @@ fn whatif_ten_million_slices() {
     assert_eq!(r.ranks.len(), 8);
     assert!(r.consistency_max_error_pct <= 2.0);
 }
+
+/// The findings' replays on top of `analyze` (what `report` adds on one
+/// file): each finding kind's what-if, `late_prefetch`'s deeper-prefetch
+/// replay (two passes) among them.
+#[test]
+#[ignore = "timing harness: run in release with --ignored --nocapture"]
+fn findings_ten_million_slices() {
+    let n: usize = std::env::var("STREAMSCOPE_PERF_SLICES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000_000);
+    let t = fsdp_like(&SynthOptions {
+        ranks: 8,
+        target_slices: n,
+        layers: 32,
+        item_sync: true,
+        seed: 7,
+    });
+    let mut r = analyze(&t, &AnalysisOptions::default());
+    let t0 = Instant::now();
+    streamscope_core::analysis::findings::attach(&mut r, Some(&t));
+    let took = t0.elapsed();
+    let kinds: Vec<String> = r
+        .findings
+        .iter()
+        .map(|f| format!("{} ({})", f.kind, f.prediction))
+        .collect();
+    println!(
+        "{} slices: findings {:.3} s: {}",
+        t.slices().len(),
+        took.as_secs_f64(),
+        kinds.join("; ")
+    );
+    assert!(!r.findings.is_empty());
+}
