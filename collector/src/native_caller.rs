@@ -38,11 +38,19 @@ fn module_of(ip: usize) -> Option<String> {
     Some(name.to_string_lossy().into_owned())
 }
 
+/// Whether `ip` lies in one of [`SKIPPED`]'s objects (no allocation: it
+/// runs on the application's thread, once per frame walked).
 fn skipped(ip: usize) -> bool {
-    module_of(ip).is_some_and(|m| {
-        let base = m.rsplit('/').next().unwrap_or(&m);
-        SKIPPED.iter().any(|s| base.starts_with(s))
-    })
+    // SAFETY: as in `module_of`.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: any address may be asked about; 0 means unknown.
+    if unsafe { libc::dladdr(ip as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
+        return false;
+    }
+    // SAFETY: dladdr set dli_fname to a NUL-terminated path it owns.
+    let path = unsafe { CStr::from_ptr(info.dli_fname) }.to_bytes();
+    let base = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+    SKIPPED.iter().any(|s| base.starts_with(s.as_bytes()))
 }
 
 /// The return address of the frame that called into the CUDA stack: the

@@ -340,7 +340,7 @@ fn median(v: &mut [i64]) -> f64 {
 }
 
 /// Time of [s, e) under the disjoint ascending intervals `u`.
-fn covered(u: &[(i64, i64)], s: i64, e: i64) -> i64 {
+pub(crate) fn covered(u: &[(i64, i64)], s: i64, e: i64) -> i64 {
     let mut k = u.partition_point(|&(_, ue)| ue <= s);
     let mut total = 0i64;
     while k < u.len() && u[k].0 < e {

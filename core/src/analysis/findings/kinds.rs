@@ -626,7 +626,7 @@ fn legacy_stream(
     out: &mut Vec<Finding>,
 ) {
     use crate::model::TrackKind;
-    use crate::protocol::streams::{self, StreamCreation};
+    use crate::protocol::streams::StreamCreation;
     let sl = t.slices();
     // Per rank: (legacy activities, their time, blocking streams with work,
     // the first legacy activity, the legacy stream's id).
@@ -635,14 +635,10 @@ fn legacy_stream(
         if s.steps == 0 {
             continue;
         }
-        let process = t.process(k.process);
+        let listed = crate::analysis::stream_creation::of_process(t, k.process);
         let creation = |device: crate::model::DeviceId, stream: u32| {
-            let key = streams::key(t.device(device).ordinal);
-            let v = process.metadata.iter().find(|(x, _)| *x == key)?;
-            streams::parse(&v.1)
-                .into_iter()
-                .find(|(id, _)| *id == stream)
-                .map(|(_, c)| c)
+            let (_, v) = listed.iter().find(|(d, _)| *d == device)?;
+            v.iter().find(|(id, _)| *id == stream).map(|(_, c)| *c)
         };
         let mut class: rustc_hash::FxHashMap<crate::model::TrackId, (StreamCreation, u32)> =
             Default::default();

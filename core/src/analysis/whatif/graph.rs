@@ -665,6 +665,27 @@ fn gpu_by_end(t: &Trace, ctx: &RankCtx, gpu: &[u32]) -> Vec<(i64, i64, u32)> {
 }
 
 /// Sorts the edges into CSR (an end vertex's own start first) and computes the residuals.
+/// The successor lists (offsets, vertices) of the predecessor lists
+/// `pred_off`/`preds` over `nv` vertices, by a counting sort.
+pub(super) fn successors(nv: usize, pred_off: &[u32], preds: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let mut succ_off = vec![0u32; nv + 1];
+    for &p in preds {
+        succ_off[p as usize + 1] += 1;
+    }
+    for i in 0..nv {
+        succ_off[i + 1] += succ_off[i];
+    }
+    let mut at = succ_off.clone();
+    let mut succ = vec![0u32; preds.len()];
+    for v in 0..nv {
+        for &p in &preds[pred_off[v] as usize..pred_off[v + 1] as usize] {
+            succ[at[p as usize] as usize] = v as u32;
+            at[p as usize] += 1;
+        }
+    }
+    (succ_off, succ)
+}
+
 fn finish(b: Builder) -> Graph {
     let nv = b.nodes.len() * 2;
     // Counting sort by vertex (linear), then each vertex's few predecessors
@@ -698,21 +719,7 @@ fn finish(b: Builder) -> Graph {
         }
         pred_off.push(preds.len() as u32);
     }
-    let mut succ_off = vec![0u32; nv + 1];
-    for &p in &preds {
-        succ_off[p as usize + 1] += 1;
-    }
-    for i in 0..nv {
-        succ_off[i + 1] += succ_off[i];
-    }
-    let mut at = succ_off.clone();
-    let mut succ = vec![0u32; preds.len()];
-    for v in 0..nv {
-        for &p in &preds[pred_off[v] as usize..pred_off[v + 1] as usize] {
-            succ[at[p as usize] as usize] = v as u32;
-            at[p as usize] += 1;
-        }
-    }
+    let (succ_off, succ) = successors(nv, &pred_off, &preds);
     let nodes_len = b.nodes.len();
     let mut g = Graph {
         nodes: b.nodes,

@@ -109,21 +109,7 @@ pub(super) fn deeper(g: &Graph, seqs: &[Vec<u32>], by: u32, stream_of: &[u32]) -
         }
         pred_off.push(preds.len() as u32);
     }
-    let mut succ_off = vec![0u32; nv + 1];
-    for &p in &preds {
-        succ_off[p as usize + 1] += 1;
-    }
-    for i in 0..nv {
-        succ_off[i + 1] += succ_off[i];
-    }
-    let mut at = succ_off.clone();
-    let mut succ = vec![0u32; preds.len()];
-    for v in 0..nv {
-        for &p in &preds[pred_off[v] as usize..pred_off[v + 1] as usize] {
-            succ[at[p as usize] as usize] = v as u32;
-            at[p as usize] += 1;
-        }
-    }
+    let (succ_off, succ) = super::graph::successors(nv, &pred_off, &preds);
     Graph {
         nodes: g.nodes.clone(),
         pred_off,
@@ -155,17 +141,6 @@ pub(super) fn streams_of_nodes(ctxs: &[RankCtx], g: &Graph) -> Vec<u32> {
         }
     }
     out
-}
-
-/// Time of [s, e) under the disjoint ascending intervals `u`.
-fn covered(u: &[(i64, i64)], s: i64, e: i64) -> i64 {
-    let mut k = u.partition_point(|&(_, ue)| ue <= s);
-    let mut total = 0i64;
-    while k < u.len() && u[k].0 < e {
-        total = total.saturating_add(u[k].1.min(e).saturating_sub(u[k].0.max(s)));
-        k += 1;
-    }
-    total
 }
 
 /// Per node: the factor on a compute kernel's measured duration for the SM
@@ -206,7 +181,7 @@ pub(super) fn contention_scale(
             }
             let share = |u: &[(i64, i64)], (a, b): (i64, i64)| {
                 if b > a {
-                    covered(u, a, b) as f64 / (b - a) as f64
+                    super::super::measured::covered(u, a, b) as f64 / (b - a) as f64
                 } else {
                     0.0
                 }
