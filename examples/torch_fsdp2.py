@@ -42,6 +42,8 @@ def main():
     p.add_argument("--dim", type=int, default=2048)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--oom-step", type=int, default=-1,
+                   help="at this step, ask for more GPU memory than the card has (the job dies of a CUDA OOM)")
     p.add_argument("--no-nvtx", action="store_true",
                    help="no NVTX step ranges (streamscope then finds steps from optimizer.step())")
     args = p.parse_args()
@@ -71,6 +73,9 @@ def main():
             torch.cuda.nvtx.range_push(f"step {step}")
         t0 = time.perf_counter()
         out = model(x)
+        if step == args.oom_step:
+            free, total = torch.cuda.mem_get_info(device)
+            too_much = torch.empty(2 * total, dtype=torch.uint8, device=device)  # OOM: planted
         loss = F.mse_loss(out.float(), target)
         loss.backward()
         opt.step()
@@ -88,6 +93,10 @@ def main():
             "steps": args.steps,
             "step_ms_median": 1e3 * statistics.median(steady),
             "loss": loss_value,
+            # The allocator's own peaks (torch.cuda.max_memory_*), to
+            # check streamscope's memory figures against.
+            "max_memory_allocated": torch.cuda.max_memory_allocated(device),
+            "max_memory_reserved": torch.cuda.max_memory_reserved(device),
         }), flush=True)
     dist.destroy_process_group()
 

@@ -45,6 +45,156 @@ def _chain_user_sitecustomize():
             sys.modules["sitecustomize"] = ours
 
 
+# Allocator actions handed to the collector (collector/src/memory.rs).
+_ACTIONS = {
+    "alloc": 1,
+    "free_requested": 2,
+    "free_completed": 3,
+    "segment_alloc": 4,
+    "segment_free": 5,
+    "segment_map": 6,
+    "segment_unmap": 7,
+    "oom": 8,
+}
+
+
+def _user_frame(frames):
+    """The first frame of the program's own code in a history entry's
+    frames (innermost first), else the innermost; "file.py:L (func)"."""
+    first = None
+    for f in frames or ():
+        name = f.get("filename", "")
+        loc = f"{name}:{f.get('line', 0)} ({f.get('name', '')})"
+        if first is None:
+            first = loc
+        if not (name.startswith("<") or "/torch/" in name or "/contextlib.py" in name):
+            return loc
+    return first
+
+
+def _here_outside_torch():
+    f = sys._getframe(1)
+    first = None
+    while f is not None:
+        name = f.f_code.co_filename
+        loc = f"{name}:{f.f_lineno} ({f.f_code.co_name})"
+        if first is None:
+            first = loc
+        if not (name.startswith("<") or "/torch/" in name or "/contextlib.py" in name or name == __file__):
+            return loc
+        f = f.f_back
+    return first
+
+
+def _memory_history(torch, lib):
+    """GPU memory from the caching allocator's own history
+    (torch.cuda.memory._record_memory_history, a bounded ring of
+    STREAMSCOPE_MEMORY_ENTRIES events, default 1,000,000), switched on when
+    CUDA initializes. At exit, and when an allocation fails, the events not
+    yet handed over go to the collector in one call per GPU, with the
+    allocator's totals at that instant (which set the totals of every
+    earlier event), their clock moved to CLOCK_MONOTONIC (the trace's), and
+    the Python line of each allocation when stacks are kept.
+    STREAMSCOPE_MEMORY=0 turns this off; =nostacks keeps no stacks (no
+    Python line per block)."""
+    mode = os.environ.get("STREAMSCOPE_MEMORY", "")
+    if mode not in ("1", "nostacks"):
+        return
+    import atexit
+    import ctypes
+    import time
+    from array import array
+
+    hist = getattr(torch.cuda.memory, "_record_memory_history", None)
+    snapshot = getattr(torch.cuda.memory, "_snapshot", None)
+    lazy = getattr(torch.cuda, "_lazy_call", None)
+    if hist is None or snapshot is None or lazy is None:
+        return
+    try:
+        entries = max(1000, int(os.environ.get("STREAMSCOPE_MEMORY_ENTRIES", "1000000")))
+    except ValueError:
+        entries = 1_000_000
+    hand = lib.streamscope_memory_events
+    hand.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64]
+    hand.restype = ctypes.c_int
+    oom_said = lib.streamscope_memory_oom
+    oom_said.argtypes = [ctypes.c_int32, ctypes.c_int64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_char_p]
+    oom_said.restype = None
+    last_us = {}
+    state = {"on": False}
+
+    def start():
+        try:
+            if mode == "nostacks":
+                hist(enabled="all", context=None, stacks="python", max_entries=entries)
+            else:
+                hist(enabled="all", context="alloc", stacks="python", max_entries=entries)
+            state["on"] = True
+        except Exception:
+            return
+        try:
+            torch._C._cuda_attach_out_of_memory_observer(observed)
+        except Exception:
+            pass
+
+    def hand_over():
+        if not state["on"]:
+            return
+        s = snapshot()
+        # The history's time_us is the wall clock's (approximately);
+        # the trace's is CLOCK_MONOTONIC.
+        shift_ns = time.monotonic_ns() - time.time_ns()
+        for dev, trace in enumerate(s.get("device_traces", ())):
+            # The allocator's totals now: allocated moves at "alloc" and
+            # "free_requested", reserved at the segment actions.
+            allocated = torch.cuda.memory_allocated(dev)
+            reserved = torch.cuda.memory_reserved(dev)
+            after = last_us.get(dev, -1)
+            rows = array("q")
+            sites = []
+            site_of = {}
+            newest = after
+            for e in trace:
+                t = e.get("time_us", 0)
+                if t <= after:
+                    continue
+                code = _ACTIONS.get(e.get("action"), 0)
+                if code == 0:
+                    continue
+                newest = max(newest, t)
+                site = -1
+                if code == 1:
+                    loc = _user_frame(e.get("frames"))
+                    if loc is not None:
+                        site = site_of.get(loc)
+                        if site is None:
+                            site = site_of[loc] = len(sites)
+                            sites.append(loc)
+                rows.extend((code, e.get("addr", 0), e.get("size", 0), t * 1000 + shift_ns, e.get("stream", 0), site))
+            last_us[dev] = newest
+            if rows or reserved:
+                blob = "\n".join(sites).encode("utf-8", "replace")
+                addr, n = rows.buffer_info()
+                hand(dev, addr, n // 6, blob, allocated, reserved)
+
+    def observed(device, alloc, device_allocated, device_free):
+        try:
+            oom_said(int(device), time.monotonic_ns(), int(alloc), int(device_allocated), int(device_free),
+                     (_here_outside_torch() or "").encode("utf-8", "replace"))
+            hand_over()
+        except Exception:
+            pass
+
+    def at_exit():
+        try:
+            hand_over()
+        except Exception:
+            pass
+
+    lazy(start)
+    atexit.register(at_exit)
+
+
 def _install():
     lib_path = os.environ.get("STREAMSCOPE_PY_HOOK_LIB")
     if not lib_path or os.environ.get("STREAMSCOPE_PYTHON_HOOKS") == "0":
@@ -96,6 +246,11 @@ def _install():
 
             register_optimizer_step_pre_hook(pre)
             register_optimizer_step_post_hook(post)
+        except Exception:
+            pass
+
+        try:
+            _memory_history(torch, lib)
         except Exception:
             pass
 

@@ -65,6 +65,8 @@ pub struct Converter {
     pending_syncs: Vec<PendingSync>,
     /// Correlation id -> thread track of API calls, this batch and the last.
     api_thread: [HashMap<u32, TrackId>; 2],
+    /// Device memory held per GPU ordinal (CUPTI memory records).
+    device_memory: HashMap<u32, i64>,
     unknown_thread: Option<TrackId>,
     overhead_track: Option<TrackId>,
     python_key: StrId,
@@ -197,6 +199,7 @@ impl Converter {
             batches: 0,
             pending_syncs: Vec::new(),
             api_thread: [HashMap::new(), HashMap::new()],
+            device_memory: HashMap::new(),
             unknown_thread: None,
             overhead_track: None,
             python_key,
@@ -329,8 +332,49 @@ impl Converter {
                     .insert((r.context_id, r.stream_id), r.flag);
                 self.stream_flags_pending = true;
             }
+            Record::Memory(r) => self.device_memory(&r),
             Record::Other(_) => {}
         }
+    }
+
+    /// A CUPTI memory record: the running total of device memory held by
+    /// cudaMalloc-style allocations on its GPU, as a counter sample
+    /// ("GPU N device memory (bytes)"; the collector starts with CUDA, so
+    /// the total starts at 0 and sees every allocation).
+    fn device_memory(&mut self, r: &RawMemory) {
+        if r.memory_kind != MEMORY_KIND_DEVICE {
+            return;
+        }
+        let signed = match r.operation {
+            MEMORY_OP_ALLOCATION => r.bytes as i64,
+            MEMORY_OP_RELEASE => -(r.bytes as i64),
+            _ => return,
+        };
+        let ordinal = r.device_id;
+        let total = self.device_memory.entry(ordinal).or_insert(0);
+        *total = (*total + signed).max(0);
+        let value = *total as f64;
+        let t = ts(r.timestamp, self.ts_offset_ns);
+        if self.window.keep(t, t) {
+            let track = self.counter_track(ordinal, &crate::memory::device_track(ordinal));
+            self.trace.push_counter(track, t, value);
+        }
+    }
+
+    /// The track "host (thread unknown)": events whose host thread the
+    /// records do not say.
+    pub fn unknown_thread_track(&mut self) -> TrackId {
+        if let Some(t) = self.unknown_thread {
+            return t;
+        }
+        let t = self.trace.add_track(
+            self.process,
+            None,
+            TrackKind::Thread { tid: 0 },
+            "host (thread unknown)",
+        );
+        self.unknown_thread = Some(t);
+        t
     }
 
     fn times(&mut self, start: u64, end: u64) -> Option<(i64, i64)> {
@@ -520,19 +564,7 @@ impl Converter {
                 .find_map(|m| m.get(&r.correlation_id))
             {
                 Some(&t) => t,
-                None if give_up => match self.unknown_thread {
-                    Some(t) => t,
-                    None => {
-                        let t = self.trace.add_track(
-                            self.process,
-                            None,
-                            TrackKind::Thread { tid: 0 },
-                            "host (thread unknown)",
-                        );
-                        self.unknown_thread = Some(t);
-                        t
-                    }
-                },
+                None if give_up => self.unknown_thread_track(),
                 None => return false,
             },
         };

@@ -41,6 +41,7 @@ pub mod driver;
 pub mod error;
 pub mod flush_sync;
 pub mod marker_names;
+pub mod memory;
 pub mod native_caller;
 pub mod nccl_plugin;
 pub mod pm_sampling;

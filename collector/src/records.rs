@@ -18,6 +18,7 @@ pub mod kind {
     pub const MARKER: u32 = 12;
     pub const OVERHEAD: u32 = 17;
     pub const STREAM: u32 = 37;
+    pub const MEMORY2: u32 = 49;
     pub const SYNCHRONIZATION: u32 = 38;
 }
 
@@ -190,6 +191,33 @@ pub struct RawOverhead {
     pub correlation_id: u32,
 }
 
+/// Prefix of `CUpti_ActivityMemory4` (`CUPTI_ACTIVITY_KIND_MEMORY2`): one
+/// allocation or release of memory (cudaMalloc, cuMemAlloc, cudaFree, ...).
+#[repr(C, packed(8))]
+#[derive(Clone, Copy)]
+pub struct RawMemory {
+    pub kind: u32,
+    /// [`MEMORY_OP_ALLOCATION`] or [`MEMORY_OP_RELEASE`].
+    pub operation: u32,
+    /// [`MEMORY_KIND_DEVICE`] for device memory.
+    pub memory_kind: u32,
+    pub correlation_id: u32,
+    pub address: u64,
+    pub bytes: u64,
+    pub timestamp: u64,
+    pub pc: u64,
+    pub process_id: u32,
+    pub device_id: u32,
+    pub context_id: u32,
+    pub stream_id: u32,
+}
+
+/// `CUpti_ActivityMemoryOperationType`.
+pub const MEMORY_OP_ALLOCATION: u32 = 1;
+pub const MEMORY_OP_RELEASE: u32 = 2;
+/// `CUPTI_ACTIVITY_MEMORY_KIND_DEVICE`.
+pub const MEMORY_KIND_DEVICE: u32 = 3;
+
 /// `CUpti_ActivityStream`: a stream of a context and how it was created
 /// (CUPTI lists each context's streams, the NULL stream among them, when
 /// the context is created, and each new stream as it is made).
@@ -315,6 +343,34 @@ mod tests {
             correlation_id = correlationId
         );
         assert_eq!(size_of::<RawStream>(), size_of::<c::CUpti_ActivityStream>());
+        same!(
+            RawMemory,
+            c::CUpti_ActivityMemory4,
+            operation = memoryOperationType,
+            memory_kind = memoryKind,
+            correlation_id = correlationId,
+            address = address,
+            bytes = bytes,
+            timestamp = timestamp,
+            pc = PC,
+            process_id = processId,
+            device_id = deviceId,
+            context_id = contextId,
+            stream_id = streamId
+        );
+        assert_eq!(
+            c::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMORY2 as u32,
+            kind::MEMORY2
+        );
+        assert_eq!(
+            c::CUpti_ActivityMemoryOperationType::CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE
+                as u32,
+            MEMORY_OP_RELEASE
+        );
+        assert_eq!(
+            c::CUpti_ActivityMemoryKind::CUPTI_ACTIVITY_MEMORY_KIND_DEVICE as u32,
+            MEMORY_KIND_DEVICE
+        );
         same!(
             RawMemcpy,
             c::CUpti_ActivityMemcpy6,
@@ -494,6 +550,7 @@ pub enum Record<'a> {
     Marker(RawMarker, Option<&'a std::ffi::CStr>),
     Overhead(RawOverhead),
     Stream(RawStream),
+    Memory(RawMemory),
     Other(u32),
 }
 
@@ -535,6 +592,7 @@ pub unsafe fn parse<'a>(ptr: *const u8) -> Record<'a> {
             }
             kind::OVERHEAD => Record::Overhead(std::ptr::read_unaligned(ptr as *const RawOverhead)),
             kind::STREAM => Record::Stream(std::ptr::read_unaligned(ptr as *const RawStream)),
+            kind::MEMORY2 => Record::Memory(std::ptr::read_unaligned(ptr as *const RawMemory)),
             other => Record::Other(other),
         }
     }

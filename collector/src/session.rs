@@ -690,6 +690,16 @@ fn writer_main(
         if lost > 0 {
             conv.set_process_metadata(protocol::OPTIMIZER_STEPS_LOST_KEY, lost.to_string());
         }
+        let (batches, ooms, mem_lost) = crate::memory::take();
+        for b in &batches {
+            crate::memory::write_batch(conv, b);
+        }
+        for o in &ooms {
+            crate::memory::write_oom(conv, o);
+        }
+        if mem_lost > 0 {
+            conv.set_process_metadata(protocol::MEMORY_EVENTS_LOST_KEY, mem_lost.to_string());
+        }
         if !profiler_said {
             if let Some(at) = python::torch_profiler_started_at() {
                 profiler_said = true;

@@ -52,6 +52,9 @@ pub(crate) fn enable_activity(
         // How each stream was created (a few records per context): which
         // one is the legacy default stream and which synchronize with it.
         (kind::STREAM, "cuptiActivityEnable(STREAM)", "stream"),
+        // Device memory allocated and released (cudaMalloc, cuMemAlloc,
+        // cudaFree): a few records per allocator segment.
+        (kind::MEMORY2, "cuptiActivityEnable(MEMORY2)", "memory"),
     ] {
         if off.contains(&label) {
             continue;

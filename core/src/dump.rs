@@ -95,12 +95,13 @@ pub fn dump(t: &Trace) -> String {
     for i in 0..a.len() {
         let _ = writeln!(
             out,
-            "allocation {} device {} {} {:#x} {:+}",
+            "allocation {} device {} {} {:#x} {:+} {}",
             track_path(a.track()[i]),
             a.device()[i].get(),
             a.ts_ns()[i],
             a.address()[i],
-            a.bytes()[i]
+            a.bytes()[i],
+            t.str(a.site()[i])
         );
     }
     out

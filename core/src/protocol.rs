@@ -8,6 +8,22 @@
 /// has no ProfilerStep and no NVTX step ranges.
 pub const OPTIMIZER_STEP_RANGE: &str = "streamscope:optimizer.step";
 
+/// An instant on the host thread whose GPU memory allocation failed (a
+/// CUDA out-of-memory in PyTorch's caching allocator), with the arguments
+/// `device` (CUDA ordinal), `bytes` (asked), `allocated_bytes` (the
+/// allocator's total then), `free_bytes` (free device memory then) and
+/// `python` (the line that asked).
+pub const OOM_EVENT: &str = "CUDA out of memory";
+
+/// The counter track "GPU N device memory (bytes)": device memory held by
+/// cudaMalloc / cuMemAlloc (every library's, and native programs'), from
+/// CUPTI's memory records; written after "GPU N ".
+pub const DEVICE_MEMORY_COUNTER_SUFFIX: &str = "device memory (bytes)";
+
+/// Process metadata: allocator events the collector could not keep (too
+/// many waiting for the writer).
+pub const MEMORY_EVENTS_LOST_KEY: &str = "memory_events_lost";
+
 /// Process metadata key: torch.profiler (Kineto) was started inside the
 /// recorded process; its value says when and that its CUDA events are
 /// missing (CUPTI takes one subscriber). `streamscope record` repeats it.

@@ -88,7 +88,7 @@ def memory(report: Dict[str, Any]):
     for r in report.get("ranks", []):
         m = r.get("memory")
         if m:
-            rows.append({"rank": r["rank"], **{k: v for k, v in m.items() if k != "live_at_peak"}})
+            rows.append({"rank": r["rank"], **{k: v for k, v in m.items() if k not in ("live_at_peak", "out_of_memory")}})
     return frame(rows)
 
 

@@ -17,7 +17,8 @@ pub use blocks::{LiveBlock, LIVE_BLOCKS_LISTED};
 use serde::{Deserialize, Serialize};
 
 use super::rank::RankCtx;
-use crate::model::{Trace, TrackKind};
+use crate::model::{ArgValue, Trace, TrackKind};
+use crate::protocol;
 
 /// A rank's GPU memory (one GPU: the rank's, or the one it allocated most on).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -52,6 +53,36 @@ pub struct RankMemory {
     /// How many blocks live at the peak the list leaves out.
     #[serde(default)]
     pub live_at_peak_other_blocks: u64,
+    /// Where the allocated figures come from.
+    #[serde(default)]
+    pub source: MemorySource,
+    /// Highest device memory held by cudaMalloc-style calls on the GPU
+    /// (every library's: the allocator's segments, NCCL's buffers,
+    /// cuBLAS's workspace), from CUPTI's memory records; `None` without
+    /// them.
+    #[serde(default)]
+    pub peak_device_bytes: Option<u64>,
+    /// The allocations that failed (CUDA out of memory) on the GPU, in
+    /// time order.
+    #[serde(default)]
+    pub out_of_memory: Vec<OutOfMemory>,
+}
+
+/// A GPU memory allocation that failed (CUDA out of memory).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct OutOfMemory {
+    /// When (ns, the trace's clock).
+    pub at_ns: i64,
+    /// The step it happened in, when steps are known and one holds it.
+    pub step: Option<i64>,
+    /// Bytes asked for.
+    pub bytes: u64,
+    /// The allocator's allocated total then, when said.
+    pub allocated_bytes: Option<u64>,
+    /// Free device memory then, when said.
+    pub free_bytes: Option<u64>,
+    /// The Python line that asked, when known.
+    pub python: Option<String>,
 }
 
 /// One step's GPU memory peaks.
@@ -64,11 +95,28 @@ pub struct StepMemory {
     pub peak_reserved_bytes: Option<u64>,
 }
 
-/// The allocated and reserved series of one GPU: (ns, bytes), in time order.
+/// The allocated, reserved and device-memory series of one GPU: (ns,
+/// bytes), in time order.
 struct Series {
     gpu: u32,
     allocated: Vec<(i64, u64)>,
     reserved: Vec<(i64, u64)>,
+    device: Vec<(i64, u64)>,
+    /// Where `allocated` came from.
+    source: MemorySource,
+}
+
+/// Where a rank's allocated series came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum MemorySource {
+    /// PyTorch's caching allocator: torch.profiler's memory events, or
+    /// the allocator history `streamscope record` keeps.
+    #[default]
+    Allocator,
+    /// Device memory held by cudaMalloc-style calls (CUPTI's memory
+    /// records): a program without PyTorch's allocator.
+    Device,
 }
 
 /// Bytes from a counter value (negative or not finite: none).
@@ -80,8 +128,8 @@ fn bytes(v: f64) -> Option<u64> {
 /// the most allocator samples when several.
 fn series(t: &Trace, ctx: &RankCtx) -> Option<Series> {
     let only = ctx.device;
-    // Track index -> (series slot, allocated?).
-    let mut tracks: Vec<(u32, u32, bool)> = Vec::new();
+    // Track index -> (GPU, which series: 0 allocated, 1 reserved, 2 device).
+    let mut tracks: Vec<(u32, u32, u8)> = Vec::new();
     for (i, tr) in t.tracks().iter().enumerate() {
         let TrackKind::Counter { device: Some(d) } = tr.kind else {
             continue;
@@ -93,11 +141,16 @@ fn series(t: &Trace, ctx: &RankCtx) -> Option<Series> {
         let Some(rest) = name.strip_prefix("GPU ") else {
             continue;
         };
-        let allocated = rest.ends_with(" memory allocated (bytes)");
-        if !allocated && !rest.ends_with(" memory reserved (bytes)") {
+        let which = if rest.ends_with(" memory allocated (bytes)") {
+            0
+        } else if rest.ends_with(" memory reserved (bytes)") {
+            1
+        } else if rest.ends_with(protocol::DEVICE_MEMORY_COUNTER_SUFFIX) {
+            2
+        } else {
             continue;
-        }
-        tracks.push((i as u32, t.devices()[d.index()].ordinal, allocated));
+        };
+        tracks.push((i as u32, t.devices()[d.index()].ordinal, which));
     }
     if tracks.is_empty() {
         return None;
@@ -105,7 +158,7 @@ fn series(t: &Trace, ctx: &RankCtx) -> Option<Series> {
     let mut per_gpu: Vec<Series> = Vec::new();
     let c = t.counters();
     for k in 0..c.len() {
-        let Some(&(_, gpu, allocated)) = tracks.iter().find(|x| x.0 == c.track()[k].get()) else {
+        let Some(&(_, gpu, which)) = tracks.iter().find(|x| x.0 == c.track()[k].get()) else {
             continue;
         };
         let Some(v) = bytes(c.value()[k]) else {
@@ -118,24 +171,38 @@ fn series(t: &Trace, ctx: &RankCtx) -> Option<Series> {
                     gpu,
                     allocated: Vec::new(),
                     reserved: Vec::new(),
+                    device: Vec::new(),
+                    source: MemorySource::Allocator,
                 });
                 per_gpu.last_mut()?
             }
         };
         let at = c.ts_ns()[k];
-        if allocated {
-            s.allocated.push((at, v));
-        } else {
-            s.reserved.push((at, v));
+        match which {
+            0 => s.allocated.push((at, v)),
+            1 => s.reserved.push((at, v)),
+            _ => s.device.push((at, v)),
         }
     }
+    // The allocator's series where there is one; else device memory.
+    let with_allocator = per_gpu.iter().any(|s| !s.allocated.is_empty());
     let mut best = per_gpu
         .into_iter()
-        .filter(|s| !s.allocated.is_empty())
-        .max_by_key(|s| (s.allocated.len(), std::cmp::Reverse(s.gpu)))?;
+        .filter(|s| !s.allocated.is_empty() || (!with_allocator && !s.device.is_empty()))
+        .max_by_key(|s| {
+            (
+                s.allocated.len().max(s.device.len()),
+                std::cmp::Reverse(s.gpu),
+            )
+        })?;
     // Stable: samples at one instant keep their order (the last is in force).
     best.allocated.sort_by_key(|x| x.0);
     best.reserved.sort_by_key(|x| x.0);
+    best.device.sort_by_key(|x| x.0);
+    if best.allocated.is_empty() {
+        best.allocated = best.device.clone();
+        best.source = MemorySource::Device;
+    }
     Some(best)
 }
 
@@ -187,6 +254,9 @@ pub fn of_rank(
         live_at_peak: live.blocks,
         live_at_peak_other_bytes: live.other_bytes,
         live_at_peak_other_blocks: live.other_blocks,
+        source: s.source,
+        peak_device_bytes: s.device.iter().map(|x| x.1).max(),
+        out_of_memory: out_of_memory(t, ctx, s.gpu, steps),
     };
     let per_step = steps
         .iter()
@@ -198,6 +268,65 @@ pub fn of_rank(
         })
         .collect();
     Some((rank, per_step))
+}
+
+/// The failed allocations of the rank's process on GPU `gpu`: the
+/// collector's [`protocol::OOM_EVENT`] instants, and torch.profiler's
+/// `[OutOfMemory]` instants (`profile_memory=True`), in time order.
+fn out_of_memory(
+    t: &Trace,
+    ctx: &RankCtx,
+    gpu: u32,
+    steps: &[(i64, i64, i64)],
+) -> Vec<OutOfMemory> {
+    let sl = t.slices();
+    let mut out = Vec::new();
+    let names: Vec<_> = [protocol::OOM_EVENT, "[OutOfMemory]"]
+        .iter()
+        .filter_map(|n| t.strings().lookup(n))
+        .collect();
+    if names.is_empty() {
+        return out;
+    }
+    for i in 0..sl.len() {
+        if !names.contains(&sl.name()[i]) || sl.kind()[i].is_gpu_activity() {
+            continue;
+        }
+        let track = sl.track()[i];
+        if t.tracks()[track.index()].process != ctx.process {
+            continue;
+        }
+        let id = crate::model::SliceId::from_index(i);
+        let num = |keys: &[&str]| {
+            t.args_of(id).iter().find_map(|(k, v)| {
+                keys.contains(&t.str(*k)).then_some(())?;
+                match *v {
+                    ArgValue::UInt(x) => Some(x),
+                    ArgValue::Int(x) => u64::try_from(x).ok(),
+                    ArgValue::Double(x) if x >= 0.0 && x.is_finite() => Some(x as u64),
+                    _ => None,
+                }
+            })
+        };
+        let device = num(&["device", "Device Id"]);
+        if device.is_some_and(|d| d != u64::from(gpu)) {
+            continue;
+        }
+        let at = sl.start_ns()[i];
+        out.push(OutOfMemory {
+            at_ns: at,
+            step: steps
+                .iter()
+                .find(|&&(_, a, b)| a <= at && at < b)
+                .map(|x| x.0),
+            bytes: num(&["bytes", "Bytes"]).unwrap_or(0),
+            allocated_bytes: num(&["allocated_bytes", "Total Allocated"]),
+            free_bytes: num(&["free_bytes"]),
+            python: t.arg_string(id, "python").filter(|s| !s.is_empty()),
+        });
+    }
+    out.sort_by_key(|o| o.at_ns);
+    out
 }
 
 #[cfg(test)]

@@ -258,6 +258,9 @@ impl Relocate for RankMemory {
             live_at_peak,
             live_at_peak_other_bytes: _,
             live_at_peak_other_blocks: _,
+            source: _,
+            peak_device_bytes: _,
+            out_of_memory: _,
         } = self;
         live_at_peak.relocate(by);
     }

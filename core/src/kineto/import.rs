@@ -760,7 +760,7 @@ impl Builder {
             let track = self.track(Place::Thread(thread));
             let device = self.device(o);
             self.trace
-                .push_allocation(track, device, ts, address, bytes);
+                .push_allocation(track, device, ts, address, bytes, None);
         }
     }
 }

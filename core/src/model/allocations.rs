@@ -2,10 +2,11 @@
 //! one row per allocator event (torch.profiler's `[memory]` instants on a
 //! GPU), column by column like the counters. The allocator's totals after
 //! each event stay counter samples; this table keeps what the totals lose:
-//! which block, how large, and the host thread that allocated or freed it
-//! (whose slices then enclose the event). 32 bytes a row.
+//! which block, how large, the host thread that allocated or freed it
+//! (whose slices then enclose the event), and, when the allocator's own
+//! history kept it, the Python line that allocated it. 36 bytes a row.
 
-use super::{DeviceId, TrackId};
+use super::{DeviceId, StrId, TrackId};
 
 /// Allocations and frees of GPU memory blocks, column by column, in the
 /// order they were added (an importer's file order; not sorted by time).
@@ -16,6 +17,8 @@ pub struct Allocations {
     pub(super) ts_ns: Vec<i64>,
     pub(super) address: Vec<u64>,
     pub(super) bytes: Vec<i64>,
+    /// The Python line of an allocation ([`StrId::EMPTY`]: not known).
+    pub(super) site: Vec<StrId>,
 }
 
 impl Allocations {
@@ -54,6 +57,12 @@ impl Allocations {
     pub fn bytes(&self) -> &[i64] {
         &self.bytes
     }
+    /// The Python line ("file.py:L (function)") that made each
+    /// allocation, when the trace says ([`StrId::EMPTY`] otherwise).
+    #[inline]
+    pub fn site(&self) -> &[StrId] {
+        &self.site
+    }
 
     pub(super) fn push(
         &mut self,
@@ -62,11 +71,13 @@ impl Allocations {
         ts_ns: i64,
         address: u64,
         bytes: i64,
+        site: StrId,
     ) {
         self.track.push(track);
         self.device.push(device);
         self.ts_ns.push(ts_ns);
         self.address.push(address);
         self.bytes.push(bytes);
+        self.site.push(site);
     }
 }

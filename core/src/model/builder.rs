@@ -480,7 +480,7 @@ impl TraceBuilder {
 
     /// Adds an allocation (`bytes` > 0) or free (`bytes` < 0) of the GPU
     /// memory block at `address` on `device`, made on the host thread
-    /// `track` at `ts_ns`.
+    /// `track` at `ts_ns`, by the Python line `site` when known.
     pub fn push_allocation(
         &mut self,
         track: TrackId,
@@ -488,10 +488,16 @@ impl TraceBuilder {
         ts_ns: i64,
         address: u64,
         bytes: i64,
+        site: Option<StrId>,
     ) {
-        self.t
-            .allocations
-            .push(track, device, ts_ns, address, bytes);
+        self.t.allocations.push(
+            track,
+            device,
+            ts_ns,
+            address,
+            bytes,
+            site.unwrap_or(StrId::EMPTY),
+        );
     }
 
     /// Allocations so far.
@@ -661,6 +667,7 @@ impl TraceBuilder {
                 a.ts_ns[i],
                 a.address[i],
                 a.bytes[i],
+                ms(a.site[i]),
             );
         }
         t.diagnostics.extend(other.diagnostics);

@@ -410,8 +410,9 @@ fn allocations_follow_their_tracks_devices_and_times() {
     });
     let a = b.add_track(p, None, TrackKind::Thread { tid: 7 }, "a");
     let c = b.add_track(p, None, TrackKind::Thread { tid: 8 }, "c");
-    b.push_allocation(c, d1, 10, 0x100, 64);
-    b.push_allocation(a, d0, 20, 0x100, -64);
+    let site = b.intern("train.py:3 (main)");
+    b.push_allocation(c, d1, 10, 0x100, 64, Some(site));
+    b.push_allocation(a, d0, 20, 0x100, -64, None);
     // Tracks and devices renumbered: the rows keep pointing at theirs.
     b.reorder_tracks(&[c, a]);
     b.reorder_devices(&[d0, d1]);

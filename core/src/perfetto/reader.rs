@@ -342,6 +342,8 @@ struct PendingAllocation {
     ts: i64,
     address: u64,
     bytes: i64,
+    /// The Python line that allocated it, when written.
+    site: Option<StrId>,
 }
 
 impl Reader {
@@ -896,9 +898,15 @@ impl Reader {
         ts: i64,
         annotations: &[&[u8]],
     ) -> std::result::Result<(), WireError> {
-        let (mut ordinal, mut address, mut bytes) = (0u32, None, None);
+        let (mut ordinal, mut address, mut bytes, mut site) = (0u32, None, None, None);
         for a in annotations {
             if let Some((k, v)) = self.plain_annotation(sq, a)? {
+                if let ArgValue::Str(s) = v {
+                    if self.trace.str(k) == "site" && s != StrId::EMPTY {
+                        site = Some(s);
+                    }
+                    continue;
+                }
                 let n = match v {
                     ArgValue::UInt(x) => x as i64,
                     ArgValue::Int(x) => x,
@@ -920,6 +928,7 @@ impl Reader {
                 ts,
                 address,
                 bytes,
+                site,
             });
         }
         Ok(())

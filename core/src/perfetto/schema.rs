@@ -143,8 +143,8 @@ pub const PROCESS_METADATA_EVENT: &str = "streamscope.process";
 
 /// Name of the instant that carries one GPU memory allocation or free
 /// (`Trace::allocations`), on the host thread that made it, with the
-/// annotations `device` (CUDA ordinal), `address` and `bytes` (negative:
-/// a free).
+/// annotations `device` (CUDA ordinal), `address`, `bytes` (negative:
+/// a free) and, when known, `site` (the Python line that allocated it).
 pub const ALLOCATION_EVENT: &str = "streamscope.alloc";
 
 /// Debug annotation names interned at the start of every sequence, with

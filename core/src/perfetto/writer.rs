@@ -695,6 +695,10 @@ impl<W: Write> PerfettoWriter<W> {
             .devices()
             .get(a.device()[i].index())
             .map_or(0, |d| d.ordinal);
+        // Interned before the event's packet opens.
+        let site = a.site()[i];
+        let site_iid =
+            (site != StrId::EMPTY).then(|| self.text_iid(p, trace.str(site).to_string()));
         let at = self.packet(p, Some(a.ts_ns()[i]), true);
         let te = self.enc.begin(PKT_TRACK_EVENT);
         self.enc.uint(TE_TYPE, TE_TYPE_INSTANT);
@@ -712,6 +716,12 @@ impl<W: Write> PerfettoWriter<W> {
                 ArgValue::UInt(x) => self.enc.uint(DA_UINT, x),
                 _ => {}
             }
+            self.enc.end(d);
+        }
+        if let Some(iid) = site_iid {
+            let d = self.enc.begin(TE_DEBUG_ANNOTATIONS);
+            self.enc.bytes(DA_NAME, b"site");
+            self.enc.uint(DA_STRING_VALUE_IID, iid as u64);
             self.enc.end(d);
         }
         self.enc.end(te);

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap as HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::sync::{is_library_frame, python_location};
-use crate::model::{ProcessId, SliceKind, Trace, TrackId};
+use crate::model::{ProcessId, SliceKind, StrId, Trace, TrackId};
 
 /// Blocks listed at the peak, largest first.
 pub const LIVE_BLOCKS_LISTED: usize = 10;
@@ -26,7 +26,8 @@ pub struct LiveBlock {
     /// (else the innermost other host slice that is no Python frame; ""
     /// when none is).
     pub op: String,
-    /// The Python line that allocated it, "file.py:L (func)": of the Kineto
+    /// The Python line that allocated it, "file.py:L (func)": the one the
+    /// allocator's history kept (`streamscope record`), else of the Kineto
     /// python_function frames open there (traces recorded with stacks),
     /// the innermost of the program's own, else the innermost.
     pub python: Option<String>,
@@ -95,7 +96,14 @@ pub(super) fn live_at_peak(
         .into_iter()
         .map(|i| {
             let at = a.ts_ns()[i];
-            let (op, python) = enclosing(t, a.track()[i], at);
+            let (op, found) = enclosing(t, a.track()[i], at);
+            // The allocator's own history names the line itself.
+            let site = a.site()[i];
+            let python = if site == StrId::EMPTY {
+                found
+            } else {
+                Some(t.str(site).to_string())
+            };
             LiveBlock {
                 bytes: size(i),
                 address: a.address()[i],

@@ -18,7 +18,47 @@ fn mib(b: u64) -> String {
 
 /// The peaks table, then the live blocks table (each only with rows).
 pub(super) fn tables(r: &Report) -> Vec<Table> {
-    table(r).into_iter().chain(live_table(r)).collect()
+    table(r)
+        .into_iter()
+        .chain(live_table(r))
+        .chain(oom_table(r))
+        .collect()
+}
+
+/// The allocations that failed (CUDA out of memory), one row each.
+fn oom_table(r: &Report) -> Option<Table> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for k in &r.ranks {
+        let Some(m) = k.memory.as_ref() else { continue };
+        for o in &m.out_of_memory {
+            let opt = |v: Option<u64>| v.map_or("-".to_string(), gib);
+            rows.push(vec![
+                k.rank.to_string(),
+                m.gpu.to_string(),
+                o.step.map_or("-".to_string(), |s| s.to_string()),
+                gib(o.bytes),
+                opt(o.allocated_bytes),
+                opt(o.free_bytes),
+                o.python.clone().unwrap_or_else(|| "-".to_string()),
+            ]);
+        }
+    }
+    if rows.is_empty() {
+        return None;
+    }
+    Some(Table {
+        title: "Out of memory: allocations that failed".into(),
+        headers: vec![
+            "rank",
+            "GPU",
+            "step",
+            "asked GiB",
+            "allocated then GiB",
+            "free then GiB",
+            "python line",
+        ],
+        rows,
+    })
 }
 
 /// One row per rank with allocator samples; none without.
@@ -37,6 +77,7 @@ fn table(r: &Report) -> Option<Table> {
                 opt(m.reserved_at_peak_bytes),
                 opt(m.unused_reserved_at_peak_bytes),
                 opt(m.peak_reserved_bytes),
+                opt(m.peak_device_bytes),
                 m.samples.to_string(),
             ])
         })
@@ -54,6 +95,7 @@ fn table(r: &Report) -> Option<Table> {
             "reserved then GiB",
             "reserved unused then GiB",
             "peak reserved GiB",
+            "peak device GiB",
             "samples",
         ],
         rows,

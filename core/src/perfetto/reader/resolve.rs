@@ -340,6 +340,7 @@ impl Reader {
                 a.ts,
                 a.address,
                 a.bytes,
+                a.site,
             );
         }
         self.trace
