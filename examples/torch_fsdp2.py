@@ -42,10 +42,8 @@ def main():
     p.add_argument("--dim", type=int, default=2048)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512)
-    p.add_argument("--oom-step", type=int, default=-1,
-                   help="at this step, ask for more GPU memory than the card has (the job dies of a CUDA OOM)")
-    p.add_argument("--no-nvtx", action="store_true",
-                   help="no NVTX step ranges (streamscope then finds steps from optimizer.step())")
+    p.add_argument("--oom-step", type=int, default=-1, help="at this step, ask for twice the card (a CUDA OOM)")
+    p.add_argument("--no-nvtx", action="store_true", help="no NVTX step ranges (steps end at optimizer.step())")
     args = p.parse_args()
 
     rank = int(os.environ.get("RANK", "0"))
@@ -73,15 +71,15 @@ def main():
             torch.cuda.nvtx.range_push(f"step {step}")
         t0 = time.perf_counter()
         out = model(x)
-        if step == args.oom_step:
-            free, total = torch.cuda.mem_get_info(device)
-            too_much = torch.empty(2 * total, dtype=torch.uint8, device=device)  # OOM: planted
         loss = F.mse_loss(out.float(), target)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         loss_value = loss.item()  # host sync every step, on purpose
         step_s.append(time.perf_counter() - t0)
+        if step == args.oom_step:
+            free, total = torch.cuda.mem_get_info(device)
+            too_much = torch.empty(2 * total, dtype=torch.uint8, device=device)  # OOM: planted
         if not args.no_nvtx:
             torch.cuda.nvtx.range_pop()
 
