@@ -15,6 +15,10 @@
 //!   synchronization ([`Graph::legacy_release`]);
 //! - host order: an API call starts after the previous one of its thread
 //!   ended, the host time between them kept;
+//! - host hand-offs: a call that ends an idle stretch of its thread starts
+//!   after the call of another launching thread of the rank that handed it
+//!   the work (the autograd engine's thread launching the backward pass
+//!   after the main thread's forward, and back; [`handoff`]);
 //! - host blocking syncs: a synchronizing call (stream/device/event
 //!   synchronize, a synchronous copy) ends when the GPU activity it waited
 //!   for ends;
@@ -28,6 +32,8 @@
 //! Each start vertex keeps a residual, its measured start minus the latest
 //! measured end it waits for (launch latency, event latency, host time), so
 //! the graph replayed unchanged gives back the measured times.
+
+mod handoff;
 
 use super::super::rank::{IntMap, RankCtx};
 use super::super::xrank::Matching;
@@ -291,6 +297,7 @@ pub fn build(
     for (ci, ctx) in ctxs.iter().enumerate() {
         b.mark_syncs(t, ci, ctx, &keys);
         b.host_order_edges(ci);
+        b.handoff_edges(t, ci, ctx);
         b.gpu_edges(t, ci, ctx);
         b.host_end_edges(ci);
         b.queue_edges(t, ci, ctx, queue_depth);
