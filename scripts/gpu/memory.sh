@@ -3,15 +3,15 @@
 #   1. torch-fsdp2-memory: examples/torch_fsdp2.py (FSDP2, 1 rank) recorded;
 #      the report's peak allocated / reserved against the job's own
 #      torch.cuda.max_memory_allocated / max_memory_reserved (its JSON line).
-#   2. cost: the same job, recorded with the allocator history (default)
-#      and without (STREAMSCOPE_MEMORY=0), alternating, ROUNDS each; the
-#      job's own median step time.
+#   2. cost: the same job, recorded with the allocator history
+#      (STREAMSCOPE_MEMORY=1), with it but no stacks (=nostacks) and
+#      without (=0), alternating, ROUNDS each; the job's own median step.
 #   3. oom: the job with --oom-step 5 (asks for twice the card), recorded:
 #      the report names the failed allocation and its line.
 #   4. native: examples/legacy_stream.cu recorded (no PyTorch): device
 #      memory from CUPTI's memory records.
-#   5. prefetch: fsdp-ref --prefetch 0 / 1 / 2 on 1 GPU, recorded: the
-#      byte-seconds held early per depth.
+#   5. prefetch: fsdp-ref --prefetch 0 / 1 / 2 on 2 GPUs, recorded: the
+#      byte-seconds held early per depth (skipped, and said, on 1 GPU).
 # Builds nothing but the native example (scripts/build-carry.sh first):
 #
 #   BIN=.carry/bin OUT=<results> bash scripts/gpu/memory.sh
@@ -33,7 +33,7 @@ X=examples/torch_fsdp2.py
 TR="$(dirname "$PY")/torchrun"
 [ -x "$TR" ] || TR="$PY -m torch.distributed.run"
 STEPS=${STEPS:-20}
-ROUNDS=${ROUNDS:-3}
+ROUNDS=${ROUNDS:-4}
 say() { echo "MEMORY $*" | tee -a "$W/results.txt"; }
 : > "$W/results.txt"
 
@@ -42,7 +42,7 @@ nvidia-smi -L
 
 # 1. The memory recording, checked against the job's own peaks.
 D="$W/torch-fsdp2-memory-h200"
-step fsdp2-memory 120 "$S" record -o "$D" -- $TR --nproc_per_node 1 "$X" --steps "$STEPS" > "$W/fsdp2-memory.out" 2>&1
+step fsdp2-memory 120 env STREAMSCOPE_MEMORY=1 "$S" record -o "$D" -- $TR --nproc_per_node 1 "$X" --steps "$STEPS" > "$W/fsdp2-memory.out" 2>&1
 tail -5 "$W/fsdp2-memory.out"
 grep '^{' "$W/fsdp2-memory.out" | tail -1 > "$D/job-timing.txt"
 "$S" report "$D" --full | tee "$W/fsdp2-memory.report.txt" | sed -n '1,200p'
@@ -62,8 +62,8 @@ PY
 
 # 2. What the allocator history costs: recorded with and without it.
 for i in $(seq 1 "$ROUNDS"); do
-  for mode in history off; do
-    env_mem=""; [ "$mode" = off ] && env_mem="STREAMSCOPE_MEMORY=0"
+  for mode in history nostacks off; do
+    case $mode in history) env_mem=STREAMSCOPE_MEMORY=1 ;; nostacks) env_mem=STREAMSCOPE_MEMORY=nostacks ;; *) env_mem=STREAMSCOPE_MEMORY=0 ;; esac
     step "cost-$mode-$i" 90 env $env_mem "$S" record -o "$W/cost-$mode-$i" -- $TR --nproc_per_node 1 "$X" --steps 30 \
       > "$W/cost-$mode-$i.out" 2>&1
     ms=$(grep '^{' "$W/cost-$mode-$i.out" | tail -1 | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["step_ms_median"])' 2>/dev/null)
@@ -73,7 +73,7 @@ for i in $(seq 1 "$ROUNDS"); do
 done
 
 # 3. Out of memory: the job dies; the report names the allocation.
-step oom 90 "$S" record -o "$W/memory-oom" -- $TR --nproc_per_node 1 "$X" --steps 10 --oom-step 5 > "$W/oom.out" 2>&1
+step oom 90 env STREAMSCOPE_MEMORY=1 "$S" record -o "$W/memory-oom" -- $TR --nproc_per_node 1 "$X" --steps 10 --oom-step 5 > "$W/oom.out" 2>&1
 grep -i "out of memory\|OutOfMemory" "$W/oom.out" | head -3
 "$S" report "$W/memory-oom" --full | grep -i -A4 "memory" | head -40
 "$S" report "$W/memory-oom" --format json > "$W/oom.json"
@@ -88,11 +88,13 @@ if step native-build 120 "$CUDA/bin/nvcc" -O2 -g -std=c++17 -arch=sm_90 -o "$W/l
   "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); m=r["ranks"][0].get("memory") or {}; print("MEMORY native source=%s peak=%s device_peak=%s samples=%s" % (m.get("source"), m.get("peak_allocated_bytes"), m.get("peak_device_bytes"), m.get("samples")))' "$W/native.json" | tee -a "$W/results.txt"
 fi
 
-# 5. Prefetch depth on 1 GPU: byte-seconds held early.
+# 5. Prefetch depth: byte-seconds held early (all-gathers need 2 GPUs).
 mkdir -p "$W/memory-prefetch"
-for pf in 0 1 2; do
+NGPU=$(nvidia-smi -L | grep -c '^GPU')
+[ "$NGPU" -ge 2 ] || say "prefetch skipped: $NGPU GPU(s), fsdp-ref's all-gathers need 2"
+for pf in $([ "$NGPU" -ge 2 ] && echo 0 1 2); do
   d="$W/memory-prefetch/prefetch-$pf"
-  step "prefetch-$pf" 90 "$S" record -o "$d" -- "$F" --gpus 1 --mode overlap --prefetch $pf --layers 8 --dim 4096 \
+  step "prefetch-$pf" 90 "$S" record -o "$d" -- "$F" --gpus 2 --mode overlap --prefetch $pf --layers 8 --dim 4096 \
     --batch 4 --seq 1024 --steps 10 --warmup 3 > "$W/pf$pf.out" 2>&1
   tail -1 "$W/pf$pf.out"
   "$S" report "$d" --format json > "$W/pf$pf.json" 2>/dev/null

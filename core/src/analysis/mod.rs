@@ -31,6 +31,7 @@ mod stream_creation;
 mod stream_key;
 pub mod streamed;
 pub(crate) mod sync;
+mod sync_steps;
 pub mod top_kernels;
 mod waits;
 pub mod whatif;

@@ -39,6 +39,9 @@ pub enum StepSource {
     GraphLaunch,
     /// The period of the main stream's kernel sequence.
     Repetition,
+    /// A blocking sync called once per iteration from one site
+    /// (`analysis::sync_steps`: a native loop without markers).
+    Sync,
     /// No steps found.
     None,
 }
@@ -53,6 +56,7 @@ impl StepSource {
             StepSource::OptimizerStep => "optimizer-step",
             StepSource::GraphLaunch => "graph-launch",
             StepSource::Repetition => "repetition",
+            StepSource::Sync => "sync",
             StepSource::None => "none",
         }
     }
@@ -203,12 +207,21 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             steady_from: None,
             graph_corrs: graph_corrs.clone(),
         },
-        (None, rep) => Detected {
-            steps: Vec::new(),
-            source: StepSource::None,
-            repeating: rep,
-            steady_from: None,
-            graph_corrs: graph_corrs.clone(),
+        (None, rep) => match super::sync_steps::sync_steps(t, ctx) {
+            Some(steps) => Detected {
+                steps,
+                source: StepSource::Sync,
+                repeating: rep,
+                steady_from: None,
+                graph_corrs: graph_corrs.clone(),
+            },
+            None => Detected {
+                steps: Vec::new(),
+                source: StepSource::None,
+                repeating: rep,
+                steady_from: None,
+                graph_corrs: graph_corrs.clone(),
+            },
         },
     }
 }

@@ -18,6 +18,7 @@ use super::collectives::NcclNames;
 use super::rank::{self, RankCtx};
 use super::{steps, xrank, AnalysisOptions};
 use crate::model::Trace;
+pub(crate) use graph::is_sync_api;
 use graph::Graph;
 pub use graph::LAUNCH_QUEUE_DEPTH;
 pub use notes::WhatIfNote;
