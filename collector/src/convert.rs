@@ -542,7 +542,7 @@ impl Converter {
             let v = self.trace.intern(&p);
             s.args.push((self.python_key, ArgValue::Str(v)));
         } else if let Some(ip) = native {
-            let name = self.symbolizer.name(ip);
+            let name = self.symbolizer.name(&ip);
             let v = self.trace.intern(&name);
             s.args.push((self.caller_key, ArgValue::Str(v)));
         }

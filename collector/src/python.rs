@@ -32,7 +32,7 @@ pub struct PyLines {
     nodes: Mutex<HashMap<u64, std::sync::Arc<str>>>,
     /// Native callers (return addresses, `native_caller`) of syncs with no
     /// Python line, by correlation id.
-    native: Mutex<HashMap<u32, usize>>,
+    native: Mutex<HashMap<u32, crate::native_caller::Frames>>,
 }
 
 /// At most this many graph nodes keep their capturing line (a job that
@@ -54,7 +54,7 @@ impl PyLines {
     }
 
     /// The native caller of a sync with no Python line.
-    pub fn insert_native(&self, correlation: u32, ip: usize) {
+    pub fn insert_native(&self, correlation: u32, ip: crate::native_caller::Frames) {
         if let Ok(mut m) = self.native.lock() {
             if m.len() >= MAX_PENDING {
                 m.clear();
@@ -64,7 +64,7 @@ impl PyLines {
     }
 
     /// The native caller noted for `correlation`, once.
-    pub fn take_native(&self, correlation: u32) -> Option<usize> {
+    pub fn take_native(&self, correlation: u32) -> Option<crate::native_caller::Frames> {
         let mut m = self.native.lock().ok()?;
         if m.is_empty() {
             return None;
