@@ -177,9 +177,15 @@ def _memory_history(torch, lib):
                 addr, n = rows.buffer_info()
                 hand(dev, addr, n // 6, blob, allocated, reserved)
 
-    def observed(device, alloc, device_allocated, device_free):
+    def observed(device, alloc, device_total, device_free):
+        # The observer's third argument is the card's capacity (79.18 GiB
+        # on an H100), not what the allocator holds: that is read here.
         try:
-            oom_said(int(device), time.monotonic_ns(), int(alloc), int(device_allocated), int(device_free),
+            allocated = int(torch.cuda.memory_allocated(int(device)))
+        except Exception:
+            allocated = 0
+        try:
+            oom_said(int(device), time.monotonic_ns(), int(alloc), allocated, int(device_free),
                      (_here_outside_torch() or "").encode("utf-8", "replace"))
             hand_over()
         except Exception:

@@ -17,7 +17,7 @@
 #   BIN=.carry/bin OUT=<results> bash scripts/gpu/memory.sh
 #
 # Results: $OUT/memory.log (everything; "MEMORY key=value" lines last),
-# $OUT/torch-fsdp2-memory-h200.tar.gz (the recording of part 1, for
+# $OUT/torch-fsdp2-memory.tar.gz (the recording of part 1, for
 # traces/), $OUT/memory-oom.tar.gz, $OUT/memory-prefetch.tar.gz.
 set -u
 
@@ -41,7 +41,7 @@ echo "=== machine $(date -u +%FT%TZ)"
 nvidia-smi -L
 
 # 1. The memory recording, checked against the job's own peaks.
-D="$W/torch-fsdp2-memory-h200"
+D="$W/torch-fsdp2-memory"
 step fsdp2-memory 120 env STREAMSCOPE_MEMORY=1 "$S" record -o "$D" -- $TR --nproc_per_node 1 "$X" --steps "$STEPS" > "$W/fsdp2-memory.out" 2>&1
 tail -5 "$W/fsdp2-memory.out"
 grep '^{' "$W/fsdp2-memory.out" | tail -1 > "$D/job-timing.txt"
@@ -101,7 +101,7 @@ for pf in $([ "$NGPU" -ge 2 ] && echo 0 1 2); do
   "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); p=[k.get("prefetch") for k in r["ranks"]]; print("MEMORY prefetch=%s %s" % (sys.argv[2], [{x: (q or {}).get(x) for x in ("all_gathers","sized","held_early_byte_s","late","mean_us")} for q in p]))' "$W/pf$pf.json" "$pf" | tee -a "$W/results.txt"
 done
 
-tar czf "$OUT/torch-fsdp2-memory-h200.tar.gz" -C "$W" torch-fsdp2-memory-h200 2>/dev/null
+tar czf "$OUT/torch-fsdp2-memory.tar.gz" -C "$W" torch-fsdp2-memory 2>/dev/null
 tar czf "$OUT/memory-oom.tar.gz" -C "$W" memory-oom 2>/dev/null
 tar czf "$OUT/memory-prefetch.tar.gz" -C "$W" memory-prefetch native 2>/dev/null
 echo
