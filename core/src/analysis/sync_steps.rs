@@ -28,6 +28,13 @@ pub fn sync_steps(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
     // Host API calls in start order: (thread, start, end, is launch, sync site).
     type Call = (u32, i64, i64, bool, Option<(StrId, String)>);
     let mut calls: Vec<Call> = Vec::new();
+    // Host calls that launched GPU work (every API call has a correlation
+    // id; a launch is one whose id a GPU activity carries).
+    let launched: rustc_hash::FxHashSet<u32> = ctx
+        .gpu
+        .iter()
+        .filter_map(|e| ctx.corr.get(sl.correlation()[e.id as usize]))
+        .collect();
     let mut first_launch = i64::MAX;
     for &h in &ctx.host {
         let i = h as usize;
@@ -38,7 +45,7 @@ pub fn sync_steps(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
             sl.start_ns()[i],
             sl.start_ns()[i].saturating_add(sl.dur_ns()[i]),
         );
-        let launch = sl.correlation()[i] != 0;
+        let launch = launched.contains(&h);
         if launch {
             first_launch = first_launch.min(s);
         }

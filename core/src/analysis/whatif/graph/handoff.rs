@@ -30,13 +30,12 @@ pub const HANDOFF_MAX_NS: i64 = 2_000_000;
 
 impl Builder {
     /// Edges from a call of one launching thread of rank `ci` to the next
-    /// call of another that it handed work to (module doc); returns how
-    /// many were added.
-    pub(super) fn handoff_edges(&mut self, t: &Trace, ci: usize, ctx: &RankCtx) -> usize {
+    /// call of another that it handed work to (module doc).
+    pub(super) fn handoff_edges(&mut self, t: &Trace, ci: usize, ctx: &RankCtx) {
         let threads = &self.host_threads[ci];
         let all = &self.nodes;
         if threads.len() < 2 {
-            return 0;
+            return;
         }
         // Thread index per host node of the rank.
         let mut thread_of: IntMap<u32, u32> = IntMap::default();
@@ -57,7 +56,7 @@ impl Builder {
             }
         }
         if launching.iter().filter(|&&l| l).count() < 2 {
-            return 0;
+            return;
         }
         // (end, thread, node) of every call of a launching thread, by end.
         let mut ends: Vec<(i64, u32, u32)> = threads
@@ -94,8 +93,6 @@ impl Builder {
                 }
             }
         }
-        let n = added.len();
         self.edges.extend(added);
-        n
     }
 }
