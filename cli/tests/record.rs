@@ -131,6 +131,43 @@ fn the_child_sees_the_collector_environment() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--memory MODE` reaches the Python hooks as STREAMSCOPE_MEMORY; without
+/// it the user's own value passes through untouched; a bad mode is refused.
+#[test]
+fn record_memory_mode_reaches_the_child() {
+    let run = |extra: &[&str], user: Option<&str>| {
+        let dir = temp("memory-mode");
+        let mut c = Command::new(env!("CARGO_BIN_EXE_streamscope"));
+        c.args(["record", "--allow-untraced"]).args(extra).arg("-o").arg(&dir);
+        c.args(["--", "sh", "-c", "echo \"[${STREAMSCOPE_MEMORY-unset}]\""]);
+        match user {
+            Some(v) => c.env("STREAMSCOPE_MEMORY", v),
+            None => c.env_remove("STREAMSCOPE_MEMORY"),
+        };
+        let out = c.output().expect("streamscope runs");
+        let _ = std::fs::remove_dir_all(&dir);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    for (extra, user, want) in [
+        (&["--memory", "lines"][..], None, "[lines]"),
+        (&["--memory", "off"][..], Some("1"), "[off]"),
+        (&["--memory=on"][..], None, "[on]"),
+        (&[][..], None, "[unset]"),
+        (&[][..], Some("lines"), "[lines]"),
+    ] {
+        let (code, stdout, stderr) = run(extra, user);
+        assert_eq!(stdout, want, "{extra:?} {user:?}: {stderr}");
+        assert_eq!(code, Some(0), "{extra:?}: {stderr}");
+    }
+    let (code, _, stderr) = run(&["--memory", "stacks"], None);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("--memory"), "{stderr}");
+}
+
 #[test]
 fn help_warns_about_torch_profiler() {
     let out = Command::new(env!("CARGO_BIN_EXE_streamscope"))

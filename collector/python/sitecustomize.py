@@ -86,6 +86,17 @@ def _here_outside_torch():
     return first
 
 
+def _memory_mode(value):
+    """STREAMSCOPE_MEMORY as one of "on", "lines", "off" (an unknown value
+    is "on": the default, whose cost is measured)."""
+    v = (value or "").strip().lower()
+    if v in ("0", "off", "no", "false"):
+        return "off"
+    if v in ("1", "lines", "stacks"):
+        return "lines"
+    return "on"
+
+
 def _memory_history(torch, lib):
     """GPU memory from the caching allocator's own history
     (torch.cuda.memory._record_memory_history, a bounded ring of
@@ -95,10 +106,12 @@ def _memory_history(torch, lib):
     allocator's totals at that instant (which set the totals of every
     earlier event), their clock moved to CLOCK_MONOTONIC (the trace's), and
     the Python line of each allocation when stacks are kept.
-    STREAMSCOPE_MEMORY=0 turns this off; =nostacks keeps no stacks (no
-    Python line per block)."""
-    mode = os.environ.get("STREAMSCOPE_MEMORY", "")
-    if mode not in ("1", "nostacks"):
+    STREAMSCOPE_MEMORY (`record --memory`): unset or "on", the events
+    without stacks (no stack is gathered: +0.2 % of an FSDP2 step on an
+    H100, docs/METRICS.md); "lines" (or "1"), with the Python stack of each
+    allocation, for its line; "off" (or "0"), no history."""
+    mode = _memory_mode(os.environ.get("STREAMSCOPE_MEMORY"))
+    if mode == "off":
         return
     import atexit
     import ctypes
@@ -125,7 +138,7 @@ def _memory_history(torch, lib):
 
     def start():
         try:
-            if mode == "nostacks":
+            if mode == "on":
                 hist(enabled="all", context=None, stacks="python", max_entries=entries)
             else:
                 hist(enabled="all", context="alloc", stacks="python", max_entries=entries)

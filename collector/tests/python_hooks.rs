@@ -325,3 +325,83 @@ print(buf.value.decode(), n)
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout.trim(), "<string>:7 (<module>) 21", "{stdout}");
 }
+
+/// A stand-in torch with just what the memory hooks touch: the history
+/// switch records its arguments, `_lazy_call` runs at once.
+const FAKE_CUDA_TORCH: &str = "from . import cuda\n";
+const FAKE_CUDA: &str = r#"from . import memory
+def _lazy_call(f):
+    f()
+def memory_allocated(device=0):
+    return 0
+def memory_reserved(device=0):
+    return 0
+"#;
+const FAKE_CUDA_MEMORY: &str = r#"calls = []
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=0):
+    calls.append((enabled, context, stacks, max_entries))
+def _snapshot():
+    return {"device_traces": []}
+"#;
+
+/// STREAMSCOPE_MEMORY (what `record --memory` sets) picks the allocator
+/// history's variant: on by default without stacks, with them for
+/// `lines`, none for `off`; the ring's size follows
+/// STREAMSCOPE_MEMORY_ENTRIES.
+#[test]
+fn memory_history_follows_streamscope_memory() {
+    let Some(lib) = cdylib() else {
+        assert!(std::env::var_os("CI").is_none(), "cdylib not built");
+        eprintln!("cdylib not built: skipped");
+        return;
+    };
+    if !python_ok(Path::new("python3")) {
+        assert!(std::env::var_os("CI").is_none(), "no python3");
+        eprintln!("no python3: skipped");
+        return;
+    }
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ss-pymem-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let hooks = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    write(&dir.join("pkgs/torch/__init__.py"), FAKE_CUDA_TORCH);
+    write(&dir.join("pkgs/torch/cuda/__init__.py"), FAKE_CUDA);
+    write(&dir.join("pkgs/torch/cuda/memory.py"), FAKE_CUDA_MEMORY);
+    let path = format!("{}:{}", hooks.display(), dir.join("pkgs").display());
+    let on = "[('all', None, 'python', 1000000)]";
+    let lines = "[('all', 'alloc', 'python', 1000000)]";
+    for (value, entries, want) in [
+        (None, None, on),
+        (Some("on"), None, on),
+        (Some("nostacks"), None, on),
+        (Some("lines"), None, lines),
+        (Some("1"), None, lines),
+        (Some("off"), None, "[]"),
+        (Some("0"), None, "[]"),
+        (None, Some("5000"), "[('all', None, 'python', 5000)]"),
+        (None, Some("many"), on),
+    ] {
+        let mut cmd = Command::new("python3");
+        cmd.args([
+            "-c",
+            "import torch; print(torch.cuda.memory.calls)",
+        ])
+        .env("PYTHONPATH", &path)
+        .env("STREAMSCOPE_PY_HOOK_LIB", &lib)
+        .env_remove("CUDA_INJECTION64_PATH")
+        .env_remove("STREAMSCOPE_MEMORY")
+        .env_remove("STREAMSCOPE_MEMORY_ENTRIES");
+        if let Some(v) = value {
+            cmd.env("STREAMSCOPE_MEMORY", v);
+        }
+        if let Some(v) = entries {
+            cmd.env("STREAMSCOPE_MEMORY_ENTRIES", v);
+        }
+        let out = cmd.output().expect("python runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{value:?}: {stdout}\n{stderr}");
+        assert_eq!(stdout.trim(), want, "{value:?} {entries:?}\n{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

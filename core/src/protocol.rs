@@ -104,6 +104,10 @@ pub mod env {
     /// `0`: no Python line for host syncs (the collector then subscribes
     /// to no API callback at all; `record --no-python-lines`).
     pub const PYTHON_LINES: &str = "STREAMSCOPE_PYTHON_LINES";
+    /// PyTorch's allocator history through the Python hooks (`record
+    /// --memory`): unset or `on`, its events without stacks; `lines` (or
+    /// `1`), with the Python line of each block; `off` (or `0`), none.
+    pub const MEMORY: &str = "STREAMSCOPE_MEMORY";
     /// Activity kinds not to record, comma-separated, among `memcpy`,
     /// `memset`, `synchronization`, `runtime`, `driver`, `overhead`, `nvtx`
     /// (kernels are always recorded). Less in the trace, and less for the

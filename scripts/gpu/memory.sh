@@ -6,6 +6,9 @@
 #   2. cost: the same job, recorded with the allocator history
 #      (STREAMSCOPE_MEMORY=1), with it but no stacks (=nostacks) and
 #      without (=0), alternating, ROUNDS each; the job's own median step.
+#   2b. cost in one process (scripts/gpu/memory-cost.py): the history's
+#      variants switched every few steps, COST_ROUNDS rounds (default 40);
+#      separate processes differ by more than the 1 % asked.
 #   3. oom: the job with --oom-step 5 (asks for twice the card), recorded:
 #      the report names the failed allocation and its line.
 #   4. native: examples/legacy_stream.cu recorded (no PyTorch): device
@@ -71,6 +74,13 @@ for i in $(seq 1 "$ROUNDS"); do
     rm -rf "$W/cost-$mode-$i"
   done
 done
+
+# 2b. The same cost in one process, variants alternating every few steps.
+if [ "${COST_ROUNDS:-40}" -gt 0 ]; then
+  step cost-inprocess 240 "$PY" scripts/gpu/memory-cost.py --rounds "${COST_ROUNDS:-40}" > "$W/cost.out" 2>&1
+  grep '^COST' "$W/cost.out" | sed 's/^COST /MEMORY cost_inprocess /' | tee -a "$W/results.txt"
+  grep -v '^COST' "$W/cost.out" | tail -5
+fi
 
 # 3. Out of memory: the job dies; the report names the allocation.
 step oom 90 env STREAMSCOPE_MEMORY=1 "$S" record -o "$W/memory-oom" -- $TR --nproc_per_node 1 "$X" --steps 10 --oom-step 5 > "$W/oom.out" 2>&1

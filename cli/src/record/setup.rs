@@ -120,6 +120,9 @@ fn set_capture_env(cmd: &mut Command, args: &RecordArgs, out: &Path) {
     if args.no_python_lines {
         cmd.env(streamscope_core::protocol::env::PYTHON_LINES, "0");
     }
+    if let Some(mode) = args.memory {
+        cmd.env(streamscope_core::protocol::env::MEMORY, mode.env_value());
+    }
     for (var, val) in [
         (ENV_RANGE, args.capture_range.clone()),
         (ENV_DELAY, args.delay.map(|v| v.to_string())),
