@@ -138,7 +138,10 @@ fn record_memory_mode_reaches_the_child() {
     let run = |extra: &[&str], user: Option<&str>| {
         let dir = temp("memory-mode");
         let mut c = Command::new(env!("CARGO_BIN_EXE_streamscope"));
-        c.args(["record", "--allow-untraced"]).args(extra).arg("-o").arg(&dir);
+        c.args(["record", "--allow-untraced"])
+            .args(extra)
+            .arg("-o")
+            .arg(&dir);
         c.args(["--", "sh", "-c", "echo \"[${STREAMSCOPE_MEMORY-unset}]\""]);
         match user {
             Some(v) => c.env("STREAMSCOPE_MEMORY", v),

@@ -382,15 +382,12 @@ fn memory_history_follows_streamscope_memory() {
         (None, Some("many"), on),
     ] {
         let mut cmd = Command::new("python3");
-        cmd.args([
-            "-c",
-            "import torch; print(torch.cuda.memory.calls)",
-        ])
-        .env("PYTHONPATH", &path)
-        .env("STREAMSCOPE_PY_HOOK_LIB", &lib)
-        .env_remove("CUDA_INJECTION64_PATH")
-        .env_remove("STREAMSCOPE_MEMORY")
-        .env_remove("STREAMSCOPE_MEMORY_ENTRIES");
+        cmd.args(["-c", "import torch; print(torch.cuda.memory.calls)"])
+            .env("PYTHONPATH", &path)
+            .env("STREAMSCOPE_PY_HOOK_LIB", &lib)
+            .env_remove("CUDA_INJECTION64_PATH")
+            .env_remove("STREAMSCOPE_MEMORY")
+            .env_remove("STREAMSCOPE_MEMORY_ENTRIES");
         if let Some(v) = value {
             cmd.env("STREAMSCOPE_MEMORY", v);
         }

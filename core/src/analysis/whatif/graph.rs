@@ -12,7 +12,8 @@
 //!   `analysis::waits` does);
 //!   Where the trace says how streams were created, a wait between the
 //!   legacy default stream and a blocking stream is marked as its implicit
-//!   synchronization ([`Graph::legacy_release`]);
+//!   synchronization ([`Graph::legacy_release`]), and that synchronization
+//!   is added by launch order where the timing did not show it ([`legacy`]);
 //! - host order: an API call starts after the previous one of its thread
 //!   ended, the host time between them kept;
 //! - host hand-offs: a call that ends an idle stretch of its thread starts
@@ -34,6 +35,7 @@
 //! the graph replayed unchanged gives back the measured times.
 
 mod handoff;
+mod legacy;
 
 use super::super::rank::{IntMap, RankCtx};
 use super::super::xrank::Matching;
@@ -130,9 +132,10 @@ pub struct Graph {
     pub queued: Vec<bool>,
     /// GPU nodes whose start waited on the legacy default stream's implicit
     /// synchronization (a legacy-stream activity released by a blocking
-    /// stream's, or the reverse, per `protocol::streams`): node -> that
-    /// predecessor vertex.
-    pub legacy_release: IntMap<u32, u32>,
+    /// stream's, or the reverse, per `protocol::streams`; from the timing
+    /// and from the launch order, [`legacy`]): node -> those predecessor
+    /// vertices.
+    pub legacy_release: IntMap<u32, Vec<u32>>,
 }
 
 impl Graph {
@@ -229,7 +232,7 @@ struct Builder {
     /// Nodes whose end waits on the launch queue.
     queued: Vec<u32>,
     /// See [`Graph::legacy_release`].
-    legacy_release: IntMap<u32, u32>,
+    legacy_release: IntMap<u32, Vec<u32>>,
     /// Slice -> node of the outermost host call containing it, per rank.
     host_of: IntMap<u32, u32>,
     /// NCCL slice -> node, for the coupling edges.
@@ -299,6 +302,7 @@ pub fn build(
         b.host_order_edges(ci);
         b.handoff_edges(t, ci, ctx);
         b.gpu_edges(t, ci, ctx);
+        b.legacy_order_edges(t, ci, ctx);
         b.host_end_edges(ci);
         b.queue_edges(t, ci, ctx, queue_depth);
     }
@@ -576,7 +580,7 @@ impl Builder {
                 let of = |k: u16| creations.get(k as usize).copied().flatten();
                 if let (Some(a), Some(b)) = (of(e.stream), of(r_stream)) {
                     if StreamCreation::serializes(a, b) {
-                        self.legacy_release.insert(n, 2 * r + 1);
+                        self.legacy_release.entry(n).or_default().push(2 * r + 1);
                     }
                 }
             }

@@ -151,12 +151,11 @@ pub fn replay_scaled(
         let (t, by) = if v.is_multiple_of(2) {
             // Start: the latest of what it waits for, plus its residual.
             let mut best: Option<(i64, u32)> = None;
-            let skip = if ch.unblock_legacy {
-                g.legacy_release.get(&(v / 2)).copied()
-            } else {
-                None
+            let skip: &[u32] = match g.legacy_release.get(&(v / 2)) {
+                Some(r) if ch.unblock_legacy => r,
+                _ => &[],
             };
-            for &p in ps.iter().filter(|&&p| Some(p) != skip) {
+            for &p in ps.iter().filter(|&&p| !skip.contains(&p)) {
                 let x = value(p, &out);
                 if best.is_none_or(|b| x > b.0) {
                     best = Some((x, p));
