@@ -65,11 +65,12 @@ pub struct RecordArgs {
     pub no_python_lines: bool,
     /// GPU memory of PyTorch jobs, from the caching allocator's own
     /// history (through the Python hooks): `on`, allocated and reserved
-    /// memory per GPU over time and every block (+0.2 % of an FSDP2 step
-    /// on an H100); `lines`, each block with the Python line that
-    /// allocated it (+1.3 %); `off`. Default: `on`, or what
-    /// STREAMSCOPE_MEMORY says. Device memory (cudaMalloc) is recorded
-    /// whatever this says.
+    /// memory per GPU over time and every block; `lines`, each block with
+    /// the Python line that allocated it; `off`. Default: `off`, or what
+    /// STREAMSCOPE_MEMORY says: `on` costs 0.2 to 4 % of an FSDP2 step on
+    /// an H100 (the more host-bound the loop, the more), `lines` 1.3 to
+    /// 8.6 % (docs/METRICS.md, "Memory"). Device memory (cudaMalloc) is
+    /// recorded whatever this says.
     #[arg(long, value_enum, value_name = "MODE")]
     pub memory: Option<MemoryMode>,
     /// Do not load the collector as NCCL's profiler plugin (by default

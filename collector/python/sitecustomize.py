@@ -87,10 +87,10 @@ def _here_outside_torch():
 
 
 def _memory_mode(value):
-    """STREAMSCOPE_MEMORY as one of "on", "lines", "off" (an unknown value
-    is "on": the default, whose cost is measured)."""
+    """STREAMSCOPE_MEMORY as one of "on", "lines", "off" (unset or empty:
+    "off", the default; another value: "on")."""
     v = (value or "").strip().lower()
-    if v in ("0", "off", "no", "false"):
+    if v in ("", "0", "off", "no", "false"):
         return "off"
     if v in ("1", "lines", "stacks"):
         return "lines"
@@ -106,10 +106,10 @@ def _memory_history(torch, lib):
     allocator's totals at that instant (which set the totals of every
     earlier event), their clock moved to CLOCK_MONOTONIC (the trace's), and
     the Python line of each allocation when stacks are kept.
-    STREAMSCOPE_MEMORY (`record --memory`): unset or "on", the events
-    without stacks (no stack is gathered: +0.2 % of an FSDP2 step on an
-    H100, docs/METRICS.md); "lines" (or "1"), with the Python stack of each
-    allocation, for its line; "off" (or "0"), no history."""
+    STREAMSCOPE_MEMORY (`record --memory`): "on", the events without
+    stacks (no stack is gathered); "lines" (or "1"), with the Python stack
+    of each allocation, for its line; unset or "off" (or "0"), no history:
+    its cost on a host-bound FSDP2 step is above 1 % (docs/METRICS.md)."""
     mode = _memory_mode(os.environ.get("STREAMSCOPE_MEMORY"))
     if mode == "off":
         return

@@ -345,8 +345,8 @@ def _snapshot():
 "#;
 
 /// STREAMSCOPE_MEMORY (what `record --memory` sets) picks the allocator
-/// history's variant: on by default without stacks, with them for
-/// `lines`, none for `off`; the ring's size follows
+/// history's variant: none by default or for `off`, without stacks for
+/// `on`, with them for `lines`; the ring's size follows
 /// STREAMSCOPE_MEMORY_ENTRIES.
 #[test]
 fn memory_history_follows_streamscope_memory() {
@@ -371,15 +371,16 @@ fn memory_history_follows_streamscope_memory() {
     let on = "[('all', None, 'python', 1000000)]";
     let lines = "[('all', 'alloc', 'python', 1000000)]";
     for (value, entries, want) in [
-        (None, None, on),
+        (None, None, "[]"),
+        (Some(""), None, "[]"),
         (Some("on"), None, on),
         (Some("nostacks"), None, on),
         (Some("lines"), None, lines),
         (Some("1"), None, lines),
         (Some("off"), None, "[]"),
         (Some("0"), None, "[]"),
-        (None, Some("5000"), "[('all', None, 'python', 5000)]"),
-        (None, Some("many"), on),
+        (Some("on"), Some("5000"), "[('all', None, 'python', 5000)]"),
+        (Some("on"), Some("many"), on),
     ] {
         let mut cmd = Command::new("python3");
         cmd.args(["-c", "import torch; print(torch.cuda.memory.calls)"])

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU memory from `record` (issue 36), on 1 GPU, under 9 minutes:
-#   1. torch-fsdp2-memory: examples/torch_fsdp2.py (FSDP2, 1 rank) recorded;
+#   1. torch-fsdp2-memory: examples/torch_fsdp2.py (FSDP2, 1 rank) recorded
+#      with `--memory lines` (MEMORY_MODE=on|off: that mode instead);
 #      the report's peak allocated / reserved against the job's own
 #      torch.cuda.max_memory_allocated / max_memory_reserved (its JSON line).
 #   2. cost: the same job, recorded with the allocator history
@@ -45,7 +46,7 @@ nvidia-smi -L
 
 # 1. The memory recording, checked against the job's own peaks.
 D="$W/torch-fsdp2-memory"
-step fsdp2-memory 120 env STREAMSCOPE_MEMORY=1 "$S" record -o "$D" -- $TR --nproc_per_node 1 "$X" --steps "$STEPS" > "$W/fsdp2-memory.out" 2>&1
+step fsdp2-memory 120 env -u STREAMSCOPE_MEMORY "$S" record --memory "${MEMORY_MODE:-lines}" -o "$D" -- $TR --nproc_per_node 1 "$X" --steps "$STEPS" > "$W/fsdp2-memory.out" 2>&1
 tail -5 "$W/fsdp2-memory.out"
 grep '^{' "$W/fsdp2-memory.out" | tail -1 > "$D/job-timing.txt"
 "$S" report "$D" --full | tee "$W/fsdp2-memory.report.txt" | sed -n '1,200p'
