@@ -143,7 +143,8 @@ with open(os.path.join(w, "results.json"), "w") as f:
     json.dump(rows, f, indent=1)
 PY
 cp "$W/results.json" "$OUT/whatif-validate.json" 2>/dev/null
-tar czf "$OUT/whatif-validate-traces.tar.gz" -C "$W" host-after-sync-sync gpu-bound-sync legacy-stream-sync 2>/dev/null
+tar czf "$OUT/whatif-validate-traces.tar.gz" -C "$W" host-after-sync-sync gpu-bound-sync legacy-stream-sync \
+  $([ -n "${KEEP_NOSYNC:-}" ] && echo host-after-sync-nosync gpu-bound-nosync) 2>/dev/null
 echo
 cat "$SUMMARY"
 grep '^RESULT' "$W/results.txt"
