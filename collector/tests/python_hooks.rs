@@ -176,19 +176,28 @@ fn python_ok(py: &Path) -> bool {
         .unwrap_or(false)
 }
 
-#[test]
-fn frames_hooks_and_user_lines() {
+/// The built cdylib, when it and python3 are there; `None` (the test
+/// skips, and says so) otherwise. In CI (gcc, python3 and the cdylib are
+/// there) nothing may skip.
+fn cdylib_and_python() -> Option<PathBuf> {
     let Some(lib) = cdylib() else {
-        // In CI (gcc, python3 and the cdylib are there) this must not skip.
         assert!(std::env::var_os("CI").is_none(), "cdylib not built");
         eprintln!("cdylib not built: skipped");
-        return;
+        return None;
     };
     if !python_ok(Path::new("python3")) {
         assert!(std::env::var_os("CI").is_none(), "no python3");
         eprintln!("no python3: skipped");
-        return;
+        return None;
     }
+    Some(lib)
+}
+
+#[test]
+fn frames_hooks_and_user_lines() {
+    let Some(lib) = cdylib_and_python() else {
+        return;
+    };
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("ss-pyhooks-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -300,14 +309,9 @@ fn frames_hooks_and_user_lines() {
 /// gives the user's line; an unknown Python says so in one line.
 #[test]
 fn the_frame_reader_needs_no_hooks() {
-    let Some(lib) = cdylib() else {
-        assert!(std::env::var_os("CI").is_none(), "cdylib not built");
+    let Some(lib) = cdylib_and_python() else {
         return;
     };
-    if !python_ok(Path::new("python3")) {
-        assert!(std::env::var_os("CI").is_none(), "no python3");
-        return;
-    }
     let script = r#"import ctypes, sys
 lib = ctypes.CDLL(sys.argv[1])
 f = lib.streamscope_debug_python_location
@@ -350,16 +354,9 @@ def _snapshot():
 /// STREAMSCOPE_MEMORY_ENTRIES.
 #[test]
 fn memory_history_follows_streamscope_memory() {
-    let Some(lib) = cdylib() else {
-        assert!(std::env::var_os("CI").is_none(), "cdylib not built");
-        eprintln!("cdylib not built: skipped");
+    let Some(lib) = cdylib_and_python() else {
         return;
     };
-    if !python_ok(Path::new("python3")) {
-        assert!(std::env::var_os("CI").is_none(), "no python3");
-        eprintln!("no python3: skipped");
-        return;
-    }
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("ss-pymem-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -10,19 +10,13 @@ use streamscope_core::*;
 
 const US: i64 = 1000;
 
-/// `steps` steps of one thread on one GPU. Each step launches (5 µs each)
-/// A1 (1000 µs) on stream 13, B1 (500 µs) on 14, a 20 µs kernel on the
-/// legacy default stream 7, then A2 (500 µs) on 13 and B2 (1000 µs) on 14,
-/// and ends with a `cudaDeviceSynchronize`. GPU work starts 5 µs after
-/// what it waits for: its launch, its stream, and, under CUDA's legacy
-/// rules when `blocking`, the legacy kernel waits for all earlier work on
-/// 13 and 14 and their later work waits for it. `meta`: the stream
-/// creations the trace says, if any. Returns the trace and the GPU period
-/// of a step.
-fn native_loop(steps: usize, blocking: bool, meta: Option<&str>) -> (Trace, i64) {
+/// A process `pid` (rank 0 of 1) with one GPU, whose metadata says the
+/// stream creations `meta` (if any): the builder, its thread "main", and
+/// one track per stream id of `ids`.
+fn rig(pid: u32, meta: Option<&str>, ids: &[u32]) -> (TraceBuilder, TrackId, Vec<TrackId>) {
     let mut t = TraceBuilder::new();
     let p = t.add_process(Process {
-        pid: 20,
+        pid,
         rank: Some(0),
         world_size: Some(1),
         metadata: meta
@@ -33,18 +27,31 @@ fn native_loop(steps: usize, blocking: bool, meta: Option<&str>) -> (Trace, i64)
     let d = t.add_device(streamscope_core::synth::h200(p, 0));
     let host = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
     let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
-    let stream = |t: &mut TraceBuilder, id: u32| {
-        t.add_track(
-            p,
-            Some(g),
-            TrackKind::Stream {
+    let lanes = ids
+        .iter()
+        .map(|&id| {
+            let kind = TrackKind::Stream {
                 device: d,
                 stream: id,
-            },
-            &format!("stream {id}"),
-        )
-    };
-    let (s7, s13, s14) = (stream(&mut t, 7), stream(&mut t, 13), stream(&mut t, 14));
+            };
+            t.add_track(p, Some(g), kind, &format!("stream {id}"))
+        })
+        .collect();
+    (t, host, lanes)
+}
+
+/// `steps` steps of one thread on one GPU. Each step launches (5 µs each)
+/// A1 (1000 µs) on stream 13, B1 (500 µs) on 14, a 20 µs kernel on the
+/// legacy default stream 7, then A2 (500 µs) on 13 and B2 (1000 µs) on 14,
+/// and ends with a `cudaDeviceSynchronize`. GPU work starts 5 µs after
+/// what it waits for: its launch, its stream, and, under CUDA's legacy
+/// rules when `blocking`, the legacy kernel waits for all earlier work on
+/// 13 and 14 and their later work waits for it. `meta`: the stream
+/// creations the trace says, if any. Returns the trace and the GPU period
+/// of a step.
+fn native_loop(steps: usize, blocking: bool, meta: Option<&str>) -> (Trace, i64) {
+    let (mut t, host, lanes) = rig(20, meta, &[7, 13, 14]);
+    let (s7, s13, s14) = (lanes[0], lanes[1], lanes[2]);
     let launch = t.intern("cudaLaunchKernel");
     let sync = t.intern("cudaDeviceSynchronize");
     let mut corr = 1u32;
@@ -180,29 +187,8 @@ fn no_finding_where_nothing_synchronizes_with_the_legacy_stream() {
 /// L waits for A (the legacy rules, as the timing shows); the next step's A
 /// starts after its own launch, so the recording shows no wait of A on L.
 fn synced_loop(steps: usize) -> Trace {
-    let mut t = TraceBuilder::new();
-    let p = t.add_process(Process {
-        pid: 21,
-        rank: Some(0),
-        world_size: Some(1),
-        metadata: vec![(streams::key(0), "7:legacy 13:blocking".to_string())],
-        ..Default::default()
-    });
-    let d = t.add_device(streamscope_core::synth::h200(p, 0));
-    let host = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
-    let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
-    let mut lane = |id: u32| {
-        t.add_track(
-            p,
-            Some(g),
-            TrackKind::Stream {
-                device: d,
-                stream: id,
-            },
-            &format!("stream {id}"),
-        )
-    };
-    let (s13, s7) = (lane(13), lane(7));
+    let (mut t, host, lanes) = rig(21, Some("7:legacy 13:blocking"), &[13, 7]);
+    let (s13, s7) = (lanes[0], lanes[1]);
     let launch = t.intern("cudaLaunchKernel");
     let sync = t.intern("cudaDeviceSynchronize");
     let python = t.intern("python");

@@ -45,21 +45,42 @@ fn job_ms(folder: &str, label: &str) -> f64 {
 /// and not.
 #[test]
 fn host_after_sync_on_an_h100_is_within_the_target() {
-    let folder = "whatif-sync-host-h100";
-    let t = load(folder);
-    let r = drop_item(&t);
-    let predicted = r.ranks[0].predicted_mean_step_us.expect("mean") / 1000.0;
-    let with = job_ms(folder, "recorded with the sync");
-    for truth in [
-        job_ms(folder, "recorded without it"),
-        job_ms(folder, "without it, not recorded"),
-    ] {
+    let Case {
+        predicted,
+        with,
+        without,
+        plain,
+        ..
+    } = case("whatif-sync-host-h100");
+    for truth in [without, plain] {
         // (predicted gain - measured gain) / step = (truth - predicted) / step.
         let err = 100.0 * (truth - predicted) / with;
         assert!(
             err.abs() < 5.0,
             "predicted {predicted} vs {truth}: {err:.1} % of the {with} ms step"
         );
+    }
+}
+
+/// A recording replayed without the sync at line 84, beside the job's own
+/// median steps (ms): with the sync, without it recorded, and unrecorded.
+struct Case {
+    report: WhatIfReport,
+    predicted: f64,
+    with: f64,
+    without: f64,
+    plain: f64,
+}
+
+fn case(folder: &str) -> Case {
+    let report = drop_item(&load(folder));
+    let predicted = report.ranks[0].predicted_mean_step_us.expect("mean") / 1000.0;
+    Case {
+        report,
+        predicted,
+        with: job_ms(folder, "recorded with the sync"),
+        without: job_ms(folder, "recorded without it"),
+        plain: job_ms(folder, "without it, not recorded"),
     }
 }
 
@@ -76,15 +97,15 @@ fn drop_item(t: &streamscope_core::Trace) -> WhatIfReport {
 
 #[test]
 fn host_work_after_a_dropped_sync_overlaps_the_gpu() {
-    let folder = "whatif-sync-host-h200";
-    let t = load(folder);
-    let r = drop_item(&t);
-    let k = &r.ranks[0];
-    let with = job_ms(folder, "recorded with the sync");
-    let without = job_ms(folder, "recorded without it");
-    let plain = job_ms(folder, "without it, not recorded");
+    let Case {
+        report,
+        predicted,
+        with,
+        without,
+        plain,
+    } = case("whatif-sync-host-h200");
+    let k = &report.ranks[0];
     let measured = k.measured_median_step_us.expect("steps") / 1000.0;
-    let predicted = k.predicted_mean_step_us.expect("mean") / 1000.0;
     // The recording's own steps are the job's: 13.26 against 13.24 ms.
     assert!(
         (measured - with).abs() / with < 0.02,
@@ -122,13 +143,12 @@ fn host_work_after_a_dropped_sync_overlaps_the_gpu() {
 
 #[test]
 fn a_dropped_sync_in_a_gpu_bound_loop_gains_little() {
-    let folder = "whatif-sync-gpu-h200";
-    let t = load(folder);
-    let r = drop_item(&t);
-    let k = &r.ranks[0];
-    let with = job_ms(folder, "recorded with the sync");
-    let plain = job_ms(folder, "without it, not recorded");
-    let predicted = k.predicted_mean_step_us.expect("mean") / 1000.0;
+    let Case {
+        predicted,
+        with,
+        plain,
+        ..
+    } = case("whatif-sync-gpu-h200");
     let err = 100.0 * (predicted - plain) / plain;
     assert!(
         err.abs() < 5.0,

@@ -6,7 +6,8 @@
 #      torch.cuda.max_memory_allocated / max_memory_reserved (its JSON line).
 #   2. cost: the same job, recorded with the allocator history
 #      (STREAMSCOPE_MEMORY=1), with it but no stacks (=nostacks) and
-#      without (=0), alternating, ROUNDS each; the job's own median step.
+#      without (=0), alternating, ROUNDS each (default 0: separate processes
+#      differ by more than the 1 % measured; 2b is the cost); the job's own median step.
 #   2b. cost in one process (scripts/gpu/memory-cost.py): the history's
 #      variants switched every few steps, COST_ROUNDS rounds (default 40);
 #      separate processes differ by more than the 1 % asked.
@@ -37,7 +38,7 @@ X=examples/torch_fsdp2.py
 TR="$(dirname "$PY")/torchrun"
 [ -x "$TR" ] || TR="$PY -m torch.distributed.run"
 STEPS=${STEPS:-20}
-ROUNDS=${ROUNDS:-4}
+ROUNDS=${ROUNDS:-0}
 say() { echo "MEMORY $*" | tee -a "$W/results.txt"; }
 : > "$W/results.txt"
 

@@ -199,30 +199,20 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
     if let Some(steps) = super::graph_steps::graph_steps(&launches, i64::MIN, host_end, 0) {
         return found(steps, StepSource::GraphLaunch);
     }
-    match repetition(t, ctx) {
-        (Some(steps), rep) => Detected {
-            steps,
-            source: StepSource::Repetition,
-            repeating: rep,
-            steady_from: None,
-            graph_corrs: graph_corrs.clone(),
+    let (found_steps, repeating) = repetition(t, ctx);
+    let (steps, source) = match found_steps {
+        Some(steps) => (steps, StepSource::Repetition),
+        None => match super::sync_steps::sync_steps(t, ctx) {
+            Some(steps) => (steps, StepSource::Sync),
+            None => (Vec::new(), StepSource::None),
         },
-        (None, rep) => match super::sync_steps::sync_steps(t, ctx) {
-            Some(steps) => Detected {
-                steps,
-                source: StepSource::Sync,
-                repeating: rep,
-                steady_from: None,
-                graph_corrs: graph_corrs.clone(),
-            },
-            None => Detected {
-                steps: Vec::new(),
-                source: StepSource::None,
-                repeating: rep,
-                steady_from: None,
-                graph_corrs: graph_corrs.clone(),
-            },
-        },
+    };
+    Detected {
+        steps,
+        source,
+        repeating,
+        steady_from: None,
+        graph_corrs: graph_corrs.clone(),
     }
 }
 

@@ -3,9 +3,9 @@
 //! `for (...) { launch...; cudaDeviceSynchronize(); }` whose kernels all
 //! share one name (the period detector keys on names, and finds none).
 //!
-//! The blocking sync API called most often on the rank's busiest launching
-//! thread, from one call site (the caller the collector symbolized, or the
-//! Python line), with GPU work launched between every two calls, ends the
+//! The (thread, blocking sync API, call site) called most often, the site
+//! being the caller the collector symbolized or the Python line, with GPU
+//! work launched on that thread between every two of its calls, ends the
 //! steps: step k runs from the return of call k-1 (the first from the
 //! first launch) to the return of call k, on the host's clock.
 
@@ -64,8 +64,9 @@ pub fn sync_steps(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
     }
     calls.sort_by_key(|c| (c.0, c.1));
     // Per (thread, API, site): its calls' ends; the thread's launch count
-    // at its last call; whether a launch came between every two calls.
-    type Group = (Vec<i64>, usize, bool);
+    // at its last call (none before the first); whether a launch came
+    // between every two calls.
+    type Group = (Vec<i64>, Option<usize>, bool);
     let mut groups: rustc_hash::FxHashMap<(u32, StrId, String), Group> = Default::default();
     let mut launches: rustc_hash::FxHashMap<u32, usize> = Default::default();
     for (track, _, e, launch, site) in calls {
@@ -76,12 +77,12 @@ pub fn sync_steps(t: &Trace, ctx: &RankCtx) -> Option<Vec<Step>> {
         let Some((api, at)) = site else { continue };
         let g = groups
             .entry((track, api, at))
-            .or_insert((Vec::new(), usize::MAX, true));
-        if g.1 != usize::MAX && *n == g.1 {
+            .or_insert((Vec::new(), None, true));
+        if g.1 == Some(*n) {
             g.2 = false;
         }
         g.0.push(e);
-        g.1 = *n;
+        g.1 = Some(*n);
     }
     let (ends, _, _) = groups
         .into_values()

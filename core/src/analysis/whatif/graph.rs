@@ -302,7 +302,6 @@ pub fn build(
         b.host_order_edges(ci);
         b.handoff_edges(t, ci, ctx);
         b.gpu_edges(t, ci, ctx);
-        b.legacy_order_edges(t, ci, ctx);
         b.host_end_edges(ci);
         b.queue_edges(t, ci, ctx, queue_depth);
     }
@@ -537,7 +536,8 @@ impl Builder {
         }
     }
 
-    /// GPU: stream order, launch, cross-stream waits; end after start.
+    /// GPU: stream order, launch, cross-stream waits (and the legacy
+    /// stream's by launch order, [`legacy`]); end after start.
     fn gpu_edges(&mut self, t: &Trace, ci: usize, ctx: &RankCtx) {
         let sl = t.slices();
         let creations = super::super::stream_creation::of_ctx(t, ctx);
@@ -587,6 +587,7 @@ impl Builder {
             // End after start.
             self.edges.push((v + 1, v));
         }
+        self.legacy_order_edges(t, ci, ctx, &creations);
     }
 
     /// The launch queue: the end of each launch call (a host call that

@@ -15,16 +15,20 @@
 use std::collections::BTreeMap;
 
 use super::super::super::rank::RankCtx;
-use super::super::super::stream_creation;
 use super::{Builder, NONE};
 use crate::model::Trace;
 use crate::protocol::streams::StreamCreation;
 
 impl Builder {
     /// Edges of the legacy default stream's implicit synchronization on
-    /// rank `ci` (module doc).
-    pub(super) fn legacy_order_edges(&mut self, t: &Trace, ci: usize, ctx: &RankCtx) {
-        let creations = stream_creation::of_ctx(t, ctx);
+    /// rank `ci` (module doc), `creations` its streams' (by stream index).
+    pub(super) fn legacy_order_edges(
+        &mut self,
+        t: &Trace,
+        ci: usize,
+        ctx: &RankCtx,
+        creations: &[Option<StreamCreation>],
+    ) {
         if !creations.contains(&Some(StreamCreation::Legacy)) {
             return;
         }
