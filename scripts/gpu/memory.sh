@@ -11,6 +11,8 @@
 #   2b. cost in one process (scripts/gpu/memory-cost.py): the history's
 #      variants switched every few steps, COST_ROUNDS rounds (default 40);
 #      separate processes differ by more than the 1 % asked.
+#   2c. cost per event (scripts/gpu/memory-event-cost.py): a tight
+#      allocator loop, history off / on / lines, EV_ROUNDS rounds (default 30).
 #   3. oom: the job with --oom-step 5 (asks for twice the card), recorded:
 #      the report names the failed allocation and its line.
 #   4. native: examples/legacy_stream.cu recorded (no PyTorch): device
@@ -82,6 +84,14 @@ if [ "${COST_ROUNDS:-40}" -gt 0 ]; then
   step cost-inprocess 240 "$PY" scripts/gpu/memory-cost.py --rounds "${COST_ROUNDS:-40}" > "$W/cost.out" 2>&1
   grep '^COST' "$W/cost.out" | sed 's/^COST /MEMORY cost_inprocess /' | tee -a "$W/results.txt"
   grep -v '^COST' "$W/cost.out" | tail -5
+fi
+
+# 2c. The history's host cost per event (scripts/gpu/memory-event-cost.py):
+# a tight allocator loop with the history off, on and with lines.
+if [ "${EV_ROUNDS:-30}" -gt 0 ]; then
+  step cost-per-event 180 "$PY" scripts/gpu/memory-event-cost.py --rounds "${EV_ROUNDS:-30}" > "$W/evcost.out" 2>&1
+  grep '^EVCOST' "$W/evcost.out" | sed 's/^EVCOST /MEMORY cost_per_event /' | tee -a "$W/results.txt"
+  grep -v '^EVCOST' "$W/evcost.out" | tail -5
 fi
 
 # 3. Out of memory: the job dies; the report names the allocation.

@@ -27,6 +27,9 @@
 # recordings in $OUT/whatif-validate-traces.tar.gz. Each step has a time
 # limit, the script a budget (VALIDATE_BUDGET_S, default 330 s); STEPS
 # (default 40) steps per run.
+# SMI_MS=N samples the GPU's clocks and power with nvidia-smi every N ms
+# during each recorded job ($OUT/NAME.smi.csv and an "SMI" line each);
+# KEEP_NOSYNC=1 keeps the recordings without the sync too.
 set -u
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -44,10 +47,46 @@ echo "=== machine $(date -u +%FT%TZ)"
 nvidia-smi -L
 echo "=== planted sync: $X:$LINE"
 
+# smi_start NAME / smi_stop NAME: with SMI_MS set, nvidia-smi samples the
+# GPU's SM and memory clocks, power, temperature and clock-event reasons
+# every SMI_MS ms while NAME runs, into $OUT/NAME.smi.csv, and a line
+# "SMI name=NAME ..." gives the median SM clock and power over the samples
+# where the GPU drew more than half its median power (the busy part).
+SMI_PID=""
+smi_start() {
+  [ -n "${SMI_MS:-}" ] && command -v nvidia-smi >/dev/null || return 0
+  nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader,nounits -lms "$SMI_MS" > "$OUT/$1.smi.csv" 2>/dev/null &
+  SMI_PID=$!
+  sleep 0.5
+}
+smi_stop() {
+  [ -n "$SMI_PID" ] || return 0
+  kill "$SMI_PID" 2>/dev/null; wait "$SMI_PID" 2>/dev/null; SMI_PID=""
+  "$PY" - "$OUT/$1.smi.csv" "$1" <<'PY'
+import statistics, sys
+rows = []
+for l in open(sys.argv[1]):
+    f = [x.strip() for x in l.split(",")]
+    try:
+        rows.append((float(f[1]), float(f[3]), float(f[4]), f[5]))
+    except (ValueError, IndexError):
+        pass
+if rows:
+    pm = statistics.median(r[1] for r in rows)
+    busy = [r for r in rows if r[1] > pm / 2] or rows
+    print(f"SMI name={sys.argv[2]} samples={len(rows)} busy={len(busy)} sm_mhz_median={statistics.median(r[0] for r in busy):.0f} "
+          f"sm_mhz_min={min(r[0] for r in busy):.0f} power_w_median={statistics.median(r[1] for r in busy):.0f} "
+          f"temp_c_max={max(r[2] for r in busy):.0f} reasons={sorted(set(r[3] for r in busy))}")
+PY
+}
+
 # job NAME ARGS...: the example recorded into $W/NAME; its JSON line in $W/NAME.job.json.
 job() {
   local name="$1"; shift
+  smi_start "$name"
   step "$name" 120 "$S" record -o "$W/$name" -- "$PY" "$X" --steps "$STEPS" "$@" > "$W/$name.out" 2>&1
+  smi_stop "$name"
   grep '^{' "$W/$name.out" | tail -1 > "$W/$name.job.json"
   cat "$W/$name.job.json"
 }
