@@ -280,7 +280,11 @@ fn chrome_json_export_reports_what_its_source_reports() {
 #[test]
 fn export_refuses_to_overwrite_or_to_write_into_its_input() {
     let src = repo().join("traces/fsdp-ref-serial-h200x2/rank-0.pftrace.gz");
-    let out = tmp("refuse.pftrace");
+    // A folder of its own: the other tests of this binary write their
+    // exports (and their temporary files) beside each other at the same time.
+    let mine = tmp("refuse");
+    std::fs::create_dir_all(&mine).expect("dir");
+    let out = mine.join("refuse.pftrace");
     std::fs::write(&out, b"precious").expect("write");
     let export = |input: &Path, output: &Path, force: bool| {
         let mut c = bin();

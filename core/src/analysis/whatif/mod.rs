@@ -297,7 +297,7 @@ impl Prepared<'_> {
             } else {
                 (
                     Some(sum(&|r| r.measured_step_us) / n),
-                    Some(sum(&|r| r.predicted_host_us).max(sum(&|r| r.predicted_gpu_us)) / n),
+                    Some(sum(&|r| r.predicted_step_us) / n),
                 )
             };
             report.ranks.push(RankWhatIf {

@@ -39,7 +39,7 @@ fn header(r: &WhatIfReport) -> Vec<String> {
 
 fn tables(r: &WhatIfReport) -> Vec<Table> {
     let mut out = vec![Table {
-        title: "Step time per rank (median over the headline window's steps; mean: the steady pace, host and GPU time summed over the window)".into(),
+        title: "Step time per rank (median over the headline window's steps; mean: the steady pace, the GPU's time from the window's first step to the step after it)".into(),
         headers: vec![
             "rank",
             "steps",

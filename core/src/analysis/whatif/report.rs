@@ -68,15 +68,17 @@ pub struct StepWhatIf {
     pub step: i64,
     /// Whether the step is in the rank's headline window (steady state).
     pub in_window: bool,
-    /// Measured step time, µs.
+    /// Measured step time, µs: for host-timed steps the GPU's, from the
+    /// step's first GPU work to the next step's, as `report`'s.
     pub measured_step_us: f64,
     /// Predicted step time under the changes, µs.
     pub predicted_step_us: f64,
     /// The unchanged replay's step time, µs (the model's consistency check).
     pub replayed_step_us: f64,
-    /// The predicted step's two bounds, µs: the host's interval (host-timed
-    /// steps; the step itself otherwise) and the GPU's period (0 unless
-    /// host-timed); `predicted_step_us` is the larger.
+    /// The predicted host interval between the step's markers, µs
+    /// (host-timed steps; the step itself otherwise), beside the GPU's
+    /// time (`predicted_gpu_us`, 0 unless host-timed), which is
+    /// `predicted_step_us` when the step has GPU work.
     pub predicted_host_us: f64,
     /// See `predicted_host_us`.
     pub predicted_gpu_us: f64,
@@ -113,8 +115,8 @@ pub struct RankWhatIf {
     pub predicted_median_step_us: Option<f64>,
     /// Mean measured step over the headline window, µs.
     pub measured_mean_step_us: Option<f64>,
-    /// Mean predicted step over the headline window, µs: the larger of the
-    /// host's and the GPU's time summed over the window, per step (a host
+    /// Mean predicted step over the headline window, µs: the GPU's time
+    /// from the window's first step to the step after it, per step (a host
     /// that runs ahead in one step and waits in the next nets out; the
     /// steady pace, which `report`'s findings take their gains from).
     pub predicted_mean_step_us: Option<f64>,

@@ -94,15 +94,23 @@ pub(super) fn step_rows(
         }
     }
     let us = |ns: i64| ns as f64 / 1000.0;
-    // A host-timed step lasts at least its GPU period: from the end of the
-    // previous step's GPU work to the end of its own (a host that no longer
-    // waits for the GPU runs ahead until the launch queue fills; the GPU
-    // sets the pace), less what the measured GPU period already exceeded
-    // the measured step by (work left running past the step's end).
-    let gpu_end = |r: &Replayed| -> Vec<Option<i64>> {
+    // A host-timed step ends when both sides are done with it: its host
+    // markers' end and its last GPU work's end, whichever is later; its
+    // time runs from the previous step's end to its own (the first step:
+    // from its start). The GPU cannot finish a step before the host
+    // launched it, nor before the work queued ahead of it ran, so this is
+    // the loop's pace whichever side sets it: a host that runs ahead of
+    // the GPU (its markers a few milliseconds apart while the GPU needs
+    // twenty) does not make the step look short, nor does a stream that
+    // runs ahead of the others.
+    let lasts = |r: Option<&Replayed>| -> Vec<Option<i64>> {
         per_step
             .iter()
-            .map(|v| v.iter().map(|&i| r.at[2 * gpu[i] as usize + 1]).max())
+            .map(|v| {
+                v.iter()
+                    .map(|&i| r.map_or(ctx.gpu[i].e, |r| r.at[2 * gpu[i] as usize + 1]))
+                    .max()
+            })
             .collect()
     };
     // The end vertex of the step's last GPU work, predicted.
@@ -112,50 +120,52 @@ pub(super) fn step_rows(
             .map(|&i| 2 * gpu[i] + 1)
             .max_by_key(|&v| pred.at[v as usize])
     };
-    let (base_end, pred_end) = (gpu_end(base), gpu_end(pred));
-    let period = |ends: &[Option<i64>], k: usize, a: i64| -> Option<i64> {
-        let prev = k.checked_sub(1).and_then(|j| ends[j]).unwrap_or(a);
-        ends[k].map(|e| e.saturating_sub(prev))
+    let (m_last, b_last, p_last) = (lasts(None), lasts(Some(base)), lasts(Some(pred)));
+    let pred_end = &p_last;
+    // Each step's end on one timeline: (start of the first step, ends).
+    let ends = |last: &[Option<i64>], map: &dyn Fn(i64) -> i64| -> (i64, Vec<i64>) {
+        let first = steps.first().map_or(0, |s| map(s.start_ns));
+        let e = steps
+            .iter()
+            .zip(last)
+            .map(|(s, l)| {
+                let h = map(s.end_ns);
+                l.map_or(h, |g| g.max(h))
+            })
+            .collect();
+        (first, e)
     };
-    let measured_end: Vec<Option<i64>> = per_step
-        .iter()
-        .map(|v| v.iter().map(|&i| ctx.gpu[i].e).max())
-        .collect();
-    // (host interval, GPU period less the excess; 0 unless host-timed).
-    let bounds = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, i64) {
-        if !tm.host_time {
-            return (b - a, 0);
-        }
-        let s = &steps[k];
-        let excess = period(&measured_end, k, s.start_ns).map_or(0, |p| {
-            p.saturating_sub(s.end_ns.saturating_sub(s.start_ns)).max(0)
-        });
+    let (m_ends, b_ends, p_ends) = if tm.host_time {
         (
-            b.saturating_sub(a),
-            period(ends, k, a).map_or(0, |p| p.saturating_sub(excess)),
+            ends(&m_last, &|x| x),
+            ends(&b_last, &|x| tm.map(base, x).0),
+            ends(&p_last, &|x| tm.map(pred, x).0),
         )
+    } else {
+        Default::default()
     };
-    // (step time, whether the GPU period set it).
-    let step_time = |ends: &[Option<i64>], k: usize, a: i64, b: i64| -> (i64, bool) {
-        let (h, p) = bounds(ends, k, a, b);
-        if p > h {
-            (p, true)
-        } else {
-            (h, false)
+    // (step time, whether the GPU's end set it rather than the host's).
+    let step_time = |ends: &(i64, Vec<i64>), k: usize, a: i64, b: i64| {
+        if !tm.host_time {
+            return (b.saturating_sub(a), false);
         }
+        let prev = k.checked_sub(1).map_or(ends.0, |j| ends.1[j]);
+        let end = ends.1[k];
+        (end.saturating_sub(prev), end > b)
     };
     steps
         .iter()
         .enumerate()
         .map(|(k, s)| {
-            let measured = s.end_ns.saturating_sub(s.start_ns);
+            let (measured, _) = step_time(&m_ends, k, s.start_ns, s.end_ns);
             let (b0, _) = tm.map(base, s.start_ns);
             let (b1, _) = tm.map(base, s.end_ns);
             let (p0, _) = tm.map(pred, s.start_ns);
             let (p1, anchor) = tm.map(pred, s.end_ns);
-            let (replayed, _) = step_time(&base_end, k, b0, b1);
-            let (predicted, gpu_paced) = step_time(&pred_end, k, p0, p1);
-            let (host_len, gpu_len) = bounds(&pred_end, k, p0, p1);
+            let (replayed, _) = step_time(&b_ends, k, b0, b1);
+            let (predicted, gpu_paced) = step_time(&p_ends, k, p0, p1);
+            let host_len = p1.saturating_sub(p0);
+            let gpu_len = if tm.host_time { predicted } else { 0 };
             let evs = |r: Option<&Replayed>| -> Vec<Ev> {
                 per_step[k]
                     .iter()
