@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Workloads no test or example was built around (scripts/gpu/heldout/), each
+# run plain and recorded on 1 GPU: the report's headline step time against
+# the job's own CUDA-event median step (its JSON line), where its syncs
+# are said to be, and anything refused or noted. Under 8 minutes:
+#   ddp_cnn          DDP (1 process, NCCL), conv net, bf16, AdamW, no annotations
+#   decode_tokens    token-by-token decoding, a host sync per token, no optimizer
+#   compile_default  torch.compile default mode (Triton, no CUDA graphs), AdamW
+#   cublas_loop      native C++ with cuBLAS, pageable synchronous copies
+# Builds only the native one (scripts/build-carry.sh first). From the repo root:
+#   BIN=.carry/bin OUT=<results> bash scripts/gpu/heldout.sh
+# Results: $OUT/heldout.log ("HELDOUT key=value" lines last) and the
+# recordings in $OUT/heldout-traces.tar.gz.
+set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+gpu_setup heldout.log
+BUDGET_END=$((SECONDS + ${HELDOUT_BUDGET_S:-450}))
+export STREAMSCOPE_COLLECTOR="$BIN/libstreamscope_collector.so"
+nccl_shim "$(mktemp -d)"
+W="$(mktemp -d)"
+SUMMARY="$W/summary.txt"
+: > "$SUMMARY"
+H=scripts/gpu/heldout
+echo "=== machine $(date -u +%FT%TZ)"
+nvidia-smi -L
+CUDA=/usr/local/cuda; [ -d "$CUDA" ] || CUDA=/usr/local/cuda-13.0
+step cublas-build 120 "$CUDA/bin/nvcc" -O2 -g -std=c++17 -arch=sm_90 -o "$W/cublas_loop" "$H/cublas_loop.cu" -lcublas
+
+# one NAME CMD...: plain, then recorded, then reported.
+one() {
+  local name="$1"; shift
+  step "$name-plain" 180 "$@" > "$W/$name.plain.out" 2>&1
+  tail -3 "$W/$name.plain.out"
+  step "$name-record" 180 "$S" record -o "$W/$name" -- "$@" > "$W/$name.rec.out" 2>&1
+  tail -3 "$W/$name.rec.out"
+  "$S" report "$W/$name" 2>&1 | tee "$W/$name.report.txt"
+  "$S" report "$W/$name" --format json > "$W/$name.report.json" 2> "$W/$name.report.err"
+  "$S" info "$W/$name" > "$W/$name.info.txt" 2>&1
+  "$PY" - "$name" "$W" <<'PY'
+import json, os, sys
+name, w = sys.argv[1], sys.argv[2]
+def job(p):
+    try:
+        return json.loads([l for l in open(p) if l.startswith("{")][-1])
+    except Exception:
+        return {}
+plain, rec = job(f"{w}/{name}.plain.out"), job(f"{w}/{name}.rec.out")
+try:
+    r = json.load(open(f"{w}/{name}.report.json"))
+except Exception as e:
+    print(f"HELDOUT name={name} report_error={e!r} {open(f'{w}/{name}.report.err').read()[:300]!r}")
+    sys.exit()
+k = r["ranks"][0] if r.get("ranks") else {}
+h = (r.get("headline") or {}).get("ranks", [{}])[0]
+med = h.get("median_step_ms")
+job_ms = rec.get("median_step_ms")
+err = None if not med or not job_ms else 100 * (med - job_ms) / job_ms
+syncs = [(s.get("where") or s.get("python") or s.get("api"), s.get("count")) for s in (k.get("syncs") or [])][:4]
+fnd = [(f["kind"], f["where"].get("line") or f["where"].get("kernel"), f.get("predicted_gain_us")) for f in r.get("findings", [])][:4]
+print(f"HELDOUT name={name} job_ms={job_ms} plain_ms={plain.get('median_step_ms')} report_ms={med} err_pct={err} "
+      f"steps={h.get('steps')} source={k.get('step_source')} syncs={syncs} findings={fnd} "
+      f"diagnostics={[d.get('kind') for d in r.get('diagnostics', [])]}")
+PY
+}
+
+one ddp_cnn "$PY" "$H/ddp_cnn.py" --steps 60
+one decode_tokens "$PY" "$H/decode_tokens.py" --tokens 80
+one compile_default "$PY" "$H/compile_default.py" --steps 50
+[ -x "$W/cublas_loop" ] && one cublas_loop "$W/cublas_loop" 60
+
+tar czf "$OUT/heldout-traces.tar.gz" -C "$W" $(cd "$W" && ls -d */ 2>/dev/null) 2>/dev/null
+cp "$W"/*.report.json "$W"/*.info.txt "$OUT/" 2>/dev/null
+echo
+cat "$SUMMARY"
+grep -h '^HELDOUT' "$OUT/heldout.log"
