@@ -8,7 +8,7 @@
 #   compile_default  torch.compile default mode (Triton, no CUDA graphs), AdamW
 #   cublas_loop      native C++ with cuBLAS, pageable synchronous copies
 # Builds only the native one (scripts/build-carry.sh first). From the repo root:
-#   BIN=.carry/bin OUT=<results> bash scripts/gpu/heldout.sh
+#   BIN=.carry/bin OUT=<results> [ONLY="ddp_cnn cublas_loop"] bash scripts/gpu/heldout.sh
 # Results: $OUT/heldout.log ("HELDOUT key=value" lines last) and the
 # recordings in $OUT/heldout-traces.tar.gz.
 set -u
@@ -63,10 +63,11 @@ print(f"HELDOUT name={name} job_ms={job_ms} plain_ms={plain.get('median_step_ms'
 PY
 }
 
-one ddp_cnn "$PY" "$H/ddp_cnn.py" --steps 60
-one decode_tokens "$PY" "$H/decode_tokens.py" --tokens 80
-one compile_default "$PY" "$H/compile_default.py" --steps 50
-[ -x "$W/cublas_loop" ] && one cublas_loop "$W/cublas_loop" 60
+want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+want ddp_cnn && one ddp_cnn "$PY" "$H/ddp_cnn.py" --steps 60
+want decode_tokens && one decode_tokens "$PY" "$H/decode_tokens.py" --tokens 80
+want compile_default && one compile_default "$PY" "$H/compile_default.py" --steps 50
+want cublas_loop && [ -x "$W/cublas_loop" ] && one cublas_loop "$W/cublas_loop" 60
 
 tar czf "$OUT/heldout-traces.tar.gz" -C "$W" $(cd "$W" && ls -d */ 2>/dev/null) 2>/dev/null
 cp "$W"/*.report.json "$W"/*.info.txt "$OUT/" 2>/dev/null

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x) do { auto e = (x); if (e != 0) { std::fprintf(stderr, "%s:%d error %d\n", __FILE__, __LINE__, (int)e); std::exit(1); } } while (0)
+#define CK(x) do { auto ck_status_ = (x); if (ck_status_ != 0) { std::fprintf(stderr, "%s:%d error %d\n", __FILE__, __LINE__, (int)ck_status_); std::exit(1); } } while (0)
 
 int main(int argc, char** argv) {
   int steps = argc > 1 ? std::atoi(argv[1]) : 60;
