@@ -24,7 +24,8 @@ H=scripts/gpu/heldout
 echo "=== machine $(date -u +%FT%TZ)"
 nvidia-smi -L
 CUDA=/usr/local/cuda; [ -d "$CUDA" ] || CUDA=/usr/local/cuda-13.0
-step cublas-build 120 "$CUDA/bin/nvcc" -O2 -g -std=c++17 -arch=sm_90 -o "$W/cublas_loop" "$H/cublas_loop.cu" -lcublas
+mkdir -p "$W/bin"
+step cublas-build 120 "$CUDA/bin/nvcc" -O2 -g -std=c++17 -arch=sm_90 -o "$W/bin/cublas_loop" "$H/cublas_loop.cu" -lcublas
 
 # one NAME CMD...: plain, then recorded, then reported.
 one() {
@@ -67,9 +68,9 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 want ddp_cnn && one ddp_cnn "$PY" "$H/ddp_cnn.py" --steps 60
 want decode_tokens && one decode_tokens "$PY" "$H/decode_tokens.py" --tokens 80
 want compile_default && one compile_default "$PY" "$H/compile_default.py" --steps 50
-want cublas_loop && [ -x "$W/cublas_loop" ] && one cublas_loop "$W/cublas_loop" 60
+want cublas_loop && [ -x "$W/bin/cublas_loop" ] && one cublas_loop "$W/bin/cublas_loop" 60
 
-tar czf "$OUT/heldout-traces.tar.gz" -C "$W" $(cd "$W" && ls -d */ 2>/dev/null) 2>/dev/null
+tar czf "$OUT/heldout-traces.tar.gz" -C "$W" $(cd "$W" && ls -d */ 2>/dev/null | grep -v "^bin/$") 2>/dev/null
 cp "$W"/*.report.json "$W"/*.info.txt "$OUT/" 2>/dev/null
 echo
 cat "$SUMMARY"
