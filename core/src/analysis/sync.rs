@@ -164,6 +164,10 @@ fn api_occurrences(
                     consumed.insert(c, ());
                     copy_pattern(ci.bytes)
                 }
+                // A device-to-device cudaMemcpy does not make the host wait
+                // (CUDA's "API synchronization behavior"; the collector
+                // takes no line for it either).
+                Some((_, ci)) if ci.kind == CopyKind::DeviceToDevice => continue,
                 Some((c, _)) => {
                     consumed.insert(c, ());
                     STREAM_SYNC
