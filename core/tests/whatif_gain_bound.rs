@@ -27,7 +27,11 @@ fn no_sync_saves_more_than_the_gpu_idled_on_one_rank() {
         .collect();
     dirs.sort();
     for dir in dirs {
-        let name = dir.file_name().unwrap_or_default().to_string_lossy().to_string();
+        let name = dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
         let Ok(t) = streamscope_core::load::load_paths(std::slice::from_ref(&dir)) else {
             continue;
         };
