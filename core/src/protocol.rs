@@ -8,6 +8,13 @@
 /// has no ProfilerStep and no NVTX step ranges.
 pub const OPTIMIZER_STEP_RANGE: &str = "streamscope:optimizer.step";
 
+/// The argument of an [`OPTIMIZER_STEP_RANGE`] that tells which optimizer
+/// stepped (an unsigned key, the same for every step of one optimizer
+/// object: Python's `id()`), so that a loop with two optimizers (a GAN's
+/// generator and discriminator, dense and sparse parameters) is one step
+/// per iteration, not two. Absent in recordings made before it.
+pub const OPTIMIZER_KEY_ARG: &str = "optimizer";
+
 /// An instant on the host thread whose GPU memory allocation failed (a
 /// CUDA out-of-memory in PyTorch's caching allocator), with the arguments
 /// `device` (CUDA ordinal), `bytes` (asked), `allocated_bytes` (the

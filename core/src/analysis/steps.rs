@@ -5,8 +5,8 @@
 use regex::Regex;
 
 use super::rank::{RankCtx, NONE};
-use crate::model::{SliceKind, StrId, Trace};
-use crate::protocol::OPTIMIZER_STEP_RANGE;
+use crate::model::{ArgValue, SliceId, SliceKind, StrId, Trace};
+use crate::protocol::{OPTIMIZER_KEY_ARG, OPTIMIZER_STEP_RANGE};
 
 /// One training step of a rank.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,7 +104,8 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
     let mut profiler: Vec<Step> = Vec::new();
     let mut nvtx: Vec<Step> = Vec::new();
     let marker = t.strings().lookup(OPTIMIZER_STEP_RANGE);
-    let mut marker_ends: Vec<i64> = Vec::new();
+    let mut markers: Vec<Marker> = Vec::new();
+    let key_arg = t.strings().lookup(OPTIMIZER_KEY_ARG);
     let mut first_launch = i64::MAX;
     for &h in &ctx.host {
         let i = h as usize;
@@ -117,7 +118,21 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             continue;
         }
         if sl.kind()[i] == SliceKind::Range && Some(sl.name()[i]) == marker {
-            marker_ends.push(sl.start_ns()[i].saturating_add(sl.dur_ns()[i]));
+            let key = key_arg.and_then(|k| {
+                t.args_of(SliceId::from_index(i))
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .and_then(|(_, v)| match v {
+                        ArgValue::UInt(x) => Some(*x),
+                        ArgValue::Int(x) => Some(*x as u64),
+                        _ => None,
+                    })
+            });
+            markers.push(Marker {
+                start_ns: sl.start_ns()[i],
+                end_ns: sl.start_ns()[i].saturating_add(sl.dur_ns()[i]),
+                key: key.unwrap_or(0),
+            });
             continue;
         }
         let d = *decided.entry(sl.name()[i]).or_insert_with(|| {
@@ -190,9 +205,9 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
     if !nvtx.is_empty() {
         return with_tail(outermost(nvtx, true), StepSource::Nvtx);
     }
-    if !marker_ends.is_empty() {
+    if !markers.is_empty() {
         return with_tail(
-            marker_steps(marker_ends, first_launch),
+            marker_steps(step_ends(markers), first_launch),
             StepSource::OptimizerStep,
         );
     }
@@ -219,6 +234,54 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
 /// Steps a rank's optimizer-step ranges end: step k runs from the end of
 /// range k-1 (for the first, from the rank's first launch call) to the end
 /// of range k.
+/// One optimizer-step range: its host interval and which optimizer stepped
+/// (0 when the recording does not say).
+#[derive(Debug, Clone, Copy)]
+struct Marker {
+    start_ns: i64,
+    end_ns: i64,
+    key: u64,
+}
+
+/// The ends of the optimizer steps that end a training step. A step inside
+/// another one (a wrapper's `step()` calling its inner optimizer's) is part
+/// of it. With several optimizers (a GAN's two, dense and sparse
+/// parameters), an iteration steps each of them once, so one optimizer's
+/// steps mark the iterations: of those stepped most often, the one stepped
+/// last in an iteration (its first step ends after the others' first).
+fn step_ends(mut markers: Vec<Marker>) -> Vec<i64> {
+    markers.sort_by_key(|m| (m.start_ns, std::cmp::Reverse(m.end_ns)));
+    let mut outer: Vec<Marker> = Vec::with_capacity(markers.len());
+    for m in markers {
+        if outer
+            .last()
+            .is_some_and(|o| m.start_ns >= o.start_ns && m.end_ns <= o.end_ns)
+        {
+            continue;
+        }
+        outer.push(m);
+    }
+    // Per optimizer: (steps, end of its first step).
+    let mut per: Vec<(u64, usize, i64)> = Vec::new();
+    for m in &outer {
+        match per.iter_mut().find(|p| p.0 == m.key) {
+            Some(p) => p.1 += 1,
+            None => per.push((m.key, 1, m.end_ns)),
+        }
+    }
+    let most = per.iter().map(|p| p.1).max().unwrap_or(0);
+    let key = per
+        .iter()
+        .filter(|p| p.1 == most)
+        .max_by_key(|p| p.2)
+        .map_or(0, |p| p.0);
+    outer
+        .iter()
+        .filter(|m| m.key == key)
+        .map(|m| m.end_ns)
+        .collect()
+}
+
 fn marker_steps(mut ends: Vec<i64>, first_launch: i64) -> Vec<Step> {
     ends.sort_unstable();
     ends.dedup();
