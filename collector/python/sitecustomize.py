@@ -241,8 +241,10 @@ def _install():
             pass
 
         try:
-            emit = lib.streamscope_optimizer_step
-            emit.argtypes = [ctypes.c_int64, ctypes.c_int64]
+            # Each step says which optimizer stepped (its id()): a loop
+            # with two optimizers is one training step an iteration.
+            emit = lib.streamscope_optimizer_step_of
+            emit.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64]
             emit.restype = None
             from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
@@ -259,7 +261,7 @@ def _install():
 
             def post(optimizer, args, kwargs):
                 try:
-                    emit(local.starts.pop(), mono())
+                    emit(local.starts.pop(), mono(), id(optimizer))
                 except Exception:
                     pass
 

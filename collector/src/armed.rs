@@ -576,11 +576,10 @@ impl CaptureWriter {
     /// The optimizer steps the Python hooks noted since the last call.
     fn note_steps(&mut self) {
         let (steps, _) = python::take_optimizer_steps();
-        for (tid, a, b) in steps {
+        for (tid, a, b, key) in steps {
             if b >= self.start {
                 self.step_ends.push(b);
-                self.conv
-                    .host_range(tid, a, b, protocol::OPTIMIZER_STEP_RANGE);
+                self.conv.optimizer_step(tid, a, b, key);
             }
         }
     }

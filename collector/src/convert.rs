@@ -658,22 +658,23 @@ impl Converter {
         self.trace.push_slice(s);
     }
 
-    /// A range the collector noted on host thread `tid` itself (the Python
-    /// hooks' optimizer steps), kept when it overlaps the capture window.
-    pub fn host_range(&mut self, tid: u32, start_ns: i64, end_ns: i64, name: &str) {
+    /// An optimizer step noted by the Python hooks on host thread `tid`: a
+    /// `protocol::OPTIMIZER_STEP_RANGE` range, kept when it overlaps the
+    /// capture window, with the optimizer's key as
+    /// `protocol::OPTIMIZER_KEY_ARG` when said (not 0).
+    pub fn optimizer_step(&mut self, tid: u32, start_ns: i64, end_ns: i64, key: u64) {
         let end = end_ns.max(start_ns);
         if !self.window.keep(start_ns, end) {
             return;
         }
         let track = self.thread_track(tid);
-        let n = self.trace.intern(name);
-        self.trace.push_slice(NewSlice::new(
-            track,
-            SliceKind::Range,
-            n,
-            start_ns,
-            end - start_ns,
-        ));
+        let n = self.trace.intern(protocol::OPTIMIZER_STEP_RANGE);
+        let mut s = NewSlice::new(track, SliceKind::Range, n, start_ns, end - start_ns);
+        if key != 0 {
+            let k = self.trace.intern(protocol::OPTIMIZER_KEY_ARG);
+            s.args = vec![(k, ArgValue::UInt(key))];
+        }
+        self.trace.push_slice(s);
     }
 
     /// This process in the batch trace (for new tracks).

@@ -549,11 +549,20 @@ fn optimizer_steps_become_ranges_on_their_thread() {
         duration_ns: Some(1_000),
     };
     let (mut c, _) = converter(CaptureWindow::new(spec, 0));
-    c.host_range(42, 1_200, 1_500, OPTIMIZER_STEP_RANGE);
-    c.host_range(42, 5_000, 6_000, OPTIMIZER_STEP_RANGE); // outside the window
-    c.host_range(43, 1_900, 1_800, OPTIMIZER_STEP_RANGE); // end before start: empty
+    c.optimizer_step(42, 1_200, 1_500, 9);
+    c.optimizer_step(42, 5_000, 6_000, 9); // outside the window
+    c.optimizer_step(43, 1_900, 1_800, 0); // end before start: empty; no key said
     let t = &batch(&c);
     assert_eq!(t.slices().len(), 2);
+    // Which optimizer stepped, when said.
+    let key = |i: usize| {
+        t.args_of(SliceId::from_index(i))
+            .iter()
+            .find(|(k, _)| t.str(*k) == streamscope_core::protocol::OPTIMIZER_KEY_ARG)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(key(0), Some(ArgValue::UInt(9)));
+    assert_eq!(key(1), None);
     for i in 0..2 {
         assert_eq!(t.slices().kind()[i], SliceKind::Range);
         assert_eq!(t.str(t.slices().name()[i]), OPTIMIZER_STEP_RANGE);

@@ -216,9 +216,10 @@ impl PyApi {
 
 static API: OnceLock<Option<PyApi>> = OnceLock::new();
 
-/// A host range the Python hooks noted: (thread id, start ns, end ns), on
-/// CLOCK_MONOTONIC (Python's `time.monotonic_ns`, the trace's clock).
-pub type HostRange = (u32, i64, i64);
+/// A host range the Python hooks noted: (thread id, start ns, end ns,
+/// optimizer key: 0 when not said), on CLOCK_MONOTONIC (Python's
+/// `time.monotonic_ns`, the trace's clock).
+pub type HostRange = (u32, i64, i64, u64);
 
 /// Optimizer steps noted and not yet written (the writer drains them with
 /// every batch). Bounded: past [`MAX_HOST_RANGES`] new ones are counted,
@@ -245,14 +246,25 @@ pub fn torch_profiler_started_at() -> Option<i64> {
 }
 
 /// Called by python/sitecustomize.py (ctypes.PyDLL, GIL held) after every
-/// `torch.optim.Optimizer.step()`: its start and end, CLOCK_MONOTONIC ns.
+/// `torch.optim.Optimizer.step()`: its start and end, CLOCK_MONOTONIC ns
+/// (a sitecustomize of before [`streamscope_optimizer_step_of`]).
 #[unsafe(no_mangle)]
 pub extern "C" fn streamscope_optimizer_step(start_ns: i64, end_ns: i64) {
+    streamscope_optimizer_step_of(start_ns, end_ns, 0);
+}
+
+/// [`streamscope_optimizer_step`] with the optimizer's key (Python's
+/// `id()` of the optimizer object; 0: not said), the range's
+/// `protocol::OPTIMIZER_KEY_ARG`.
+#[unsafe(no_mangle)]
+pub extern "C" fn streamscope_optimizer_step_of(start_ns: i64, end_ns: i64, key: u64) {
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: gettid has no arguments and cannot fail.
         let tid = unsafe { libc::gettid() } as u32;
         match OPTIMIZER_STEPS.lock() {
-            Ok(mut v) if v.len() < MAX_HOST_RANGES => v.push((tid, start_ns, end_ns.max(start_ns))),
+            Ok(mut v) if v.len() < MAX_HOST_RANGES => {
+                v.push((tid, start_ns, end_ns.max(start_ns), key))
+            }
             _ => {
                 OPTIMIZER_STEPS_LOST.fetch_add(1, Ordering::Relaxed);
             }

@@ -684,8 +684,8 @@ fn writer_main(
             pm.write(conv, last);
         }
         let (steps, lost) = python::take_optimizer_steps();
-        for (tid, start, end) in steps {
-            conv.host_range(tid, start, end, protocol::OPTIMIZER_STEP_RANGE);
+        for (tid, start, end, key) in steps {
+            conv.optimizer_step(tid, start, end, key);
         }
         if lost > 0 {
             conv.set_process_metadata(protocol::OPTIMIZER_STEPS_LOST_KEY, lost.to_string());
