@@ -7,6 +7,7 @@
 #   decode_tokens    token-by-token decoding, a host sync per token, no optimizer
 #   compile_default  torch.compile default mode (Triton, no CUDA graphs), AdamW
 #   cublas_loop      native C++ with cuBLAS, pageable synchronous copies
+#   gan_two_optim    two optimizers stepped every iteration (a GAN), no annotations
 # Builds only the native one (scripts/build-carry.sh first). From the repo root:
 #   BIN=.carry/bin OUT=<results> [ONLY="ddp_cnn cublas_loop"] bash scripts/gpu/heldout.sh
 # Results: $OUT/heldout.log ("HELDOUT key=value" lines last) and the
@@ -68,6 +69,7 @@ want() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 want ddp_cnn && one ddp_cnn "$PY" "$H/ddp_cnn.py" --steps 60
 want decode_tokens && one decode_tokens "$PY" "$H/decode_tokens.py" --tokens 80
 want compile_default && one compile_default "$PY" "$H/compile_default.py" --steps 50
+want gan_two_optim && one gan_two_optim "$PY" "$H/gan_two_optim.py" --steps 60
 want cublas_loop && [ -x "$W/bin/cublas_loop" ] && one cublas_loop "$W/bin/cublas_loop" 60
 
 tar czf "$OUT/heldout-traces.tar.gz" -C "$W" $(cd "$W" && ls -d */ 2>/dev/null | grep -v "^bin/$") 2>/dev/null
