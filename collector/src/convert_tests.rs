@@ -559,7 +559,7 @@ fn optimizer_steps_become_ranges_on_their_thread() {
         t.args_of(SliceId::from_index(i))
             .iter()
             .find(|(k, _)| t.str(*k) == streamscope_core::protocol::OPTIMIZER_KEY_ARG)
-            .map(|(_, v)| v.clone())
+            .map(|(_, v)| *v)
     };
     assert_eq!(key(0), Some(ArgValue::UInt(9)));
     assert_eq!(key(1), None);
