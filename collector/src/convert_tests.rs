@@ -556,10 +556,11 @@ fn optimizer_steps_become_ranges_on_their_thread() {
     assert_eq!(t.slices().len(), 2);
     // Which optimizer stepped, when said.
     let key = |i: usize| {
-        t.args_of(SliceId::from_index(i))
-            .iter()
-            .find(|(k, _)| t.str(*k) == streamscope_core::protocol::OPTIMIZER_KEY_ARG)
-            .map(|(_, v)| *v)
+        t.arg(
+            SliceId::from_index(i),
+            streamscope_core::protocol::OPTIMIZER_KEY_ARG,
+        )
+        .copied()
     };
     assert_eq!(key(0), Some(ArgValue::UInt(9)));
     assert_eq!(key(1), None);

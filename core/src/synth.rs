@@ -96,6 +96,39 @@ pub fn h200(process: ProcessId, ordinal: u32) -> Device {
     }
 }
 
+/// The start of a hand-made trace: process `pid` (rank 0 of 1, with
+/// `metadata`), one H200, its host thread "main" (tid 1), and one track per
+/// CUDA stream id of `streams`. Returns the builder, the thread's track and
+/// the streams' tracks, in the order given.
+pub fn one_gpu(
+    pid: u32,
+    metadata: Vec<(String, String)>,
+    streams: &[u32],
+) -> (TraceBuilder, TrackId, Vec<TrackId>) {
+    let mut t = TraceBuilder::new();
+    let p = t.add_process(Process {
+        pid,
+        rank: Some(0),
+        world_size: Some(1),
+        metadata,
+        ..Default::default()
+    });
+    let d = t.add_device(h200(p, 0));
+    let host = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
+    let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
+    let lanes = streams
+        .iter()
+        .map(|&id| {
+            let kind = TrackKind::Stream {
+                device: d,
+                stream: id,
+            };
+            t.add_track(p, Some(g), kind, &format!("stream {id}"))
+        })
+        .collect();
+    (t, host, lanes)
+}
+
 /// Per-rank tracks and counters of a generated trace.
 struct RankTracks {
     host: TrackId,

@@ -10,34 +10,14 @@ use streamscope_core::*;
 
 const US: i64 = 1000;
 
-/// A process `pid` (rank 0 of 1) with one GPU, whose metadata says the
-/// stream creations `meta` (if any): the builder, its thread "main", and
-/// one track per stream id of `ids`.
+/// Process `pid` with one GPU, whose metadata says the stream creations
+/// `meta` (if any): the builder, its thread "main", and one track per
+/// stream id of `ids`.
 fn rig(pid: u32, meta: Option<&str>, ids: &[u32]) -> (TraceBuilder, TrackId, Vec<TrackId>) {
-    let mut t = TraceBuilder::new();
-    let p = t.add_process(Process {
-        pid,
-        rank: Some(0),
-        world_size: Some(1),
-        metadata: meta
-            .map(|m| vec![(streams::key(0), m.to_string())])
-            .unwrap_or_default(),
-        ..Default::default()
-    });
-    let d = t.add_device(streamscope_core::synth::h200(p, 0));
-    let host = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
-    let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
-    let lanes = ids
-        .iter()
-        .map(|&id| {
-            let kind = TrackKind::Stream {
-                device: d,
-                stream: id,
-            };
-            t.add_track(p, Some(g), kind, &format!("stream {id}"))
-        })
-        .collect();
-    (t, host, lanes)
+    let meta = meta
+        .map(|m| vec![(streams::key(0), m.to_string())])
+        .unwrap_or_default();
+    streamscope_core::synth::one_gpu(pid, meta, ids)
 }
 
 /// `steps` steps of one thread on one GPU. Each step launches (5 µs each)

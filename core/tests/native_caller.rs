@@ -13,25 +13,8 @@ const CALLER: &str = "/src/app/train.cu:57 (step(float*, int))";
 /// 12 steps: 20 launches of 20 µs, kernels of 200 µs on one stream, then a
 /// `cudaStreamSynchronize` whose caller is [`CALLER`], then 3 ms of host work.
 fn native_loop() -> Trace {
-    let mut t = TraceBuilder::new();
-    let p = t.add_process(Process {
-        pid: 30,
-        rank: Some(0),
-        world_size: Some(1),
-        ..Default::default()
-    });
-    let d = t.add_device(streamscope_core::synth::h200(p, 0));
-    let host = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
-    let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
-    let s = t.add_track(
-        p,
-        Some(g),
-        TrackKind::Stream {
-            device: d,
-            stream: 13,
-        },
-        "stream 13",
-    );
+    let (mut t, host, lanes) = streamscope_core::synth::one_gpu(30, Vec::new(), &[13]);
+    let s = lanes[0];
     let launch = t.intern("cudaLaunchKernel");
     let sync = t.intern("cudaStreamSynchronize");
     let caller_key = t.intern(protocol::CALLER_ARG);

@@ -17,25 +17,8 @@ const PERIOD: i64 = 3000;
 /// `nested`, `a` is absent and `b`'s step is a wrapper around an inner
 /// optimizer's (key 7). `keys`: whether the ranges say which optimizer.
 fn loop_of(iters: usize, nested: bool, keys: bool) -> Trace {
-    let mut t = TraceBuilder::new();
-    let p = t.add_process(Process {
-        pid: 40,
-        rank: Some(0),
-        world_size: Some(1),
-        ..Default::default()
-    });
-    let d = t.add_device(streamscope_core::synth::h200(p, 0));
-    let host = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
-    let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
-    let s7 = t.add_track(
-        p,
-        Some(g),
-        TrackKind::Stream {
-            device: d,
-            stream: 7,
-        },
-        "stream 7",
-    );
+    let (mut t, host, lanes) = streamscope_core::synth::one_gpu(40, Vec::new(), &[7]);
+    let s7 = lanes[0];
     let launch = t.intern("cudaLaunchKernel");
     let marker = t.intern(OPTIMIZER_STEP_RANGE);
     let key_arg = t.intern(OPTIMIZER_KEY_ARG);

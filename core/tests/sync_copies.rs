@@ -13,25 +13,8 @@ const US: i64 = 1000;
 /// `cudaMemcpy` calls (host to device, device to device, device to host),
 /// each with its copy on the GPU.
 fn copies(steps: usize) -> Trace {
-    let mut t = TraceBuilder::new();
-    let p = t.add_process(Process {
-        pid: 30,
-        rank: Some(0),
-        world_size: Some(1),
-        ..Default::default()
-    });
-    let d = t.add_device(streamscope_core::synth::h200(p, 0));
-    let host = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
-    let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
-    let s7 = t.add_track(
-        p,
-        Some(g),
-        TrackKind::Stream {
-            device: d,
-            stream: 7,
-        },
-        "stream 7",
-    );
+    let (mut t, host, lanes) = streamscope_core::synth::one_gpu(30, Vec::new(), &[7]);
+    let s7 = lanes[0];
     let launch = t.intern("cudaLaunchKernel");
     let memcpy = t.intern("cudaMemcpy");
     let kernel = t.intern("gemm");

@@ -26,25 +26,8 @@ pub fn host_loop_at(
     host_us: i64,
     shift_us: i64,
 ) -> Trace {
-    let mut t = TraceBuilder::new();
-    let p = t.add_process(Process {
-        pid: 10,
-        rank: Some(0),
-        world_size: Some(1),
-        ..Default::default()
-    });
-    let d = t.add_device(streamscope_core::synth::h200(p, 0));
-    let host = t.add_track(p, None, TrackKind::Thread { tid: 1 }, "main");
-    let g = t.add_track(p, None, TrackKind::Gpu { device: d }, "GPU 0");
-    let s7 = t.add_track(
-        p,
-        Some(g),
-        TrackKind::Stream {
-            device: d,
-            stream: 7,
-        },
-        "s7",
-    );
+    let (mut t, host, lanes) = streamscope_core::synth::one_gpu(10, Vec::new(), &[7]);
+    let s7 = lanes[0];
     let launch = t.intern("cudaLaunchKernel");
     let sync = t.intern("cudaStreamSynchronize");
     let kname = t.intern("gemm");

@@ -27,19 +27,13 @@ import statistics
 import sys
 import time
 
+from rounds import quartiles
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
 
 
 def say(k, v):
     print(f"COST {k}={v}", flush=True)
-
-
-def quartiles(xs):
-    xs = sorted(xs)
-    if len(xs) < 4:
-        return (xs[0], statistics.median(xs), xs[-1])
-    q = statistics.quantiles(xs, n=4)
-    return (q[0], q[1], q[2])
 
 
 def main():

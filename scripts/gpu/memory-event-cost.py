@@ -27,17 +27,11 @@ import argparse
 import statistics
 import time
 
+from rounds import quartiles
+
 
 def say(k, v):
     print(f"EVCOST {k}={v}", flush=True)
-
-
-def quartiles(xs):
-    xs = sorted(xs)
-    if len(xs) < 4:
-        return (xs[0], statistics.median(xs), xs[-1])
-    q = statistics.quantiles(xs, n=4)
-    return (q[0], q[1], q[2])
 
 
 def main():

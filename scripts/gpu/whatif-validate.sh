@@ -51,7 +51,8 @@ echo "=== planted sync: $X:$LINE"
 # GPU's SM and memory clocks, power, temperature and clock-event reasons
 # every SMI_MS ms while NAME runs, into $OUT/NAME.smi.csv, and a line
 # "SMI name=NAME ..." gives the median SM clock and power over the samples
-# where the GPU drew more than half its median power (the busy part).
+# where the GPU drew more than halfway between its least and most power
+# (the busy part; most samples are idle: start-up, the job's warm-up).
 SMI_PID=""
 smi_start() {
   [ -n "${SMI_MS:-}" ] && command -v nvidia-smi >/dev/null || return 0
@@ -73,8 +74,8 @@ for l in open(sys.argv[1]):
     except (ValueError, IndexError):
         pass
 if rows:
-    pm = statistics.median(r[1] for r in rows)
-    busy = [r for r in rows if r[1] > pm / 2] or rows
+    lo, hi = min(r[1] for r in rows), max(r[1] for r in rows)
+    busy = [r for r in rows if r[1] > (lo + hi) / 2] or rows
     print(f"SMI name={sys.argv[2]} samples={len(rows)} busy={len(busy)} sm_mhz_median={statistics.median(r[0] for r in busy):.0f} "
           f"sm_mhz_min={min(r[0] for r in busy):.0f} power_w_median={statistics.median(r[1] for r in busy):.0f} "
           f"temp_c_max={max(r[2] for r in busy):.0f} reasons={sorted(set(r[3] for r in busy))}")

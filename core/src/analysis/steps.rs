@@ -105,7 +105,6 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
     let mut nvtx: Vec<Step> = Vec::new();
     let marker = t.strings().lookup(OPTIMIZER_STEP_RANGE);
     let mut markers: Vec<Marker> = Vec::new();
-    let key_arg = t.strings().lookup(OPTIMIZER_KEY_ARG);
     let mut first_launch = i64::MAX;
     for &h in &ctx.host {
         let i = h as usize;
@@ -118,20 +117,15 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
             continue;
         }
         if sl.kind()[i] == SliceKind::Range && Some(sl.name()[i]) == marker {
-            let key = key_arg.and_then(|k| {
-                t.args_of(SliceId::from_index(i))
-                    .iter()
-                    .find(|(n, _)| *n == k)
-                    .and_then(|(_, v)| match v {
-                        ArgValue::UInt(x) => Some(*x),
-                        ArgValue::Int(x) => Some(*x as u64),
-                        _ => None,
-                    })
-            });
+            let key = match t.arg(SliceId::from_index(i), OPTIMIZER_KEY_ARG) {
+                Some(ArgValue::UInt(x)) => *x,
+                Some(ArgValue::Int(x)) => *x as u64,
+                _ => 0,
+            };
             markers.push(Marker {
                 start_ns: sl.start_ns()[i],
                 end_ns: sl.start_ns()[i].saturating_add(sl.dur_ns()[i]),
-                key: key.unwrap_or(0),
+                key,
             });
             continue;
         }
@@ -231,9 +225,6 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
     }
 }
 
-/// Steps a rank's optimizer-step ranges end: step k runs from the end of
-/// range k-1 (for the first, from the rank's first launch call) to the end
-/// of range k.
 /// One optimizer-step range: its host interval and which optimizer stepped
 /// (0 when the recording does not say).
 #[derive(Debug, Clone, Copy)]
@@ -282,6 +273,9 @@ fn step_ends(mut markers: Vec<Marker>) -> Vec<i64> {
         .collect()
 }
 
+/// Steps a rank's optimizer steps end (`ends`, [`step_ends`]): step k runs from the end of
+/// step k-1 (for the first, from the rank's first launch call) to the end
+/// of step k.
 fn marker_steps(mut ends: Vec<i64>, first_launch: i64) -> Vec<Step> {
     ends.sort_unstable();
     ends.dedup();

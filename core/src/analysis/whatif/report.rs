@@ -76,9 +76,10 @@ pub struct StepWhatIf {
     /// The unchanged replay's step time, µs (the model's consistency check).
     pub replayed_step_us: f64,
     /// The predicted host interval between the step's markers, µs
-    /// (host-timed steps; the step itself otherwise), beside the GPU's
-    /// time (`predicted_gpu_us`, 0 unless host-timed), which is
-    /// `predicted_step_us` when the step has GPU work.
+    /// (host-timed steps; the step itself otherwise), beside the GPU's side
+    /// (`predicted_gpu_us`: from the previous step's end to this step's
+    /// last GPU work; 0 unless host-timed with GPU work). The step is the
+    /// GPU's side when its last GPU work ends after its markers.
     pub predicted_host_us: f64,
     /// See `predicted_host_us`.
     pub predicted_gpu_us: f64,

@@ -165,7 +165,15 @@ pub(super) fn step_rows(
             let (replayed, _) = step_time(&b_ends, k, b0, b1);
             let (predicted, gpu_paced) = step_time(&p_ends, k, p0, p1);
             let host_len = p1.saturating_sub(p0);
-            let gpu_len = if tm.host_time { predicted } else { 0 };
+            // The GPU's side of the step: from the previous step's end to
+            // this step's last GPU work (0 unless host-timed with GPU work).
+            let gpu_len = match (tm.host_time, p_last[k]) {
+                (true, Some(g)) => {
+                    let prev = k.checked_sub(1).map_or(p_ends.0, |j| p_ends.1[j]);
+                    g.saturating_sub(prev).max(0)
+                }
+                _ => 0,
+            };
             let evs = |r: Option<&Replayed>| -> Vec<Ev> {
                 per_step[k]
                     .iter()
