@@ -462,7 +462,10 @@ struct CaptureWriter {
     conv: Converter,
     w: PerfettoWriter<File>,
     nccl: crate::nccl_plugin::trace::NcclWriter,
-    /// Ends of the optimizer steps since the start.
+    /// The optimizer steps since the start: (start, end, optimizer key).
+    optimizer_steps: Vec<(i64, i64, u64)>,
+    /// Which of their ends end a training step, as the report of the file
+    /// will count them (`running_step_ends`: one optimizer of several).
     step_ends: Vec<i64>,
     /// Drops counted before this capture (not its own).
     dropped_before: u64,
@@ -510,6 +513,7 @@ impl CaptureWriter {
             conv,
             w: PerfettoWriter::new(out),
             nccl: crate::nccl_plugin::trace::NcclWriter::default(),
+            optimizer_steps: Vec::new(),
             step_ends: Vec::new(),
             dropped_before: s.cupti_dropped.load(Ordering::Relaxed) + s.queue.dropped_records(),
             write_failed: false,
@@ -576,12 +580,16 @@ impl CaptureWriter {
     /// The optimizer steps the Python hooks noted since the last call.
     fn note_steps(&mut self) {
         let (steps, _) = python::take_optimizer_steps();
+        if steps.is_empty() {
+            return;
+        }
         for (tid, a, b, key) in steps {
             if b >= self.start {
-                self.step_ends.push(b);
+                self.optimizer_steps.push((a, b, key));
                 self.conv.optimizer_step(tid, a, b, key);
             }
         }
+        self.step_ends = streamscope_core::analysis::running_step_ends(&self.optimizer_steps);
     }
 
     /// Drops the held slices that start after `end` (a capture of N

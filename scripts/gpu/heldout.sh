@@ -8,6 +8,7 @@
 #   compile_default  torch.compile default mode (Triton, no CUDA graphs), AdamW
 #   cublas_loop      native C++ with cuBLAS, pageable synchronous copies
 #   gan_two_optim    two optimizers stepped every iteration (a GAN), no annotations
+#   gan_capture      the same, armed: `capture --steps 4` ends after 4 iterations
 # Builds only the native one (scripts/build-carry.sh first). From the repo root:
 #   BIN=.carry/bin OUT=<results> [ONLY="ddp_cnn cublas_loop"] bash scripts/gpu/heldout.sh
 # Results: $OUT/heldout.log ("HELDOUT key=value" lines last) and the
@@ -71,6 +72,39 @@ want decode_tokens && one decode_tokens "$PY" "$H/decode_tokens.py" --tokens 80
 want compile_default && one compile_default "$PY" "$H/compile_default.py" --steps 50
 want gan_two_optim && one gan_two_optim "$PY" "$H/gan_two_optim.py" --steps 60
 want cublas_loop && [ -x "$W/bin/cublas_loop" ] && one cublas_loop "$W/bin/cublas_loop" 60
+
+# gan_capture: the GAN loop armed; `capture --steps 4` must end by itself
+# after 4 iterations (not 2: each iteration steps two optimizers), and the
+# report of the capture must count them as iterations.
+if want gan_capture; then
+  A="$W/gan-armed"
+  "$S" record --armed -o "$A" -- "$PY" "$H/gan_two_optim.py" --steps 3000 > "$W/gan-armed.job.out" 2>&1 &
+  job=$!
+  sleep 15
+  step gan-capture-steps 90 "$S" capture "$A" --steps 4
+  # The job ends by itself (3,000 iterations at about 10 ms), printing its
+  # own step time; past 120 s it is stopped.
+  ( sleep 120; kill "$job" 2>/dev/null ) & guard=$!
+  wait "$job" 2>/dev/null; kill "$guard" 2>/dev/null
+  f=$(ls "$A"/*.capture-*.pftrace 2>/dev/null | head -1)
+  if [ -n "$f" ]; then
+    "$S" report "$f" | head -12
+    "$S" report "$f" --format json > "$W/gan-capture.report.json" 2> "$W/gan-capture.report.err"
+    "$PY" - "$W/gan-capture.report.json" "$W/gan-armed.job.out" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+k = r["ranks"][0]
+h = (r.get("headline") or {}).get("ranks", [{}])[0]
+jobs = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+job_ms = jobs[-1].get("median_step_ms") if jobs else None
+print(f"HELDOUT name=gan_capture steps={h.get('steps')} steps_listed={len(r.get('steps', []))} "
+      f"source={k.get('step_source')} report_ms={h.get('median_step_ms')} job_ms={job_ms} "
+      f"capture_s={(k.get('window') or {}).get('duration_us')}")
+PY
+  else
+    echo "HELDOUT name=gan_capture no_capture_file"; ls -la "$A"; tail -5 "$W/gan-armed.job.out"
+  fi
+fi
 
 tar czf "$OUT/heldout-traces.tar.gz" -C "$W" $(cd "$W" && ls -d */ 2>/dev/null | grep -v "^bin/$") 2>/dev/null
 cp "$W"/*.report.json "$W"/*.info.txt "$OUT/" 2>/dev/null

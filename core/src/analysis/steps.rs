@@ -5,6 +5,7 @@
 use regex::Regex;
 
 use super::rank::{RankCtx, NONE};
+use super::step_marks::{step_ends, Marker};
 use crate::model::{ArgValue, SliceId, SliceKind, StrId, Trace};
 use crate::protocol::{OPTIMIZER_KEY_ARG, OPTIMIZER_STEP_RANGE};
 
@@ -223,54 +224,6 @@ pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
         steady_from: None,
         graph_corrs: graph_corrs.clone(),
     }
-}
-
-/// One optimizer-step range: its host interval and which optimizer stepped
-/// (0 when the recording does not say).
-#[derive(Debug, Clone, Copy)]
-struct Marker {
-    start_ns: i64,
-    end_ns: i64,
-    key: u64,
-}
-
-/// The ends of the optimizer steps that end a training step. A step inside
-/// another one (a wrapper's `step()` calling its inner optimizer's) is part
-/// of it. With several optimizers (a GAN's two, dense and sparse
-/// parameters), an iteration steps each of them once, so one optimizer's
-/// steps mark the iterations: of those stepped most often, the one stepped
-/// last in an iteration (its first step ends after the others' first).
-fn step_ends(mut markers: Vec<Marker>) -> Vec<i64> {
-    markers.sort_by_key(|m| (m.start_ns, std::cmp::Reverse(m.end_ns)));
-    let mut outer: Vec<Marker> = Vec::with_capacity(markers.len());
-    for m in markers {
-        if outer
-            .last()
-            .is_some_and(|o| m.start_ns >= o.start_ns && m.end_ns <= o.end_ns)
-        {
-            continue;
-        }
-        outer.push(m);
-    }
-    // Per optimizer: (steps, end of its first step).
-    let mut per: Vec<(u64, usize, i64)> = Vec::new();
-    for m in &outer {
-        match per.iter_mut().find(|p| p.0 == m.key) {
-            Some(p) => p.1 += 1,
-            None => per.push((m.key, 1, m.end_ns)),
-        }
-    }
-    let most = per.iter().map(|p| p.1).max().unwrap_or(0);
-    let key = per
-        .iter()
-        .filter(|p| p.1 == most)
-        .max_by_key(|p| p.2)
-        .map_or(0, |p| p.0);
-    outer
-        .iter()
-        .filter(|m| m.key == key)
-        .map(|m| m.end_ns)
-        .collect()
 }
 
 /// Steps a rank's optimizer steps end (`ends`, [`step_ends`]): step k runs from the end of
