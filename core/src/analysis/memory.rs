@@ -215,7 +215,7 @@ fn at_time(v: &[(i64, u64)], at: i64) -> Option<u64> {
 /// Highest value within [a, b], counting the one in force at `a`.
 fn peak_within(v: &[(i64, u64)], a: i64, b: i64) -> Option<u64> {
     let from = v.partition_point(|x| x.0 <= a);
-    let to = v.partition_point(|x| x.0 <= b);
+    let to = v.partition_point(|x| x.0 <= b).max(from);
     let inside = v[from..to].iter().map(|x| x.1).max();
     inside.max(at_time(v, a))
 }

@@ -96,8 +96,26 @@ pub struct Detected {
     pub graph_corrs: Vec<u32>,
 }
 
-/// Finds the steps of a rank.
+/// Finds the steps of a rank. A step whose end comes before its start
+/// (a damaged trace's times: a flipped byte in a timestamp) is left out
+/// rather than reported with a negative time.
 pub fn detect(t: &Trace, ctx: &RankCtx) -> Detected {
+    let mut d = detect_any(t, ctx);
+    if d.steps.iter().any(|s| s.end_ns < s.start_ns) {
+        let steps = &d.steps;
+        d.steady_from = d.steady_from.map(|k| {
+            let k = k.min(steps.len());
+            k - steps[..k].iter().filter(|s| s.end_ns < s.start_ns).count()
+        });
+        d.steps.retain(|s| s.end_ns >= s.start_ns);
+        if d.steady_from.is_some_and(|k| k >= d.steps.len()) {
+            d.steady_from = None;
+        }
+    }
+    d
+}
+
+fn detect_any(t: &Trace, ctx: &RankCtx) -> Detected {
     let sl = t.slices();
     // Name ids that mark steps, decided once per distinct name.
     let mut decided: rustc_hash::FxHashMap<StrId, Option<(bool, Option<i64>)>> = Default::default();
