@@ -69,8 +69,10 @@ fn check(file: &Path, what: &str, r: std::thread::Result<Result<Trace, TraceErro
                     .iter()
                     .find(|s| {
                         s.end_ns < s.start_ns
-                            || !(s.duration_us >= 0.0)
-                            || !(s.host_interval_us >= 0.0)
+                            || s.duration_us.is_nan()
+                            || s.duration_us < 0.0
+                            || s.host_interval_us.is_nan()
+                            || s.host_interval_us < 0.0
                     })
                     .map(|s| (s.rank, s.step, s.start_ns, s.end_ns, s.duration_us))
             });
