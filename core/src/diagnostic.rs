@@ -67,6 +67,9 @@ pub enum Kind {
     /// A Kineto `baseTimeNanoseconds` out of range (negative, beyond 2^63
     /// ns, or carrying events past it): not added, times kept relative.
     BadTimeBase,
+    /// No process of the trace ran GPU work (kernels, copies, memsets):
+    /// no rank to report.
+    NoGpuWork,
 }
 
 /// How bad a problem is, as Perfetto's import stats grade them.
@@ -88,7 +91,7 @@ impl Kind {
         match self {
             UnterminatedSlices | UnmatchedSliceEnds | TrackParentLoop | BadDuration
             | UnreadableMetadata | DuplicateRank | UnmatchedCollectives | CaptureChosen
-            | HostRunsAhead | BadTimeBase => Severity::Info,
+            | HostRunsAhead | BadTimeBase | NoGpuWork => Severity::Info,
             Truncated | DamagedPackets | IncrementalStateLost | MalformedEvents
             | MissingTimestamp | UnplacedEvents | UnknownCategories | EmptyFile
             | UnreadableFile => Severity::DataLoss,

@@ -129,3 +129,35 @@ fn top_kernels_name_the_launching_python_line_user_code_first() {
         "{text}"
     );
 }
+
+/// A trace whose processes ran no GPU work (a capture that ended before
+/// any, a profiler whose schedule never became active) says so in the
+/// report's diagnostics instead of leaving "0 rank(s)" unexplained; a
+/// trace with a kernel does not.
+#[test]
+fn no_gpu_work_is_said() {
+    use streamscope_core::diagnostic::Kind;
+    let (mut t, host, streams) = synth::one_gpu(7, Vec::new(), &[7]);
+    let n = t.intern("aten::add");
+    t.push_slice(NewSlice::new(host, SliceKind::CpuOp, n, 0, 1_000));
+    let cpu_only = t.clone().finish();
+    let r = analyze(&cpu_only, &AnalysisOptions::default());
+    assert!(r.ranks.is_empty());
+    let d = r
+        .diagnostics
+        .iter()
+        .find(|d| d.kind == Kind::NoGpuWork)
+        .expect("a NoGpuWork diagnostic");
+    assert!(
+        d.detail.contains("1 event(s) of 1 process(es)"),
+        "{}",
+        d.detail
+    );
+    let k = t.intern("gemm");
+    let mut s = NewSlice::new(streams[0], SliceKind::Kernel, k, 2_000, 1_000);
+    s.class = SliceClass::Compute;
+    t.push_slice(s);
+    let r = analyze(&t.finish(), &AnalysisOptions::default());
+    assert_eq!(r.ranks.len(), 1);
+    assert!(r.diagnostics.iter().all(|d| d.kind != Kind::NoGpuWork));
+}

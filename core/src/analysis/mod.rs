@@ -114,6 +114,17 @@ fn analyze_split(trace: &Trace, opts: &AnalysisOptions, split: Option<bool>) -> 
         ..Default::default()
     };
     let mut ctxs = split_other_processes(trace, all, &mut report.other_processes);
+    if ctxs.is_empty() {
+        report.diagnostics.push(Diagnostic::new(
+            Kind::NoGpuWork,
+            1,
+            format!(
+                "no GPU work (kernels, copies, memsets) in {} event(s) of {} process(es): no rank to report",
+                trace.slices().len(),
+                trace.processes().len()
+            ),
+        ));
+    }
     rank::number_ranks(trace, &mut ctxs);
     let nccl = collectives::NcclNames::new(trace);
     let keys = crate::comms::CommKeys::new(trace);
