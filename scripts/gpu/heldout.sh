@@ -9,6 +9,8 @@
 #   cublas_loop      native C++ with cuBLAS, pageable synchronous copies
 #   gan_two_optim    two optimizers stepped every iteration (a GAN), no annotations
 #   gan_capture      the same, armed: `capture --steps 4` ends after 4 iterations
+#   memory           the PyTorch ones with `record --memory on`: the report's
+#                    peaks against torch.cuda.max_memory_allocated/reserved
 # Builds only the native one (scripts/build-carry.sh first). From the repo root:
 #   BIN=.carry/bin OUT=<results> [ONLY="ddp_cnn cublas_loop"] bash scripts/gpu/heldout.sh
 # Results: $OUT/heldout.log ("HELDOUT key=value" lines last) and the
@@ -72,6 +74,41 @@ want decode_tokens && one decode_tokens "$PY" "$H/decode_tokens.py" --tokens 80
 want compile_default && one compile_default "$PY" "$H/compile_default.py" --steps 50
 want gan_two_optim && one gan_two_optim "$PY" "$H/gan_two_optim.py" --steps 60
 want cublas_loop && [ -x "$W/bin/cublas_loop" ] && one cublas_loop "$W/bin/cublas_loop" 60
+
+# memory: the PyTorch workloads recorded with `--memory on`; each rank's
+# peak allocated and reserved bytes in the report against the job's own
+# torch.cuda.max_memory_allocated() / max_memory_reserved() (issue 36).
+mem() {
+  local name="$1"; shift
+  step "mem-$name" 180 "$S" record --memory on -o "$W/mem-$name" -- "$@" > "$W/mem-$name.rec.out" 2>&1
+  tail -2 "$W/mem-$name.rec.out"
+  "$S" report "$W/mem-$name" --format json > "$W/mem-$name.report.json" 2> "$W/mem-$name.report.err"
+  "$PY" - "$name" "$W" <<'PY'
+import json, sys
+name, w = sys.argv[1], sys.argv[2]
+try:
+    job = json.loads([l for l in open(f"{w}/mem-{name}.rec.out") if l.startswith("{")][-1])
+    r = json.load(open(f"{w}/mem-{name}.report.json"))
+except Exception as e:
+    print(f"HELDOUT name=mem_{name} error={e!r}"); sys.exit()
+m = ((r.get("ranks") or [{}])[0]).get("memory") or {}
+def pct(a, b):
+    return None if not a or not b else round(100 * (a - b) / b, 3)
+ja, jr = job.get("max_allocated_bytes"), job.get("max_reserved_bytes")
+ra, rr = m.get("peak_allocated_bytes"), m.get("peak_reserved_bytes")
+steps_with = sum(1 for s in r.get("steps", []) if s.get("memory"))
+print(f"HELDOUT name=mem_{name} job_alloc={ja} report_alloc={ra} alloc_err_pct={pct(ra, ja)} "
+      f"job_reserved={jr} report_reserved={rr} reserved_err_pct={pct(rr, jr)} "
+      f"peak_step={m.get('peak_step')} live_blocks={len(m.get('live_at_peak') or [])} "
+      f"source={m.get('source')} steps_with_memory={steps_with} job_ms={job.get('median_step_ms')}")
+PY
+}
+if want memory; then
+  mem ddp_cnn "$PY" "$H/ddp_cnn.py" --steps 60
+  mem decode_tokens "$PY" "$H/decode_tokens.py" --tokens 80
+  mem compile_default "$PY" "$H/compile_default.py" --steps 50
+  mem gan_two_optim "$PY" "$H/gan_two_optim.py" --steps 60
+fi
 
 # gan_capture: the GAN loop armed; `capture --steps 4` must end by itself
 # after 4 iterations (not 2: each iteration steps two optimizers), and the

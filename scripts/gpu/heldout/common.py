@@ -21,6 +21,10 @@ class StepClock:
     def say(self, skip: int, **extra):
         torch.cuda.synchronize()
         ms = [self.ev[i].elapsed_time(self.ev[i + 1]) for i in range(skip, self.n - 1)]
-        out = {"steps": len(ms), "median_step_ms": statistics.median(ms), "mean_step_ms": statistics.mean(ms)}
+        out = {"steps": len(ms), "median_step_ms": statistics.median(ms), "mean_step_ms": statistics.mean(ms),
+               # The caching allocator's own peaks since the start, what a
+               # recording's memory lane must give back.
+               "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+               "max_reserved_bytes": torch.cuda.max_memory_reserved()}
         out.update(extra)
         print(json.dumps(out), flush=True)
