@@ -166,12 +166,14 @@ fn checked_report(args: &ReportArgs) -> anyhow::Result<Report> {
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
-    // Input that could not be used is said on stderr too, whatever the
-    // format (the report carries it in its notes / `diagnostics`), so a
+    // Input that could not be used, and a trace with no rank at all, are
+    // said on stderr too, whatever the format (the report carries it in its notes / `diagnostics`), so a
     // script that keeps only stdout still hears of it.
     if let Ok(r) = &report {
         for d in &r.diagnostics {
-            if d.severity == streamscope_core::diagnostic::Severity::DataLoss {
+            if d.severity == streamscope_core::diagnostic::Severity::DataLoss
+                || d.kind == streamscope_core::diagnostic::Kind::NoGpuWork
+            {
                 eprintln!("streamscope: warning: {d}");
             }
         }

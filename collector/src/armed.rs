@@ -464,8 +464,9 @@ struct CaptureWriter {
     nccl: crate::nccl_plugin::trace::NcclWriter,
     /// The optimizer steps since the start: (start, end, optimizer key).
     optimizer_steps: Vec<(i64, i64, u64)>,
-    /// Which of their ends end a training step, as the report of the file
-    /// will count them (`running_step_ends`: one optimizer of several).
+    /// Where the capture may end: element j is the first end at which the
+    /// file holds j + 1 steps as its report will count them
+    /// (`running_step_ends`).
     step_ends: Vec<i64>,
     /// Drops counted before this capture (not its own).
     dropped_before: u64,

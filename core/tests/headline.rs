@@ -161,3 +161,33 @@ fn no_gpu_work_is_said() {
     assert_eq!(r.ranks.len(), 1);
     assert!(r.diagnostics.iter().all(|d| d.kind != Kind::NoGpuWork));
 }
+
+/// The same note when several files (analyzed file by file) hold no GPU
+/// work between them.
+#[test]
+fn no_gpu_work_in_several_files_is_said() {
+    use streamscope_core::diagnostic::Kind;
+    let dir = std::env::temp_dir().join(format!("ss-no-gpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut paths = Vec::new();
+    for pid in [11, 12] {
+        let (mut t, host, _) = synth::one_gpu(pid, Vec::new(), &[7]);
+        let n = t.intern("aten::add");
+        t.push_slice(NewSlice::new(host, SliceKind::CpuOp, n, 0, 1_000));
+        let p = dir.join(format!("rank-{pid}.json"));
+        chrome::write_file(&t.finish(), &p).expect("write");
+        paths.push(p);
+    }
+    let r = analysis::job::report(&paths, &AnalysisOptions::default(), true, &|_, _| {});
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = r.expect("a report");
+    assert!(r.ranks.is_empty());
+    let notes: Vec<_> = r
+        .diagnostics
+        .iter()
+        .filter(|d| d.kind == Kind::NoGpuWork)
+        .collect();
+    assert_eq!(notes.len(), 1, "{:?}", r.diagnostics);
+    assert!(notes[0].detail.contains("rank-11.json"), "{}", notes[0].detail);
+}

@@ -120,6 +120,7 @@ fn build_report(
     if summary_inputs(paths)? {
         let mut r = streamed::merge_summaries(paths, opts).with_context(what)?;
         findings::attach(&mut r, None);
+        note_no_gpu_work(&mut r, paths);
         return Ok(r);
     }
     let files = load::sources(paths).with_context(what)?;
@@ -146,7 +147,24 @@ fn build_report(
             ),
         );
     }
+    note_no_gpu_work(&mut report, paths);
     Ok(report)
+}
+
+/// A report of several files (or summaries) without a rank says why, as
+/// one file's analysis does.
+fn note_no_gpu_work(report: &mut Report, paths: &[PathBuf]) {
+    use crate::diagnostic::Diagnostic;
+    if report.ranks.is_empty() && report.diagnostics.iter().all(|d| d.kind != Kind::NoGpuWork) {
+        report.diagnostics.push(Diagnostic::new(
+            Kind::NoGpuWork,
+            1,
+            format!(
+                "no GPU work (kernels, copies, memsets) in {}: no rank to report",
+                display_paths(paths)
+            ),
+        ));
+    }
 }
 
 /// `report PATHS...`: the report, or an error when it breaks its

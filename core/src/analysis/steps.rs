@@ -258,11 +258,11 @@ fn marker_steps(mut ends: Vec<i64>, first_launch: i64) -> Vec<Step> {
                 number: k as i64,
                 name: format!("optimizer step {k}"),
                 start_ns: prev,
-                end_ns: end_ns + 1,
+                end_ns: end_ns.saturating_add(1),
                 host_time: true,
                 source: StepSource::OptimizerStep,
             };
-            prev = end_ns + 1;
+            prev = end_ns.saturating_add(1);
             s
         })
         .collect()
