@@ -120,17 +120,25 @@ if want gan_capture; then
   job=$!
   sleep 15
   step gan-capture-steps 90 "$S" capture "$A" --steps 4
-  # The capture ends by itself after 4 iterations and is written beside
-  # the recording; then the job is stopped (SIGTERM: the collector
-  # flushes).
+  # The capture ends by itself after 4 iterations. Its file exists from
+  # the start, so wait until its report holds the steps (at most 60 s),
+  # then stop the job (SIGTERM: the collector flushes; SIGKILL to it and
+  # its children 30 s later if it has not ended).
+  f=""
   for _ in $(seq 60); do
-    ls "$A"/*.capture-*.pftrace >/dev/null 2>&1 && break
+    f=$(ls "$A"/*.capture-*.pftrace 2>/dev/null | head -1)
+    if [ -n "$f" ] && "$S" report "$f" --format json 2>/dev/null | "$PY" -c '
+import json, sys
+r = json.load(sys.stdin)
+sys.exit(0 if len(r.get("steps", [])) >= 5 else 1)' 2>/dev/null; then
+      break
+    fi
     sleep 1
   done
-  sleep 2
   kill -TERM "$job" 2>/dev/null
-  ( sleep 30; kill -KILL "$job" 2>/dev/null ) & guard=$!
-  wait "$job" 2>/dev/null; kill "$guard" 2>/dev/null
+  for _ in $(seq 30); do kill -0 "$job" 2>/dev/null || break; sleep 1; done
+  kill -0 "$job" 2>/dev/null && { pkill -KILL -P "$job"; kill -KILL "$job"; }
+  wait "$job" 2>/dev/null
   f=$(ls "$A"/*.capture-*.pftrace 2>/dev/null | head -1)
   if [ -n "$f" ]; then
     "$S" report "$f" | head -12
@@ -142,11 +150,12 @@ if not r.get("ranks"):
     print("HELDOUT name=gan_capture ranks=0"); sys.exit(0)
 k = r["ranks"][0]
 h = (r.get("headline") or {}).get("ranks", [{}])[0]
-jobs = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
-job_ms = jobs[-1].get("median_step_ms") if jobs else None
-print(f"HELDOUT name=gan_capture steps={h.get('steps')} steps_listed={len(r.get('steps', []))} "
-      f"source={k.get('step_source')} report_ms={h.get('median_step_ms')} job_ms={job_ms} "
-      f"capture_s={(k.get('window') or {}).get('duration_us')}")
+w = k.get("window") or {}
+span = [(s["start_ns"], s["end_ns"]) for s in r.get("steps", [])]
+print(f"HELDOUT name=gan_capture steps={h.get('steps')} steps_listed={len(span)} "
+      f"source={k.get('step_source')} report_ms={h.get('median_step_ms')} "
+      f"window_ms={(w.get('end_ns', 0) - w.get('start_ns', 0)) / 1e6} "
+      f"steps_ms={[round((b - a) / 1e6, 2) for a, b in span]}")
 PY
   else
     echo "HELDOUT name=gan_capture no_capture_file"; ls -la "$A"; tail -5 "$W/gan-armed.job.out"
