@@ -189,5 +189,9 @@ fn no_gpu_work_in_several_files_is_said() {
         .filter(|d| d.kind == Kind::NoGpuWork)
         .collect();
     assert_eq!(notes.len(), 1, "{:?}", r.diagnostics);
-    assert!(notes[0].detail.contains("rank-11.json"), "{}", notes[0].detail);
+    assert!(
+        notes[0].detail.contains("rank-11.json"),
+        "{}",
+        notes[0].detail
+    );
 }
