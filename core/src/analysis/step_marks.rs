@@ -56,6 +56,18 @@ fn outermost_markers(mut markers: Vec<Marker>) -> Vec<Marker> {
     outer
 }
 
+/// Markers of ranges `(start ns, end ns, optimizer key)`.
+fn markers(ranges: &[(i64, i64, u64)]) -> Vec<Marker> {
+    ranges
+        .iter()
+        .map(|&(start_ns, end_ns, key)| Marker {
+            start_ns,
+            end_ns,
+            key,
+        })
+        .collect()
+}
+
 /// Where a capture of a job still running may end: element `j` is the
 /// first end of an optimizer-step range `(start ns, end ns, optimizer key)`
 /// at which a file cut there holds at least `j + 1` steps as the report
@@ -72,16 +84,7 @@ fn outermost_markers(mut markers: Vec<Marker>) -> Vec<Marker> {
 /// iteration marks; with one stepped more often than the others (five
 /// critic steps per generator step) every step of that one marks.
 pub fn running_step_ends(ranges: &[(i64, i64, u64)]) -> Vec<i64> {
-    let mut outer = outermost_markers(
-        ranges
-            .iter()
-            .map(|&(start_ns, end_ns, key)| Marker {
-                start_ns,
-                end_ns,
-                key,
-            })
-            .collect(),
-    );
+    let mut outer = outermost_markers(markers(ranges));
     outer.sort_by_key(|m| m.end_ns);
     // Per optimizer: (key, steps, end of its first step).
     let mut per: Vec<(u64, usize, i64)> = Vec::new();
@@ -122,15 +125,7 @@ mod tests {
     }
 
     fn finished(r: &[(i64, i64, u64)]) -> Vec<i64> {
-        step_ends(
-            r.iter()
-                .map(|&(start_ns, end_ns, key)| Marker {
-                    start_ns,
-                    end_ns,
-                    key,
-                })
-                .collect(),
-        )
+        step_ends(markers(r))
     }
 
     /// A capture cut at the j-th running end holds at least j + 1 steps
