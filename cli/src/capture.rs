@@ -40,6 +40,11 @@ pub struct CaptureArgs {
     /// process has the request before the common start instant).
     #[arg(long)]
     pub delay: Option<String>,
+    /// Return only once every process that accepted has written its
+    /// capture file (or ended); non-zero when one has not by the capture's
+    /// longest length plus 30 s.
+    #[arg(long)]
+    pub wait: bool,
 }
 
 /// "5s", "500ms", "1.5" (seconds) as milliseconds.
@@ -281,11 +286,76 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<()> {
             String::new()
         }
     );
+    if args.wait {
+        let longest_ms = delay_ms
+            + match length {
+                CaptureLength::Millis(ms) => ms,
+                CaptureLength::Steps { max_ms, .. } => max_ms,
+            };
+        wait_written(&accepted, Duration::from_millis(longest_ms + WAIT_GRACE_MS))?;
+    }
     for k in ks {
         println!(
-            "when it ends: streamscope report {}/*.capture-{k}.pftrace",
+            "{}: streamscope report {}/*.capture-{k}.pftrace",
+            if args.wait { "written" } else { "when it ends" },
             args.dir.display()
         );
+    }
+    Ok(())
+}
+
+/// How long `--wait` waits past a capture's longest length (its last
+/// records flushed and the file closed).
+const WAIT_GRACE_MS: u64 = 30_000;
+
+/// `--wait`: asks each process's status until its capture is written or
+/// the process is gone; an error naming those still running after `limit`.
+fn wait_written(accepted: &[(Armed, u32)], limit: Duration) -> anyhow::Result<()> {
+    let t0 = std::time::Instant::now();
+    let mut left: Vec<&(Armed, u32)> = accepted.iter().collect();
+    while !left.is_empty() {
+        let mut still = Vec::new();
+        for entry in left {
+            let (a, k) = entry;
+            match send(&a.socket, proto::STATUS_REQUEST) {
+                Ok(reply) => match proto::CaptureStatus::parse(&reply) {
+                    Ok(st) if st.written >= *k => {
+                        println!("{}: capture {k} written", a.label());
+                    }
+                    Ok(_) => still.push(entry),
+                    Err(_) if reply.starts_with("error unknown command") => bail!(
+                        "{}: its collector does not answer status requests (an older build): --wait cannot tell when capture {k} ends",
+                        a.label()
+                    ),
+                    Err(e) => bail!("{}: {e}", a.label()),
+                },
+                // The process is gone: the collector writes a running
+                // capture when the process ends.
+                Err(SendError::Stale(_)) => {
+println!(
+                        "{}: the process ended during capture {k} (its collector writes the capture as the process ends, unless it was killed)",
+                        a.label()
+                    );
+                }
+                // Busy answering another request: asked again.
+                Err(_) => still.push(entry),
+            }
+        }
+        left = still;
+        if !left.is_empty() {
+            if t0.elapsed() >= limit {
+                let who: Vec<String> = left
+                    .iter()
+                    .map(|(a, k)| format!("{} (capture {k})", a.label()))
+                    .collect();
+                bail!(
+                    "not written after {:.0} s: {}",
+                    limit.as_secs_f64(),
+                    who.join(", ")
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
     Ok(())
 }

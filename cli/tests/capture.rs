@@ -162,10 +162,18 @@ fn record_armed_then_capture_then_report() {
         run(bin()
             .arg("capture")
             .arg(&out)
-            .args(["--duration", "400ms", "--ranks", "0"]));
+            .args(["--duration", "400ms", "--ranks", "0", "--wait"]));
     assert!(o.status.success(), "{se}");
     assert!(so.contains("rank 0 (pid "), "{so}");
     assert!(so.contains("capture 1 accepted"), "{so}");
+    // --wait returns once the file is written, while the program (2 s)
+    // still runs: the file is whole already.
+    assert!(so.contains("): capture 1 written"), "{so}");
+    assert!(so.contains("written: streamscope report"), "{so}");
+    let (_, early, se) = run(bin()
+        .arg("report")
+        .arg(out.join("rank-0.capture-1.pftrace")));
+    assert!(early.contains("1 rank(s)"), "{early} {se}");
     let r = rec.wait_with_output().expect("record ends");
     let se = String::from_utf8_lossy(&r.stderr);
     assert_eq!(r.status.code(), Some(4), "the program's exit code: {se}");

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use streamscope_core::protocol::armed::{self as proto, CaptureRequest};
+use streamscope_core::protocol::armed::{self as proto, CaptureRequest, CaptureStatus};
 
 /// Capture numbers and the one request waiting for the writer.
 #[derive(Debug)]
@@ -24,6 +24,8 @@ struct State {
     next_k: u32,
     pending: Option<(u32, CaptureRequest)>,
     active: Option<u32>,
+    /// The last capture whose file is written (0: none).
+    written: u32,
 }
 
 impl Default for Requests {
@@ -33,6 +35,7 @@ impl Default for Requests {
                 next_k: 1,
                 pending: None,
                 active: None,
+                written: 0,
             }),
         }
     }
@@ -59,11 +62,22 @@ impl Requests {
         Some(p)
     }
 
-    /// The active capture ended.
+    /// The active capture ended, its file written and closed.
     pub fn finish(&self) {
         if let Ok(mut st) = self.state.lock() {
-            st.active = None;
+            if let Some(k) = st.active.take() {
+                st.written = st.written.max(k);
+            }
         }
+    }
+
+    /// The capture waiting or running, and the last one written.
+    pub fn status(&self) -> Result<CaptureStatus, ControlError> {
+        let st = self.state.lock().map_err(|_| ControlError::Poisoned)?;
+        Ok(CaptureStatus {
+            busy: st.active.or(st.pending.map(|p| p.0)),
+            written: st.written,
+        })
     }
 }
 
@@ -146,13 +160,18 @@ impl ControlSocket {
 /// Longest request line read.
 const MAX_LINE: u64 = 512;
 
-/// Reads one line (2 s at most), answers one line.
+/// Reads one line (2 s at most), answers one line: a capture request, or
+/// `status`.
 fn answer(conn: UnixStream, requests: &Requests) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
     let _ = conn.set_write_timeout(Some(Duration::from_secs(2)));
     let mut line = String::new();
     let mut reader = BufReader::new((&conn).take(MAX_LINE));
     let reply = match reader.read_line(&mut line) {
+        Ok(_) if line.trim() == proto::STATUS_REQUEST.trim() => match requests.status() {
+            Ok(st) => st.to_line(),
+            Err(e) => format!("error {e}\n"),
+        },
         Ok(_) => match CaptureRequest::parse(&line) {
             Ok(r) => match requests.submit(r) {
                 Ok(k) => format!("ok capture {k}\n"),
@@ -194,6 +213,22 @@ mod tests {
     }
 
     #[test]
+    fn status_says_what_waits_runs_and_is_written() {
+        let r = Requests::default();
+        let st = |busy, written| Some(CaptureStatus { busy, written });
+        let r_status = |r: &Requests| r.status().ok();
+        assert_eq!(r_status(&r), st(None, 0));
+        assert_eq!(r.submit(req()).ok(), Some(1));
+        assert_eq!(r_status(&r), st(Some(1), 0), "waiting");
+        let _ = r.take();
+        assert_eq!(r_status(&r), st(Some(1), 0), "running");
+        r.finish();
+        assert_eq!(r_status(&r), st(None, 1), "written");
+        r.finish();
+        assert_eq!(r_status(&r), st(None, 1), "a second finish changes nothing");
+    }
+
+    #[test]
     fn the_socket_answers_and_is_private() {
         let dir = std::env::temp_dir().join(format!("ss-control-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -214,6 +249,10 @@ mod tests {
         assert_eq!(ask("capture duration_ms=5\n"), "ok capture 1\n");
         assert!(ask("capture duration_ms=5\n").starts_with("error capture 1 is already"));
         assert!(ask("hello\n").starts_with("error unknown command"));
+        assert_eq!(ask("status\n"), "ok status written=0 busy=1\n");
+        let _ = requests.take();
+        requests.finish();
+        assert_eq!(ask("status\n"), "ok status written=1\n");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -203,6 +203,55 @@ impl CaptureRequest {
     }
 }
 
+/// The status request: `status`, answered by [`CaptureStatus::to_line`]
+/// (`capture --wait` asks it until its capture is written).
+pub const STATUS_REQUEST: &str = "status\n";
+
+/// What an armed process says of its captures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CaptureStatus {
+    /// The capture waiting for its start or running, if any.
+    pub busy: Option<u32>,
+    /// The number of the last capture whose file is written and closed
+    /// (0: none yet).
+    pub written: u32,
+}
+
+impl CaptureStatus {
+    /// The reply line, newline included: `ok status written=K [busy=B]`.
+    pub fn to_line(&self) -> String {
+        match self.busy {
+            Some(b) => format!("ok status written={} busy={b}\n", self.written),
+            None => format!("ok status written={}\n", self.written),
+        }
+    }
+
+    /// Parses a reply line (trimmed or not); Err says what is wrong.
+    pub fn parse(line: &str) -> Result<CaptureStatus, String> {
+        let mut words = line.split_whitespace();
+        if (words.next(), words.next()) != (Some("ok"), Some("status")) {
+            return Err(format!("not a status reply: {:?}", line.trim()));
+        }
+        let mut st = CaptureStatus::default();
+        let mut written = None;
+        for w in words {
+            let Some((k, v)) = w.split_once('=') else {
+                return Err(format!("expected key=value, got {w:?}"));
+            };
+            let n = v
+                .parse::<u32>()
+                .map_err(|_| format!("{k}={v}: expected a whole number"))?;
+            match k {
+                "written" => written = Some(n),
+                "busy" => st.busy = Some(n),
+                _ => return Err(format!("unknown key {k:?}")),
+            }
+        }
+        st.written = written.ok_or("status reply without written=")?;
+        Ok(st)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +339,35 @@ mod tests {
         ] {
             let e = CaptureRequest::parse(bad).expect_err(bad);
             assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn status_replies_round_trip() {
+        for st in [
+            CaptureStatus::default(),
+            CaptureStatus {
+                busy: Some(3),
+                written: 2,
+            },
+        ] {
+            assert_eq!(CaptureStatus::parse(&st.to_line()), Ok(st));
+        }
+        assert_eq!(
+            CaptureStatus::parse("ok status written=4 busy=5"),
+            Ok(CaptureStatus {
+                busy: Some(5),
+                written: 4
+            })
+        );
+        for bad in [
+            "ok capture 1",
+            "error unknown command \"status\"",
+            "ok status busy=1",
+            "ok status written=x",
+            "ok status written=1 late=2",
+        ] {
+            assert!(CaptureStatus::parse(bad).is_err(), "{bad}");
         }
     }
 }
