@@ -119,22 +119,16 @@ if want gan_capture; then
   "$S" record --armed -o "$A" -- "$PY" "$H/gan_two_optim.py" --steps 100000 > "$W/gan-armed.job.out" 2>&1 &
   job=$!
   sleep 15
-  step gan-capture-steps 90 "$S" capture "$A" --steps 4
-  # The capture ends by itself after 4 iterations. Its file exists from
-  # the start, so wait until its report holds the steps (at most 60 s),
-  # then stop the job (SIGTERM: the collector flushes; SIGKILL to it and
-  # its children 30 s later if it has not ended).
-  f=""
-  for _ in $(seq 60); do
-    f=$(ls "$A"/*.capture-*.pftrace 2>/dev/null | head -1)
-    if [ -n "$f" ] && "$S" report "$f" --format json 2>/dev/null | "$PY" -c '
+  # --wait: back once the capture (4 iterations) is written.
+  step gan-capture-steps 90 "$S" capture "$A" --steps 4 --wait
+  f=$(ls "$A"/*.capture-*.pftrace 2>/dev/null | head -1)
+  # The file is whole while the job still runs.
+  [ -n "$f" ] && "$S" report "$f" --format json 2>/dev/null | "$PY" -c '
 import json, sys
-r = json.load(sys.stdin)
-sys.exit(0 if len(r.get("steps", [])) >= 5 else 1)' 2>/dev/null; then
-      break
-    fi
-    sleep 1
-  done
+n = len(json.load(sys.stdin).get("steps", []))
+print(f"HELDOUT name=gan_capture_wait steps_listed_while_running={n}")'
+  # Then the job is stopped (SIGTERM: the collector flushes; SIGKILL to it
+  # and its children 30 s later if it has not ended).
   kill -TERM "$job" 2>/dev/null
   for _ in $(seq 30); do kill -0 "$job" 2>/dev/null || break; sleep 1; done
   kill -0 "$job" 2>/dev/null && { pkill -KILL -P "$job"; kill -KILL "$job"; }
