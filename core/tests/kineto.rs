@@ -593,14 +593,20 @@ fn negative_and_out_of_range_durations_are_counted() {
       {"ph":"X","cat":"cpu_op","name":"huge","pid":1,"tid":1,"ts":1,"dur":1e300},
       {"ph":"X","cat":"cpu_op","name":"nan","pid":1,"tid":1,"ts":1,"dur":"x"}
     ]}"#;
-    let t =
-        streamscope_core::kineto::read_bytes(std::path::Path::new("d.json"), json).expect("loads");
+    // The diagnostic names the file as given (the process metadata keeps
+    // its name alone).
+    let t = streamscope_core::kineto::read_bytes(std::path::Path::new("runs/a/d.json"), json)
+        .expect("loads");
     assert_eq!(t.slices().len(), 4);
+    assert!(t.processes()[0]
+        .metadata
+        .iter()
+        .any(|(k, v)| k == "source_file" && v == "d.json"));
     assert!(
         t.diagnostics().iter().any(|d| {
             d.kind == streamscope_core::diagnostic::Kind::BadDuration
                 && d.count == 3
-                && d.file.as_deref() == Some("d.json")
+                && d.file.as_deref() == Some("runs/a/d.json")
         }),
         "{:?}",
         t.diagnostics()

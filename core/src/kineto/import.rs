@@ -92,7 +92,7 @@ pub fn import_keeping(path: &Path, json: &[u8], keep: KeepArgs) -> Result<Trace>
         );
     }
     let new_builder = || {
-        let mut b = Builder::new(label_of(path), keep);
+        let mut b = Builder::new(path, keep);
         b.trace.reserve_slices(json.len() / BYTES_PER_SLICE);
         b
     };
@@ -157,7 +157,7 @@ pub(super) struct Pieces {
 impl Pieces {
     /// Ready for the pieces of a document of about `total_bytes`.
     pub(super) fn new(path: &Path, total_bytes: usize, keep: KeepArgs) -> Pieces {
-        let mut builder = Builder::new(label_of(path), keep);
+        let mut builder = Builder::new(path, keep);
         builder.trace.reserve_slices(total_bytes / BYTES_PER_SLICE);
         Pieces {
             builder,
@@ -330,7 +330,10 @@ const HOST: ProcessId = ProcessId::from_index(0);
 
 struct Builder {
     trace: TraceBuilder,
+    /// The file's name, kept in the process metadata (`source_file`).
     label: String,
+    /// The file as the user gave it, named by the diagnostics.
+    file: String,
     /// Host-side events per pid: the most frequent is the host process.
     host_events: HashMap<i64, usize>,
     /// The pid Kineto labels "CPU", for traces without host events.
@@ -394,7 +397,8 @@ impl Builder {
         }
     }
 
-    fn new(label: String, keep: KeepArgs) -> Builder {
+    fn new(path: &Path, keep: KeepArgs) -> Builder {
+        let (label, file) = (label_of(path), path.display().to_string());
         let mut trace = TraceBuilder::new();
         trace.add_process(Process {
             clock: ClockDomain::Realtime,
@@ -403,6 +407,7 @@ impl Builder {
         Builder {
             trace,
             label,
+            file,
             host_events: HashMap::default(),
             cpu_labelled: None,
             process_names: HashMap::default(),

@@ -83,7 +83,7 @@ impl Builder {
                             raw.chars().take(40).collect::<String>()
                         ),
                     )
-                    .in_file(&self.label),
+                    .in_file(&self.file),
                 );
             }
             return;
@@ -143,7 +143,7 @@ impl Builder {
                         1,
                         format!("deviceProperties unreadable: {e}"),
                     )
-                    .in_file(&self.label),
+                    .in_file(&self.file),
                 );
                 return;
             }
@@ -228,7 +228,7 @@ impl Builder {
         for (kind, count, detail) in list {
             if count > 0 {
                 self.trace.push_diagnostic(
-                    Diagnostic::new(kind, count as u64, detail).in_file(&self.label),
+                    Diagnostic::new(kind, count as u64, detail).in_file(&self.file),
                 );
             }
         }
