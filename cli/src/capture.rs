@@ -317,45 +317,41 @@ fn wait_written(accepted: &[(Armed, u32)], limit: Duration) -> anyhow::Result<()
         let mut still = Vec::new();
         for entry in left {
             let (a, k) = entry;
+            let who = a.label();
             match send(&a.socket, proto::STATUS_REQUEST) {
                 Ok(reply) => match proto::CaptureStatus::parse(&reply) {
-                    Ok(st) if st.written >= *k => {
-                        println!("{}: capture {k} written", a.label());
-                    }
+                    Ok(st) if st.written >= *k => println!("{who}: capture {k} written"),
                     Ok(_) => still.push(entry),
-                    Err(_) if reply.starts_with("error unknown command") => bail!(
-                        "{}: its collector does not answer status requests (an older build): --wait cannot tell when capture {k} ends",
-                        a.label()
-                    ),
-                    Err(e) => bail!("{}: {e}", a.label()),
+                    Err(_) if reply.starts_with("error unknown command") => {
+                        bail!("{who}: its collector is older and cannot say when capture {k} ends")
+                    }
+                    Err(e) => bail!("{who}: {e}"),
                 },
-                // The process is gone: the collector writes a running
-                // capture when the process ends.
+                // The process is gone; its collector writes a running
+                // capture as the process ends (unless it was killed).
                 Err(SendError::Stale(_)) => {
-println!(
-                        "{}: the process ended during capture {k} (its collector writes the capture as the process ends, unless it was killed)",
-                        a.label()
-                    );
+                    println!("{who}: the process ended during capture {k}, written as it ended")
                 }
                 // Busy answering another request: asked again.
                 Err(_) => still.push(entry),
             }
         }
         left = still;
-        if !left.is_empty() {
-            if t0.elapsed() >= limit {
-                let who: Vec<String> = left
-                    .iter()
-                    .map(|(a, k)| format!("{} (capture {k})", a.label()))
-                    .collect();
-                bail!(
-                    "not written after {:.0} s: {}",
-                    limit.as_secs_f64(),
-                    who.join(", ")
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if left.is_empty() {
+            break;
         }
+        if t0.elapsed() >= limit {
+            let who: Vec<String> = left
+                .iter()
+                .map(|(a, k)| format!("{} (capture {k})", a.label()))
+                .collect();
+            bail!(
+                "not written after {:.0} s: {}",
+                limit.as_secs_f64(),
+                who.join(", ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
     Ok(())
 }

@@ -167,8 +167,9 @@ fn checked_report(args: &ReportArgs) -> anyhow::Result<Report> {
         pb.finish_and_clear();
     }
     // Input that could not be used, and a trace with no rank at all, are
-    // said on stderr too, whatever the format (the report carries it in its notes / `diagnostics`), so a
-    // script that keeps only stdout still hears of it.
+    // said on stderr too, whatever the format (the report holds them in
+    // its notes or `diagnostics`): a script keeping only stdout hears of
+    // them.
     if let Ok(r) = &report {
         for d in &r.diagnostics {
             if d.severity == streamscope_core::diagnostic::Severity::DataLoss

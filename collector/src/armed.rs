@@ -462,7 +462,8 @@ struct CaptureWriter {
     conv: Converter,
     w: PerfettoWriter<File>,
     nccl: crate::nccl_plugin::trace::NcclWriter,
-    /// The optimizer steps since the start: (start, end, optimizer key).
+    /// A capture of N steps: the optimizer steps since the start (start,
+    /// end, optimizer key).
     optimizer_steps: Vec<(i64, i64, u64)>,
     /// Where the capture may end: element j is the first end at which the
     /// file holds j + 1 steps as its report will count them
@@ -584,13 +585,20 @@ impl CaptureWriter {
         if steps.is_empty() {
             return;
         }
+        // Only a capture of N steps (the one with a step probe) asks where
+        // the steps end; a capture of a duration just writes the ranges.
+        let counts_steps = self.conv.step_probe.is_some();
         for (tid, a, b, key) in steps {
             if b >= self.start {
-                self.optimizer_steps.push((a, b, key));
+                if counts_steps {
+                    self.optimizer_steps.push((a, b, key));
+                }
                 self.conv.optimizer_step(tid, a, b, key);
             }
         }
-        self.step_ends = streamscope_core::analysis::running_step_ends(&self.optimizer_steps);
+        if counts_steps {
+            self.step_ends = streamscope_core::analysis::running_step_ends(&self.optimizer_steps);
+        }
     }
 
     /// Drops the held slices that start after `end` (a capture of N

@@ -154,16 +154,9 @@ fn build_report(
 /// A report of several files (or summaries) without a rank says why, as
 /// one file's analysis does.
 fn note_no_gpu_work(report: &mut Report, paths: &[PathBuf]) {
-    use crate::diagnostic::Diagnostic;
     if report.ranks.is_empty() && report.diagnostics.iter().all(|d| d.kind != Kind::NoGpuWork) {
-        report.diagnostics.push(Diagnostic::new(
-            Kind::NoGpuWork,
-            1,
-            format!(
-                "no GPU work (kernels, copies, memsets) in {}: no rank to report",
-                display_paths(paths)
-            ),
-        ));
+        let files = display_paths(paths);
+        report.diagnostics.push(super::no_gpu_work(&files));
     }
 }
 

@@ -115,15 +115,11 @@ fn analyze_split(trace: &Trace, opts: &AnalysisOptions, split: Option<bool>) -> 
     };
     let mut ctxs = split_other_processes(trace, all, &mut report.other_processes);
     if ctxs.is_empty() {
-        report.diagnostics.push(Diagnostic::new(
-            Kind::NoGpuWork,
-            1,
-            format!(
-                "no GPU work (kernels, copies, memsets) in {} event(s) of {} process(es): no rank to report",
-                trace.slices().len(),
-                trace.processes().len()
-            ),
-        ));
+        report.diagnostics.push(no_gpu_work(&format!(
+            "{} event(s) of {} process(es)",
+            trace.slices().len(),
+            trace.processes().len()
+        )));
     }
     rank::number_ranks(trace, &mut ctxs);
     let nccl = collectives::NcclNames::new(trace);
@@ -216,6 +212,15 @@ pub fn match_collectives(trace: &Trace) -> Matching {
 }
 
 /// The diagnostic for `--rank R` naming no rank.
+/// No rank to report: no GPU work in `what` (a trace's events, files).
+pub(crate) fn no_gpu_work(what: &str) -> Diagnostic {
+    Diagnostic::new(
+        Kind::NoGpuWork,
+        1,
+        format!("no GPU work (kernels, copies, memsets) in {what}: no rank to report"),
+    )
+}
+
 pub(crate) fn no_such_rank(r: u32) -> Diagnostic {
     Diagnostic::new(Kind::NoSuchRank, 1, format!("no rank {r} in the trace"))
 }

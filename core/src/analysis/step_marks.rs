@@ -19,25 +19,45 @@ pub(super) struct Marker {
 /// last in an iteration (its first step ends after the others' first).
 pub(super) fn step_ends(markers: Vec<Marker>) -> Vec<i64> {
     let outer = outermost_markers(markers);
-    // Per optimizer: (steps, end of its first step).
-    let mut per: Vec<(u64, usize, i64)> = Vec::new();
+    let mut tally = Tally::default();
     for m in &outer {
-        match per.iter_mut().find(|p| p.0 == m.key) {
-            Some(p) => p.1 += 1,
-            None => per.push((m.key, 1, m.end_ns)),
-        }
+        tally.add(m);
     }
-    let most = per.iter().map(|p| p.1).max().unwrap_or(0);
-    let key = per
-        .iter()
-        .filter(|p| p.1 == most)
-        .max_by_key(|p| p.2)
-        .map_or(0, |p| p.0);
+    let key = tally.picked().unwrap_or(0);
     outer
         .iter()
         .filter(|m| m.key == key)
         .map(|m| m.end_ns)
         .collect()
+}
+
+/// Steps per optimizer, and which one marks the steps.
+#[derive(Default)]
+struct Tally {
+    /// Per optimizer: (key, steps, end of its first step).
+    per: Vec<(u64, usize, i64)>,
+}
+
+impl Tally {
+    /// Counts `m`'s step; how many its optimizer has made.
+    fn add(&mut self, m: &Marker) -> usize {
+        match self.per.iter_mut().find(|p| p.0 == m.key) {
+            Some(p) => {
+                p.1 += 1;
+                p.1
+            }
+            None => {
+                self.per.push((m.key, 1, m.end_ns));
+                1
+            }
+        }
+    }
+
+    /// The optimizer that marks the steps: stepped most often; on a tie,
+    /// the one whose first step ended last.
+    fn picked(&self) -> Option<u64> {
+        self.per.iter().max_by_key(|p| (p.1, p.2)).map(|p| p.0)
+    }
 }
 
 /// The optimizer-step ranges not inside another one, by start.
@@ -86,22 +106,11 @@ fn markers(ranges: &[(i64, i64, u64)]) -> Vec<Marker> {
 pub fn running_step_ends(ranges: &[(i64, i64, u64)]) -> Vec<i64> {
     let mut outer = outermost_markers(markers(ranges));
     outer.sort_by_key(|m| m.end_ns);
-    // Per optimizer: (key, steps, end of its first step).
-    let mut per: Vec<(u64, usize, i64)> = Vec::new();
+    let mut tally = Tally::default();
     let mut ends: Vec<i64> = Vec::new();
     for m in &outer {
-        let count = match per.iter_mut().find(|p| p.0 == m.key) {
-            Some(p) => {
-                p.1 += 1;
-                p.1
-            }
-            None => {
-                per.push((m.key, 1, m.end_ns));
-                1
-            }
-        };
-        let picked = per.iter().max_by_key(|p| (p.1, p.2)).map(|p| p.0);
-        if picked == Some(m.key) {
+        let count = tally.add(m);
+        if tally.picked() == Some(m.key) {
             // A new pick can count more steps than were counted: each of
             // the cuts it adds is this range's end.
             while ends.len() < count {
